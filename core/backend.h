@@ -1,0 +1,128 @@
+/* Internal: the backend table, the context, and the op argument records.
+ *
+ * A backend is a table of op slots (BLIS context / ggml backend style). The
+ * reference table fills every slot; the CPU backend starts from it and
+ * overrides what it vectorizes; the HIP backend overrides every op it runs on
+ * the GPU and refuses the others through supports(). The public entry points
+ * (core/api_*.c) validate arguments once, ask supports(), then call the slot:
+ * kernels trust their inputs. */
+#ifndef MLA_CORE_BACKEND_H
+#define MLA_CORE_BACKEND_H
+
+#include "mla/mla.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Op argument records: validated, so kernels trust them. M and K are the
+ * logical row count and row length in values (not packed bytes). */
+typedef struct mla_convert_args {
+    mla_tensor x, y;
+    mla_saturation mode;
+} mla_convert_args;
+
+typedef struct mla_mxfp4_quant_args {
+    mla_tensor x;      /* [M, K] */
+    mla_tensor codes;  /* [M, K/2] FP4X2 */
+    mla_tensor scales; /* per layout */
+    mla_scale_layout layout;
+    mla_mxfp4_rule rule;
+    int64_t M, K;
+} mla_mxfp4_quant_args;
+
+typedef struct mla_mxfp4_dequant_args {
+    mla_tensor codes, scales, y;
+    mla_scale_layout layout;
+    int64_t M, K;
+} mla_mxfp4_dequant_args;
+
+typedef struct mla_fp8_group_quant_args {
+    mla_tensor x;      /* [M, K] */
+    mla_tensor codes;  /* [M, K] fp8 */
+    mla_tensor scales; /* [M, K/group] F32 */
+    int64_t group;
+    mla_fp8_scale_rule rule;
+    int64_t M, K;
+} mla_fp8_group_quant_args;
+
+typedef struct mla_fp8_group_dequant_args {
+    mla_tensor codes, scales, y;
+    int64_t group;
+    int64_t M, K;
+} mla_fp8_group_dequant_args;
+
+typedef struct mla_backend_ops {
+    const char *name;
+    mla_backend backend;
+    mla_memory memory;
+
+    /* Lifecycle. init may fail (no device); it writes a reason. */
+    mla_status (*init)(mla_context *ctx, const mla_context_options *opt, char *reason,
+                       size_t reason_len);
+    void (*fini)(mla_context *ctx);
+
+    mla_status (*mem_alloc)(mla_context *ctx, size_t bytes, void **out);
+    mla_status (*mem_free)(mla_context *ctx, void *ptr);
+    mla_status (*mem_copy)(mla_context *ctx, void *dst, const void *src, size_t bytes,
+                           mla_copy_kind kind);
+    mla_status (*mem_set)(mla_context *ctx, void *dst, int value, size_t bytes);
+    mla_status (*synchronize)(mla_context *ctx);
+
+    /* NULL when the variant runs here, else the name of the parameter that
+     * rules it out. The single source of truth for dispatch and conformance. */
+    const char *(*supports)(const mla_context *ctx, const mla_variant *v);
+
+    mla_status (*convert)(mla_context *ctx, const mla_convert_args *a);
+    mla_status (*mxfp4_quant)(mla_context *ctx, const mla_mxfp4_quant_args *a);
+    mla_status (*mxfp4_dequant)(mla_context *ctx, const mla_mxfp4_dequant_args *a);
+    mla_status (*fp8_group_quant)(mla_context *ctx, const mla_fp8_group_quant_args *a);
+    mla_status (*fp8_group_dequant)(mla_context *ctx, const mla_fp8_group_dequant_args *a);
+} mla_backend_ops;
+
+struct mla_context {
+    const mla_backend_ops *ops;
+    mla_backend backend;
+    int32_t num_threads; /* host backends: OpenMP threads to use (>= 1) */
+    void *impl;          /* backend-private state (HIP: device, stream) */
+    char fallback_reason[256];
+    char device_name[128];
+    char err_param[64];
+    char err_detail[256];
+};
+
+/* The tables. Each is complete (no NULL slot). */
+extern const mla_backend_ops mla_reference_ops;
+const mla_backend_ops *mla_cpu_ops(void);
+/* NULL when HIP is not compiled in. */
+const mla_backend_ops *mla_hip_ops(void);
+
+/* Creates a context around any table: the public create uses it, and the
+ * tests use it to run deliberately wrong backends (negative controls). */
+mla_status mla_context_create_with_ops(const mla_backend_ops *ops,
+                                       const mla_context_options *options, mla_context **out);
+
+/* Records why a call failed and returns status. param may be NULL. */
+mla_status mla_fail(mla_context *ctx, mla_status status, const char *param, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+void mla_clear_error(mla_context *ctx);
+
+/* Host-memory helpers shared by the reference and CPU tables. */
+mla_status mla_host_init(mla_context *ctx, const mla_context_options *opt, char *reason,
+                         size_t reason_len);
+void mla_host_fini(mla_context *ctx);
+mla_status mla_host_alloc(mla_context *ctx, size_t bytes, void **out);
+mla_status mla_host_free(mla_context *ctx, void *ptr);
+mla_status mla_host_copy(mla_context *ctx, void *dst, const void *src, size_t bytes,
+                         mla_copy_kind kind);
+mla_status mla_host_set(mla_context *ctx, void *dst, int value, size_t bytes);
+mla_status mla_host_synchronize(mla_context *ctx);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

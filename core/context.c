@@ -1,0 +1,220 @@
+/* Context creation, AUTO selection, error recording. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/backend.h"
+
+static void copy_string(char *dst, size_t len, const char *src)
+{
+    snprintf(dst, len, "%s", src ? src : "");
+}
+
+mla_status mla_fail(mla_context *ctx, mla_status status, const char *param, const char *fmt, ...)
+{
+    if (!ctx)
+        return status;
+    copy_string(ctx->err_param, sizeof ctx->err_param, param);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ctx->err_detail, sizeof ctx->err_detail, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+void mla_clear_error(mla_context *ctx)
+{
+    ctx->err_param[0] = '\0';
+    ctx->err_detail[0] = '\0';
+}
+
+mla_status mla_context_create_with_ops(const mla_backend_ops *ops,
+                                       const mla_context_options *options, mla_context **out)
+{
+    if (!ops || !out)
+        return MLA_ERR_NULL_POINTER;
+    *out = NULL;
+    static const mla_context_options defaults = {0, 0, NULL};
+    if (!options)
+        options = &defaults;
+    if (options->num_threads < 0 || options->device < 0)
+        return MLA_ERR_INVALID_ARGUMENT;
+    mla_context *ctx = calloc(1, sizeof *ctx);
+    if (!ctx)
+        return MLA_ERR_OUT_OF_MEMORY;
+    ctx->ops = ops;
+    ctx->backend = ops->backend;
+    char reason[sizeof ctx->fallback_reason] = "";
+    mla_status st = ops->init(ctx, options, reason, sizeof reason);
+    if (st != MLA_OK) {
+        free(ctx);
+        return st;
+    }
+    *out = ctx;
+    return MLA_OK;
+}
+
+/* Tries the HIP backend; on failure writes why into reason. */
+static mla_status create_hip(const mla_context_options *options, mla_context **out, char *reason,
+                             size_t len)
+{
+    const mla_backend_ops *hip = mla_hip_ops();
+    if (!hip) {
+        copy_string(reason, len, "the HIP backend is not compiled into this build");
+        return MLA_ERR_NOT_COMPILED;
+    }
+    mla_context *ctx = calloc(1, sizeof *ctx);
+    if (!ctx)
+        return MLA_ERR_OUT_OF_MEMORY;
+    ctx->ops = hip;
+    ctx->backend = MLA_BACKEND_HIP;
+    mla_status st = hip->init(ctx, options, reason, len);
+    if (st != MLA_OK) {
+        free(ctx);
+        return st;
+    }
+    *out = ctx;
+    return MLA_OK;
+}
+
+mla_status mla_context_create(mla_backend backend, const mla_context_options *options,
+                              mla_context **out)
+{
+    if (!out)
+        return MLA_ERR_NULL_POINTER;
+    *out = NULL;
+    static const mla_context_options defaults = {0, 0, NULL};
+    if (!options)
+        options = &defaults;
+    if (options->num_threads < 0 || options->device < 0)
+        return MLA_ERR_INVALID_ARGUMENT;
+    char reason[256] = "";
+    switch (backend) {
+    case MLA_BACKEND_REFERENCE:
+        return mla_context_create_with_ops(&mla_reference_ops, options, out);
+    case MLA_BACKEND_CPU:
+        return mla_context_create_with_ops(mla_cpu_ops(), options, out);
+    case MLA_BACKEND_HIP:
+        return create_hip(options, out, reason, sizeof reason);
+    case MLA_BACKEND_AUTO: {
+        mla_status st = create_hip(options, out, reason, sizeof reason);
+        if (st == MLA_OK)
+            return MLA_OK;
+        st = mla_context_create_with_ops(mla_cpu_ops(), options, out);
+        if (st == MLA_OK)
+            copy_string((*out)->fallback_reason, sizeof (*out)->fallback_reason, reason);
+        return st;
+    }
+    default:
+        return MLA_ERR_INVALID_ARGUMENT;
+    }
+}
+
+void mla_context_destroy(mla_context *ctx)
+{
+    if (!ctx)
+        return;
+    ctx->ops->fini(ctx);
+    free(ctx);
+}
+
+mla_backend mla_context_backend(const mla_context *ctx)
+{
+    return ctx ? ctx->backend : MLA_BACKEND_COUNT;
+}
+
+mla_memory mla_context_memory(const mla_context *ctx)
+{
+    return ctx ? ctx->ops->memory : MLA_MEMORY_COUNT;
+}
+
+const char *mla_context_fallback_reason(const mla_context *ctx)
+{
+    return ctx ? ctx->fallback_reason : "";
+}
+
+const char *mla_context_device_name(const mla_context *ctx)
+{
+    return ctx ? ctx->device_name : "";
+}
+
+const char *mla_context_error_param(const mla_context *ctx) { return ctx ? ctx->err_param : ""; }
+
+const char *mla_context_error_detail(const mla_context *ctx)
+{
+    return ctx ? ctx->err_detail : "";
+}
+
+mla_status mla_context_synchronize(mla_context *ctx)
+{
+    if (!ctx)
+        return MLA_ERR_NULL_POINTER;
+    mla_clear_error(ctx);
+    return ctx->ops->synchronize(ctx);
+}
+
+mla_status mla_supports(const mla_context *ctx, const mla_variant *variant, const char **param)
+{
+    if (param)
+        *param = "";
+    if (!ctx || !variant)
+        return MLA_ERR_NULL_POINTER;
+    if ((int)variant->op < 0 || variant->op >= MLA_OP_COUNT) {
+        if (param)
+            *param = "variant.op";
+        return MLA_ERR_INVALID_ARGUMENT;
+    }
+    const char *why = ctx->ops->supports(ctx, variant);
+    if (!why)
+        return MLA_OK;
+    if (param)
+        *param = why;
+    return MLA_ERR_UNSUPPORTED;
+}
+
+/* ------------------------------------------------------------------ memory */
+
+mla_status mla_malloc(mla_context *ctx, size_t bytes, void **out)
+{
+    if (!ctx || !out)
+        return mla_fail(ctx, MLA_ERR_NULL_POINTER, "out", "null argument");
+    mla_clear_error(ctx);
+    *out = NULL;
+    return ctx->ops->mem_alloc(ctx, bytes, out);
+}
+
+mla_status mla_free(mla_context *ctx, void *ptr)
+{
+    if (!ctx)
+        return MLA_ERR_NULL_POINTER;
+    mla_clear_error(ctx);
+    return ptr ? ctx->ops->mem_free(ctx, ptr) : MLA_OK;
+}
+
+mla_status mla_memcpy(mla_context *ctx, void *dst, const void *src, size_t bytes,
+                      mla_copy_kind kind)
+{
+    if (!ctx)
+        return MLA_ERR_NULL_POINTER;
+    mla_clear_error(ctx);
+    if ((int)kind < 0 || kind >= MLA_COPY_KIND_COUNT)
+        return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "kind", "unknown copy kind %d", (int)kind);
+    if (bytes == 0)
+        return MLA_OK;
+    if (!dst || !src)
+        return mla_fail(ctx, MLA_ERR_NULL_POINTER, dst ? "src" : "dst", "null pointer");
+    return ctx->ops->mem_copy(ctx, dst, src, bytes, kind);
+}
+
+mla_status mla_memset(mla_context *ctx, void *dst, int value, size_t bytes)
+{
+    if (!ctx)
+        return MLA_ERR_NULL_POINTER;
+    mla_clear_error(ctx);
+    if (bytes == 0)
+        return MLA_OK;
+    if (!dst)
+        return mla_fail(ctx, MLA_ERR_NULL_POINTER, "dst", "null pointer");
+    return ctx->ops->mem_set(ctx, dst, value, bytes);
+}

@@ -1,0 +1,151 @@
+#include "core/validate.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+mla_status mla_fail_field(mla_context *ctx, mla_status status, const char *name, const char *field,
+                          const char *fmt, ...)
+{
+    char param[64], detail[256];
+    snprintf(param, sizeof param, "%s%s%s", name, field[0] ? "." : "", field);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(detail, sizeof detail, fmt, ap);
+    va_end(ap);
+    return mla_fail(ctx, status, param, "%s: %s", param, detail);
+}
+
+int64_t mla_tensor_span_bytes(const mla_tensor *t)
+{
+    int64_t last = 0; /* offset of the last element, in elements */
+    for (int32_t i = 0; i < t->ndim; ++i) {
+        if (t->shape[i] == 0)
+            return 0;
+        int64_t step;
+        if (__builtin_mul_overflow(t->stride[i], t->shape[i] - 1, &step) ||
+            __builtin_add_overflow(last, step, &last))
+            return -1;
+    }
+    int64_t bytes;
+    if (__builtin_add_overflow(last, 1, &last) ||
+        __builtin_mul_overflow(last, (int64_t)mla_dtype_size(t->dtype), &bytes))
+        return -1;
+    return bytes;
+}
+
+mla_status mla_check_tensor(mla_context *ctx, const mla_tensor *t, const char *name, int32_t ndim)
+{
+    if (!t)
+        return mla_fail(ctx, MLA_ERR_NULL_POINTER, name, "%s: tensor descriptor is NULL", name);
+    if ((int)t->dtype < 0 || t->dtype >= MLA_DTYPE_COUNT)
+        return mla_fail_field(ctx, MLA_ERR_DTYPE, name, "dtype", "unknown dtype %d", (int)t->dtype);
+    if ((int)t->memory < 0 || t->memory >= MLA_MEMORY_COUNT)
+        return mla_fail_field(ctx, MLA_ERR_INVALID_ARGUMENT, name, "memory", "unknown memory %d",
+                              (int)t->memory);
+    if (t->ndim < 0 || t->ndim > MLA_MAX_DIMS)
+        return mla_fail_field(ctx, MLA_ERR_SHAPE, name, "ndim", "rank %d outside [0, %d]",
+                              (int)t->ndim, MLA_MAX_DIMS);
+    if (ndim >= 0 && t->ndim != ndim)
+        return mla_fail_field(ctx, MLA_ERR_SHAPE, name, "ndim", "rank %d, expected %d",
+                              (int)t->ndim, (int)ndim);
+    int64_t numel = 1;
+    for (int32_t i = 0; i < t->ndim; ++i) {
+        if (t->shape[i] < 0)
+            return mla_fail_field(ctx, MLA_ERR_SHAPE, name, "shape", "extent %d is negative",
+                                  (int)i);
+        if (t->stride[i] < 0)
+            return mla_fail_field(ctx, MLA_ERR_STRIDE, name, "stride", "stride %d is negative",
+                                  (int)i);
+        if (__builtin_mul_overflow(numel, t->shape[i], &numel))
+            return mla_fail_field(ctx, MLA_ERR_OVERFLOW, name, "shape",
+                                  "element count overflows 64 bits");
+    }
+    int64_t span = mla_tensor_span_bytes(t);
+    if (span < 0 || (uint64_t)span > (uint64_t)PTRDIFF_MAX ||
+        (t->data && (uintptr_t)t->data > UINTPTR_MAX - (uint64_t)span))
+        return mla_fail_field(ctx, MLA_ERR_OVERFLOW, name, "stride",
+                              "byte span overflows the address space");
+    if (numel > 0 && !t->data)
+        return mla_fail_field(ctx, MLA_ERR_NULL_POINTER, name, "data", "data is NULL");
+    if (t->memory != ctx->ops->memory)
+        return mla_fail_field(ctx, MLA_ERR_WRONG_DEVICE, name, "memory",
+                              "tensor is in %s memory, the %s backend needs %s memory",
+                              mla_memory_name(t->memory), ctx->ops->name,
+                              mla_memory_name(ctx->ops->memory));
+    return MLA_OK;
+}
+
+mla_status mla_check_dtype(mla_context *ctx, const mla_tensor *t, const char *name, unsigned mask)
+{
+    if (mask & MLA_DT(t->dtype))
+        return MLA_OK;
+    return mla_fail_field(ctx, MLA_ERR_DTYPE, name, "dtype", "dtype %s is not accepted here",
+                          mla_dtype_name(t->dtype));
+}
+
+mla_status mla_check_extent(mla_context *ctx, const mla_tensor *t, const char *name, int32_t dim,
+                            int64_t expected)
+{
+    if (t->shape[dim] == expected)
+        return MLA_OK;
+    char field[16];
+    snprintf(field, sizeof field, "shape[%d]", (int)dim);
+    return mla_fail_field(ctx, MLA_ERR_SHAPE, name, field, "is %lld, expected %lld",
+                          (long long)t->shape[dim], (long long)expected);
+}
+
+typedef struct dim_pair {
+    int64_t shape, stride;
+} dim_pair;
+
+static int by_stride(const void *a, const void *b)
+{
+    const dim_pair *x = a, *y = b;
+    return (x->stride > y->stride) - (x->stride < y->stride);
+}
+
+mla_status mla_check_output(mla_context *ctx, const mla_tensor *t, const char *name)
+{
+    /* Sorted by stride, each stride must step past everything the smaller
+     * dims reach: stride_k > sum_{j<k} stride_j * (shape_j - 1). This admits
+     * every permuted or padded layout and refuses broadcasts and overlaps. */
+    dim_pair dims[MLA_MAX_DIMS];
+    int n = 0;
+    for (int32_t i = 0; i < t->ndim; ++i) {
+        if (t->shape[i] == 0)
+            return MLA_OK; /* empty: nothing is written */
+        if (t->shape[i] > 1)
+            dims[n++] = (dim_pair){t->shape[i], t->stride[i]};
+    }
+    qsort(dims, (size_t)n, sizeof dims[0], by_stride);
+    int64_t reach = 0; /* largest offset reachable by the dims so far */
+    for (int k = 0; k < n; ++k) {
+        if (dims[k].stride <= reach)
+            return mla_fail_field(ctx, MLA_ERR_STRIDE, name, "stride",
+                                  "strides make distinct elements overlap");
+        reach += dims[k].stride * (dims[k].shape - 1); /* bounded by the checked span */
+    }
+    return MLA_OK;
+}
+
+mla_status mla_check_disjoint(mla_context *ctx, const mla_tensor *a, const char *aname,
+                              const mla_tensor *b, const char *bname)
+{
+    int64_t sa = mla_tensor_span_bytes(a), sb = mla_tensor_span_bytes(b);
+    if (sa <= 0 || sb <= 0)
+        return MLA_OK;
+    uintptr_t a0 = (uintptr_t)a->data, b0 = (uintptr_t)b->data;
+    if (a0 < b0 + (uint64_t)sb && b0 < a0 + (uint64_t)sa)
+        return mla_fail(ctx, MLA_ERR_ALIAS, aname, "%s overlaps %s in memory", aname, bname);
+    return MLA_OK;
+}
+
+mla_status mla_check_supported(mla_context *ctx, const mla_variant *v)
+{
+    const char *why = ctx->ops->supports(ctx, v);
+    if (!why)
+        return MLA_OK;
+    return mla_fail(ctx, MLA_ERR_UNSUPPORTED, why, "the %s backend cannot run %s with this %s",
+                    ctx->ops->name, mla_op_name(v->op), why);
+}

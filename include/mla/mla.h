@@ -1,0 +1,329 @@
+/* libmla: DeepSeek-style Multi-head Latent Attention, one C API, several backends.
+ *
+ * Conventions
+ * - Every fallible call returns mla_status; MLA_OK is 0. On failure nothing is
+ *   written to any output, and mla_context_error_param()/_detail() say which
+ *   argument was refused and why.
+ * - Tensors are described by mla_tensor: dtype, shape and strides in elements
+ *   (for MLA_DTYPE_FP4X2 an element is one byte holding two fp4 values).
+ *   Non-contiguous views are legal inputs and outputs everywhere.
+ * - All sizes and offsets are 64-bit.
+ * - The library never aborts, exits or prints. Distinct contexts may be used
+ *   from distinct threads at the same time; one context is not thread-safe.
+ * - Enums have explicit values, only grow at the end, and end in a _COUNT entry.
+ */
+#ifndef MLA_MLA_H
+#define MLA_MLA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(MLA_STATIC_DEFINE)
+#define MLA_API
+#elif defined(_WIN32)
+#define MLA_API __declspec(dllimport)
+#else
+#define MLA_API __attribute__((visibility("default")))
+#endif
+
+#define MLA_VERSION_MAJOR 0
+#define MLA_VERSION_MINOR 1
+#define MLA_VERSION_PATCH 0
+
+/* ------------------------------------------------------------------ status */
+
+typedef enum mla_status {
+    MLA_OK = 0,
+    MLA_ERR_NULL_POINTER = 1,     /* a required pointer is NULL */
+    MLA_ERR_INVALID_ARGUMENT = 2, /* unknown enum value, bad scalar parameter */
+    MLA_ERR_DTYPE = 3,            /* a tensor has a dtype the op does not take */
+    MLA_ERR_SHAPE = 4,            /* rank or extents do not match */
+    MLA_ERR_STRIDE = 5,           /* negative, self-overlapping or layout-violating strides */
+    MLA_ERR_OVERFLOW = 6,         /* a size or byte span does not fit in 64 bits */
+    MLA_ERR_OUT_OF_RANGE = 7,     /* an index (slot, block, position, token) is out of range */
+    MLA_ERR_ALIAS = 8,            /* an output overlaps an input or another output */
+    MLA_ERR_WRONG_DEVICE = 9,     /* a tensor lives in memory the context cannot use */
+    MLA_ERR_UNSUPPORTED = 10,     /* valid, but this backend cannot do it (see error_param) */
+    MLA_ERR_OUT_OF_MEMORY = 11,
+    MLA_ERR_NO_DEVICE = 12,       /* no usable GPU */
+    MLA_ERR_DEVICE = 13,          /* a GPU runtime call failed */
+    MLA_ERR_IO = 14,              /* a file could not be read or written */
+    MLA_ERR_FORMAT = 15,          /* a file's content is malformed */
+    MLA_ERR_NOT_COMPILED = 16,    /* the backend is not part of this build */
+    MLA_STATUS_COUNT
+} mla_status;
+
+MLA_API const char *mla_status_name(mla_status status);
+
+/* ----------------------------------------------------------------- version */
+
+MLA_API void mla_version(int *major, int *minor, int *patch);
+MLA_API const char *mla_version_string(void);
+
+/* ------------------------------------------------------------------ dtypes */
+
+typedef enum mla_dtype {
+    MLA_DTYPE_F32 = 0,
+    MLA_DTYPE_F16 = 1,
+    MLA_DTYPE_BF16 = 2,
+    MLA_DTYPE_FP8_E4M3FN = 3,   /* OCP e4m3: bias 7, max 448, NaN 0x7F/0xFF */
+    MLA_DTYPE_FP8_E4M3FNUZ = 4, /* gfx942: bias 8, max 240, NaN 0x80, no -0 */
+    MLA_DTYPE_E8M0 = 5,         /* 2^(byte-127), 0xFF is NaN */
+    MLA_DTYPE_FP4X2 = 6,        /* two e2m1 values per byte, element 2i in the low nibble */
+    MLA_DTYPE_U8 = 7,
+    MLA_DTYPE_I32 = 8,
+    MLA_DTYPE_I64 = 9,
+    MLA_DTYPE_F64 = 10,
+    MLA_DTYPE_COUNT
+} mla_dtype;
+
+MLA_API const char *mla_dtype_name(mla_dtype dtype);
+/* Bytes per element (FP4X2: 1 byte = 2 values). 0 for an unknown dtype. */
+MLA_API size_t mla_dtype_size(mla_dtype dtype);
+
+/* ----------------------------------------------------------------- tensors */
+
+#define MLA_MAX_DIMS 6
+
+typedef enum mla_memory {
+    MLA_MEMORY_HOST = 0,   /* ordinary host memory */
+    MLA_MEMORY_DEVICE = 1, /* memory of the context's GPU (mla_malloc on a HIP context) */
+    MLA_MEMORY_COUNT
+} mla_memory;
+
+MLA_API const char *mla_memory_name(mla_memory memory);
+
+typedef struct mla_tensor {
+    void *data;
+    mla_dtype dtype;
+    mla_memory memory;
+    int32_t ndim;
+    int64_t shape[MLA_MAX_DIMS];
+    int64_t stride[MLA_MAX_DIMS]; /* in elements, >= 0 */
+} mla_tensor;
+
+/* A contiguous row-major descriptor. Returns MLA_ERR_SHAPE for ndim outside
+ * [0, MLA_MAX_DIMS] or a negative extent. */
+MLA_API mla_status mla_tensor_init(mla_tensor *t, void *data, mla_dtype dtype, mla_memory memory,
+                                   int32_t ndim, const int64_t *shape);
+/* Number of elements (product of the shape); -1 on overflow. */
+MLA_API int64_t mla_tensor_numel(const mla_tensor *t);
+/* 1 when the strides are those of a contiguous row-major tensor. */
+MLA_API int mla_tensor_is_contiguous(const mla_tensor *t);
+/* Swaps dims a and b in place (a view, no data moves). */
+MLA_API mla_status mla_tensor_transpose(mla_tensor *t, int32_t a, int32_t b);
+
+/* ---------------------------------------------------------------- contexts */
+
+typedef enum mla_backend {
+    MLA_BACKEND_AUTO = 0, /* a working GPU if there is one, else CPU */
+    MLA_BACKEND_REFERENCE = 1,
+    MLA_BACKEND_CPU = 2,
+    MLA_BACKEND_HIP = 3,
+    MLA_BACKEND_COUNT
+} mla_backend;
+
+MLA_API const char *mla_backend_name(mla_backend backend);
+/* 1 when the backend was compiled into this build. */
+MLA_API int mla_backend_compiled(mla_backend backend);
+
+typedef struct mla_context mla_context;
+
+typedef struct mla_context_options {
+    int32_t num_threads; /* CPU: OpenMP threads, 0 = library default */
+    int32_t device;      /* HIP: device index, default 0 */
+    void *stream;        /* HIP: hipStream_t to run on, NULL = the context's own stream */
+} mla_context_options;
+
+/* options may be NULL. For AUTO, *out is a CPU context when no GPU works;
+ * mla_context_fallback_reason() then says why. */
+MLA_API mla_status mla_context_create(mla_backend backend, const mla_context_options *options,
+                                      mla_context **out);
+MLA_API void mla_context_destroy(mla_context *ctx);
+/* The backend actually in use (never AUTO). */
+MLA_API mla_backend mla_context_backend(const mla_context *ctx);
+/* Where tensors for this context must live. */
+MLA_API mla_memory mla_context_memory(const mla_context *ctx);
+/* Why AUTO did not pick a GPU; "" when it did or AUTO was not asked. */
+MLA_API const char *mla_context_fallback_reason(const mla_context *ctx);
+/* Human-readable device description, e.g. "NVIDIA H200 (sm_90)" or "host CPU, 2 threads". */
+MLA_API const char *mla_context_device_name(const mla_context *ctx);
+/* After a failed call: the name of the parameter that ruled the call out
+ * (e.g. "x.dtype", "block_size", "scales.stride"), and a sentence. "" after success. */
+MLA_API const char *mla_context_error_param(const mla_context *ctx);
+MLA_API const char *mla_context_error_detail(const mla_context *ctx);
+/* Waits for all work queued on the context (no-op on host backends). */
+MLA_API mla_status mla_context_synchronize(mla_context *ctx);
+
+/* ------------------------------------------------------------------ memory */
+
+typedef enum mla_copy_kind {
+    MLA_COPY_HOST_TO_HOST = 0,
+    MLA_COPY_HOST_TO_CONTEXT = 1,
+    MLA_COPY_CONTEXT_TO_HOST = 2,
+    MLA_COPY_CONTEXT_TO_CONTEXT = 3,
+    MLA_COPY_KIND_COUNT
+} mla_copy_kind;
+
+/* Memory of the context's kind (mla_context_memory), 256-byte aligned. */
+MLA_API mla_status mla_malloc(mla_context *ctx, size_t bytes, void **out);
+MLA_API mla_status mla_free(mla_context *ctx, void *ptr);
+/* Synchronous with respect to the host. */
+MLA_API mla_status mla_memcpy(mla_context *ctx, void *dst, const void *src, size_t bytes,
+                              mla_copy_kind kind);
+MLA_API mla_status mla_memset(mla_context *ctx, void *dst, int value, size_t bytes);
+
+/* ------------------------------------------------- scalar number formats */
+/* Section 5 of the spec. All conversions round to nearest, ties to even. */
+
+MLA_API uint16_t mla_f32_to_bf16(float x); /* NaN -> 0x7FC0 (sign kept) */
+MLA_API float mla_bf16_to_f32(uint16_t bits);
+MLA_API uint16_t mla_f32_to_f16(float x); /* overflow -> inf, NaN -> quiet NaN */
+MLA_API float mla_f16_to_f32(uint16_t bits);
+
+typedef enum mla_saturation {
+    MLA_SATURATE = 0,     /* magnitudes rounding above max become +-max; inf too */
+    MLA_NON_SATURATE = 1, /* they become NaN (PyTorch / ml_dtypes casts) */
+    MLA_SATURATION_COUNT
+} mla_saturation;
+
+/* fp8 is MLA_DTYPE_FP8_E4M3FN or MLA_DTYPE_FP8_E4M3FNUZ; other dtypes give 0 / NaN. */
+MLA_API uint8_t mla_f32_to_fp8(float x, mla_dtype fp8, mla_saturation mode);
+MLA_API float mla_fp8_to_f32(uint8_t code, mla_dtype fp8);
+MLA_API float mla_fp8_max(mla_dtype fp8); /* 448 or 240 */
+MLA_API float mla_e8m0_to_f32(uint8_t code);
+/* Nearest e2m1 code (4 bits), ties to even, |x| >= 6 -> 6, sign always kept. */
+MLA_API uint8_t mla_f32_to_fp4(float x);
+MLA_API float mla_fp4_to_f32(uint8_t code);
+
+typedef enum mla_mxfp4_rule {
+    MLA_MXFP4_PRODUCTION = 0, /* aiter: amax rounded up at the mantissa before the exponent */
+    MLA_MXFP4_OCP = 1,        /* OCP MX v1.0: floor(log2(amax)) - 2 */
+    MLA_MXFP4_RULE_COUNT
+} mla_mxfp4_rule;
+
+/* One 32-element block: 16 packed code bytes and one e8m0 scale byte. */
+MLA_API void mla_mxfp4_quantize_block(const float x[32], mla_mxfp4_rule rule, uint8_t codes[16],
+                                      uint8_t *scale);
+
+/* MXFP4 scale tensors, for x [M, K]: N = K / 32 scales per row. */
+typedef enum mla_scale_layout {
+    MLA_SCALE_ROW_MAJOR = 0,        /* logical [M, N], stride[1] == 1 (aiter dynamic_mxfp4_quant) */
+    MLA_SCALE_TRANSPOSED = 1,       /* logical [M, N], stride[0] == 1 (fused_flatten_mxfp4_quant) */
+    MLA_SCALE_PRESHUFFLED_GFX950 = 2, /* 1-D u8/e8m0, mla_scale_preshuffled_bytes(M, N) bytes */
+    MLA_SCALE_LAYOUT_COUNT
+} mla_scale_layout;
+
+MLA_API const char *mla_scale_layout_name(mla_scale_layout layout);
+/* ceil(M/256)*256 * ceil(N/8)*8; padding bytes are written as 0. */
+MLA_API int64_t mla_scale_preshuffled_bytes(int64_t M, int64_t N);
+/* Byte offset of scale[m, n] in the pre-shuffled layout (spec section 5). */
+MLA_API int64_t mla_scale_preshuffled_offset(int64_t m, int64_t n, int64_t N);
+
+typedef enum mla_fp8_scale_rule {
+    /* aiter per-token-group quant (o_proj input): s = max(amax, 1e-10) / fp8_max,
+     * fp8_max 448 (e4m3fn) or 240 (e4m3fnuz); q = sat(x * fp32(1/s)). */
+    MLA_FP8_SCALE_AITER = 0,
+    /* power of two (ue8m0): s = 2^ceil(log2(max(amax, 1e-4) / fp8_max)),
+     * fp8_max 448 or 224; q = sat(x / s). (indexer q and K, vLLM default) */
+    MLA_FP8_SCALE_UE8M0 = 1,
+    /* plain division: s = max(amax, 1e-4) / div, div 448 or 224; q = sat(x / s) (indexer K). */
+    MLA_FP8_SCALE_DIV = 2,
+    MLA_FP8_SCALE_RULE_COUNT
+} mla_fp8_scale_rule;
+
+MLA_API const char *mla_mxfp4_rule_name(mla_mxfp4_rule rule);
+MLA_API const char *mla_fp8_scale_rule_name(mla_fp8_scale_rule rule);
+
+/* ------------------------------------------------------------------- ops */
+
+typedef enum mla_op {
+    MLA_OP_CONVERT = 0,
+    MLA_OP_MXFP4_QUANT = 1,
+    MLA_OP_MXFP4_DEQUANT = 2,
+    MLA_OP_FP8_GROUP_QUANT = 3,
+    MLA_OP_FP8_GROUP_DEQUANT = 4,
+    MLA_OP_COUNT
+} mla_op;
+
+MLA_API const char *mla_op_name(mla_op op);
+
+/* What a backend is asked to do: the op plus the parameters that select a
+ * kernel. Built by every op entry point from its arguments, and by the
+ * conformance layer from its cases; mla_supports answers both. Fields an op
+ * does not use are 0. */
+typedef struct mla_variant {
+    mla_op op;
+    mla_dtype in_dtype;  /* main input */
+    mla_dtype out_dtype; /* main output */
+    int32_t layout;      /* op's layout enum (scale layout, cache layout) */
+    int32_t rule;        /* op's rule enum (mxfp4 rule, fp8 scale rule, saturation) */
+    int64_t group;       /* quantization group / block size */
+    int64_t rows;        /* M, or tokens */
+    int64_t cols;        /* K, or row length */
+} mla_variant;
+
+/* MLA_OK when the context's backend can run the variant; otherwise
+ * MLA_ERR_UNSUPPORTED and, if param is not NULL, *param names the parameter
+ * that rules it out. */
+MLA_API mla_status mla_supports(const mla_context *ctx, const mla_variant *variant,
+                                const char **param);
+
+/* y = x converted elementwise, same shape. Float-like dtypes: F32, F16, BF16,
+ * FP8_E4M3FN, FP8_E4M3FNUZ; E8M0 and FP4X2 as sources; FP4X2 also as a target.
+ * When one side is FP4X2 its last extent is half the other's. mode applies to
+ * fp8 targets (fp4 always saturates; f16/bf16 overflow to inf). */
+MLA_API mla_status mla_convert(mla_context *ctx, const mla_tensor *x, mla_tensor *y,
+                               mla_saturation mode);
+
+/* x [M, K] (F32, BF16, F16), K % 32 == 0 -> codes [M, K/2] FP4X2 and e8m0
+ * scales in the given layout (see mla_scale_layout). */
+MLA_API mla_status mla_mxfp4_quant(mla_context *ctx, const mla_tensor *x, mla_tensor *codes,
+                                   mla_tensor *scales, mla_scale_layout layout,
+                                   mla_mxfp4_rule rule);
+/* codes [M, K/2] + scales -> y [M, K] (F32, BF16, F16): y = fp4 * 2^(scale-127);
+ * a NaN scale gives NaN. */
+MLA_API mla_status mla_mxfp4_dequant(mla_context *ctx, const mla_tensor *codes,
+                                     const mla_tensor *scales, mla_scale_layout layout,
+                                     mla_tensor *y);
+
+/* x [M, K] (F32, BF16, F16), K % group == 0 -> codes [M, K] (FP8_E4M3FN or
+ * FP8_E4M3FNUZ, the flavour is the codes' dtype) and F32 scales [M, K/group]
+ * with any strides (row-major or transposed). */
+MLA_API mla_status mla_fp8_group_quant(mla_context *ctx, const mla_tensor *x, mla_tensor *codes,
+                                       mla_tensor *scales, int64_t group,
+                                       mla_fp8_scale_rule rule);
+/* y [M, K] (F32, BF16, F16) = fp8 * scale of its group. */
+MLA_API mla_status mla_fp8_group_dequant(mla_context *ctx, const mla_tensor *codes,
+                                         const mla_tensor *scales, int64_t group, mla_tensor *y);
+
+/* ------------------------------------------------------------ build info */
+
+typedef struct mla_build_info {
+    const char *version;
+    const char *compiler;
+    int has_openmp;
+    int has_openblas;
+    int has_sleef;
+    int has_hip;             /* HIP backend compiled in */
+    const char *hip_platform; /* "amd", "nvidia" or "" */
+    const char *gpu_targets;  /* e.g. "gfx942;gfx950" or "sm_90" */
+    const char *cpu_isa;      /* vector ISAs the CPU kernels were built for */
+} mla_build_info;
+
+MLA_API const mla_build_info *mla_build_info_get(void);
+
+/* Number of GPUs the HIP backend sees (0 without a device or without HIP),
+ * and a description of device i. */
+MLA_API int mla_gpu_count(void);
+MLA_API mla_status mla_gpu_name(int device, char *buf, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MLA_MLA_H */
