@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages libmla needs that are not installed yet.
+# Usage: tools/deps.sh [hip]   ("hip" adds clang-22 and the ROCm 5.2 files)
+set -euo pipefail
+pkgs=(build-essential cmake ninja-build ccache pkg-config libopenblas-openmp-dev libsleef-dev)
+if [[ "${1:-}" == hip ]]; then
+  pkgs+=(clang-22 lld-22 llvm-22 libamdhip64-dev rocm-device-libs)
+fi
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "installing: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
