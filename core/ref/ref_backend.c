@@ -1,0 +1,31 @@
+/* The reference backend: host memory, scalar kernels that follow the spec's
+ * formulas one value at a time. It runs every variant the API accepts. */
+#include "core/backend.h"
+#include "core/ref/ref_kernels.h"
+
+/* The reference refuses nothing that passed validation. */
+static const char *ref_supports(const mla_context *ctx, const mla_variant *v)
+{
+    (void)ctx;
+    (void)v;
+    return NULL;
+}
+
+const mla_backend_ops mla_reference_ops = {
+    .name = "reference",
+    .backend = MLA_BACKEND_REFERENCE,
+    .memory = MLA_MEMORY_HOST,
+    .init = mla_host_init,
+    .fini = mla_host_fini,
+    .mem_alloc = mla_host_alloc,
+    .mem_free = mla_host_free,
+    .mem_copy = mla_host_copy,
+    .mem_set = mla_host_set,
+    .synchronize = mla_host_synchronize,
+    .supports = ref_supports,
+    .convert = mla_ref_convert,
+    .mxfp4_quant = mla_ref_mxfp4_quant,
+    .mxfp4_dequant = mla_ref_mxfp4_dequant,
+    .fp8_group_quant = mla_ref_fp8_group_quant,
+    .fp8_group_dequant = mla_ref_fp8_group_dequant,
+};
