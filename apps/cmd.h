@@ -1,0 +1,34 @@
+/* The `mla` command's subcommands. Each returns the process exit code:
+ * 0 success, 1 failure (a failing case, an op error), 2 usage error, 77
+ * (conformance --require-device) a requested GPU was not there. */
+#ifndef MLA_APPS_CMD_H
+#define MLA_APPS_CMD_H
+
+#include <stdio.h>
+
+#include "mla/mla.h"
+
+#define MLA_EXIT_OK 0
+#define MLA_EXIT_FAIL 1
+#define MLA_EXIT_USAGE 2
+
+typedef struct mla_cmd {
+    const char *name;
+    const char *summary;
+    int (*run)(int argc, char **argv); /* argv[0] is the subcommand's name */
+    void (*usage)(FILE *out);
+} mla_cmd;
+
+int cmd_info(int argc, char **argv);
+void usage_info(FILE *out);
+int cmd_conformance(int argc, char **argv);
+void usage_conformance(FILE *out);
+int cmd_op(int argc, char **argv);
+void usage_op(FILE *out);
+
+/* "auto", "reference", "cpu", "hip" -> backend; 0 on success. */
+int mla_app_parse_backend(const char *s, mla_backend *out);
+/* A non-negative integer that fits in *out; 0 on success. */
+int mla_app_parse_i64(const char *s, int64_t *out);
+
+#endif

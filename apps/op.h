@@ -1,0 +1,60 @@
+/* `mla op`: ops are registered as small descriptors (op_table.c); the
+ * runner (cmd_op.c) parses --in/--out/--param, loads .npy files into the
+ * context's memory, and writes the outputs back. A new op adds one
+ * descriptor and one run function. */
+#ifndef MLA_APPS_OP_H
+#define MLA_APPS_OP_H
+
+#include "mla/mla.h"
+
+#define OP_MAX_ARGS 4
+#define OP_MAX_PARAMS 8
+
+typedef struct op_param_desc {
+    const char *key;
+    const char *def; /* default value; NULL = no default (required when the op needs it) */
+    const char *help;
+} op_param_desc;
+
+typedef struct op_run op_run;
+
+typedef struct op_desc {
+    const char *name;
+    const char *summary;
+    const char *inputs[OP_MAX_ARGS + 1]; /* NULL-terminated */
+    const char *outputs[OP_MAX_ARGS + 1];
+    op_param_desc params[OP_MAX_PARAMS + 1]; /* key NULL ends */
+    int (*run)(op_run *r);                   /* returns an exit code */
+} op_desc;
+
+extern const op_desc mla_op_table[];
+extern const int mla_op_table_size;
+
+mla_context *op_ctx(op_run *r);
+/* The parameter's value, else its default, else NULL. */
+const char *op_param(op_run *r, const char *key);
+/* A dtype named by a parameter, one of the mask's (1u << dtype) bits. */
+int op_param_dtype(op_run *r, const char *key, unsigned allowed, mla_dtype *out);
+int op_param_choice(op_run *r, const char *key, const char *const *names, int n, int *out);
+int op_param_i64(op_run *r, const char *key, int64_t *out);
+
+/* Input `name` as a tensor in context memory. Its dtype: implied when the op
+ * knows it (MLA_DTYPE_COUNT = from the file), else the dtype_key parameter
+ * when given, else the file's (<f4 f32, <f2 f16, <u2 bf16, <f8 f64, <i4 i32,
+ * <i8 i64; |u1 needs the parameter). transposed: a 2-D input is laid out
+ * with strides (1, M) (the file is always logical row-major). */
+int op_input(op_run *r, const char *name, mla_dtype implied, const char *dtype_key,
+             int transposed, mla_tensor *t);
+/* Output `name`: allocated in context memory, written to its file after run. */
+int op_output(op_run *r, const char *name, mla_dtype dtype, int32_t ndim, const int64_t *shape,
+              int transposed, mla_tensor *t);
+/* Reports a failed library call (status, parameter, detail); returns the exit code. */
+int op_check(op_run *r, mla_status st);
+/* Prints a usage error for this op; returns the usage exit code. */
+int op_usage_error(op_run *r, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+#endif

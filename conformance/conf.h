@@ -1,0 +1,206 @@
+/* Internal types of the conformance harness, shared by the harness, the
+ * comparators, the generator and the per-op case files (cases_*.c). */
+#ifndef MLA_CONFORMANCE_CONF_H
+#define MLA_CONFORMANCE_CONF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "conformance/conformance.h"
+#include "core/backend.h"
+
+#define CONF_MAX_ARGS 4
+#define CONF_GUARD_BYTES 256 /* keeps the view 256-aligned unless a case offsets it */
+
+/* --------------------------------------------------------------- views */
+
+/* How a case lays an argument out in memory; flags combine. The logical
+ * content never depends on the layout, only the addresses do. */
+enum {
+    CONF_L_CONTIG = 0,
+    CONF_L_PAD = 1u << 0,      /* a 3-element gap after every innermost run */
+    CONF_L_STEP2 = 1u << 1,    /* the fastest dim has stride 2 (gaps between elements) */
+    CONF_L_COLMAJOR = 1u << 2, /* dims laid out in reverse order (a transposed buffer) */
+    CONF_L_OFFSET = 1u << 3,   /* the view starts one element into its buffer (misaligned) */
+};
+
+/* Row-major iteration over a view: off is the element offset of each
+ * logical index in turn. */
+typedef struct conf_iter {
+    int32_t ndim;
+    int64_t shape[MLA_MAX_DIMS], stride[MLA_MAX_DIMS], idx[MLA_MAX_DIMS];
+    int64_t off, left;
+} conf_iter;
+
+void conf_iter_init(conf_iter *it, const mla_tensor *t);
+int conf_iter_next(conf_iter *it, int64_t *off);
+/* Formats the current logical index ("[3, 17]") of element number i. */
+void conf_index_str(const mla_tensor *t, int64_t i, char *buf, size_t len);
+
+/* ------------------------------------------------------------- bounds */
+
+/* How an output is compared once bits and class have been checked.
+ * Every op of the number-format family is bit-defined: CONF_BOUND_EXACT.
+ * A later op declares its bound where it builds its cases, with the
+ * derivation next to it, e.g. for an fp32 dot product of length K with a
+ * free summation order: |err| <= gamma_K * sum|a_i b_i|, gamma_K = K u / (1 - K u),
+ * u = 2^-24, which as a normwise bound gives CONF_BOUND_NMSE with
+ * limit (K u)^2 for well-scaled inputs. */
+typedef enum conf_bound_kind {
+    CONF_BOUND_EXACT = 0, /* bits must match (after the NaN rule below) */
+    CONF_BOUND_ULP = 1,   /* per element, distance in units of the dtype's last place */
+    CONF_BOUND_REL = 2,   /* per element, |got - want| / max(|want|, floor) */
+    CONF_BOUND_NMSE = 3,  /* whole tensor, sum (got - want)^2 / sum want^2 */
+} conf_bound_kind;
+
+typedef struct conf_bound {
+    conf_bound_kind kind;
+    double limit;   /* ulps, relative error or NMSE */
+    double floor;   /* CONF_BOUND_REL: denominator floor */
+    int nan_any;    /* any NaN encoding matches any other (golden e4m3fn encode) */
+    int zero_sign_free; /* +0 and -0 match (ops whose summation order may flip it) */
+} conf_bound;
+
+/* ---------------------------------------------------------- problems */
+
+typedef struct conf_arg {
+    const char *name;
+    int output;
+    mla_tensor t;         /* dtype, ndim, shape, stride; data unused */
+    int64_t offset;       /* elements from the buffer start to element 0 */
+    size_t bytes;         /* buffer bytes, gaps included */
+    unsigned char *host;  /* inputs: the buffer (gaps poisoned) */
+    conf_bound bound;     /* outputs */
+    const unsigned char *golden; /* outputs of golden cases: contiguous expected bytes */
+} conf_arg;
+
+typedef struct conf_problem {
+    conf_arg arg[CONF_MAX_ARGS];
+    int nargs;
+    void *owned[2 * CONF_MAX_ARGS]; /* freed with the problem (golden arrays) */
+    int nowned;
+} conf_problem;
+
+typedef struct conf_case {
+    mla_variant v;                /* asked of mla_supports; exec reads its fields */
+    int32_t ndim;                 /* of the main input's value shape */
+    int64_t shape[MLA_MAX_DIMS];
+    unsigned lay[CONF_MAX_ARGS];  /* CONF_L_* per argument, in the op's argument order */
+    int dist;                     /* CONF_DIST_* of the main input */
+    uint64_t seed;
+    int golden;                   /* index into the op's golden table; -1 = generated */
+    char label[64];               /* the table row: dtypes, rule, layout */
+} conf_case;
+
+typedef struct conf_env {
+    const char *data_dir;
+    int golden_required; /* missing data is a failure, not a skip */
+} conf_env;
+
+/* An op's cases. build lists them (returns the count; cases may be NULL to
+ * count); setup fills a problem; exec calls the public API on ctx with the
+ * problem's views (t[i] mirrors arg[i], data in context memory). */
+typedef struct conf_suite {
+    const char *name;
+    mla_op op;
+    int (*build)(conf_case *cases, int cap);
+    mla_status (*setup)(const conf_case *c, const conf_env *env, conf_problem *p, char *err,
+                        size_t errlen);
+    mla_status (*exec)(mla_context *ctx, const conf_case *c, mla_tensor *t);
+} conf_suite;
+
+/* Case lists: build functions push into (cases, cap), counting past cap
+ * (cases NULL = count only). The seed is a function of the op and the
+ * case's position, so a case id always means the same data. */
+typedef struct conf_builder {
+    conf_case *cases;
+    int cap, n;
+    mla_op op;
+} conf_builder;
+
+void conf_push(conf_builder *b, conf_case *c);
+
+extern const conf_suite conf_suite_convert;
+extern const conf_suite conf_suite_mxfp4_quant;
+extern const conf_suite conf_suite_mxfp4_dequant;
+extern const conf_suite conf_suite_fp8_group_quant;
+extern const conf_suite conf_suite_fp8_group_dequant;
+
+/* Adds an argument with the given logical shape and layout; inputs get a
+ * buffer filled with poison (so a kernel that reads a gap sees NaNs). */
+mla_status conf_add_arg(conf_problem *p, const char *name, int output, mla_dtype dtype,
+                        int32_t ndim, const int64_t *shape, unsigned lay);
+/* Like conf_add_arg with explicit strides (scale tensors whose layout the op fixes). */
+mla_status conf_add_arg_strided(conf_problem *p, const char *name, int output, mla_dtype dtype,
+                                int32_t ndim, const int64_t *shape, const int64_t *stride,
+                                unsigned lay);
+/* Loads <data_dir>/<file> as the golden expectation of output arg i, or as
+ * the contents of input arg i; checks element count and width. */
+mla_status conf_golden_output(conf_problem *p, int i, const conf_env *env, const char *file,
+                              char *err, size_t errlen);
+mla_status conf_golden_input(conf_problem *p, int i, const conf_env *env, const char *file,
+                             char *err, size_t errlen);
+void conf_problem_free(conf_problem *p);
+/* Pointer to element 0 of an input's host buffer, and the view for
+ * writing it with conf_iter. */
+unsigned char *conf_arg_elem0(const conf_arg *a);
+
+/* --------------------------------------------------------- generator */
+
+enum {
+    CONF_DIST_EDGE = 0,     /* element-wise mix: ties, huge, tiny, subnormal, NaN, Inf, -0 */
+    CONF_DIST_BLOCKS = 1,   /* per-block scales, zero / tiny / huge / boundary blocks, no NaN/Inf */
+    CONF_DIST_SPECIALS = 2, /* CONF_DIST_BLOCKS with NaN / Inf sprinkled into some blocks */
+    CONF_DIST_CODES = 3,    /* narrow codes: every code once, then uniform bytes */
+    CONF_DIST_SCALES = 4,   /* scale inputs: plausible magnitudes plus extremes */
+    CONF_DIST_SCALES_SPECIALS = 5, /* the same with NaN / Inf scales */
+    CONF_DIST_COUNT
+};
+
+const char *conf_dist_name(int dist);
+/* splitmix64's output function: a counter-based RNG when fed seed + counter. */
+uint64_t conf_mix64(uint64_t x);
+/* The r-th 64-bit draw for element i of a stream: depends only on
+ * (seed, stream, i, r), never on thread count or order. */
+uint64_t conf_rng(uint64_t seed, uint64_t stream, uint64_t i, unsigned r);
+/* Fills input arg i's elements in logical order. block is the quantization
+ * block along the last dim for CONF_DIST_BLOCKS / SPECIALS (32, group). */
+void conf_fill(conf_problem *p, int i, int dist, uint64_t seed, int64_t block);
+/* Fills an input with value = f(logical index) bytes: codes 0..n-1 (decoding golden cases). */
+void conf_fill_iota(conf_problem *p, int i);
+
+/* --------------------------------------------------------- comparing */
+
+typedef struct conf_cmp {
+    int64_t count;       /* values compared (fp4x2: two per byte) */
+    int64_t mismatches;  /* values outside the bound */
+    int64_t class_bad;   /* of which the class differs */
+    int64_t zeros;       /* expected values that are zero (MISTRUSTED) */
+    double max_err;      /* among same-class mismatches, in unit */
+    const char *unit;
+    char first[160];     /* the first mismatch, readable */
+} conf_cmp;
+
+/* Compares got (a view at the problem's layout) with want (the same layout
+ * or, when want_contig, contiguous row-major) value by value. */
+void conf_compare(const conf_arg *a, const unsigned char *got, const unsigned char *want,
+                  int want_contig, conf_cmp *r);
+
+/* ---------------------------------------------------------- running */
+
+/* Runs the problem on ctx: inputs copied in with mla_memcpy, outputs
+ * surrounded by guard bytes filled with a pattern that depends on salt.
+ * outs[i] receives a malloc'd copy of output arg i's buffer (NULL for
+ * inputs). On an error the status says why, *kind is SETUP or STATUS and
+ * detail a sentence; on MLA_OK *kind is MLA_CONF_FAIL_GUARD (detail filled,
+ * outs still valid) or MLA_CONF_FAIL_COUNT when all guards held. */
+mla_status conf_execute(mla_context *ctx, const conf_suite *s, const conf_case *c,
+                        const conf_problem *p, unsigned salt, unsigned char **outs,
+                        mla_conformance_failure *kind, char *detail, size_t len);
+
+/* The hook the negative-control tests use: run with any backend table,
+ * labelled label in the report, against the reference backend. */
+int mla_conformance_run_ops(const mla_conformance_options *opt, const mla_backend_ops *ops,
+                            const char *label, FILE *out, mla_conformance_summary *summary);
+
+#endif

@@ -1,0 +1,226 @@
+/* Seeded input generation (benchdnn fill_data style).
+ *
+ * Every value is a pure function of (seed, stream, logical index): the draws
+ * come from splitmix64's output function applied to a counter, and the
+ * per-block choices (a zero block, a huge block...) from the block's index.
+ * The data is therefore the same for any thread count, any fill order and
+ * any memory layout of the view. */
+#include <math.h>
+#include <string.h>
+
+#include "conformance/conf.h"
+
+uint64_t conf_mix64(uint64_t x)
+{
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+uint64_t conf_rng(uint64_t seed, uint64_t stream, uint64_t i, unsigned r)
+{
+    return conf_mix64(conf_mix64(seed ^ conf_mix64(stream)) + i * 8u + r);
+}
+
+const char *conf_dist_name(int dist)
+{
+    static const char *const names[] = {"edge", "blocks", "specials", "codes", "scales",
+                                        "scales+specials"};
+    return (dist >= 0 && dist < CONF_DIST_COUNT) ? names[dist] : "?";
+}
+
+/* Exponent range of a float source: smallest subnormal, smallest and largest normal. */
+typedef struct erange {
+    int sub, min, max;
+} erange;
+
+static erange range_of(mla_dtype dt)
+{
+    if (dt == MLA_DTYPE_F16)
+        return (erange){-24, -14, 15};
+    return (erange){-149, -126, 127};
+}
+
+static int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+/* A significand in [1, 2): random, or with only its top t bits kept so that
+ * exact grid points and round-to-nearest ties of the narrow formats occur. */
+static float significand(uint64_t r)
+{
+    uint32_t m = (uint32_t)(r & 0x7FFFFF);
+    if ((r >> 23) & 1) {
+        unsigned t = (unsigned)((r >> 24) % 12); /* 0..11 bits: fp4, fp8, bf16, f16 ties */
+        m &= ~((1u << (23 - t)) - 1u);
+    }
+    return 1.0f + (float)m / 8388608.0f;
+}
+
+static float signed_value(uint64_t r, float mag) { return (r >> 63) ? -mag : mag; }
+
+/* Element-wise edge mix (convert). */
+static float edge_value(uint64_t r0, uint64_t r1, erange rg)
+{
+    unsigned cat = (unsigned)(r0 % 100);
+    int e;
+    if (cat < 3)
+        return signed_value(r1, NAN);
+    if (cat < 6)
+        return signed_value(r1, INFINITY);
+    if (cat < 11)
+        return signed_value(r1, 0.0f);
+    if (cat < 18) /* the source's subnormals and the narrow formats' underflow region */
+        e = (r0 >> 8) & 1 ? rg.sub + (int)((r1 >> 8) % (unsigned)(rg.min - rg.sub + 3))
+                          : -16 + (int)((r1 >> 8) % 10);
+    else if (cat < 25) /* near the source's maximum, and the fp8 / f16 saturation edge */
+        e = (r0 >> 8) & 1 ? rg.max - (int)((r1 >> 8) % 4) : 7 + (int)((r1 >> 8) % 10);
+    else if (cat < 35) { /* exact fp8 midpoints: 4 significant mantissa bits */
+        e = -12 + (int)((r1 >> 8) % 22);
+        float m = 1.0f + (float)((r1 >> 16) % 16) / 16.0f;
+        return signed_value(r1, ldexpf(m, e));
+    } else
+        e = -14 + (int)((r1 >> 8) % 25);
+    e = clampi(e, rg.sub, rg.max);
+    return signed_value(r1, ldexpf(significand(r0 >> 8), e));
+}
+
+/* Block-structured values (quantizers): per block, one of several regimes. */
+static float block_value(uint64_t seed, uint64_t stream, int64_t i, int64_t block, erange rg,
+                         int specials)
+{
+    uint64_t b = conf_rng(seed, stream, (uint64_t)(i / block), 7);
+    uint64_t r0 = conf_rng(seed, stream, (uint64_t)i, 0), r1 = conf_rng(seed, stream, (uint64_t)i, 1);
+    unsigned cat = (unsigned)(b % 100);
+    int E = -20 + (int)((b >> 8) % 41);
+    if (cat < 60) { /* ordinary block: a block exponent, elements within 4 binades below
+                       * it (a 4-bit format resolves little more: wider spreads are mostly 0) */
+        if (r0 % 20 == 0)
+            return signed_value(r1, 0.0f);
+        return signed_value(r1, ldexpf(significand(r0 >> 8), clampi(E - (int)(r1 % 4), rg.sub, rg.max)));
+    }
+    if (cat < 66) /* all zeros, both signs */
+        return signed_value(r1, 0.0f);
+    if (cat < 72) /* subnormal or tiny block */
+        return signed_value(r1, ldexpf(significand(r0 >> 8), rg.sub + (int)(r1 % 12)));
+    if (cat < 78) /* huge block, up to the source's max */
+        return signed_value(r1, ldexpf(significand(r0 >> 8), rg.max - (int)(r1 % 5)));
+    if (cat < 90) {
+        /* Rounding boundaries: the block max has a mantissa >= 1.75 (where the
+         * MXFP4 production rule rounds the scale up and OCP does not), the
+         * rest sit on e2m1 grid points and midpoints of that scale. */
+        static const float grid[] = {0.25f, 0.5f, 0.75f, 1.0f, 1.25f, 1.5f, 1.75f,
+                                     2.0f,  2.5f, 3.0f,  3.5f, 4.0f,  5.0f, 6.0f};
+        if (i % block == (int64_t)((b >> 16) % (uint64_t)block))
+            return signed_value(r1, ldexpf(1.75f + (float)(r0 % 64) / 256.0f, E));
+        return signed_value(r1, ldexpf(grid[r0 % 14], E - 2));
+    }
+    if (specials && r0 % 16 == 0) /* NaN / Inf sprinkled into an otherwise ordinary block */
+        return signed_value(r1, (r1 & 2) ? NAN : INFINITY);
+    return signed_value(r1, ldexpf(significand(r0 >> 8), clampi(E - (int)(r1 % 4), rg.sub, rg.max)));
+}
+
+/* Scale inputs of the dequantizers. */
+static void scale_bytes(mla_dtype dt, uint64_t r, int specials, unsigned char *out)
+{
+    unsigned cat = (unsigned)(r % 100);
+    if (dt == MLA_DTYPE_E8M0 || dt == MLA_DTYPE_U8) {
+        static const unsigned char edge[] = {0, 1, 2, 125, 253, 254};
+        *out = cat < 90 ? (unsigned char)(107 + (r >> 8) % 41) : edge[(r >> 8) % 6];
+        if (specials && cat >= 96)
+            *out = 0xFF;
+        return;
+    }
+    float s;
+    if (cat < 85)
+        s = ldexpf(significand(r >> 8), -20 + (int)((r >> 40) % 25));
+    else if (cat < 90)
+        s = ldexpf(significand(r >> 8), -140 + (int)((r >> 40) % 10)); /* subnormal scales */
+    else if (cat < 95)
+        s = ldexpf(significand(r >> 8), 110 + (int)((r >> 40) % 18)); /* overflow on use */
+    else
+        s = (cat < 98 || !specials) ? (cat & 1 ? 1.0f : 0.0f) : (cat & 1 ? INFINITY : NAN);
+    memcpy(out, &s, 4);
+}
+
+static void encode(mla_dtype dt, float v, int finite_only, unsigned char *out)
+{
+    uint32_t u;
+    uint16_t h;
+    switch (dt) {
+    case MLA_DTYPE_F32:
+        memcpy(out, &v, 4);
+        break;
+    case MLA_DTYPE_F64: {
+        double d = v;
+        memcpy(out, &d, 8);
+        break;
+    }
+    case MLA_DTYPE_BF16: /* any bit pattern is a valid input: truncation is enough */
+        memcpy(&u, &v, 4);
+        h = (uint16_t)(u >> 16);
+        if (finite_only && (h & 0x7F80) == 0x7F80)
+            h = (uint16_t)((h & 0x8000) | 0x7F7F);
+        memcpy(out, &h, 2);
+        break;
+    case MLA_DTYPE_F16:
+        h = mla_f32_to_f16(v);
+        if (finite_only && (h & 0x7C00) == 0x7C00)
+            h = (uint16_t)((h & 0x8000) | 0x7BFF);
+        memcpy(out, &h, 2);
+        break;
+    default: /* one-byte codes */
+        *out = (unsigned char)(int)v;
+        break;
+    }
+}
+
+void conf_fill(conf_problem *p, int i, int dist, uint64_t seed, int64_t block)
+{
+    conf_arg *a = &p->arg[i];
+    mla_dtype dt = a->t.dtype;
+    size_t es = mla_dtype_size(dt);
+    erange rg = range_of(dt);
+    unsigned char *base = conf_arg_elem0(a);
+    conf_iter it;
+    int64_t off, k = 0;
+    uint64_t stream = (uint64_t)i + 1;
+    if (block <= 0)
+        block = 32;
+    conf_iter_init(&it, &a->t);
+    while (conf_iter_next(&it, &off)) {
+        unsigned char *dst = base + off * (int64_t)es;
+        uint64_t r0 = conf_rng(seed, stream, (uint64_t)k, 0);
+        uint64_t r1 = conf_rng(seed, stream, (uint64_t)k, 1);
+        switch (dist) {
+        case CONF_DIST_EDGE:
+            encode(dt, edge_value(r0, r1, rg), 0, dst);
+            break;
+        case CONF_DIST_BLOCKS:
+        case CONF_DIST_SPECIALS:
+            encode(dt, block_value(seed, stream, k, block, rg, dist == CONF_DIST_SPECIALS),
+                   dist == CONF_DIST_BLOCKS, dst);
+            break;
+        case CONF_DIST_CODES: /* every code once (an odd multiplier permutes 0..255, so
+                               * short inputs still see varied nibbles), then uniform */
+            *dst = (unsigned char)(k < 256 ? (k * 0x9D) & 0xFF : (int64_t)(r0 & 0xFF));
+            break;
+        default: /* CONF_DIST_SCALES, CONF_DIST_SCALES_SPECIALS */
+            scale_bytes(dt, r0, dist == CONF_DIST_SCALES_SPECIALS, dst);
+            break;
+        }
+        ++k;
+    }
+}
+
+void conf_fill_iota(conf_problem *p, int i)
+{
+    conf_arg *a = &p->arg[i];
+    size_t es = mla_dtype_size(a->t.dtype);
+    conf_iter it;
+    int64_t off, k = 0;
+    conf_iter_init(&it, &a->t);
+    while (conf_iter_next(&it, &off)) {
+        uint64_t v = (uint64_t)k++;
+        memcpy(conf_arg_elem0(a) + off * (int64_t)es, &v, es); /* little-endian host */
+    }
+}

@@ -1,0 +1,373 @@
+/* The conformance driver: selects cases, runs each on every backend under
+ * test and on the reference (or reads its golden vectors), compares, and
+ * reports. One case is judged in this order: supports() (unsupported is an
+ * answer, not a failure), status, guards, then per output bits, class and
+ * bound, then the bitwise repeat when asked. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "conformance/report.h"
+
+#ifndef MLA_CONFORMANCE_DATA_DIR
+#define MLA_CONFORMANCE_DATA_DIR "conformance/data/golden"
+#endif
+
+/* Salts of the output patterns: runs compared with each other differ. */
+#define SALT_REFERENCE 0x00u
+#define SALT_BACKEND 0x5Au
+#define SALT_REPEAT 0xC3u
+
+static const conf_suite *const suites[] = {
+    &conf_suite_convert,         &conf_suite_mxfp4_quant,      &conf_suite_mxfp4_dequant,
+    &conf_suite_fp8_group_quant, &conf_suite_fp8_group_dequant,
+};
+#define NSUITES ((int)(sizeof suites / sizeof suites[0]))
+
+typedef struct target {
+    char label[48];      /* the table's backend column */
+    char repro[96];      /* options that select it again */
+    mla_context *ctx;    /* NULL: skipped */
+    char skip_reason[200];
+} target;
+
+const char *mla_conformance_failure_name(mla_conformance_failure kind)
+{
+    static const char *const names[MLA_CONF_FAIL_COUNT] = {"setup", "status", "guard", "class",
+                                                           "bits",  "bound",  "repeat"};
+    return ((int)kind >= 0 && kind < MLA_CONF_FAIL_COUNT) ? names[kind] : "?";
+}
+
+void mla_conformance_options_init(mla_conformance_options *opt)
+{
+    memset(opt, 0, sizeof *opt);
+    opt->case_id = -1;
+}
+
+unsigned mla_conformance_backend_mask(const char *name)
+{
+    if (!name)
+        return 0;
+    if (!strcmp(name, "all"))
+        return 1u << MLA_BACKEND_REFERENCE | 1u << MLA_BACKEND_CPU | 1u << MLA_BACKEND_HIP;
+    for (int b = 0; b < MLA_BACKEND_COUNT; ++b)
+        if (!strcmp(name, mla_backend_name((mla_backend)b)))
+            return 1u << b;
+    return 0;
+}
+
+/* Glob with '*' and '?'; a comma separates alternatives. */
+static int glob1(const char *p, const char *pend, const char *s)
+{
+    if (p == pend)
+        return *s == '\0';
+    if (*p == '*')
+        return glob1(p + 1, pend, s) || (*s && glob1(p, pend, s + 1));
+    return *s && (*p == '?' || *p == *s) && glob1(p + 1, pend, s + 1);
+}
+
+static int op_selected(const char *pattern, const char *name)
+{
+    if (!pattern || !*pattern)
+        return 1;
+    for (const char *p = pattern;;) {
+        const char *end = strchr(p, ',');
+        if (!end)
+            end = p + strlen(p);
+        if (glob1(p, end, name))
+            return 1;
+        if (!*end)
+            return 0;
+        p = end + 1;
+    }
+}
+
+static int case_selected(const mla_conformance_options *opt, const conf_case *c, int id)
+{
+    if (opt->case_id >= 0 && opt->case_id != id)
+        return 0;
+    if (opt->suite == MLA_CONF_SUITE_GOLDEN)
+        return c->golden >= 0;
+    if (opt->suite == MLA_CONF_SUITE_GENERATED)
+        return c->golden < 0;
+    return 1;
+}
+
+static void fail(conf_result *res, mla_conformance_failure kind, const char *detail)
+{
+    res->outcome = CONF_FAIL;
+    res->kinds |= 1u << kind;
+    if (!res->detail[0])
+        snprintf(res->detail, sizeof res->detail, "%s", detail);
+}
+
+/* Compares every output of got with want (golden bytes or another run). */
+static void judge(const conf_problem *p, unsigned char **got, unsigned char **want,
+                  conf_result *res, int repeat)
+{
+    int first_output = 1;
+    for (int i = 0; i < p->nargs; ++i) {
+        const conf_arg *a = &p->arg[i];
+        if (!a->output)
+            continue;
+        size_t skip = (size_t)a->offset * mla_dtype_size(a->t.dtype);
+        int golden = !repeat && a->golden;
+        conf_arg exact = *a;
+        if (repeat) /* a backend must agree with itself bit for bit, whatever its bound */
+            exact.bound = (conf_bound){CONF_BOUND_EXACT, 0, 0, 0, 0};
+        conf_cmp r;
+        conf_compare(&exact, got[i] + skip, golden ? a->golden : want[i] + skip, golden, &r);
+        if (!repeat) {
+            res->compared += r.count;
+            res->mismatches += r.mismatches;
+            if (r.max_err > res->max_err)
+                res->max_err = r.max_err;
+            res->unit = r.unit;
+            /* benchdnn's MISTRUSTED: a mostly-zero main output proves little */
+            if (first_output && r.count && 2 * r.zeros > r.count)
+                res->mistrusted = 1;
+        }
+        first_output = 0;
+        if (repeat && r.mismatches)
+            fail(res, MLA_CONF_FAIL_REPEAT, r.first);
+        else if (r.class_bad)
+            fail(res, MLA_CONF_FAIL_CLASS, r.first);
+        if (!repeat && r.mismatches > r.class_bad)
+            fail(res, a->bound.kind == CONF_BOUND_EXACT ? MLA_CONF_FAIL_BITS : MLA_CONF_FAIL_BOUND,
+                 r.first);
+    }
+}
+
+static void free_outs(unsigned char **outs, int n)
+{
+    for (int i = 0; i < n; ++i)
+        free(outs[i]);
+}
+
+static void run_case(const conf_suite *s, const conf_case *c, const target *t, mla_context *ref,
+                     const conf_env *env, const mla_conformance_options *opt, conf_result *res)
+{
+    memset(res, 0, sizeof *res);
+    res->unit = "ulp";
+    const char *param = "";
+    if (mla_supports(t->ctx, &c->v, &param) != MLA_OK) {
+        res->outcome = CONF_UNSUPPORTED;
+        snprintf(res->detail, sizeof res->detail, "%s", param && *param ? param : "?");
+        return;
+    }
+    conf_problem p;
+    memset(&p, 0, sizeof p);
+    char err[300] = "";
+    mla_status st = s->setup(c, env, &p, err, sizeof err);
+    if (st != MLA_OK) {
+        if (st == MLA_ERR_IO && !env->golden_required) {
+            res->outcome = CONF_SKIPPED;
+            snprintf(res->detail, sizeof res->detail, "no golden data: %s; pass --data DIR", err);
+        } else {
+            fail(res, MLA_CONF_FAIL_SETUP, err);
+        }
+        conf_problem_free(&p);
+        return;
+    }
+    unsigned char *want[CONF_MAX_ARGS] = {0}, *got[CONF_MAX_ARGS] = {0};
+    mla_conformance_failure kind;
+    char detail[300], msg[400];
+    if (c->golden < 0) {
+        st = conf_execute(ref, s, c, &p, SALT_REFERENCE, want, &kind, detail, sizeof detail);
+        if (st != MLA_OK || kind == MLA_CONF_FAIL_GUARD) {
+            snprintf(msg, sizeof msg, "the reference run failed: %s", detail);
+            fail(res, st != MLA_OK ? kind : MLA_CONF_FAIL_GUARD, msg);
+            goto done;
+        }
+    }
+    st = conf_execute(t->ctx, s, c, &p, SALT_BACKEND, got, &kind, detail, sizeof detail);
+    if (st != MLA_OK) {
+        fail(res, kind, detail);
+        goto done;
+    }
+    if (kind == MLA_CONF_FAIL_GUARD)
+        fail(res, MLA_CONF_FAIL_GUARD, detail);
+    judge(&p, got, want, res, 0);
+    if (opt->repeat) {
+        unsigned char *again[CONF_MAX_ARGS] = {0};
+        st = conf_execute(t->ctx, s, c, &p, SALT_REPEAT, again, &kind, detail, sizeof detail);
+        if (st != MLA_OK)
+            fail(res, kind, detail);
+        else
+            judge(&p, again, got, res, 1);
+        free_outs(again, p.nargs);
+    }
+done:
+    free_outs(want, p.nargs);
+    free_outs(got, p.nargs);
+    conf_problem_free(&p);
+}
+
+static void list_cases(const mla_conformance_options *opt, FILE *out)
+{
+    for (int si = 0; si < NSUITES; ++si) {
+        const conf_suite *s = suites[si];
+        if (!op_selected(opt->op_pattern, s->name))
+            continue;
+        int n = s->build(NULL, 0);
+        conf_case *cases = calloc((size_t)n + 1, sizeof *cases);
+        if (!cases)
+            return;
+        s->build(cases, n);
+        for (int i = 0; i < n; ++i) {
+            const conf_case *c = &cases[i];
+            if (!case_selected(opt, c, i))
+                continue;
+            fprintf(out, "%-18s %4d  %-36s shape [", s->name, i, c->label);
+            for (int32_t d = 0; d < c->ndim; ++d)
+                fprintf(out, "%s%lld", d ? ", " : "", (long long)c->shape[d]);
+            fprintf(out, "] layouts %x/%x/%x dist %s seed 0x%llx\n", c->lay[0], c->lay[1],
+                    c->lay[2], c->golden >= 0 ? "golden" : conf_dist_name(c->dist),
+                    (unsigned long long)c->seed);
+        }
+        free(cases);
+    }
+}
+
+static int run_targets(const mla_conformance_options *opt, target *targets, int ntargets,
+                       FILE *out, mla_conformance_summary *summary)
+{
+    mla_context_options copt = {opt->num_threads, 0, NULL};
+    mla_context *ref = NULL;
+    mla_status st = mla_context_create(MLA_BACKEND_REFERENCE, &copt, &ref);
+    if (st != MLA_OK) {
+        fprintf(out, "conformance: cannot create the reference context: %s\n", mla_status_name(st));
+        return 2;
+    }
+    conf_env env = {opt->data_dir, opt->suite == MLA_CONF_SUITE_GOLDEN};
+    if (!env.data_dir)
+        env.data_dir = getenv("MLA_CONFORMANCE_DATA");
+    if (!env.data_dir || !*env.data_dir)
+        env.data_dir = MLA_CONFORMANCE_DATA_DIR;
+    conf_report *rep = conf_report_new();
+    int rc = rep ? 0 : 2;
+    for (int si = 0; rep && si < NSUITES; ++si) {
+        const conf_suite *s = suites[si];
+        if (!op_selected(opt->op_pattern, s->name))
+            continue;
+        int n = s->build(NULL, 0), selected = 0;
+        conf_case *cases = calloc((size_t)n + 1, sizeof *cases);
+        if (!cases) {
+            rc = 2;
+            break;
+        }
+        s->build(cases, n);
+        for (int i = 0; i < n; ++i)
+            selected += case_selected(opt, &cases[i], i);
+        for (int ti = 0; ti < ntargets; ++ti)
+            if (!targets[ti].ctx && selected)
+                conf_report_backend_skipped(rep, s->name, targets[ti].label,
+                                            targets[ti].skip_reason, selected);
+        for (int i = 0; i < n; ++i) {
+            if (!case_selected(opt, &cases[i], i))
+                continue;
+            for (int ti = 0; ti < ntargets; ++ti) {
+                if (!targets[ti].ctx)
+                    continue;
+                conf_result res;
+                run_case(s, &cases[i], &targets[ti], ref, &env, opt, &res);
+                conf_report_case(rep, out, opt->verbose, s->name, i, &cases[i], targets[ti].label,
+                                 targets[ti].repro, &res);
+            }
+        }
+        free(cases);
+    }
+    mla_context_destroy(ref);
+    if (!rep)
+        return 2;
+    conf_report_print(rep, out);
+    mla_conformance_summary sum;
+    conf_report_summary(rep, &sum);
+    for (int ti = 0; ti < ntargets; ++ti)
+        sum.backends_skipped += !targets[ti].ctx;
+    if (opt->json_path && conf_report_json(rep, opt->json_path) != MLA_OK) {
+        fprintf(out, "conformance: cannot write %s\n", opt->json_path);
+        rc = 2;
+    }
+    conf_report_free(rep);
+    if (summary)
+        *summary = sum;
+    if (rc)
+        return rc;
+    if (sum.failed)
+        return 1;
+    return (opt->require_device && sum.backends_skipped) ? MLA_CONFORMANCE_EXIT_SKIP : 0;
+}
+
+/* A context for backend b, or a skip reason. */
+static void open_target(mla_backend b, const mla_conformance_options *opt, target *t)
+{
+    memset(t, 0, sizeof *t);
+    mla_context_options copt = {opt->num_threads, 0, NULL};
+    snprintf(t->label, sizeof t->label, "%s", mla_backend_name(b));
+    if (opt->num_threads)
+        snprintf(t->repro, sizeof t->repro, "--backend %s --threads %d", mla_backend_name(b),
+                 (int)opt->num_threads);
+    else
+        snprintf(t->repro, sizeof t->repro, "--backend %s", mla_backend_name(b));
+    if (!mla_backend_compiled(b) && b != MLA_BACKEND_AUTO) {
+        snprintf(t->skip_reason, sizeof t->skip_reason, "not compiled");
+        return;
+    }
+    mla_status st = mla_context_create(b, &copt, &t->ctx);
+    if (st != MLA_OK) {
+        t->ctx = NULL;
+        snprintf(t->skip_reason, sizeof t->skip_reason, "%s",
+                 st == MLA_ERR_NO_DEVICE ? "no device" : mla_status_name(st));
+        return;
+    }
+    if (b == MLA_BACKEND_AUTO)
+        snprintf(t->label, sizeof t->label, "auto=%s",
+                 mla_backend_name(mla_context_backend(t->ctx)));
+}
+
+int mla_conformance_run(const mla_conformance_options *opt, FILE *out,
+                        mla_conformance_summary *summary)
+{
+    if (!opt || !out)
+        return 2;
+    if (summary)
+        memset(summary, 0, sizeof *summary);
+    if (opt->list) {
+        list_cases(opt, out);
+        return 0;
+    }
+    static const mla_backend order[] = {MLA_BACKEND_AUTO, MLA_BACKEND_REFERENCE, MLA_BACKEND_CPU,
+                                        MLA_BACKEND_HIP};
+    unsigned mask = opt->backends ? opt->backends : 1u << MLA_BACKEND_CPU;
+    target targets[4];
+    int n = 0;
+    for (int i = 0; i < 4; ++i)
+        if (mask & (1u << order[i]))
+            open_target(order[i], opt, &targets[n++]);
+    int rc = run_targets(opt, targets, n, out, summary);
+    for (int i = 0; i < n; ++i)
+        mla_context_destroy(targets[i].ctx);
+    return rc;
+}
+
+int mla_conformance_run_ops(const mla_conformance_options *opt, const mla_backend_ops *ops,
+                            const char *label, FILE *out, mla_conformance_summary *summary)
+{
+    if (!opt || !ops || !out)
+        return 2;
+    if (summary)
+        memset(summary, 0, sizeof *summary);
+    mla_context_options copt = {opt->num_threads, 0, NULL};
+    target t;
+    memset(&t, 0, sizeof t);
+    snprintf(t.label, sizeof t.label, "%s", label ? label : ops->name);
+    snprintf(t.repro, sizeof t.repro, "--backend %s", t.label);
+    mla_status st = mla_context_create_with_ops(ops, &copt, &t.ctx);
+    if (st != MLA_OK) {
+        t.ctx = NULL;
+        snprintf(t.skip_reason, sizeof t.skip_reason, "%s", mla_status_name(st));
+    }
+    int rc = run_targets(opt, &t, 1, out, summary);
+    mla_context_destroy(t.ctx);
+    return rc;
+}

@@ -1,0 +1,200 @@
+/* Problems: the arguments of one case, their views and host buffers, and
+ * golden data loaded into them. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conformance/conf.h"
+#include "conformance/npy.h"
+
+/* Poison for input gaps and guards: 0xFF bytes are NaN in f32, f16, bf16,
+ * e4m3fn and e8m0, so a kernel that reads outside its view shows it. */
+#define CONF_POISON 0xFF
+
+void conf_iter_init(conf_iter *it, const mla_tensor *t)
+{
+    memset(it, 0, sizeof *it);
+    it->ndim = t->ndim;
+    it->left = 1;
+    for (int32_t d = 0; d < t->ndim; ++d) {
+        it->shape[d] = t->shape[d];
+        it->stride[d] = t->stride[d];
+        it->left *= t->shape[d];
+    }
+}
+
+int conf_iter_next(conf_iter *it, int64_t *off)
+{
+    if (it->left <= 0)
+        return 0;
+    *off = it->off;
+    if (--it->left == 0)
+        return 1;
+    for (int32_t d = it->ndim - 1; d >= 0; --d) {
+        it->off += it->stride[d];
+        if (++it->idx[d] < it->shape[d])
+            break;
+        it->off -= it->stride[d] * it->shape[d];
+        it->idx[d] = 0;
+    }
+    return 1;
+}
+
+void conf_index_str(const mla_tensor *t, int64_t i, char *buf, size_t len)
+{
+    int64_t idx[MLA_MAX_DIMS];
+    for (int32_t d = t->ndim - 1; d >= 0; --d) {
+        idx[d] = t->shape[d] ? i % t->shape[d] : 0;
+        i = t->shape[d] ? i / t->shape[d] : 0;
+    }
+    size_t n = (size_t)snprintf(buf, len, "[");
+    for (int32_t d = 0; d < t->ndim && n < len; ++d)
+        n += (size_t)snprintf(buf + n, len - n, "%s%lld", d ? ", " : "", (long long)idx[d]);
+    if (n < len)
+        snprintf(buf + n, len - n, "]");
+}
+
+/* Strides of a layout: the fastest dim first (the last, or the first when
+ * column-major), a gap after the innermost run when padded. */
+static void layout_strides(int32_t ndim, const int64_t *shape, unsigned lay, int64_t *stride)
+{
+    int64_t s = (lay & CONF_L_STEP2) ? 2 : 1;
+    for (int32_t k = 0; k < ndim; ++k) {
+        int32_t d = (lay & CONF_L_COLMAJOR) ? k : ndim - 1 - k;
+        stride[d] = s;
+        s *= shape[d] > 0 ? shape[d] : 1;
+        if (k == 0 && (lay & CONF_L_PAD))
+            s += 3;
+    }
+}
+
+mla_status conf_add_arg_strided(conf_problem *p, const char *name, int output, mla_dtype dtype,
+                                int32_t ndim, const int64_t *shape, const int64_t *stride,
+                                unsigned lay)
+{
+    if (p->nargs >= CONF_MAX_ARGS || ndim > MLA_MAX_DIMS)
+        return MLA_ERR_INVALID_ARGUMENT;
+    conf_arg *a = &p->arg[p->nargs];
+    memset(a, 0, sizeof *a);
+    a->name = name;
+    a->output = output;
+    a->t.dtype = dtype;
+    a->t.ndim = ndim;
+    int64_t last = 0, numel = 1;
+    for (int32_t d = 0; d < ndim; ++d) {
+        a->t.shape[d] = shape[d];
+        a->t.stride[d] = stride[d];
+        last += (shape[d] - 1) * stride[d];
+        numel *= shape[d];
+    }
+    a->offset = (lay & CONF_L_OFFSET) ? 1 : 0;
+    /* Gaps of padded layouts also follow the last row, so a write one past
+     * the last element lands in checked bytes, not only in the guard. */
+    int64_t elems = numel ? a->offset + last + 1 + ((lay & CONF_L_PAD) ? 3 : 0) : 0;
+    a->bytes = (size_t)elems * mla_dtype_size(dtype);
+    a->bound.kind = CONF_BOUND_EXACT;
+    if (!output) {
+        a->host = malloc(a->bytes ? a->bytes : 1);
+        if (!a->host)
+            return MLA_ERR_OUT_OF_MEMORY;
+        memset(a->host, CONF_POISON, a->bytes);
+    }
+    p->nargs++;
+    return MLA_OK;
+}
+
+mla_status conf_add_arg(conf_problem *p, const char *name, int output, mla_dtype dtype,
+                        int32_t ndim, const int64_t *shape, unsigned lay)
+{
+    int64_t stride[MLA_MAX_DIMS];
+    if (ndim > MLA_MAX_DIMS)
+        return MLA_ERR_INVALID_ARGUMENT;
+    layout_strides(ndim, shape, lay, stride);
+    return conf_add_arg_strided(p, name, output, dtype, ndim, shape, stride, lay);
+}
+
+unsigned char *conf_arg_elem0(const conf_arg *a)
+{
+    return a->host + a->offset * (int64_t)mla_dtype_size(a->t.dtype);
+}
+
+static int64_t arg_numel(const conf_arg *a)
+{
+    int64_t n = 1;
+    for (int32_t d = 0; d < a->t.ndim; ++d)
+        n *= a->t.shape[d];
+    return n;
+}
+
+/* Loads a golden file and checks it has the argument's element count and width. */
+static mla_status load_golden(conf_problem *p, int i, const conf_env *env, const char *file,
+                              mla_npy *arr, char *err, size_t errlen)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", env->data_dir ? env->data_dir : ".", file);
+    char why[256] = "";
+    mla_status st = mla_npy_load(path, arr, why, sizeof why);
+    if (st != MLA_OK) {
+        snprintf(err, errlen, "golden %s: %s (%s)", path, why, mla_status_name(st));
+        return st;
+    }
+    const conf_arg *a = &p->arg[i];
+    if (arr->numel != arg_numel(a) ||
+        mla_npy_type_size(arr->type) != mla_dtype_size(a->t.dtype)) {
+        snprintf(err, errlen, "golden %s: %lld x %s does not fit %s (%lld x %s)", file,
+                 (long long)arr->numel, mla_npy_type_descr(arr->type), a->name,
+                 (long long)arg_numel(a), mla_dtype_name(a->t.dtype));
+        mla_npy_free(arr);
+        return MLA_ERR_FORMAT;
+    }
+    return MLA_OK;
+}
+
+mla_status conf_golden_output(conf_problem *p, int i, const conf_env *env, const char *file,
+                              char *err, size_t errlen)
+{
+    mla_npy arr;
+    mla_status st = load_golden(p, i, env, file, &arr, err, errlen);
+    if (st != MLA_OK)
+        return st;
+    p->owned[p->nowned++] = arr.data;
+    p->arg[i].golden = arr.data;
+    return MLA_OK;
+}
+
+mla_status conf_golden_input(conf_problem *p, int i, const conf_env *env, const char *file,
+                             char *err, size_t errlen)
+{
+    mla_npy arr;
+    mla_status st = load_golden(p, i, env, file, &arr, err, errlen);
+    if (st != MLA_OK)
+        return st;
+    conf_arg *a = &p->arg[i];
+    size_t es = mla_dtype_size(a->t.dtype);
+    conf_iter it;
+    int64_t off, k = 0;
+    conf_iter_init(&it, &a->t);
+    while (conf_iter_next(&it, &off))
+        memcpy(conf_arg_elem0(a) + off * (int64_t)es, (const unsigned char *)arr.data + k++ * es,
+               es);
+    mla_npy_free(&arr);
+    return MLA_OK;
+}
+
+void conf_push(conf_builder *b, conf_case *c)
+{
+    c->v.op = b->op;
+    c->seed = conf_mix64(((uint64_t)b->op << 32) ^ (uint64_t)b->n ^ 0x6D6C61u);
+    if (b->cases && b->n < b->cap)
+        b->cases[b->n] = *c;
+    b->n++;
+}
+
+void conf_problem_free(conf_problem *p)
+{
+    for (int i = 0; i < p->nargs; ++i)
+        free(p->arg[i].host);
+    for (int i = 0; i < p->nowned; ++i)
+        free(p->owned[i]);
+    memset(p, 0, sizeof *p);
+}
