@@ -12,7 +12,7 @@ enum { M = 4, K = 64, SENTINEL = 0xAB };
 
 static float x_data[M * K];
 static uint8_t codes_data[M * K];
-static uint8_t scales_data[1024];
+static uint8_t scales_data[4096];
 static float fscales_data[M * K];
 
 static int untouched(const void *p, size_t n)
