@@ -4,14 +4,6 @@
 
 #define MXFP4_BLOCK 32
 
-static mla_status begin(mla_context *ctx)
-{
-    if (!ctx)
-        return MLA_ERR_NULL_POINTER;
-    mla_clear_error(ctx);
-    return MLA_OK;
-}
-
 static int is_empty(const mla_tensor *t) { return mla_tensor_numel(t) == 0; }
 
 /* Same extents, except that a FP4X2 side holds two values per element of
@@ -38,22 +30,9 @@ static mla_status check_convert_shapes(mla_context *ctx, const mla_tensor *x, co
     return MLA_OK;
 }
 
-/* An elementwise op may run in place when input and output are the same
- * elements of the same width; any other overlap is refused. */
-static int same_elements(const mla_tensor *a, const mla_tensor *b)
-{
-    if (a->data != b->data || mla_dtype_size(a->dtype) != mla_dtype_size(b->dtype) ||
-        a->dtype == MLA_DTYPE_FP4X2 || b->dtype == MLA_DTYPE_FP4X2 || a->ndim != b->ndim)
-        return 0;
-    for (int32_t i = 0; i < a->ndim; ++i)
-        if (a->shape[i] != b->shape[i] || (a->shape[i] > 1 && a->stride[i] != b->stride[i]))
-            return 0;
-    return 1;
-}
-
 mla_status mla_convert(mla_context *ctx, const mla_tensor *x, mla_tensor *y, mla_saturation mode)
 {
-    MLA_TRY(begin(ctx));
+    MLA_TRY(mla_begin(ctx));
     MLA_TRY(mla_check_tensor(ctx, x, "x", -1));
     MLA_TRY(mla_check_tensor(ctx, y, "y", -1));
     MLA_TRY(mla_check_dtype(ctx, x, "x",
@@ -65,8 +44,7 @@ mla_status mla_convert(mla_context *ctx, const mla_tensor *x, mla_tensor *y, mla
                         (int)mode);
     MLA_TRY(check_convert_shapes(ctx, x, y));
     MLA_TRY(mla_check_output(ctx, y, "y"));
-    if (!same_elements(x, y))
-        MLA_TRY(mla_check_disjoint(ctx, y, "y", x, "x"));
+    MLA_TRY(mla_check_inplace_or_disjoint(ctx, y, "y", x, "x"));
     mla_variant v = {MLA_OP_CONVERT, x->dtype, y->dtype, 0, (int32_t)mode, 0,
                      mla_tensor_numel(x), x->ndim ? x->shape[x->ndim - 1] : 1};
     MLA_TRY(mla_check_supported(ctx, &v));
@@ -129,7 +107,7 @@ static mla_status check_fp4_codes(mla_context *ctx, const mla_tensor *c, int64_t
 mla_status mla_mxfp4_quant(mla_context *ctx, const mla_tensor *x, mla_tensor *codes,
                            mla_tensor *scales, mla_scale_layout layout, mla_mxfp4_rule rule)
 {
-    MLA_TRY(begin(ctx));
+    MLA_TRY(mla_begin(ctx));
     int64_t M, K;
     MLA_TRY(check_mxfp4_matrix(ctx, x, "x", &M, &K));
     MLA_TRY(check_fp4_codes(ctx, codes, M, K));
@@ -153,7 +131,7 @@ mla_status mla_mxfp4_quant(mla_context *ctx, const mla_tensor *x, mla_tensor *co
 mla_status mla_mxfp4_dequant(mla_context *ctx, const mla_tensor *codes, const mla_tensor *scales,
                              mla_scale_layout layout, mla_tensor *y)
 {
-    MLA_TRY(begin(ctx));
+    MLA_TRY(mla_begin(ctx));
     int64_t M, K;
     MLA_TRY(check_mxfp4_matrix(ctx, y, "y", &M, &K));
     MLA_TRY(check_fp4_codes(ctx, codes, M, K));
@@ -198,7 +176,7 @@ static mla_status check_fp8_group(mla_context *ctx, const mla_tensor *f, const c
 mla_status mla_fp8_group_quant(mla_context *ctx, const mla_tensor *x, mla_tensor *codes,
                                mla_tensor *scales, int64_t group, mla_fp8_scale_rule rule)
 {
-    MLA_TRY(begin(ctx));
+    MLA_TRY(mla_begin(ctx));
     MLA_TRY(check_fp8_group(ctx, x, "x", codes, scales, group));
     if ((int)rule < 0 || rule >= MLA_FP8_SCALE_RULE_COUNT)
         return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "rule", "unknown fp8 scale rule %d",
@@ -220,7 +198,7 @@ mla_status mla_fp8_group_quant(mla_context *ctx, const mla_tensor *x, mla_tensor
 mla_status mla_fp8_group_dequant(mla_context *ctx, const mla_tensor *codes,
                                  const mla_tensor *scales, int64_t group, mla_tensor *y)
 {
-    MLA_TRY(begin(ctx));
+    MLA_TRY(mla_begin(ctx));
     MLA_TRY(check_fp8_group(ctx, y, "y", codes, scales, group));
     MLA_TRY(mla_check_output(ctx, y, "y"));
     MLA_TRY(mla_check_disjoint(ctx, y, "y", codes, "codes"));

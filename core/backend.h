@@ -52,6 +52,68 @@ typedef struct mla_fp8_group_dequant_args {
     int64_t M, K;
 } mla_fp8_group_dequant_args;
 
+/* ---- prepare path (include/mla/mla_prepare.h) ---- */
+
+typedef struct mla_rmsnorm_args {
+    mla_tensor x, w, y; /* [T, D], [D], [T, D] */
+    float eps;
+} mla_rmsnorm_args;
+
+typedef struct mla_qk_rmsnorm_args {
+    mla_tensor q, q_w, kv, kv_w, q_out, kv_out;
+    mla_tensor q_scales; /* valid when q_out is fp8 (F32 [T, Dq/128]) or FP4X2 (e8m0 [T, Dq/32]) */
+    float q_eps, kv_eps;
+} mla_qk_rmsnorm_args;
+
+typedef struct mla_rope_args {
+    mla_tensor cos, sin; /* [P, R/2] F32 */
+    mla_tensor positions; /* [T] I32 / I64, validated < P */
+    mla_tensor x, y;      /* [T, H, D], D >= R; a 2-D input arrives as [T, 1, D] */
+    mla_rope_style style;
+    int64_t rope_dim;     /* R = 2 * cos.shape[1] */
+} mla_rope_args;
+
+typedef struct mla_linear_args {
+    mla_tensor x, w, y; /* [T, K], [N, K], [T, N] */
+    mla_tensor w_scale; /* fp8 W: [ceil(N/128), ceil(K/128)] F32; data NULL for BF16 */
+} mla_linear_args;
+
+typedef struct mla_batched_gemm_args {
+    mla_tensor x, w, y; /* [B, M, K], [B, K, N], [B, M, N] */
+    float w_scale;
+} mla_batched_gemm_args;
+
+typedef struct mla_cache_write_args {
+    mla_cache_desc desc;
+    int64_t block_bytes;
+    mla_tensor cache;        /* U8 [num_blocks, block_bytes] */
+    mla_tensor k_nope, k_pe; /* [T, L], [T, R] */
+    mla_tensor slots;        /* [T] I32 / I64, validated < num_blocks * block_size */
+} mla_cache_write_args;
+
+typedef struct mla_cache_gather_args {
+    mla_cache_desc desc;
+    int64_t block_bytes;
+    mla_tensor cache;       /* U8 [num_blocks, block_bytes] */
+    mla_tensor block_table; /* [S, max_blocks] I32, validated */
+    mla_tensor seq_lens;    /* [S] I32, validated */
+    mla_tensor out;         /* [sum(seq_lens), L + R] */
+} mla_cache_gather_args;
+
+typedef struct mla_rope_cache_op_args {
+    mla_tensor cos, sin;
+    mla_rope_style style;
+    mla_tensor q_nope, q_pe, q_pos; /* [T, H, L], [T, H, R], [T] */
+    mla_tensor k_nope, k_pe, k_pos; /* [Tk, L], [Tk, R], [Tk] */
+    mla_tensor slots;               /* [Tk] */
+    mla_cache_desc desc;
+    int64_t block_bytes;
+    mla_tensor cache;
+    mla_tensor q_cat; /* [T, H, L + R] */
+    float q_scale;
+    mla_tensor k_pe_out; /* [Tk, R]; data NULL when not wanted */
+} mla_rope_cache_op_args;
+
 typedef struct mla_backend_ops {
     const char *name;
     mla_backend backend;
@@ -78,6 +140,15 @@ typedef struct mla_backend_ops {
     mla_status (*mxfp4_dequant)(mla_context *ctx, const mla_mxfp4_dequant_args *a);
     mla_status (*fp8_group_quant)(mla_context *ctx, const mla_fp8_group_quant_args *a);
     mla_status (*fp8_group_dequant)(mla_context *ctx, const mla_fp8_group_dequant_args *a);
+
+    mla_status (*rmsnorm)(mla_context *ctx, const mla_rmsnorm_args *a);
+    mla_status (*qk_rmsnorm)(mla_context *ctx, const mla_qk_rmsnorm_args *a);
+    mla_status (*rope)(mla_context *ctx, const mla_rope_args *a);
+    mla_status (*linear)(mla_context *ctx, const mla_linear_args *a);
+    mla_status (*batched_gemm)(mla_context *ctx, const mla_batched_gemm_args *a);
+    mla_status (*cache_write)(mla_context *ctx, const mla_cache_write_args *a);
+    mla_status (*cache_gather)(mla_context *ctx, const mla_cache_gather_args *a);
+    mla_status (*rope_cache)(mla_context *ctx, const mla_rope_cache_op_args *a);
 } mla_backend_ops;
 
 struct mla_context {

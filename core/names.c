@@ -63,7 +63,43 @@ const char *mla_fp8_scale_rule_name(mla_fp8_scale_rule rule)
 const char *mla_op_name(mla_op op)
 {
     static const char *const names[MLA_OP_COUNT] = {
-        "convert", "mxfp4_quant", "mxfp4_dequant", "fp8_group_quant", "fp8_group_dequant",
+        "convert",      "mxfp4_quant",  "mxfp4_dequant", "fp8_group_quant", "fp8_group_dequant",
+        "rmsnorm",      "qk_rmsnorm",   "rope",          "linear",          "batched_gemm",
+        "cache_write",  "cache_gather", "rope_cache",
     };
     return NAME_OF(names, op, MLA_OP_COUNT);
+}
+
+const char *mla_rope_style_name(mla_rope_style style)
+{
+    static const char *const names[MLA_ROPE_STYLE_COUNT] = {"interleaved", "neox"};
+    return NAME_OF(names, style, MLA_ROPE_STYLE_COUNT);
+}
+
+const char *mla_cache_layout_name(mla_cache_layout layout)
+{
+    static const char *const names[MLA_CACHE_LAYOUT_COUNT] = {"normal", "shuffled", "fp8_scaled"};
+    return NAME_OF(names, layout, MLA_CACHE_LAYOUT_COUNT);
+}
+
+const char *mla_rope_site_name(mla_rope_site site)
+{
+    static const char *const names[MLA_ROPE_SITE_COUNT] = {"separate", "fused_cache",
+                                                           "attention"};
+    return NAME_OF(names, site, MLA_ROPE_SITE_COUNT);
+}
+
+const char *mla_target_name(mla_target target)
+{
+    static const char *const names[MLA_TARGET_COUNT] = {"cpu", "gfx942", "gfx950", "sm_90",
+                                                        "reference"};
+    return NAME_OF(names, target, MLA_TARGET_COUNT);
+}
+
+const char *mla_stage_name(mla_stage stage)
+{
+    static const char *const names[MLA_STAGE_COUNT] = {
+        "qkv_a_proj", "qk_norm", "q_b_proj", "absorb", "rope", "cache_write", "attention",
+    };
+    return NAME_OF(names, stage, MLA_STAGE_COUNT);
 }

@@ -149,3 +149,29 @@ mla_status mla_check_supported(mla_context *ctx, const mla_variant *v)
     return mla_fail(ctx, MLA_ERR_UNSUPPORTED, why, "the %s backend cannot run %s with this %s",
                     ctx->ops->name, mla_op_name(v->op), why);
 }
+
+static int same_elements(const mla_tensor *a, const mla_tensor *b)
+{
+    if (a->data != b->data || mla_dtype_size(a->dtype) != mla_dtype_size(b->dtype) ||
+        a->dtype == MLA_DTYPE_FP4X2 || b->dtype == MLA_DTYPE_FP4X2 || a->ndim != b->ndim)
+        return 0;
+    for (int32_t i = 0; i < a->ndim; ++i)
+        if (a->shape[i] != b->shape[i] || (a->shape[i] > 1 && a->stride[i] != b->stride[i]))
+            return 0;
+    return 1;
+}
+
+mla_status mla_check_inplace_or_disjoint(mla_context *ctx, const mla_tensor *out,
+                                         const char *oname, const mla_tensor *in,
+                                         const char *iname)
+{
+    return same_elements(out, in) ? MLA_OK : mla_check_disjoint(ctx, out, oname, in, iname);
+}
+
+mla_status mla_begin(mla_context *ctx)
+{
+    if (!ctx)
+        return MLA_ERR_NULL_POINTER;
+    mla_clear_error(ctx);
+    return MLA_OK;
+}

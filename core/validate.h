@@ -40,10 +40,39 @@ mla_status mla_check_output(mla_context *ctx, const mla_tensor *t, const char *n
 mla_status mla_check_disjoint(mla_context *ctx, const mla_tensor *a, const char *aname,
                               const mla_tensor *b, const char *bname);
 
+/* An elementwise output may be its input (the same elements, same width:
+ * in place); any other overlap is refused. */
+mla_status mla_check_inplace_or_disjoint(mla_context *ctx, const mla_tensor *out,
+                                         const char *oname, const mla_tensor *in,
+                                         const char *iname);
+
+/* Clears the context's error; MLA_ERR_NULL_POINTER without a context. */
+mla_status mla_begin(mla_context *ctx);
+
+/* The slot of an op, or MLA_ERR_UNSUPPORTED when the table has none. */
+#define MLA_SLOT(ctx, slot)                                                                       \
+    do {                                                                                          \
+        if (!(ctx)->ops->slot)                                                                    \
+            return mla_fail((ctx), MLA_ERR_UNSUPPORTED, "op", "the %s backend has no %s",         \
+                            (ctx)->ops->name, #slot);                                             \
+    } while (0)
+
 /* Bytes from data to one past the last element; -1 on overflow. */
 int64_t mla_tensor_span_bytes(const mla_tensor *t);
 
 /* Asks the backend whether it runs v; records the refusing parameter. */
 mla_status mla_check_supported(mla_context *ctx, const mla_variant *v);
+
+/* Prepare-path checks shared by several entry points (core/api_norm_rope.c). */
+mla_status mla_check_rope_table(mla_context *ctx, const mla_tensor *cos, const mla_tensor *sin);
+/* pos: [T] I32/I64 with every value in [0, table_rows). */
+mla_status mla_check_positions(mla_context *ctx, const mla_tensor *pos, const char *name,
+                               int64_t T, int64_t table_rows);
+
+/* Prepare-path checks shared by several entry points (core/api_norm_rope.c). */
+mla_status mla_check_rope_table(mla_context *ctx, const mla_tensor *cos, const mla_tensor *sin);
+/* pos: [T] I32/I64 with every value in [0, table_rows). */
+mla_status mla_check_positions(mla_context *ctx, const mla_tensor *pos, const char *name,
+                               int64_t T, int64_t table_rows);
 
 #endif

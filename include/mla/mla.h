@@ -247,6 +247,14 @@ typedef enum mla_op {
     MLA_OP_MXFP4_DEQUANT = 2,
     MLA_OP_FP8_GROUP_QUANT = 3,
     MLA_OP_FP8_GROUP_DEQUANT = 4,
+    MLA_OP_RMSNORM = 5,
+    MLA_OP_QK_RMSNORM = 6,
+    MLA_OP_ROPE = 7,
+    MLA_OP_LINEAR = 8,
+    MLA_OP_BATCHED_GEMM = 9,
+    MLA_OP_CACHE_WRITE = 10,
+    MLA_OP_CACHE_GATHER = 11,
+    MLA_OP_ROPE_CACHE = 12, /* fused RoPE + concat + cache write */
     MLA_OP_COUNT
 } mla_op;
 
@@ -325,5 +333,7 @@ MLA_API mla_status mla_gpu_name(int device, char *buf, size_t len);
 #ifdef __cplusplus
 }
 #endif
+
+#include "mla/mla_prepare.h"
 
 #endif /* MLA_MLA_H */

@@ -1,0 +1,65 @@
+#include "core/indices.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/validate.h"
+
+mla_status mla_read_indices(mla_context *ctx, const mla_tensor *t, const char *name,
+                            int64_t **out)
+{
+    *out = NULL;
+    int64_t n = mla_tensor_numel(t);
+    if (n == 0)
+        return MLA_OK;
+    int64_t span = mla_tensor_span_bytes(t);
+    uint8_t *raw = malloc((size_t)span);
+    int64_t *vals = malloc((size_t)n * sizeof *vals);
+    if (!raw || !vals) {
+        free(raw);
+        free(vals);
+        return mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, name, "%s: cannot stage indices", name);
+    }
+    mla_status st = MLA_OK;
+    if (t->memory == MLA_MEMORY_HOST)
+        memcpy(raw, t->data, (size_t)span);
+    else
+        st = ctx->ops->mem_copy(ctx, raw, t->data, (size_t)span, MLA_COPY_CONTEXT_TO_HOST);
+    if (st != MLA_OK) {
+        free(raw);
+        free(vals);
+        return st;
+    }
+    int64_t idx[MLA_MAX_DIMS] = {0};
+    for (int64_t k = 0; k < n; ++k) {
+        int64_t off = 0;
+        for (int32_t d = 0; d < t->ndim; ++d)
+            off += idx[d] * t->stride[d];
+        if (t->dtype == MLA_DTYPE_I32) {
+            int32_t v;
+            memcpy(&v, raw + off * 4, 4);
+            vals[k] = v;
+        } else {
+            memcpy(&vals[k], raw + off * 8, 8);
+        }
+        for (int32_t d = t->ndim - 1; d >= 0 && ++idx[d] == t->shape[d]; --d)
+            idx[d] = 0;
+    }
+    free(raw);
+    *out = vals;
+    return MLA_OK;
+}
+
+mla_status mla_check_index_range(mla_context *ctx, const int64_t *v, int64_t n, int64_t lo,
+                                 int64_t hi, int skip_negative, const char *name)
+{
+    for (int64_t i = 0; i < n; ++i) {
+        if (skip_negative && v[i] < 0)
+            continue;
+        if (v[i] < lo || v[i] >= hi)
+            return mla_fail(ctx, MLA_ERR_OUT_OF_RANGE, name,
+                            "%s[%lld] = %lld is outside [%lld, %lld)", name, (long long)i,
+                            (long long)v[i], (long long)lo, (long long)hi);
+    }
+    return MLA_OK;
+}

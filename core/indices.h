@@ -1,0 +1,19 @@
+/* Reading index tensors (positions, slots, block tables) on the host, so
+ * that the entry points can refuse out-of-range indices before any write.
+ * For device memory this is a synchronous copy of the (small) index data. */
+#ifndef MLA_CORE_INDICES_H
+#define MLA_CORE_INDICES_H
+
+#include "core/backend.h"
+
+/* t: a validated I32 or I64 tensor of any rank. *out (free() it) holds its
+ * elements in row-major order as int64; NULL when t is empty. */
+mla_status mla_read_indices(mla_context *ctx, const mla_tensor *t, const char *name,
+                            int64_t **out);
+
+/* Every value v of the n indices satisfies lo <= v < hi (values < 0 are
+ * allowed as "skip" when skip_negative). Records the first offender. */
+mla_status mla_check_index_range(mla_context *ctx, const int64_t *v, int64_t n, int64_t lo,
+                                 int64_t hi, int skip_negative, const char *name);
+
+#endif
