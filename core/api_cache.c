@@ -47,7 +47,8 @@ static mla_status desc_block_bytes(mla_context *ctx, const mla_cache_desc *d, in
             return mla_fail(ctx, MLA_ERR_SHAPE, "cache_desc.kv_lora",
                             "the shuffled layout needs kv_lora and rope multiples of %lld",
                             (long long)shuffle_k(d->dtype));
-        /* fall through: same bytes as NORMAL, in another order */
+        per_token = (L + R) * (int64_t)mla_dtype_size(d->dtype); /* NORMAL's bytes, reordered */
+        break;
     default:
         per_token = (L + R) * (int64_t)mla_dtype_size(d->dtype);
         break;
@@ -132,7 +133,7 @@ mla_status mla_cache_write(mla_context *ctx, const mla_cache_desc *desc, mla_ten
                            const mla_tensor *slots)
 {
     MLA_TRY(mla_begin(ctx));
-    int64_t block_bytes;
+    int64_t block_bytes = 0;
     MLA_TRY(check_cache(ctx, desc, cache, &block_bytes));
     MLA_TRY(check_k(ctx, desc, k_nope, k_pe));
     const int64_t T = k_nope->shape[0];
@@ -157,7 +158,7 @@ mla_status mla_cache_gather(mla_context *ctx, const mla_cache_desc *desc, const 
                             mla_tensor *out)
 {
     MLA_TRY(mla_begin(ctx));
-    int64_t block_bytes;
+    int64_t block_bytes = 0;
     MLA_TRY(check_cache(ctx, desc, cache, &block_bytes));
     MLA_TRY(mla_check_tensor(ctx, block_table, "block_table", 2));
     MLA_TRY(mla_check_dtype(ctx, block_table, "block_table", MLA_DT(MLA_DTYPE_I32)));
@@ -222,7 +223,7 @@ mla_status mla_fused_rope_concat_cache(mla_context *ctx, const mla_rope_cache_ar
     MLA_TRY(mla_begin(ctx));
     if (!a)
         return mla_fail(ctx, MLA_ERR_NULL_POINTER, "args", "args is NULL");
-    int64_t block_bytes;
+    int64_t block_bytes = 0;
     MLA_TRY(check_cache(ctx, a->cache_desc, a->cache, &block_bytes));
     const mla_cache_desc *d = a->cache_desc;
     MLA_TRY(mla_check_rope_table(ctx, a->cos, a->sin));

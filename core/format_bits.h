@@ -137,7 +137,8 @@ MLA_HD float mla_fb_f16_to_f32(uint16_t h)
     uint32_t s = ((uint32_t)h & 0x8000u) << 16;
     uint32_t e = ((uint32_t)h >> 10) & 0x1Fu, m = (uint32_t)h & 0x3FFu;
     uint32_t nrm = ((e + 112u) << 23) | (m << 13);
-    uint32_t sub = m != 0 ? mla_fb_bits((float)(int32_t)m) - (24u << 23) : 0u;
+    uint32_t fm = mla_fb_bits((float)(int32_t)m) - (24u << 23);
+    uint32_t sub = fm & (0u - (uint32_t)(m != 0)); /* a mask, not a branch around the FP op */
     uint32_t spc = 0x7F800000u | (m << 13);
     return mla_fb_float(s | (e == 0 ? sub : (e == 31 ? spc : nrm)));
 }
@@ -172,7 +173,8 @@ MLA_HD uint32_t mla_fb_fp8_bits(uint32_t c, uint32_t bias)
 {
     uint32_t s = (c & 0x80u) << 24, e = (c >> 3) & 0xFu, m = c & 7u;
     uint32_t nrm = ((e + 127u - bias) << 23) | (m << 20);
-    uint32_t sub = m != 0 ? mla_fb_bits((float)(int32_t)m) - ((bias + 2u) << 23) : 0u;
+    uint32_t fm = mla_fb_bits((float)(int32_t)m) - ((bias + 2u) << 23);
+    uint32_t sub = fm & (0u - (uint32_t)(m != 0)); /* a mask, not a branch around the FP op */
     return s | (e == 0 ? sub : nrm);
 }
 
@@ -360,14 +362,24 @@ MLA_HD float mla_fb_fp8_group_scale(float amax, int32_t rule, int fnuz)
     return rule == MLA_FB_FP8_RULE_UE8M0 ? mla_fb_pow2_ceil(s) : s;
 }
 
+/* clamp(q, -mx, mx) for mx > 0 finite, on the bits: magnitudes above mx's
+ * (inf included) become mx's, the sign stays; NaN passes, as with
+ * q > mx ? mx : (q < -mx ? -mx : q). (Integer selects: gcc 12 vectorizes
+ * these, not the float select chain.) */
+MLA_HD float mla_fb_clamp_mag(float q, float mx)
+{
+    uint32_t u = mla_fb_bits(q), a = u & 0x7FFFFFFFu, m = mla_fb_bits(mx);
+    a = (a > m && a <= 0x7F800000u) ? m : a;
+    return mla_fb_float((u & 0x80000000u) | a);
+}
+
 /* One code: q = x * inv (AITER, inv = fp32(1/s)) or x / s (UE8M0, DIV);
  * clamp to [-max, max] (NaN passes: max 448 | 240, the format's own), then
  * the saturating fp8 conversion. */
 MLA_HD uint8_t mla_fb_fp8_group_code(float x, float s, float inv, int32_t rule, int fnuz)
 {
-    float mx = fnuz ? 240.0f : 448.0f;
     float q = rule == MLA_FB_FP8_RULE_AITER ? mla_fb_mul(x, inv) : mla_fb_div(x, s);
-    q = q > mx ? mx : (q < -mx ? -mx : q);
+    q = mla_fb_clamp_mag(q, fnuz ? 240.0f : 448.0f);
     return fnuz ? mla_fb_f32_to_e4m3fnuz(q, 1) : mla_fb_f32_to_e4m3fn(q, 1);
 }
 
