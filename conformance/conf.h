@@ -24,6 +24,9 @@ enum {
     CONF_L_OFFSET = 1u << 3,   /* the view starts one element into its buffer (misaligned) */
 };
 
+/* "contig", or the flags joined by '+': "pad+step2". */
+void conf_layout_str(unsigned lay, char *buf, size_t len);
+
 /* Row-major iteration over a view: off is the element offset of each
  * logical index in turn. */
 typedef struct conf_iter {

@@ -25,7 +25,7 @@ static const conf_suite *const suites[] = {
 
 typedef struct target {
     char label[48];      /* the table's backend column */
-    char repro[96];      /* options that select it again */
+    char repro[600];     /* options that select it again */
     mla_context *ctx;    /* NULL: skipped */
     char skip_reason[200];
 } target;
@@ -161,7 +161,7 @@ static void run_case(const conf_suite *s, const conf_case *c, const target *t, m
     if (st != MLA_OK) {
         if (st == MLA_ERR_IO && !env->golden_required) {
             res->outcome = CONF_SKIPPED;
-            snprintf(res->detail, sizeof res->detail, "no golden data: %s; pass --data DIR", err);
+            snprintf(res->detail, sizeof res->detail, "no golden data in %s", env->data_dir);
         } else {
             fail(res, MLA_CONF_FAIL_SETUP, err);
         }
@@ -217,11 +217,17 @@ static void list_cases(const mla_conformance_options *opt, FILE *out)
             const conf_case *c = &cases[i];
             if (!case_selected(opt, c, i))
                 continue;
-            fprintf(out, "%-18s %4d  %-36s shape [", s->name, i, c->label);
+            fprintf(out, "%-18s %4d  %-46s shape [", s->name, i, c->label);
             for (int32_t d = 0; d < c->ndim; ++d)
                 fprintf(out, "%s%lld", d ? ", " : "", (long long)c->shape[d]);
-            fprintf(out, "] layouts %x/%x/%x dist %s seed 0x%llx\n", c->lay[0], c->lay[1],
-                    c->lay[2], c->golden >= 0 ? "golden" : conf_dist_name(c->dist),
+            fprintf(out, "] layouts");
+            for (int a = 0; a < 3; ++a) {
+                char lay[64];
+                conf_layout_str(c->lay[a], lay, sizeof lay);
+                fprintf(out, "%s%s", a ? "/" : " ", lay);
+            }
+            fprintf(out, " dist %s seed 0x%llx\n",
+                    c->golden >= 0 ? "golden" : conf_dist_name(c->dist),
                     (unsigned long long)c->seed);
         }
         free(cases);
@@ -298,17 +304,24 @@ static int run_targets(const mla_conformance_options *opt, target *targets, int 
     return (opt->require_device && sum.backends_skipped) ? MLA_CONFORMANCE_EXIT_SKIP : 0;
 }
 
+/* The options that select this backend and this data again, for REPRO lines. */
+static void repro_args(target *t, const char *backend, const mla_conformance_options *opt)
+{
+    size_t n = (size_t)snprintf(t->repro, sizeof t->repro, "--backend %s", backend);
+    if (opt->num_threads && n < sizeof t->repro)
+        n += (size_t)snprintf(t->repro + n, sizeof t->repro - n, " --threads %d",
+                              (int)opt->num_threads);
+    if (opt->data_dir && n < sizeof t->repro)
+        snprintf(t->repro + n, sizeof t->repro - n, " --data %s", opt->data_dir);
+}
+
 /* A context for backend b, or a skip reason. */
 static void open_target(mla_backend b, const mla_conformance_options *opt, target *t)
 {
     memset(t, 0, sizeof *t);
     mla_context_options copt = {opt->num_threads, 0, NULL};
     snprintf(t->label, sizeof t->label, "%s", mla_backend_name(b));
-    if (opt->num_threads)
-        snprintf(t->repro, sizeof t->repro, "--backend %s --threads %d", mla_backend_name(b),
-                 (int)opt->num_threads);
-    else
-        snprintf(t->repro, sizeof t->repro, "--backend %s", mla_backend_name(b));
+    repro_args(t, mla_backend_name(b), opt);
     if (!mla_backend_compiled(b) && b != MLA_BACKEND_AUTO) {
         snprintf(t->skip_reason, sizeof t->skip_reason, "not compiled");
         return;
@@ -361,7 +374,7 @@ int mla_conformance_run_ops(const mla_conformance_options *opt, const mla_backen
     target t;
     memset(&t, 0, sizeof t);
     snprintf(t.label, sizeof t.label, "%s", label ? label : ops->name);
-    snprintf(t.repro, sizeof t.repro, "--backend %s", t.label);
+    repro_args(&t, t.label, opt);
     mla_status st = mla_context_create_with_ops(ops, &copt, &t.ctx);
     if (st != MLA_OK) {
         t.ctx = NULL;

@@ -54,6 +54,18 @@ void conf_index_str(const mla_tensor *t, int64_t i, char *buf, size_t len)
         snprintf(buf + n, len - n, "]");
 }
 
+void conf_layout_str(unsigned lay, char *buf, size_t len)
+{
+    static const char *const names[] = {"pad", "step2", "colmajor", "offset"};
+    size_t n = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < 4; ++i)
+        if (lay & (1u << i) && n < len)
+            n += (size_t)snprintf(buf + n, len - n, "%s%s", n ? "+" : "", names[i]);
+    if (!n)
+        snprintf(buf, len, "contig");
+}
+
 /* Strides of a layout: the fastest dim first (the last, or the first when
  * column-major), a gap after the innermost run when padded. */
 static void layout_strides(int32_t ndim, const int64_t *shape, unsigned lay, int64_t *stride)

@@ -15,7 +15,7 @@ typedef struct row {
 } row;
 
 typedef struct failure {
-    char op[32], variant[64], backend[48], repro[256], detail[400];
+    char op[32], variant[64], backend[48], repro[800], detail[400];
     int case_id;
     unsigned kinds;
 } failure;
@@ -133,7 +133,7 @@ void conf_report_case(conf_report *r, FILE *out, int verbose, const char *op, in
         w->max_err = res->max_err;
     if ((res->outcome == CONF_UNSUPPORTED || res->outcome == CONF_SKIPPED) && !w->note[0])
         copy(w->note, sizeof w->note, res->detail);
-    char repro[256];
+    char repro[800];
     snprintf(repro, sizeof repro, "mla conformance %s --op %s --case %d", repro_args, op, case_id);
     if (res->outcome == CONF_FAIL) {
         char kinds[96];
@@ -250,16 +250,19 @@ mla_status conf_report_json(const conf_report *r, const char *path)
     fprintf(f, "\n  ],\n  \"failures\": [");
     for (int i = 0; i < r->nfails; ++i) {
         const failure *x = &r->fails[i];
-        char kinds[96];
-        kinds_str(x->kinds, kinds, sizeof kinds);
         fprintf(f, "%s\n    {\"op\": ", i ? "," : "");
         json_str(f, x->op);
         fprintf(f, ", \"case\": %d, \"variant\": ", x->case_id);
         json_str(f, x->variant);
         fprintf(f, ", \"backend\": ");
         json_str(f, x->backend);
-        fprintf(f, ", \"kinds\": ");
-        json_str(f, kinds);
+        fprintf(f, ", \"kinds\": [");
+        for (int k = 0, n = 0; k < MLA_CONF_FAIL_COUNT; ++k)
+            if (x->kinds & (1u << k)) {
+                fprintf(f, "%s", n++ ? ", " : "");
+                json_str(f, mla_conformance_failure_name((mla_conformance_failure)k));
+            }
+        fprintf(f, "]");
         fprintf(f, ", \"detail\": ");
         json_str(f, x->detail);
         fprintf(f, ", \"repro\": ");
@@ -268,7 +271,11 @@ mla_status conf_report_json(const conf_report *r, const char *path)
     }
     const mla_conformance_summary *s = &r->sum;
     fprintf(f, "\n  ],\n  \"summary\": {\"cases\": %d, \"passed\": %d, \"failed\": %d, "
-               "\"unsupported\": %d, \"skipped\": %d, \"mistrusted\": %d}\n}\n",
+               "\"unsupported\": %d, \"skipped\": %d, \"mistrusted\": %d, \"failed_by_kind\": {",
             s->cases, s->passed, s->failed, s->unsupported, s->skipped, s->mistrusted);
+    for (int k = 0; k < MLA_CONF_FAIL_COUNT; ++k)
+        fprintf(f, "%s\"%s\": %d", k ? ", " : "",
+                mla_conformance_failure_name((mla_conformance_failure)k), s->by_kind[k]);
+    fprintf(f, "}}\n}\n");
     return fclose(f) == 0 ? MLA_OK : MLA_ERR_IO;
 }
