@@ -218,6 +218,18 @@ static mla_status check_q_cat(mla_context *ctx, const mla_rope_cache_args *a, in
     return mla_check_output(ctx, q, "q_cat");
 }
 
+/* q_nope may be q_cat's own first L dims (the absorb wrote them in place):
+ * then the concat of the nope part is a no-op on those elements. */
+static int is_q_cat_nope_slice(const mla_tensor *q_nope, const mla_tensor *q_cat)
+{
+    if (q_nope->data != q_cat->data || q_nope->dtype != q_cat->dtype)
+        return 0;
+    for (int32_t d = 0; d < 3; ++d)
+        if (q_nope->stride[d] != q_cat->stride[d])
+            return 0;
+    return 1;
+}
+
 mla_status mla_fused_rope_concat_cache(mla_context *ctx, const mla_rope_cache_args *a)
 {
     MLA_TRY(mla_begin(ctx));
@@ -269,8 +281,11 @@ mla_status mla_fused_rope_concat_cache(mla_context *ctx, const mla_rope_cache_ar
     for (int o = 0; o < 3; ++o) {
         if (!outs[o])
             continue;
-        for (int i = 0; i < 8; ++i)
+        for (int i = 0; i < 8; ++i) {
+            if (o == 1 && i == 2 && is_q_cat_nope_slice(a->q_nope, a->q_cat))
+                continue;
             MLA_TRY(mla_check_disjoint(ctx, outs[o], onames[o], ins[i], inames[i]));
+        }
         MLA_TRY(mla_check_disjoint(ctx, outs[o], onames[o], a->slots, "slots"));
         for (int p = o + 1; p < 3; ++p)
             if (outs[p])

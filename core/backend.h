@@ -154,6 +154,7 @@ typedef struct mla_backend_ops {
 struct mla_context {
     const mla_backend_ops *ops;
     mla_backend backend;
+    mla_target target;   /* set by init; the HIP backend reads it off the device */
     int32_t num_threads; /* host backends: OpenMP threads to use (>= 1) */
     void *impl;          /* backend-private state (HIP: device, stream) */
     char fallback_reason[256];

@@ -45,6 +45,7 @@ mla_status mla_context_create_with_ops(const mla_backend_ops *ops,
         return MLA_ERR_OUT_OF_MEMORY;
     ctx->ops = ops;
     ctx->backend = ops->backend;
+    ctx->target = ops->backend == MLA_BACKEND_REFERENCE ? MLA_TARGET_REFERENCE : MLA_TARGET_CPU;
     char reason[sizeof ctx->fallback_reason] = "";
     mla_status st = ops->init(ctx, options, reason, sizeof reason);
     if (st != MLA_OK) {
@@ -69,6 +70,7 @@ static mla_status create_hip(const mla_context_options *options, mla_context **o
         return MLA_ERR_OUT_OF_MEMORY;
     ctx->ops = hip;
     ctx->backend = MLA_BACKEND_HIP;
+    ctx->target = MLA_TARGET_COUNT; /* the backend's init names the device's target */
     mla_status st = hip->init(ctx, options, reason, len);
     if (st != MLA_OK) {
         free(ctx);
@@ -122,6 +124,11 @@ void mla_context_destroy(mla_context *ctx)
 mla_backend mla_context_backend(const mla_context *ctx)
 {
     return ctx ? ctx->backend : MLA_BACKEND_COUNT;
+}
+
+mla_target mla_context_target(const mla_context *ctx)
+{
+    return ctx ? ctx->target : MLA_TARGET_COUNT;
 }
 
 mla_memory mla_context_memory(const mla_context *ctx)

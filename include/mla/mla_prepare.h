@@ -233,6 +233,7 @@ MLA_API int mla_plan_rotates_at(const mla_plan *plan, mla_rope_site site);
  * "fused_qk_rmsnorm/bf16". */
 MLA_API const char *mla_plan_kernel(const mla_plan *plan, mla_stage stage);
 MLA_API const mla_model_config *mla_plan_config(const mla_plan *plan);
+MLA_API const mla_plan_options *mla_plan_options_get(const mla_plan *plan);
 
 /* ------------------------------------------------------------ the prepare */
 
@@ -251,8 +252,10 @@ typedef struct mla_layer_weights {
     mla_weight o_proj;             /* [hidden, H*v] */
 } mla_layer_weights;
 
-/* Bytes of scratch mla_prepare needs for T tokens. */
-MLA_API mla_status mla_prepare_workspace_bytes(const mla_plan *plan, int64_t T, int64_t *bytes);
+/* Bytes of scratch mla_prepare needs for T tokens whose activations (x) have
+ * dtype act (F32 or BF16): the intermediates are kept in that dtype. */
+MLA_API mla_status mla_prepare_workspace_bytes(const mla_plan *plan, int64_t T, mla_dtype act,
+                                               int64_t *bytes);
 
 /* Spec section 2, steps 1-6: x [T, hidden] -> q_cat [T, H, L + R] and the
  * rows [k_nope | k_pe] of every token written to the cache at slots[t], with

@@ -1,0 +1,248 @@
+/* mla_prepare: spec section 2, steps 1-6, composed from the public ops on
+ * the caller's context. RoPE happens where the plan says, once. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/indices.h"
+#include "core/validate.h"
+
+#define WS_ALIGN 256
+
+typedef struct ws_layout {
+    int64_t qa, kv, q, q_abs, k_rot; /* byte offsets; -1 when unused */
+    int64_t bytes;
+} ws_layout;
+
+static int is_fp8(mla_dtype d) { return d == MLA_DTYPE_FP8_E4M3FN || d == MLA_DTYPE_FP8_E4M3FNUZ; }
+
+/* Places one region; returns its offset or -1 when elements == 0. */
+static int64_t place(int64_t *cursor, int64_t elements, int64_t elsize)
+{
+    if (elements == 0)
+        return -1;
+    int64_t at = *cursor;
+    *cursor += (elements * elsize + WS_ALIGN - 1) / WS_ALIGN * WS_ALIGN;
+    return at;
+}
+
+static mla_status layout_workspace(const mla_plan *plan, int64_t T, mla_dtype act, ws_layout *w)
+{
+    const mla_model_config *c = mla_plan_config(plan);
+    const mla_plan_options *o = mla_plan_options_get(plan);
+    if (T < 0 || T > ((int64_t)1 << 40))
+        return MLA_ERR_OVERFLOW;
+    if (act != MLA_DTYPE_F32 && act != MLA_DTYPE_BF16)
+        return MLA_ERR_DTYPE;
+    const int64_t es = (int64_t)mla_dtype_size(act), H = c->heads, qk = c->nope + c->rope;
+    int64_t cur = 0;
+    w->qa = place(&cur, T * (c->q_lora ? c->q_lora : H * qk), es);
+    w->kv = place(&cur, T * (c->kv_lora + c->rope), es);
+    w->q = c->q_lora ? place(&cur, T * H * qk, es) : w->qa;
+    /* an fp8 q_cat cannot take the absorb's output in place */
+    w->q_abs = is_fp8(o->q_dtype) ? place(&cur, T * H * c->kv_lora, 4) : -1;
+    /* the separate site rotates k_pe into fp32, so that the cache bytes match
+     * the fused kernel's (one rounding from fp32) */
+    w->k_rot = mla_plan_rope_site(plan) == MLA_ROPE_SITE_SEPARATE ? place(&cur, T * c->rope, 4)
+                                                                    : -1;
+    w->bytes = cur;
+    return MLA_OK;
+}
+
+mla_status mla_prepare_workspace_bytes(const mla_plan *plan, int64_t T, mla_dtype act,
+                                       int64_t *bytes)
+{
+    if (!plan || !bytes)
+        return MLA_ERR_NULL_POINTER;
+    ws_layout w;
+    mla_status st = layout_workspace(plan, T, act, &w);
+    if (st == MLA_OK)
+        *bytes = w.bytes;
+    return st;
+}
+
+static mla_tensor view(void *data, mla_dtype dtype, mla_memory mem, int32_t ndim,
+                       const int64_t *shape, const int64_t *stride)
+{
+    mla_tensor t;
+    memset(&t, 0, sizeof t);
+    t.data = data;
+    t.dtype = dtype;
+    t.memory = mem;
+    t.ndim = ndim;
+    for (int32_t i = 0; i < ndim; ++i) {
+        t.shape[i] = shape[i];
+        t.stride[i] = stride[i];
+    }
+    return t;
+}
+
+/* A weight matrix [rows, cols] of the plan's weight dtype (bf16, or fp8 with
+ * block scales). */
+static mla_status check_weight(mla_context *ctx, const mla_weight *w, const char *name,
+                               int64_t rows, int64_t cols)
+{
+    MLA_TRY(mla_check_tensor(ctx, &w->w, name, 2));
+    if (w->w.shape[0] != rows || w->w.shape[1] != cols)
+        return mla_fail(ctx, MLA_ERR_SHAPE, name, "%s is [%lld, %lld], the config needs [%lld, %lld]",
+                        name, (long long)w->w.shape[0], (long long)w->w.shape[1],
+                        (long long)rows, (long long)cols);
+    return MLA_OK;
+}
+
+static mla_status check_norm_weight(mla_context *ctx, const mla_tensor *w, const char *name,
+                                    int64_t n)
+{
+    MLA_TRY(mla_check_tensor(ctx, w, name, 1));
+    return mla_check_extent(ctx, w, name, 0, n);
+}
+
+static const mla_tensor *scale_of(const mla_weight *w)
+{
+    return w->w.dtype == MLA_DTYPE_BF16 ? NULL : &w->scale;
+}
+
+static mla_status check_inputs(mla_context *ctx, const mla_plan *plan,
+                               const mla_layer_weights *wt, const mla_tensor *x,
+                               const mla_tensor *positions, const mla_tensor *slots,
+                               const mla_tensor *cos, const mla_cache_desc *cd,
+                               const mla_tensor *q_cat)
+{
+    const mla_model_config *c = mla_plan_config(plan);
+    const mla_plan_options *o = mla_plan_options_get(plan);
+    const int64_t H = c->heads, qk = c->nope + c->rope;
+    MLA_TRY(mla_check_tensor(ctx, x, "x", 2));
+    MLA_TRY(mla_check_extent(ctx, x, "x", 1, c->hidden));
+    const int64_t T = x->shape[0];
+    if (c->q_lora) {
+        MLA_TRY(check_weight(ctx, &wt->q_a_proj, "weights.q_a_proj", c->q_lora, c->hidden));
+        MLA_TRY(check_norm_weight(ctx, &wt->q_a_layernorm, "weights.q_a_layernorm", c->q_lora));
+        MLA_TRY(check_weight(ctx, &wt->q_b_proj, "weights.q_b_proj", H * qk, c->q_lora));
+    } else {
+        MLA_TRY(check_weight(ctx, &wt->q_b_proj, "weights.q_b_proj", H * qk, c->hidden));
+    }
+    MLA_TRY(check_weight(ctx, &wt->kv_a_proj_with_mqa, "weights.kv_a_proj_with_mqa",
+                         c->kv_lora + c->rope, c->hidden));
+    MLA_TRY(check_norm_weight(ctx, &wt->kv_a_layernorm, "weights.kv_a_layernorm", c->kv_lora));
+    MLA_TRY(check_weight(ctx, &wt->kv_b_proj, "weights.kv_b_proj", H * (c->nope + c->v),
+                         c->kv_lora));
+    /* The absorb takes W_kc as a view of kv_b_proj: fp8 checkpoints are
+     * dequantized to bf16 at load time (their 128x128 block scales do not
+     * factor per head). */
+    if (wt->kv_b_proj.w.dtype != MLA_DTYPE_BF16)
+        return mla_fail(ctx, MLA_ERR_UNSUPPORTED, "weights.kv_b_proj.w.dtype",
+                        "the absorb needs kv_b_proj in bf16");
+    if (!cd || cd->layout != o->cache_layout || cd->dtype != o->cache_dtype ||
+        cd->kv_lora != c->kv_lora || cd->rope != c->rope)
+        return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "cache_desc",
+                        "the cache descriptor does not match the plan");
+    MLA_TRY(mla_check_tensor(ctx, q_cat, "q_cat", 3));
+    if (q_cat->dtype != o->q_dtype)
+        return mla_fail(ctx, MLA_ERR_DTYPE, "q_cat.dtype", "q_cat must be %s as planned",
+                        mla_dtype_name(o->q_dtype));
+    MLA_TRY(mla_check_extent(ctx, q_cat, "q_cat", 0, T));
+    MLA_TRY(mla_check_extent(ctx, q_cat, "q_cat", 1, H));
+    MLA_TRY(mla_check_extent(ctx, q_cat, "q_cat", 2, c->kv_lora + c->rope));
+    MLA_TRY(mla_check_rope_table(ctx, cos, cos));
+    if (2 * cos->shape[1] != c->rope)
+        return mla_fail_field(ctx, MLA_ERR_SHAPE, "cos", "shape[1]", "the table is not for R = %lld",
+                              (long long)c->rope);
+    /* Indices first: a bad position or slot must be refused before q_cat or
+     * the cache is touched by an earlier stage. */
+    MLA_TRY(mla_check_positions(ctx, positions, "positions", T, cos->shape[0]));
+    MLA_TRY(mla_check_tensor(ctx, slots, "slots", 1));
+    MLA_TRY(mla_check_extent(ctx, slots, "slots", 0, T));
+    int64_t *s = NULL;
+    MLA_TRY(mla_read_indices(ctx, slots, "slots", &s));
+    mla_status st = mla_check_index_range(ctx, s, T, 0, cd->num_blocks * cd->block_size, 1, "slots");
+    free(s);
+    return st;
+}
+
+mla_status mla_prepare(mla_context *ctx, const mla_plan *plan, const mla_layer_weights *wt,
+                       const mla_tensor *x, const mla_tensor *positions, const mla_tensor *slots,
+                       const mla_tensor *cos, const mla_tensor *sin,
+                       const mla_cache_desc *cache_desc, mla_tensor *cache, mla_tensor *q_cat,
+                       mla_tensor *workspace)
+{
+    MLA_TRY(mla_begin(ctx));
+    if (!plan || !wt)
+        return mla_fail(ctx, MLA_ERR_NULL_POINTER, plan ? "weights" : "plan", "NULL argument");
+    MLA_TRY(check_inputs(ctx, plan, wt, x, positions, slots, cos, cache_desc, q_cat));
+    const mla_model_config *c = mla_plan_config(plan);
+    const int64_t T = x->shape[0], H = c->heads, L = c->kv_lora, R = c->rope;
+    const int64_t qk = c->nope + R, D = L + R, Hqk = H * qk;
+    ws_layout w;
+    if (layout_workspace(plan, T, x->dtype, &w) != MLA_OK)
+        return mla_fail_field(ctx, MLA_ERR_DTYPE, "x", "dtype", "activations are f32 or bf16");
+    MLA_TRY(mla_check_tensor(ctx, workspace, "workspace", 1));
+    if (workspace->shape[0] < w.bytes || mla_dtype_size(workspace->dtype) != 1)
+        return mla_fail(ctx, MLA_ERR_SHAPE, "workspace", "needs %lld bytes", (long long)w.bytes);
+    if (T == 0)
+        return MLA_OK;
+    uint8_t *ws = workspace->data;
+    const mla_memory mem = mla_context_memory(ctx);
+    const mla_dtype act = x->dtype;
+    const float eps = c->rms_eps;
+
+    /* 1. latent = x @ [W_qa ; W_kva]^T (V2-Lite: q = x @ W_q^T) */
+    const int64_t qa_cols = c->q_lora ? c->q_lora : Hqk;
+    mla_tensor qa = view(ws + w.qa, act, mem, 2, (int64_t[]){T, qa_cols}, (int64_t[]){qa_cols, 1});
+    mla_tensor kv = view(ws + w.kv, act, mem, 2, (int64_t[]){T, D}, (int64_t[]){D, 1});
+    const mla_weight *wq = c->q_lora ? &wt->q_a_proj : &wt->q_b_proj;
+    MLA_TRY(mla_linear(ctx, x, &wq->w, scale_of(wq), &qa));
+    MLA_TRY(mla_linear(ctx, x, &wt->kv_a_proj_with_mqa.w, scale_of(&wt->kv_a_proj_with_mqa), &kv));
+
+    /* 2. q_lat = RMSNorm(q_lat), k_nope = RMSNorm(k_nope), in place */
+    mla_tensor k_nope = view(ws + w.kv, act, mem, 2, (int64_t[]){T, L}, (int64_t[]){D, 1});
+    if (c->q_lora)
+        MLA_TRY(mla_fused_qk_rmsnorm(ctx, &qa, &wt->q_a_layernorm, eps, &k_nope,
+                                     &wt->kv_a_layernorm, eps, &qa, NULL, &k_nope));
+    else
+        MLA_TRY(mla_rmsnorm(ctx, &k_nope, &wt->kv_a_layernorm, eps, &k_nope));
+
+    /* 3. q = q_lat @ W_qb^T, seen as [T, H, nope + R] */
+    mla_tensor q = view(ws + w.q, act, mem, 2, (int64_t[]){T, Hqk}, (int64_t[]){Hqk, 1});
+    if (c->q_lora)
+        MLA_TRY(mla_linear(ctx, &qa, &wt->q_b_proj.w, scale_of(&wt->q_b_proj), &q));
+
+    /* 4. q_lat_nope[h] = q_nope[:, h] @ W_kc[h], W_kc[h] = kv_b_proj.view(H, nope+v, L)[h, :nope] */
+    const int64_t nv = c->nope + c->v;
+    mla_tensor q_nope = view(ws + w.q, act, mem, 3, (int64_t[]){H, T, c->nope},
+                             (int64_t[]){qk, Hqk, 1});
+    mla_tensor w_kc = view(wt->kv_b_proj.w.data, MLA_DTYPE_BF16, wt->kv_b_proj.w.memory, 3,
+                           (int64_t[]){H, c->nope, L},
+                           (int64_t[]){nv * wt->kv_b_proj.w.stride[0],
+                                       wt->kv_b_proj.w.stride[0], wt->kv_b_proj.w.stride[1]});
+    const int64_t *qs = q_cat->stride;
+    mla_tensor absorbed; /* [T, H, L] */
+    if (w.q_abs >= 0)
+        absorbed = view(ws + w.q_abs, MLA_DTYPE_F32, mem, 3, (int64_t[]){T, H, L},
+                        (int64_t[]){H * L, L, 1});
+    else
+        absorbed = view(q_cat->data, q_cat->dtype, mem, 3, (int64_t[]){T, H, L},
+                        (int64_t[]){qs[0], qs[1], qs[2]});
+    mla_tensor absorbed_hm = absorbed; /* the same elements seen as [H, T, L] */
+    mla_tensor_transpose(&absorbed_hm, 0, 1);
+    MLA_TRY(mla_batched_gemm(ctx, &q_nope, &w_kc, 1.0f, &absorbed_hm));
+
+    /* 5-6. RoPE once, at the plan's site, and the cache write */
+    mla_tensor q_pe = view((uint8_t *)ws + w.q + c->nope * mla_dtype_size(act), act, mem, 3,
+                           (int64_t[]){T, H, R}, (int64_t[]){Hqk, qk, 1});
+    mla_tensor k_pe = view(ws + w.kv + L * mla_dtype_size(act), act, mem, 2, (int64_t[]){T, R},
+                           (int64_t[]){D, 1});
+    if (mla_plan_rotates_at(plan, MLA_ROPE_SITE_FUSED_CACHE)) {
+        mla_rope_cache_args f = {cos,   sin,   MLA_ROPE_INTERLEAVED, &absorbed, &q_pe,
+                                 positions, &k_nope, &k_pe, positions, slots,
+                                 cache_desc, cache, q_cat, 1.0f, NULL};
+        return mla_fused_rope_concat_cache(ctx, &f);
+    }
+    /* separate site: q_pe rotated straight into q_cat, k_pe into fp32 */
+    mla_tensor q_cat_pe = view((uint8_t *)q_cat->data + L * qs[2] * mla_dtype_size(q_cat->dtype),
+                               q_cat->dtype, mem, 3, (int64_t[]){T, H, R},
+                               (int64_t[]){qs[0], qs[1], qs[2]});
+    mla_tensor k_rot = view(ws + w.k_rot, MLA_DTYPE_F32, mem, 2, (int64_t[]){T, R},
+                            (int64_t[]){R, 1});
+    MLA_TRY(mla_rope(ctx, cos, sin, positions, &q_pe, &q_cat_pe, MLA_ROPE_INTERLEAVED));
+    MLA_TRY(mla_rope(ctx, cos, sin, positions, &k_pe, &k_rot, MLA_ROPE_INTERLEAVED));
+    return mla_cache_write(ctx, cache_desc, cache, &k_nope, &k_rot, slots);
+}
