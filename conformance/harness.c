@@ -285,6 +285,13 @@ static int run_targets(const mla_conformance_options *opt, target *targets, int 
     mla_context_destroy(ref);
     if (!rep)
         return 2;
+    for (int op = 0; op < MLA_OP_COUNT; ++op) {
+        int covered = 0;
+        for (int si = 0; si < NSUITES; ++si)
+            covered |= suites[si]->op == (mla_op)op;
+        if (!covered && op_selected(opt->op_pattern, mla_op_name((mla_op)op)))
+            conf_report_uncovered(rep, mla_op_name((mla_op)op));
+    }
     conf_report_print(rep, out);
     mla_conformance_summary sum;
     conf_report_summary(rep, &sum);

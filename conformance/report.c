@@ -26,6 +26,7 @@ struct conf_report {
     failure *fails;
     int nfails, capfails;
     mla_conformance_summary sum;
+    char uncovered[512]; /* ops of the API without conformance cases */
 };
 
 /* Truncating copy (snprintf "%s" draws -Wformat-truncation on purpose-short fields). */
@@ -187,6 +188,8 @@ void conf_report_print(const conf_report *r, FILE *out)
                 w->backend, res, w->cases, w->failed, (long long)w->mismatches, w->max_err,
                 w->unit);
     }
+    if (r->uncovered[0])
+        fprintf(out, "no conformance cases yet for: %s\n", r->uncovered);
     const mla_conformance_summary *s = &r->sum;
     fprintf(out, "conformance: %d case runs: %d passed, %d failed, %d unsupported, %d skipped, "
                  "%d mistrusted\n",
@@ -194,6 +197,13 @@ void conf_report_print(const conf_report *r, FILE *out)
 }
 
 void conf_report_summary(const conf_report *r, mla_conformance_summary *s) { *s = r->sum; }
+
+void conf_report_uncovered(conf_report *r, const char *op)
+{
+    size_t n = strlen(r->uncovered);
+    if (n + strlen(op) + 3 < sizeof r->uncovered)
+        snprintf(r->uncovered + n, sizeof r->uncovered - n, "%s%s", n ? " " : "", op);
+}
 
 static void json_str(FILE *f, const char *s)
 {
@@ -247,7 +257,9 @@ mla_status conf_report_json(const conf_report *r, const char *path)
         json_str(f, w->unit);
         fprintf(f, "}");
     }
-    fprintf(f, "\n  ],\n  \"failures\": [");
+    fprintf(f, "\n  ],\n  \"uncovered\": ");
+    json_str(f, r->uncovered);
+    fprintf(f, ",\n  \"failures\": [");
     for (int i = 0; i < r->nfails; ++i) {
         const failure *x = &r->fails[i];
         fprintf(f, "%s\n    {\"op\": ", i ? "," : "");

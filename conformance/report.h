@@ -37,6 +37,8 @@ void conf_report_case(conf_report *r, FILE *out, int verbose, const char *op, in
 /* A backend that could not run: one row per op. */
 void conf_report_backend_skipped(conf_report *r, const char *op, const char *backend,
                                  const char *reason, int ncases);
+/* An op of the API that no suite covers: listed, so gaps are visible. */
+void conf_report_uncovered(conf_report *r, const char *op);
 void conf_report_print(const conf_report *r, FILE *out);
 void conf_report_summary(const conf_report *r, mla_conformance_summary *s);
 /* MLA_ERR_IO when the file cannot be written. */
