@@ -4,9 +4,8 @@
  * Every conversion here is exact integer logic on the fp32 bit pattern: no
  * libm, no FP environment dependence (FTZ/DAZ, rounding mode) and nothing the
  * compiler could contract into an FMA. The few fp32 operations left are the
- * ones the spec itself writes in fp32 (the fp8 group scale and its quotient
- * x * inv or x / s, one correctly rounded operation each) and int -> float
- * conversions of integers below 2^24, which are exact.
+ * ones the spec itself writes in fp32 (the fp8 group scale, x * inv or x / s,
+ * the dequant product; one correctly rounded operation each).
  *
  * The functions are branch-free selects so that loops over them vectorize.
  * core/formats.c is the independent math-style reference; the conformance
@@ -101,6 +100,24 @@ MLA_HD uint32_t mla_fb_round_mag(uint32_t a, int32_t mbits, int32_t bias)
     return (te < 1 || fe == 0) ? lin : nrm;
 }
 
+/* Bits of the fp32 m * 2^k for 0 < m < 2^11 (a subnormal significand of a
+ * narrower format), normalized in integers: p = index of m's top bit (a
+ * binary search of selects), exponent field p + k + 127, the bits below the
+ * top one as the mantissa. k + p must lie in [-126, 127]. Returns 0 for m = 0. */
+MLA_HD uint32_t mla_fb_small_int_bits(uint32_t m, int32_t k)
+{
+    uint32_t p = 0, t = m, c;
+    c = t >= (1u << 8) ? 8u : 0u;
+    p += c, t >>= c;
+    c = t >= (1u << 4) ? 4u : 0u;
+    p += c, t >>= c;
+    c = t >= (1u << 2) ? 2u : 0u;
+    p += c, t >>= c;
+    p += t >= 2u ? 1u : 0u;
+    uint32_t u = ((uint32_t)((int32_t)p + k + 127) << 23) | ((m << (23u - p)) & 0x7FFFFFu);
+    return m != 0 ? u : 0u;
+}
+
 /* ------------------------------------------------------------ bf16, f16 */
 
 /* RNE to bf16: add 0x7FFF plus the kept low bit, truncate (overflow carries to
@@ -131,14 +148,13 @@ MLA_HD uint16_t mla_fb_f32_to_f16(float x)
 }
 
 /* f16 -> fp32, exact: normal fields rebias (+112); field 31 is inf/NaN with
- * the payload widened; subnormals m * 2^-24 = float(m) with exponent - 24. */
+ * the payload widened; subnormals m * 2^-24. */
 MLA_HD float mla_fb_f16_to_f32(uint16_t h)
 {
     uint32_t s = ((uint32_t)h & 0x8000u) << 16;
     uint32_t e = ((uint32_t)h >> 10) & 0x1Fu, m = (uint32_t)h & 0x3FFu;
     uint32_t nrm = ((e + 112u) << 23) | (m << 13);
-    uint32_t fm = mla_fb_bits((float)(int32_t)m) - (24u << 23);
-    uint32_t sub = fm & (0u - (uint32_t)(m != 0)); /* a mask, not a branch around the FP op */
+    uint32_t sub = mla_fb_small_int_bits(m, -24);
     uint32_t spc = 0x7F800000u | (m << 13);
     return mla_fb_float(s | (e == 0 ? sub : (e == 31 ? spc : nrm)));
 }
@@ -168,13 +184,12 @@ MLA_HD uint8_t mla_fb_f32_to_e4m3fnuz(float x, int saturate)
 }
 
 /* fp8 -> fp32, exact: normal (field e, mantissa m) rebias to e + 127 - bias;
- * subnormals m * 2^(1 - bias - 3) = float(m) with the exponent lowered. */
+ * subnormals m * 2^(1 - bias - 3). */
 MLA_HD uint32_t mla_fb_fp8_bits(uint32_t c, uint32_t bias)
 {
     uint32_t s = (c & 0x80u) << 24, e = (c >> 3) & 0xFu, m = c & 7u;
     uint32_t nrm = ((e + 127u - bias) << 23) | (m << 20);
-    uint32_t fm = mla_fb_bits((float)(int32_t)m) - ((bias + 2u) << 23);
-    uint32_t sub = fm & (0u - (uint32_t)(m != 0)); /* a mask, not a branch around the FP op */
+    uint32_t sub = mla_fb_small_int_bits(m, -(int32_t)bias - 2);
     return s | (e == 0 ? sub : nrm);
 }
 

@@ -1,0 +1,127 @@
+/* The CPU backend: the reference table with the number-format ops replaced
+ * by OpenMP-parallel, vectorized kernels (one file per op), host memory. */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/ref/ref_kernels.h"
+#include "cpu/cpu_kernels.h"
+
+/* ctx->impl of a CPU context points at one of these: the ISA its kernels use. */
+static const mla_cpu_isa isa_levels[MLA_CPU_ISA_COUNT] = {
+    MLA_CPU_ISA_GENERIC, MLA_CPU_ISA_AVX2, MLA_CPU_ISA_AVX512};
+
+const char *mla_cpu_isa_name(mla_cpu_isa isa)
+{
+    switch (isa) {
+    case MLA_CPU_ISA_AVX512:
+        return "AVX-512";
+    case MLA_CPU_ISA_AVX2:
+        return "AVX2";
+    default:
+        return "portable C";
+    }
+}
+
+/* The best kernel copy this CPU can run. */
+static mla_cpu_isa detect_isa(void)
+{
+#if MLA_CPU_X86
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
+        __builtin_cpu_supports("avx512cd"))
+        return MLA_CPU_ISA_AVX512;
+    if (__builtin_cpu_supports("avx2"))
+        return MLA_CPU_ISA_AVX2;
+#endif
+    return MLA_CPU_ISA_GENERIC;
+}
+
+/* MLA_CPU_ISA=generic|avx2|avx512 lowers the level (never raises it). */
+static mla_cpu_isa isa_cap(void)
+{
+    const char *env = getenv("MLA_CPU_ISA");
+    if (!env)
+        return MLA_CPU_ISA_AVX512;
+    if (strcmp(env, "generic") == 0)
+        return MLA_CPU_ISA_GENERIC;
+    if (strcmp(env, "avx2") == 0)
+        return MLA_CPU_ISA_AVX2;
+    return MLA_CPU_ISA_AVX512;
+}
+
+mla_cpu_isa mla_cpu_isa_of(const mla_context *ctx)
+{
+    return ctx->impl ? *(const mla_cpu_isa *)ctx->impl : MLA_CPU_ISA_GENERIC;
+}
+
+int mla_cpu_threads(const mla_context *ctx, int64_t tasks, int64_t values)
+{
+    int64_t nt = ctx->num_threads;
+    int64_t by_size = values / 32768 + 1;
+    if (nt > tasks)
+        nt = tasks;
+    if (nt > by_size)
+        nt = by_size;
+    return nt < 1 ? 1 : (int)nt;
+}
+
+static mla_status cpu_init(mla_context *ctx, const mla_context_options *opt, char *reason,
+                           size_t reason_len)
+{
+    mla_status st = mla_host_init(ctx, opt, reason, reason_len);
+    if (st != MLA_OK)
+        return st;
+    mla_cpu_isa isa = detect_isa(), cap = isa_cap();
+    if (isa > cap)
+        isa = cap;
+    ctx->impl = (void *)&isa_levels[isa]; /* read-only through mla_cpu_isa_of */
+    snprintf(ctx->device_name, sizeof ctx->device_name, "host CPU, %d thread%s, %s",
+             ctx->num_threads, ctx->num_threads == 1 ? "" : "s", mla_cpu_isa_name(isa));
+    return MLA_OK;
+}
+
+static void cpu_fini(mla_context *ctx)
+{
+    ctx->impl = NULL;
+    mla_host_fini(ctx);
+}
+
+/* Every variant the API accepts for these ops runs here. */
+static const char *cpu_supports(const mla_context *ctx, const mla_variant *v)
+{
+    (void)ctx;
+    (void)v;
+    return NULL;
+}
+
+/* The table is built once, on first use, from the reference table (so a slot
+ * added there is inherited). The first caller builds it; concurrent first
+ * callers wait for it: contexts may be created from several threads. */
+const mla_backend_ops *mla_cpu_ops(void)
+{
+    static mla_backend_ops ops;
+    static atomic_int state; /* 0 empty, 1 being built, 2 ready */
+    if (atomic_load_explicit(&state, memory_order_acquire) == 2)
+        return &ops;
+    int expected = 0;
+    if (atomic_compare_exchange_strong(&state, &expected, 1)) {
+        ops = mla_reference_ops;
+        ops.name = "cpu";
+        ops.backend = MLA_BACKEND_CPU;
+        ops.init = cpu_init;
+        ops.fini = cpu_fini;
+        ops.supports = cpu_supports;
+        ops.convert = mla_cpu_convert;
+        ops.mxfp4_quant = mla_cpu_mxfp4_quant;
+        ops.mxfp4_dequant = mla_cpu_mxfp4_dequant;
+        ops.fp8_group_quant = mla_cpu_fp8_group_quant;
+        ops.fp8_group_dequant = mla_cpu_fp8_group_dequant;
+        atomic_store_explicit(&state, 2, memory_order_release);
+    }
+    while (atomic_load_explicit(&state, memory_order_acquire) != 2)
+        ; /* another thread is copying a few pointers */
+    return &ops;
+}

@@ -1,0 +1,74 @@
+/* CPU backend internals: the op kernels, instruction-set dispatch, threads.
+ *
+ * Multiversioning. Each op keeps its hot loop in one always-inlined "body"
+ * function written in plain C (the bit logic of core/format_bits.h, no
+ * intrinsics) and wraps it three times: with MLA_TARGET_AVX512, with
+ * MLA_TARGET_AVX2 and without a target attribute. The compiler vectorizes each
+ * copy for its ISA; mla_cpu_isa() picks one per call (cpuid, capped by the
+ * context). This is target_clones by hand: gcc 12 does not give its
+ * target_clones copies 512-bit vectors, an explicit target attribute with
+ * prefer-vector-width=512 does. Non-x86 builds get the portable copy only. */
+#ifndef MLA_CPU_CPU_KERNELS_H
+#define MLA_CPU_CPU_KERNELS_H
+
+#include "core/backend.h"
+
+#include <stdint.h>
+
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
+#define MLA_CPU_X86 1
+#if defined(__clang__)
+#define MLA_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512cd")))
+#else
+#define MLA_TARGET_AVX512 __attribute__((target("arch=x86-64-v4,prefer-vector-width=512")))
+#endif
+#define MLA_TARGET_AVX2 __attribute__((target("avx2")))
+#else
+#define MLA_CPU_X86 0
+#endif
+
+#if defined(__GNUC__)
+#define MLA_CPU_INLINE static inline __attribute__((always_inline))
+#else
+#define MLA_CPU_INLINE static inline
+#endif
+
+/* `#pragma omp simd` where OpenMP (or its simd subset, -fopenmp-simd) is on:
+ * the loops it marks have no loop-carried dependences. */
+#if defined(MLA_HAVE_OPENMP) || defined(MLA_HAVE_OPENMP_SIMD)
+#define MLA_PRAGMA(text) _Pragma(#text)
+#define MLA_SIMD _Pragma("omp simd")
+#define MLA_SIMD_MAX(var) MLA_PRAGMA(omp simd reduction(max : var))
+#else
+#define MLA_SIMD
+#define MLA_SIMD_MAX(var)
+#endif
+
+/* Values a kernel converts through its on-stack fp32 buffer at a time. */
+#define MLA_CPU_CHUNK 512
+
+typedef enum mla_cpu_isa {
+    MLA_CPU_ISA_GENERIC = 0, /* whatever the baseline compiler flags give */
+    MLA_CPU_ISA_AVX2 = 1,
+    MLA_CPU_ISA_AVX512 = 2, /* AVX-512 F/BW/DQ/VL/CD (x86-64-v4) */
+    MLA_CPU_ISA_COUNT
+} mla_cpu_isa;
+
+/* The ISA the context's kernels use: the best this CPU has, capped by the
+ * environment variable MLA_CPU_ISA (generic, avx2, avx512) read when the
+ * context was created, so that tests can run every copy on one machine. */
+mla_cpu_isa mla_cpu_isa_of(const mla_context *ctx);
+const char *mla_cpu_isa_name(mla_cpu_isa isa);
+
+/* OpenMP threads for `tasks` independent tasks covering `values` values:
+ * at most ctx->num_threads, one per task, and about one per 32K values so
+ * that small calls do not pay for a thread team. Results never depend on it. */
+int mla_cpu_threads(const mla_context *ctx, int64_t tasks, int64_t values);
+
+mla_status mla_cpu_convert(mla_context *ctx, const mla_convert_args *a);
+mla_status mla_cpu_mxfp4_quant(mla_context *ctx, const mla_mxfp4_quant_args *a);
+mla_status mla_cpu_mxfp4_dequant(mla_context *ctx, const mla_mxfp4_dequant_args *a);
+mla_status mla_cpu_fp8_group_quant(mla_context *ctx, const mla_fp8_group_quant_args *a);
+mla_status mla_cpu_fp8_group_dequant(mla_context *ctx, const mla_fp8_group_dequant_args *a);
+
+#endif
