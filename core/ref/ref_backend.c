@@ -28,4 +28,12 @@ const mla_backend_ops mla_reference_ops = {
     .mxfp4_dequant = mla_ref_mxfp4_dequant,
     .fp8_group_quant = mla_ref_fp8_group_quant,
     .fp8_group_dequant = mla_ref_fp8_group_dequant,
+    .rmsnorm = mla_ref_rmsnorm,
+    .qk_rmsnorm = mla_ref_qk_rmsnorm,
+    .rope = mla_ref_rope,
+    .linear = mla_ref_linear,
+    .batched_gemm = mla_ref_batched_gemm,
+    .cache_write = mla_ref_cache_write,
+    .cache_gather = mla_ref_cache_gather,
+    .rope_cache = mla_ref_rope_cache,
 };

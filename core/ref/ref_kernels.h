@@ -1,7 +1,7 @@
-/* Reference kernels of the number-format ops. They take validated argument
- * records (core/backend.h) and never fail; the CPU backend starts from the
- * reference table and may call them directly for variants it does not
- * specialise. Semantics: mla.h and spec section 5. */
+/* Reference kernels. They take validated argument records (core/backend.h)
+ * and fail only when a scratch buffer cannot be allocated; the CPU backend
+ * starts from the reference table and may call them directly for variants it
+ * does not specialise. Semantics: mla.h, mla_prepare.h and spec sections 2-5. */
 #ifndef MLA_CORE_REF_REF_KERNELS_H
 #define MLA_CORE_REF_REF_KERNELS_H
 
@@ -16,6 +16,31 @@ mla_status mla_ref_mxfp4_quant(mla_context *ctx, const mla_mxfp4_quant_args *a);
 mla_status mla_ref_mxfp4_dequant(mla_context *ctx, const mla_mxfp4_dequant_args *a);
 mla_status mla_ref_fp8_group_quant(mla_context *ctx, const mla_fp8_group_quant_args *a);
 mla_status mla_ref_fp8_group_dequant(mla_context *ctx, const mla_fp8_group_dequant_args *a);
+
+/* Prepare path (one file each under core/ref/). */
+mla_status mla_ref_rmsnorm(mla_context *ctx, const mla_rmsnorm_args *a);
+mla_status mla_ref_qk_rmsnorm(mla_context *ctx, const mla_qk_rmsnorm_args *a);
+mla_status mla_ref_rope(mla_context *ctx, const mla_rope_args *a);
+mla_status mla_ref_linear(mla_context *ctx, const mla_linear_args *a);
+mla_status mla_ref_batched_gemm(mla_context *ctx, const mla_batched_gemm_args *a);
+mla_status mla_ref_cache_write(mla_context *ctx, const mla_cache_write_args *a);
+mla_status mla_ref_cache_gather(mla_context *ctx, const mla_cache_gather_args *a);
+mla_status mla_ref_rope_cache(mla_context *ctx, const mla_rope_cache_op_args *a);
+
+/* The one RoPE of the reference (rope.c), used by mla_ref_rope and
+ * mla_ref_rope_cache: out[0, R) = the fp32 rotation by position pos of the
+ * first R values of a row of x, value j at offset base + j * step, style's
+ * pairing (spec section 3). Reads the whole row before returning, so a caller
+ * may write out back over x (in place). */
+void mla_ref_rope_row(const mla_tensor *x, int64_t base, int64_t step, const mla_tensor *cos,
+                      const mla_tensor *sin, int64_t pos, mla_rope_style style, int64_t R,
+                      float *out);
+
+/* The one cache writer of the reference (cache.c), used by mla_ref_cache_write
+ * and mla_ref_rope_cache: stores the fp32 row [k_nope (L) | k_pe (R)] at
+ * slot >= 0 of the cache, in desc's layout and element type (spec section 4). */
+void mla_ref_cache_write_slot(const mla_cache_desc *desc, const mla_tensor *cache, int64_t slot,
+                              const float *row);
 
 #ifdef __cplusplus
 }

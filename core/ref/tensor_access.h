@@ -12,6 +12,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 /* sum_i idx[i] * stride[i] over the tensor's dims. */
 static inline int64_t mla_ref_offset(const mla_tensor *t, const int64_t *idx)
@@ -26,6 +27,12 @@ static inline int64_t mla_ref_offset(const mla_tensor *t, const int64_t *idx)
 static inline int64_t mla_ref_offset2(const mla_tensor *t, int64_t i, int64_t j)
 {
     return i * t->stride[0] + j * t->stride[1];
+}
+
+/* Offset of element (i, j, k) of a 3-D tensor. */
+static inline int64_t mla_ref_offset3(const mla_tensor *t, int64_t i, int64_t j, int64_t k)
+{
+    return i * t->stride[0] + j * t->stride[1] + k * t->stride[2];
 }
 
 /* Advances the row-major multi-index idx over shape[0..ndim); returns 0 after
@@ -48,6 +55,14 @@ static inline uint8_t mla_ref_load_u8(const mla_tensor *t, int64_t off)
 static inline void mla_ref_store_u8(const mla_tensor *t, int64_t off, uint8_t v)
 {
     ((uint8_t *)t->data)[off] = v;
+}
+
+/* Element off of an index tensor (I32 or I64) as int64. */
+static inline int64_t mla_ref_load_index(const mla_tensor *t, int64_t off)
+{
+    if (t->dtype == MLA_DTYPE_I32)
+        return ((const int32_t *)t->data)[off];
+    return ((const int64_t *)t->data)[off];
 }
 
 /* Element off of a float-like tensor (F32, F64, F16, BF16, FP8_*, E8M0) as
@@ -114,6 +129,42 @@ static inline void mla_ref_store_f32(const mla_tensor *t, int64_t off, float v,
     default:
         break;
     }
+}
+
+/* v rounded to fp32 "to odd": v itself when it is a float, else the float
+ * next to v towards zero with its last significand bit set. Rounding that
+ * float once more, to nearest even, into a format with at least two fewer
+ * significand bits and no wider exponent range (bf16, f16, fp8) gives the
+ * same result as rounding v directly (Boldo and Melquiond, "Emulation of a
+ * FMA and correctly-rounded sums: proved algorithms using rounding to odd",
+ * IEEE TC 2008): the odd last bit keeps an inexact v off the narrow
+ * format's ties. Independent of the FP rounding mode. */
+static inline float mla_ref_f64_to_f32_odd(double v)
+{
+    float f = (float)v;
+    if (isnan(v) || (double)f == v)
+        return f;
+    if (fabs((double)f) > fabs(v))
+        f = nextafterf(f, 0.0f); /* the neighbour towards zero: truncation */
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    u |= 1u;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* Stores the double v into element off, rounded once to the tensor's dtype:
+ * F64 exactly, F32 by the one double -> float rounding, the narrower
+ * formats through mla_ref_f64_to_f32_odd (no double rounding). */
+static inline void mla_ref_store_f64(const mla_tensor *t, int64_t off, double v,
+                                     mla_saturation mode)
+{
+    if (t->dtype == MLA_DTYPE_F64)
+        ((double *)t->data)[off] = v;
+    else if (t->dtype == MLA_DTYPE_F32)
+        ((float *)t->data)[off] = (float)v;
+    else
+        mla_ref_store_f32(t, off, mla_ref_f64_to_f32_odd(v), mode);
 }
 
 /* Stores the pair (lo, hi) as one FP4X2 byte: lo is element 2i (low nibble). */
