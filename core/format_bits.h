@@ -252,21 +252,27 @@ MLA_HD float mla_fb_e2m1_to_f32(uint8_t c)
     return mla_fb_float(s | (e == 0 ? sub : nrm));
 }
 
-/* fp4(c) * 2^(scale - 127), exact (two significant bits: no rounding, only
- * overflow to inf); NaN scale (255) -> +NaN. In fp32 fields: |fp4| has field
- * fe (0.5 -> 126) and mantissa bit mb; the product has field fe + scale - 127;
- * at or below 0 it is the subnormal (1.mb) >> (1 - field), 1 or 2 places. */
-MLA_HD float mla_fb_e2m1_scaled_to_f32(uint8_t c, uint8_t scale)
+/* Bits of fp4(c) * 2^(scale - 127) for a finite scale (not 255), exact (two
+ * significant bits: no rounding, only overflow to inf). In fp32 fields: |fp4|
+ * has field fe (0.5 -> 126) and mantissa bit mb; the product has field
+ * re = fe + scale - 127; at or below 0 it is the subnormal (1.mb) >> (1 - re),
+ * shifted 1 or 2 places (re >= -1). */
+MLA_HD uint32_t mla_fb_e2m1_scaled_bits(uint32_t c, uint32_t scale)
 {
-    uint32_t s = ((uint32_t)c & 8u) << 28, e = ((uint32_t)c >> 1) & 3u;
-    uint32_t mb = e != 0 ? ((uint32_t)c & 1u) << 22 : 0u;
+    uint32_t s = (c & 8u) << 28, e = (c >> 1) & 3u;
+    uint32_t mb = e != 0 ? (c & 1u) << 22 : 0u;
     int32_t fe = e != 0 ? (int32_t)e + 126 : 126;
     int32_t re = fe + (int32_t)scale - 127;
-    uint32_t sh = (uint32_t)(1 - re) & 3u; /* 1 or 2 where used (re >= -1) */
+    uint32_t sh = (uint32_t)(1 - re) & 3u; /* 1 or 2 where used */
     uint32_t sub = (0x800000u | mb) >> sh;
     uint32_t mag = re >= 255 ? 0x7F800000u : (re >= 1 ? ((uint32_t)re << 23) | mb : sub);
-    mag = ((uint32_t)c & 7u) == 0 ? 0u : mag;
-    return mla_fb_float(scale == 255u ? MLA_FB_F32_QNAN : (s | mag));
+    return s | ((c & 7u) == 0 ? 0u : mag);
+}
+
+/* fp4(c) * 2^(scale - 127); the NaN scale 255 gives +NaN. */
+MLA_HD float mla_fb_e2m1_scaled_to_f32(uint8_t c, uint8_t scale)
+{
+    return mla_fb_float(scale == 255u ? MLA_FB_F32_QNAN : mla_fb_e2m1_scaled_bits(c, scale));
 }
 
 /* ---------------------------------------------------------------- MXFP4 */

@@ -6,22 +6,33 @@
 #include "cpu/cpu_kernels.h"
 #include "cpu/cpu_rows.h"
 
+#include <string.h>
+
 #define BLOCK 32
 #define TASK_BLOCKS 128
 #define CHUNK_BLOCKS (MLA_CPU_CHUNK / BLOCK)
 
-/* The 32 values of one block from its 16 code bytes c (byte stride cs). */
-MLA_CPU_INLINE void decode_block(const uint8_t *c, int64_t cs, uint8_t scale, float *v)
+/* Values buf[0..2*nbytes) of the code bytes c[0..nbytes): byte j takes the
+ * scale byte sb[j] of its block, spread out per byte so that one long loop
+ * covers a whole chunk (see mxfp4_quant.c); the NaN scale selects +NaN. */
+MLA_CPU_INLINE void decode_chunk(const uint8_t *c, int64_t cs, const uint8_t *restrict sb,
+                                 int64_t nbytes, float *restrict buf)
 {
     if (cs == 1) {
-        MLA_SIMD for (int j = 0; j < BLOCK / 2; ++j) {
-            v[2 * j] = mla_fb_e2m1_scaled_to_f32((uint8_t)(c[j] & 0xFu), scale);
-            v[2 * j + 1] = mla_fb_e2m1_scaled_to_f32((uint8_t)(c[j] >> 4), scale);
+        MLA_SIMD for (int64_t j = 0; j < nbytes; ++j) {
+            uint32_t s = sb[j], b = c[j];
+            uint32_t lo = mla_fb_e2m1_scaled_bits(b & 0xFu, s);
+            uint32_t hi = mla_fb_e2m1_scaled_bits(b >> 4, s);
+            buf[2 * j] = mla_fb_float(s == 255u ? MLA_FB_F32_QNAN : lo);
+            buf[2 * j + 1] = mla_fb_float(s == 255u ? MLA_FB_F32_QNAN : hi);
         }
     } else {
-        MLA_SIMD for (int j = 0; j < BLOCK / 2; ++j) {
-            v[2 * j] = mla_fb_e2m1_scaled_to_f32((uint8_t)(c[j * cs] & 0xFu), scale);
-            v[2 * j + 1] = mla_fb_e2m1_scaled_to_f32((uint8_t)(c[j * cs] >> 4), scale);
+        MLA_SIMD for (int64_t j = 0; j < nbytes; ++j) {
+            uint32_t s = sb[j], b = c[j * cs];
+            uint32_t lo = mla_fb_e2m1_scaled_bits(b & 0xFu, s);
+            uint32_t hi = mla_fb_e2m1_scaled_bits(b >> 4, s);
+            buf[2 * j] = mla_fb_float(s == 255u ? MLA_FB_F32_QNAN : lo);
+            buf[2 * j + 1] = mla_fb_float(s == 255u ? MLA_FB_F32_QNAN : hi);
         }
     }
 }
@@ -32,10 +43,12 @@ MLA_CPU_INLINE void blocks_body(const uint8_t *codes, int64_t cs, const uint8_t 
                                 void *y, mla_dtype yt, int64_t ys)
 {
     float buf[MLA_CPU_CHUNK];
+    uint8_t sb[MLA_CPU_CHUNK / 2];
     for (int64_t b0 = 0; b0 < nb; b0 += CHUNK_BLOCKS) {
         int64_t cb = nb - b0 < CHUNK_BLOCKS ? nb - b0 : CHUNK_BLOCKS;
         for (int64_t b = 0; b < cb; ++b)
-            decode_block(codes + (b0 + b) * 16 * cs, cs, sc[b0 + b], buf + b * BLOCK);
+            memset(sb + b * (BLOCK / 2), sc[b0 + b], BLOCK / 2);
+        decode_chunk(codes + b0 * (BLOCK / 2) * cs, cs, sb, cb * (BLOCK / 2), buf);
         mla_cpu_store_float(buf, (void *)mla_cpu_row_at(y, yt, ys, b0 * BLOCK), yt, ys, cb * BLOCK);
     }
 }

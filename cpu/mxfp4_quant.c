@@ -10,22 +10,31 @@
 #include "cpu/cpu_kernels.h"
 #include "cpu/cpu_rows.h"
 
+#include <string.h>
+
 #define BLOCK 32
 #define TASK_BLOCKS 128
 #define CHUNK_BLOCKS (MLA_CPU_CHUNK / BLOCK)
 
-/* The 16 code bytes of the block v[0..32). */
-MLA_CPU_INLINE void encode_block(const float *v, uint8_t scale, uint32_t mask, uint8_t *c,
+/* Code bytes c[0..nbytes) of the values buf[0..2*nbytes): byte j takes the
+ * scale byte sb[j] and byte mask mk[j] (0xFF, or 0 for a zero or NaN/inf
+ * block) of its block, spread out per byte so that one long loop covers a
+ * whole chunk: gcc sizes its vectors by the byte-wide data, and a 16-byte
+ * loop per block would get 128-bit ones. */
+MLA_CPU_INLINE void encode_chunk(const float *restrict buf, const uint8_t *restrict sb,
+                                 const uint8_t *restrict mk, int64_t nbytes, uint8_t *c,
                                  int64_t cs)
 {
     if (cs == 1) {
-        MLA_SIMD for (int j = 0; j < BLOCK / 2; ++j) c[j] =
-            (uint8_t)(mla_fb_mxfp4_code(v[2 * j], scale, mask) |
-                      (mla_fb_mxfp4_code(v[2 * j + 1], scale, mask) << 4));
+        MLA_SIMD for (int64_t j = 0; j < nbytes; ++j) c[j] =
+            (uint8_t)((mla_fb_mxfp4_code(buf[2 * j], sb[j], 0xFu) |
+                       (mla_fb_mxfp4_code(buf[2 * j + 1], sb[j], 0xFu) << 4)) &
+                      mk[j]);
     } else {
-        MLA_SIMD for (int j = 0; j < BLOCK / 2; ++j) c[j * cs] =
-            (uint8_t)(mla_fb_mxfp4_code(v[2 * j], scale, mask) |
-                      (mla_fb_mxfp4_code(v[2 * j + 1], scale, mask) << 4));
+        MLA_SIMD for (int64_t j = 0; j < nbytes; ++j) c[j * cs] =
+            (uint8_t)((mla_fb_mxfp4_code(buf[2 * j], sb[j], 0xFu) |
+                       (mla_fb_mxfp4_code(buf[2 * j + 1], sb[j], 0xFu) << 4)) &
+                      mk[j]);
     }
 }
 
@@ -35,20 +44,22 @@ MLA_CPU_INLINE void blocks_body(const void *x, mla_dtype xt, int64_t xs, int64_t
                                 uint8_t *codes, int64_t cs, uint8_t *sc, int production)
 {
     float buf[MLA_CPU_CHUNK];
+    uint8_t sb[MLA_CPU_CHUNK / 2], mk[MLA_CPU_CHUNK / 2];
     for (int64_t b0 = 0; b0 < nb; b0 += CHUNK_BLOCKS) {
         int64_t cb = nb - b0 < CHUNK_BLOCKS ? nb - b0 : CHUNK_BLOCKS;
         mla_cpu_load_float(mla_cpu_row_at(x, xt, xs, b0 * BLOCK), xt, xs, cb * BLOCK, buf);
         for (int64_t b = 0; b < cb; ++b) {
-            const float *v = buf + b * BLOCK;
             uint32_t amax = 0;
             MLA_SIMD_MAX(amax) for (int i = 0; i < BLOCK; ++i) {
-                uint32_t m = mla_fb_bits(v[i]) & 0x7FFFFFFFu;
+                uint32_t m = mla_fb_bits(buf[b * BLOCK + i]) & 0x7FFFFFFFu;
                 amax = m > amax ? m : amax;
             }
             uint8_t scale = mla_fb_mxfp4_scale_byte(amax, production);
-            encode_block(v, scale, mla_fb_mxfp4_code_mask(amax), codes + (b0 + b) * 16 * cs, cs);
+            memset(sb + b * (BLOCK / 2), scale, BLOCK / 2);
+            memset(mk + b * (BLOCK / 2), mla_fb_mxfp4_code_mask(amax) ? 0xFF : 0, BLOCK / 2);
             sc[b0 + b] = scale;
         }
+        encode_chunk(buf, sb, mk, cb * (BLOCK / 2), codes + b0 * (BLOCK / 2) * cs, cs);
     }
 }
 
