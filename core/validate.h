@@ -69,10 +69,4 @@ mla_status mla_check_rope_table(mla_context *ctx, const mla_tensor *cos, const m
 mla_status mla_check_positions(mla_context *ctx, const mla_tensor *pos, const char *name,
                                int64_t T, int64_t table_rows);
 
-/* Prepare-path checks shared by several entry points (core/api_norm_rope.c). */
-mla_status mla_check_rope_table(mla_context *ctx, const mla_tensor *cos, const mla_tensor *sin);
-/* pos: [T] I32/I64 with every value in [0, table_rows). */
-mla_status mla_check_positions(mla_context *ctx, const mla_tensor *pos, const char *name,
-                               int64_t T, int64_t table_rows);
-
 #endif
