@@ -8,12 +8,14 @@
  * Rows are cut into tiles, and tiles are spread over the threads. When one
  * side is FP4X2 a row of n values is n / 2 bytes there; tiles start at even
  * values, so a byte never straddles two tiles. In-place conversion (same
- * elements, same width) is safe: every tile is read into the buffer before
- * its values are written. */
+ * elements, same width) is safe: each chunk of values is read into the
+ * buffer before the same elements are written. */
 #include "cpu/cpu_kernels.h"
 #include "cpu/cpu_rows.h"
 
-#define TILE 8192 /* values per task: a multiple of MLA_CPU_CHUNK */
+#define TILE 8192          /* values per task: a multiple of MLA_CPU_CHUNK */
+#define STRIDED_ROWS 16    /* strided rows: rows per task */
+#define STRIDED_VALUES 256 /* and values per row piece (even) */
 
 /* Rows of the conversion: `rows` rows of n values; row r starts at outer
  * index r of dims [0, nd) (row-major), at element offsets xo / yo. */
@@ -26,7 +28,7 @@ typedef struct rows_view {
 
 static rows_view make_rows(const mla_tensor *x, const mla_tensor *y)
 {
-    int xp = x->dtype == MLA_DTYPE_FP4X2, yp = y->dtype == MLA_DTYPE_FP4X2;
+    int xp = x->dtype == MLA_DTYPE_FP4X2;
     int64_t ex[MLA_MAX_DIMS + 1], ey[MLA_MAX_DIMS + 1], sx[MLA_MAX_DIMS + 1], sy[MLA_MAX_DIMS + 1];
     int32_t nd = 0;
     for (int32_t i = 0; i < x->ndim; ++i) {
@@ -55,8 +57,7 @@ static rows_view make_rows(const mla_tensor *x, const mla_tensor *y)
         v.ext[i] = ex[i], v.xs[i] = sx[i], v.ys[i] = sy[i];
         v.rows *= ex[i];
     }
-    v.n = xp ? 2 * ex[nd - 1] : ex[nd - 1];
-    (void)yp;
+    v.n = xp ? 2 * ex[nd - 1] : ex[nd - 1]; /* values: x's bytes hold two */
     v.xl = sx[nd - 1], v.yl = sy[nd - 1];
     return v;
 }
@@ -125,7 +126,13 @@ mla_status mla_cpu_convert(mla_context *ctx, const mla_convert_args *a)
     const mla_tensor *x = &a->x, *y = &a->y;
     rows_view v = make_rows(x, y);
     span_fn span = pick_span(mla_cpu_isa_of(ctx));
-    int64_t tiles = (v.n + TILE - 1) / TILE, tasks = v.rows * tiles;
+    /* A task is `rb` consecutive rows times `ct` values. Strided rows (a
+     * transposed view) are walked in short pieces, row after row, so the
+     * cache lines a piece touches are still there for the next row, which
+     * usually sits next to it. */
+    int strided = v.xl != 1 || v.yl != 1;
+    int64_t rb = strided ? STRIDED_ROWS : 1, ct = strided ? STRIDED_VALUES : TILE;
+    int64_t tiles = (v.n + ct - 1) / ct, tasks = (v.rows + rb - 1) / rb * tiles;
     size_t xsz = mla_dtype_size(x->dtype), ysz = mla_dtype_size(y->dtype);
     int xp = x->dtype == MLA_DTYPE_FP4X2, yp = y->dtype == MLA_DTYPE_FP4X2;
     int saturate = a->mode == MLA_SATURATE;
@@ -135,13 +142,17 @@ mla_status mla_cpu_convert(mla_context *ctx, const mla_convert_args *a)
 #pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
 #endif
     for (int64_t t = 0; t < tasks; ++t) {
-        int64_t xo, yo, k0 = (t % tiles) * TILE;
-        row_offsets(&v, t / tiles, &xo, &yo);
-        xo += (xp ? k0 / 2 : k0) * v.xl;
-        yo += (yp ? k0 / 2 : k0) * v.yl;
-        int64_t n = v.n - k0 < TILE ? v.n - k0 : TILE;
-        span((const char *)x->data + xo * (int64_t)xsz, x->dtype, v.xl,
-             (char *)y->data + yo * (int64_t)ysz, y->dtype, v.yl, n, saturate);
+        int64_t r0 = t / tiles * rb, k0 = (t % tiles) * ct;
+        int64_t r1 = v.rows - r0 < rb ? v.rows : r0 + rb;
+        int64_t n = v.n - k0 < ct ? v.n - k0 : ct;
+        for (int64_t r = r0; r < r1; ++r) {
+            int64_t xo, yo;
+            row_offsets(&v, r, &xo, &yo);
+            xo += (xp ? k0 / 2 : k0) * v.xl;
+            yo += (yp ? k0 / 2 : k0) * v.yl;
+            span((const char *)x->data + xo * (int64_t)xsz, x->dtype, v.xl,
+                 (char *)y->data + yo * (int64_t)ysz, y->dtype, v.yl, n, saturate);
+        }
     }
     return MLA_OK;
 }
