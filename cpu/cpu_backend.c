@@ -89,12 +89,20 @@ static void cpu_fini(mla_context *ctx)
     mla_host_fini(ctx);
 }
 
-/* Every variant the API accepts for these ops runs here. */
+/* The format ops run here for every variant the API accepts; every other
+ * slot is the reference's, so the reference's answer is the CPU's answer. */
 static const char *cpu_supports(const mla_context *ctx, const mla_variant *v)
 {
-    (void)ctx;
-    (void)v;
-    return NULL;
+    switch (v->op) {
+    case MLA_OP_CONVERT:
+    case MLA_OP_MXFP4_QUANT:
+    case MLA_OP_MXFP4_DEQUANT:
+    case MLA_OP_FP8_GROUP_QUANT:
+    case MLA_OP_FP8_GROUP_DEQUANT:
+        return NULL;
+    default:
+        return mla_reference_ops.supports(ctx, v);
+    }
 }
 
 /* The table is built once, on first use, from the reference table (so a slot
