@@ -17,10 +17,11 @@
 
 #if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
 #define MLA_CPU_X86 1
-#if defined(__clang__)
-#define MLA_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512cd")))
+#define MLA_AVX512_ISAS "avx512f,avx512bw,avx512dq,avx512vl,avx512cd"
+#if defined(__clang__) /* clang already uses 512-bit vectors for these */
+#define MLA_TARGET_AVX512 __attribute__((target(MLA_AVX512_ISAS)))
 #else
-#define MLA_TARGET_AVX512 __attribute__((target("arch=x86-64-v4,prefer-vector-width=512")))
+#define MLA_TARGET_AVX512 __attribute__((target(MLA_AVX512_ISAS ",prefer-vector-width=512")))
 #endif
 #define MLA_TARGET_AVX2 __attribute__((target("avx2")))
 #else
