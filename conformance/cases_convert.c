@@ -156,4 +156,4 @@ static mla_status exec(mla_context *ctx, const conf_case *c, mla_tensor *t)
     return mla_convert(ctx, &t[0], &t[1], (mla_saturation)c->v.rule);
 }
 
-const conf_suite conf_suite_convert = {"convert", MLA_OP_CONVERT, build, setup, exec};
+const conf_suite conf_suite_convert = {"convert", MLA_OP_CONVERT, build, setup, exec, NULL};

@@ -157,7 +157,7 @@ static mla_status exec_quant(mla_context *ctx, const conf_case *c, mla_tensor *t
 }
 
 const conf_suite conf_suite_fp8_group_quant = {"fp8_group_quant", MLA_OP_FP8_GROUP_QUANT,
-                                               build_quant, setup_quant, exec_quant};
+                                               build_quant, setup_quant, exec_quant, NULL};
 
 /* ----------------------------------------------------------- dequant */
 
@@ -199,4 +199,4 @@ static mla_status exec_dequant(mla_context *ctx, const conf_case *c, mla_tensor 
 }
 
 const conf_suite conf_suite_fp8_group_dequant = {"fp8_group_dequant", MLA_OP_FP8_GROUP_DEQUANT,
-                                                 build_dequant, setup_dequant, exec_dequant};
+                                                 build_dequant, setup_dequant, exec_dequant, NULL};

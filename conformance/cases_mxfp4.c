@@ -133,7 +133,7 @@ static mla_status exec_quant(mla_context *ctx, const conf_case *c, mla_tensor *t
 }
 
 const conf_suite conf_suite_mxfp4_quant = {"mxfp4_quant", MLA_OP_MXFP4_QUANT, build_quant,
-                                           setup_quant, exec_quant};
+                                           setup_quant, exec_quant, NULL};
 
 /* ----------------------------------------------------------- dequant */
 
@@ -185,4 +185,4 @@ static mla_status exec_dequant(mla_context *ctx, const conf_case *c, mla_tensor 
 }
 
 const conf_suite conf_suite_mxfp4_dequant = {"mxfp4_dequant", MLA_OP_MXFP4_DEQUANT,
-                                             build_dequant, setup_dequant, exec_dequant};
+                                             build_dequant, setup_dequant, exec_dequant, NULL};

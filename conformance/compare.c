@@ -82,7 +82,7 @@ static decoded decode(mla_dtype dt, uint64_t bits)
     return d;
 }
 
-static uint64_t load_bits(const unsigned char *p, size_t es)
+uint64_t conf_load_bits(const unsigned char *p, size_t es)
 {
     uint64_t v = 0;
     for (size_t i = 0; i < es; ++i) /* little-endian, whatever the host */
@@ -120,6 +120,35 @@ static void note_first(cmp_state *s, int64_t k, int half, uint64_t g, uint64_t w
 
 static int is_zero(vclass c) { return c == VC_PZERO || c == VC_NZERO; }
 
+double conf_decode_value(mla_dtype dt, uint64_t bits) { return decode(dt, bits).val; }
+
+double conf_ulp(mla_dtype dt, double m)
+{
+    int mbits = 23, emin = -126;
+    if (dt == MLA_DTYPE_BF16)
+        mbits = 7;
+    else if (dt == MLA_DTYPE_F16)
+        mbits = 10, emin = -14;
+    else if (dt == MLA_DTYPE_F64)
+        mbits = 52, emin = -1022;
+    int e;
+    frexp(fabs(m), &e); /* m = f * 2^e, f in [0.5, 1): the binade's exponent is e - 1 */
+    if (!(fabs(m) > 0) || e - 1 < emin)
+        e = emin + 1;
+    return ldexp(1.0, e - 1 - mbits);
+}
+
+/* CONF_BOUND_TOL: the value's allowed distance, from the case's arithmetic
+ * bound and the output roundings. */
+static double tol_allowed(const conf_arg *a, int64_t k, int half, decoded dg, decoded dw)
+{
+    int64_t v = a->t.dtype == MLA_DTYPE_FP4X2 ? 2 * k + (half > 0) : k;
+    double m = fmax(fabs(dg.val), fabs(dw.val));
+    return (a->bound.tol ? a->bound.tol[v] : 0.0) + a->bound.limit * conf_ulp(a->t.dtype, m);
+}
+
+static int zero_or_finite(vclass c) { return c == VC_FINITE || is_zero(c); }
+
 /* One value: bits, then class, then bound. */
 static void compare_value(cmp_state *s, int64_t k, int half, uint64_t g, uint64_t w)
 {
@@ -131,9 +160,15 @@ static void compare_value(cmp_state *s, int64_t k, int half, uint64_t g, uint64_
         s->r->zeros++;
     if (g == w)
         return;
+    if (b->raw) { /* bytes: no class, no distance */
+        s->r->mismatches++;
+        note_first(s, k, half, g, w, dg, dw, "bits");
+        return;
+    }
     if (dg.cls == VC_NAN && dw.cls == VC_NAN && (b->nan_any || b->kind != CONF_BOUND_EXACT))
         return;
-    int class_ok = dg.cls == dw.cls || (b->zero_sign_free && is_zero(dg.cls) && is_zero(dw.cls));
+    int class_ok = dg.cls == dw.cls || (b->zero_sign_free && is_zero(dg.cls) && is_zero(dw.cls)) ||
+                   (b->kind == CONF_BOUND_TOL && zero_or_finite(dg.cls) && zero_or_finite(dw.cls));
     if (!class_ok) {
         s->r->mismatches++;
         s->r->class_bad++;
@@ -154,6 +189,17 @@ static void compare_value(cmp_state *s, int64_t k, int half, uint64_t g, uint64_
     case CONF_BOUND_REL:
         err = fabs(dg.val - dw.val) / fmax(fabs(dw.val), b->floor);
         break;
+    case CONF_BOUND_TOL: /* in units of the allowed distance: 1 is the bound */
+        err = fabs(dg.val - dw.val) / tol_allowed(s->a, k, half, dg, dw);
+        if (err > 1.0) {
+            if (err > s->r->max_err)
+                s->r->max_err = err;
+            s->r->mismatches++;
+            note_first(s, k, half, g, w, dg, dw, "bound");
+        } else if (err > s->r->max_err) {
+            s->r->max_err = err;
+        }
+        return;
     default: /* NMSE: judged on the whole tensor */
         if (dw.cls == VC_FINITE || is_zero(dw.cls)) {
             s->nmse_num += (dg.val - dw.val) * (dg.val - dw.val);
@@ -172,7 +218,7 @@ static void compare_value(cmp_state *s, int64_t k, int half, uint64_t g, uint64_
 void conf_compare(const conf_arg *a, const unsigned char *got, const unsigned char *want,
                   int want_contig, conf_cmp *r)
 {
-    static const char *const units[] = {"ulp", "ulp", "rel", "nmse"};
+    static const char *const units[] = {"ulp", "ulp", "rel", "nmse", "x bound"};
     memset(r, 0, sizeof *r);
     r->unit = units[a->bound.kind];
     cmp_state s = {a, r, 0.0, 0.0};
@@ -181,8 +227,8 @@ void conf_compare(const conf_arg *a, const unsigned char *got, const unsigned ch
     int64_t off, k = 0;
     conf_iter_init(&it, &a->t);
     while (conf_iter_next(&it, &off)) {
-        uint64_t g = load_bits(got + off * (int64_t)es, es);
-        uint64_t w = load_bits(want + (want_contig ? k : off) * (int64_t)es, es);
+        uint64_t g = conf_load_bits(got + off * (int64_t)es, es);
+        uint64_t w = conf_load_bits(want + (want_contig ? k : off) * (int64_t)es, es);
         if (a->t.dtype == MLA_DTYPE_FP4X2) { /* element 2i in the low nibble */
             compare_value(&s, k, 0, g & 0xF, w & 0xF);
             compare_value(&s, k, 1, g >> 4, w >> 4);

@@ -9,7 +9,7 @@
 #include "conformance/conformance.h"
 #include "core/backend.h"
 
-#define CONF_MAX_ARGS 4
+#define CONF_MAX_ARGS 16 /* the fused RoPE + cache op has 12 */
 #define CONF_GUARD_BYTES 256 /* keeps the view 256-aligned unless a case offsets it */
 
 /* --------------------------------------------------------------- views */
@@ -54,6 +54,11 @@ typedef enum conf_bound_kind {
     CONF_BOUND_ULP = 1,   /* per element, distance in units of the dtype's last place */
     CONF_BOUND_REL = 2,   /* per element, |got - want| / max(|want|, floor) */
     CONF_BOUND_NMSE = 3,  /* whole tensor, sum (got - want)^2 / sum want^2 */
+    /* per value: |got - want| <= tol[k] + limit * ulp(dtype, max(|got|, |want|)), with
+     * tol[k] the arithmetic error the case derived from its inputs (conformance/bounds.c)
+     * and limit the output roundings (1: half an ulp on each side). Zero and finite are
+     * one class here (cancellation may give either); NaN and Inf classes stay strict. */
+    CONF_BOUND_TOL = 4,
 } conf_bound_kind;
 
 typedef struct conf_bound {
@@ -62,13 +67,23 @@ typedef struct conf_bound {
     double floor;   /* CONF_BOUND_REL: denominator floor */
     int nan_any;    /* any NaN encoding matches any other (golden e4m3fn encode) */
     int zero_sign_free; /* +0 and -0 match (ops whose summation order may flip it) */
+    int raw;        /* bytes compared as plain integers, no class (cache bytes) */
+    const double *tol; /* CONF_BOUND_TOL: per logical value, owned by the problem */
 } conf_bound;
 
 /* ---------------------------------------------------------- problems */
 
+/* Argument roles for conf_add_arg*: an input, an output (filled with a salted
+ * pattern before the run), or an in/out argument (its host contents are copied
+ * in, like an input; afterwards it is compared like an output, and its bytes
+ * outside the view must still hold the host contents). In place ops and the
+ * latent cache are in/out. */
+enum { CONF_IN = 0, CONF_OUT = 1, CONF_INOUT = 2 };
+
 typedef struct conf_arg {
     const char *name;
-    int output;
+    int output;           /* CONF_OUT and CONF_INOUT */
+    int inout;
     mla_tensor t;         /* dtype, ndim, shape, stride; data unused */
     int64_t offset;       /* elements from the buffer start to element 0 */
     size_t bytes;         /* buffer bytes, gaps included */
@@ -80,7 +95,7 @@ typedef struct conf_arg {
 typedef struct conf_problem {
     conf_arg arg[CONF_MAX_ARGS];
     int nargs;
-    void *owned[2 * CONF_MAX_ARGS]; /* freed with the problem (golden arrays) */
+    void *owned[3 * CONF_MAX_ARGS]; /* freed with the problem (golden arrays, tolerances) */
     int nowned;
 } conf_problem;
 
@@ -93,7 +108,11 @@ typedef struct conf_case {
     uint64_t seed;
     int golden;                   /* index into the op's golden table; -1 = generated */
     char label[64];               /* the table row: dtypes, rule, layout */
+    int64_t ip[8];                /* op-specific integers (see the op's cases_*.c) */
+    double fp[2];                 /* op-specific scalars: eps, k_scale, w_scale, q_scale */
 } conf_case;
+
+typedef struct conf_cmp conf_cmp; /* one output's comparison (below) */
 
 typedef struct conf_env {
     const char *data_dir;
@@ -110,6 +129,12 @@ typedef struct conf_suite {
     mla_status (*setup)(const conf_case *c, const conf_env *env, conf_problem *p, char *err,
                         size_t errlen);
     mla_status (*exec)(mla_context *ctx, const conf_case *c, mla_tensor *t);
+    /* Optional: judges output i itself and returns 1 (outputs that are only
+     * meaningful together, like quantized codes and their scales), or returns
+     * 0 for the generic conf_compare. got and want are whole buffers. Used
+     * against the reference only: a repeat run is always compared bit for bit. */
+    int (*compare)(const conf_case *c, const conf_problem *p, int i, unsigned char *const *got,
+                   unsigned char *const *want, conf_cmp *r);
 } conf_suite;
 
 /* Case lists: build functions push into (cases, cap), counting past cap
@@ -128,6 +153,14 @@ extern const conf_suite conf_suite_mxfp4_quant;
 extern const conf_suite conf_suite_mxfp4_dequant;
 extern const conf_suite conf_suite_fp8_group_quant;
 extern const conf_suite conf_suite_fp8_group_dequant;
+extern const conf_suite conf_suite_rmsnorm;
+extern const conf_suite conf_suite_qk_rmsnorm;
+extern const conf_suite conf_suite_rope;
+extern const conf_suite conf_suite_linear;
+extern const conf_suite conf_suite_batched_gemm;
+extern const conf_suite conf_suite_cache_write;
+extern const conf_suite conf_suite_cache_gather;
+extern const conf_suite conf_suite_rope_cache;
 
 /* Adds an argument with the given logical shape and layout; inputs get a
  * buffer filled with poison (so a kernel that reads a gap sees NaNs). */
@@ -137,6 +170,24 @@ mla_status conf_add_arg(conf_problem *p, const char *name, int output, mla_dtype
 mla_status conf_add_arg_strided(conf_problem *p, const char *name, int output, mla_dtype dtype,
                                 int32_t ndim, const int64_t *shape, const int64_t *stride,
                                 unsigned lay);
+/* A view at element offset `offset` of a buffer that ends with the view's
+ * last element: q_pe inside q, W_kc inside kv_b_proj, a [H, T, L] view of a
+ * [T, H, L] buffer. The rest of the buffer is gap (poison, or checked). */
+mla_status conf_add_view(conf_problem *p, const char *name, int role, mla_dtype dtype,
+                         int32_t ndim, const int64_t *shape, const int64_t *stride,
+                         int64_t offset);
+/* Allocates the per-value tolerance array of output i (owned by p, zeroed)
+ * and sets its bound to CONF_BOUND_TOL with `ulps` output roundings. */
+double *conf_tol_alloc(conf_problem *p, int i, double ulps);
+/* Host address of logical element k of a view whose element 0 is at elem0. */
+unsigned char *conf_elem_at(const conf_arg *a, unsigned char *elem0, int64_t k);
+/* Value of logical element k of an input (floats, fp8, e8m0, integers). */
+double conf_in_value(const conf_arg *a, int64_t k);
+/* Stores v into logical element k of an input: integer dtypes exactly, floats
+ * rounded by the generator's encoder. */
+void conf_set_value(conf_problem *p, int i, int64_t k, double v);
+/* Number of logical elements of argument i. */
+int64_t conf_numel(const conf_arg *a);
 /* Loads <data_dir>/<file> as the golden expectation of output arg i, or as
  * the contents of input arg i; checks element count and width. */
 mla_status conf_golden_output(conf_problem *p, int i, const conf_env *env, const char *file,
@@ -157,6 +208,14 @@ enum {
     CONF_DIST_CODES = 3,    /* narrow codes: every code once, then uniform bytes */
     CONF_DIST_SCALES = 4,   /* scale inputs: plausible magnitudes plus extremes */
     CONF_DIST_SCALES_SPECIALS = 5, /* the same with NaN / Inf scales */
+    /* activations and weights of the prepare path, per row (block = row
+     * length): ordinary rows, tiny rows (where eps matters), rows with an
+     * outlier, zero rows, rows on the bf16 grid; finite, |x| < 2^24 */
+    CONF_DIST_ACT = 6,
+    CONF_DIST_ACT_SPECIALS = 7, /* the same with NaN, Inf and -0 sprinkled */
+    CONF_DIST_CODES_FINITE = 8, /* fp8 codes without the NaN codes */
+    CONF_DIST_ACT_NARROW = 9,   /* rows spanning 3 binades (inputs of 4-bit quantizers) */
+    CONF_DIST_NORM_WEIGHT = 10, /* RMSNorm weights: |w| in 2^-3 .. 2^1, a few negative */
     CONF_DIST_COUNT
 };
 
@@ -169,12 +228,15 @@ uint64_t conf_rng(uint64_t seed, uint64_t stream, uint64_t i, unsigned r);
 /* Fills input arg i's elements in logical order. block is the quantization
  * block along the last dim for CONF_DIST_BLOCKS / SPECIALS (32, group). */
 void conf_fill(conf_problem *p, int i, int dist, uint64_t seed, int64_t block);
+/* Slots [T] (I32 / I64) of distinct cache slots below capacity, the last
+ * slot first; with negatives, every sixth token is skipped (slot < 0). */
+void conf_fill_slots(conf_problem *p, int i, int64_t capacity, uint64_t seed, int negatives);
 /* Fills an input with value = f(logical index) bytes: codes 0..n-1 (decoding golden cases). */
 void conf_fill_iota(conf_problem *p, int i);
 
 /* --------------------------------------------------------- comparing */
 
-typedef struct conf_cmp {
+struct conf_cmp {
     int64_t count;       /* values compared (fp4x2: two per byte) */
     int64_t mismatches;  /* values outside the bound */
     int64_t class_bad;   /* of which the class differs */
@@ -182,12 +244,52 @@ typedef struct conf_cmp {
     double max_err;      /* among same-class mismatches, in unit */
     const char *unit;
     char first[160];     /* the first mismatch, readable */
-} conf_cmp;
+};
 
 /* Compares got (a view at the problem's layout) with want (the same layout
  * or, when want_contig, contiguous row-major) value by value. */
 void conf_compare(const conf_arg *a, const unsigned char *got, const unsigned char *want,
                   int want_contig, conf_cmp *r);
+/* The comparators' own decoder (spec section 5, not the library's): the
+ * value of bits of dtype (floats, fp8, fp4 nibble, e8m0, integers). */
+double conf_decode_value(mla_dtype dt, uint64_t bits);
+/* Little-endian load of es bytes. */
+uint64_t conf_load_bits(const unsigned char *p, size_t es);
+/* The spacing of dtype's values at magnitude m (F32, F16, BF16, F64). */
+double conf_ulp(mla_dtype dt, double m);
+
+/* ------------------------------------------------ bounds (bounds.c) */
+
+/* Allowed |got - want| of an fp32-accumulated GEMM value of K terms whose
+ * scaled sum of |x_k||w_k| is S, before the output roundings. */
+double conf_gemm_tol(int64_t K, double S);
+/* Relative error bound of an fp32 RMSNorm of rows of D values, against exact. */
+double conf_norm_rel(int64_t D);
+/* RMSNorm of input args ix (x [T, D]) and iw (w [D]) in float64 into y [T * D]. */
+void conf_rmsnorm_exact(const conf_problem *p, int ix, int iw, double eps, double *y);
+/* The MXFP4 production rule's e8m0 scale byte for a block maximum a >= 0. */
+int conf_mxfp4_scale_byte(float a);
+
+/* Quantized codes (fp8 or FP4X2, arg iq, [T, D] values) and their scales
+ * (arg is: F32 per group of 128, or e8m0 per 32), judged together as
+ * dequantized values; judges arg `which` (iq or is). See compare_quant.c. */
+void conf_compare_quant(const conf_problem *p, int iq, int is, int which,
+                        unsigned char *const *got, unsigned char *const *want, conf_cmp *r);
+
+/* ---------------------------------------------------------- selection */
+
+/* --op: a glob with '*' and '?', comma-separated alternatives. */
+int conf_op_selected(const char *pattern, const char *name);
+/* --case and --suite. */
+int conf_case_selected(const mla_conformance_options *opt, const conf_case *c, int id);
+/* --list: one line per selected case. */
+void conf_list_cases(const mla_conformance_options *opt, const conf_suite *const *suites,
+                     int nsuites, FILE *out);
+
+/* Reported by conf_execute as *kind when the op returned MLA_ERR_UNSUPPORTED
+ * naming "op": the backend has no kernel in that slot yet, an answer like a
+ * refusal by supports(), not a failure. */
+#define CONF_NO_KERNEL ((mla_conformance_failure)(MLA_CONF_FAIL_COUNT + 1))
 
 /* ---------------------------------------------------------- running */
 

@@ -6,7 +6,9 @@
  * that also depends on a salt. Afterwards every byte that is not an element
  * of the view must still hold its pattern (ggml's sentinels, extended to the
  * gaps of strided views). Runs that are compared with each other use
- * different salts, so an element one of them never wrote cannot agree. */
+ * different salts, so an element one of them never wrote cannot agree.
+ * An in/out argument starts from its host contents instead; its bytes
+ * outside the view must still hold them afterwards. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +37,14 @@ static unsigned char *element_mask(const conf_arg *a)
     return mask;
 }
 
+/* What byte i of an output's full buffer (GUARD + bytes + GUARD) held before the run. */
+static unsigned char initial(const conf_arg *a, size_t i, unsigned salt)
+{
+    if (a->inout && i >= GUARD && i < GUARD + a->bytes)
+        return a->host[i - GUARD];
+    return pattern(i, salt);
+}
+
 /* Checks guards and gaps of an output copied back into full (GUARD + bytes + GUARD). */
 static int check_guards(const conf_arg *a, const unsigned char *full, unsigned salt, char *detail,
                         size_t len)
@@ -47,7 +57,7 @@ static int check_guards(const conf_arg *a, const unsigned char *full, unsigned s
     size_t total = a->bytes + 2 * GUARD, changed = 0, first = 0;
     for (size_t i = 0; i < total; ++i) {
         int element = i >= GUARD && i < GUARD + a->bytes && mask[i - GUARD];
-        if (!element && full[i] != pattern(i, salt) && changed++ == 0)
+        if (!element && full[i] != initial(a, i, salt) && changed++ == 0)
             first = i;
     }
     free(mask);
@@ -88,7 +98,7 @@ mla_status conf_execute(mla_context *ctx, const conf_suite *s, const conf_case *
         }
         if (a->output) {
             for (size_t k = 0; k < total; ++k)
-                scratch[i][k] = pattern(k, salt);
+                scratch[i][k] = initial(a, k, salt);
         } else {
             memset(scratch[i], 0xFF, total); /* NaN poison around inputs */
             memcpy(scratch[i] + GUARD, a->host, a->bytes);
@@ -104,13 +114,21 @@ mla_status conf_execute(mla_context *ctx, const conf_suite *s, const conf_case *
         t[i].data = (unsigned char *)dev[i] + GUARD + (size_t)a->offset * mla_dtype_size(a->t.dtype);
     }
     st = s->exec(ctx, c, t);
+    /* read the error now: synchronize clears it */
+    char param[64], why[256];
+    snprintf(param, sizeof param, "%s", mla_context_error_param(ctx));
+    snprintf(why, sizeof why, "%s", mla_context_error_detail(ctx));
     mla_status sync = mla_context_synchronize(ctx);
-    if (st == MLA_OK)
+    if (st == MLA_OK && sync != MLA_OK) {
         st = sync;
+        snprintf(param, sizeof param, "%s", mla_context_error_param(ctx));
+        snprintf(why, sizeof why, "%s", mla_context_error_detail(ctx));
+    }
     if (st != MLA_OK) {
-        *kind = MLA_CONF_FAIL_STATUS;
-        snprintf(detail, len, "%s returned %s (%s: %s)", s->name, mla_status_name(st),
-                 mla_context_error_param(ctx), mla_context_error_detail(ctx));
+        /* a NULL slot: the backend has no kernel for the op yet */
+        int no_kernel = st == MLA_ERR_UNSUPPORTED && !strcmp(param, "op");
+        *kind = no_kernel ? CONF_NO_KERNEL : MLA_CONF_FAIL_STATUS;
+        snprintf(detail, len, "%s returned %s (%s: %s)", s->name, mla_status_name(st), param, why);
         goto done;
     }
     for (int i = 0; i < p->nargs; ++i) {

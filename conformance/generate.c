@@ -6,6 +6,7 @@
  * The data is therefore the same for any thread count, any fill order and
  * any memory layout of the view. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "conformance/conf.h"
@@ -25,8 +26,10 @@ uint64_t conf_rng(uint64_t seed, uint64_t stream, uint64_t i, unsigned r)
 
 const char *conf_dist_name(int dist)
 {
-    static const char *const names[] = {"edge", "blocks", "specials", "codes", "scales",
-                                        "scales+specials"};
+    static const char *const names[] = {"edge",   "blocks",       "specials",
+                                        "codes",  "scales",       "scales+specials",
+                                        "act",    "act+specials", "finite codes",
+                                        "act narrow", "norm weight"};
     return (dist >= 0 && dist < CONF_DIST_COUNT) ? names[dist] : "?";
 }
 
@@ -119,6 +122,52 @@ static float block_value(uint64_t seed, uint64_t stream, int64_t i, int64_t bloc
     return signed_value(r1, ldexpf(significand(r0 >> 8), clampi(E - (int)(r1 % 4), rg.sub, rg.max)));
 }
 
+/* Prepare-path activations and weights, one regime per row (block = row
+ * length). Magnitudes stay below 2^15 (finite in f16, and an fp32 sum of
+ * squares of a few thousand of them cannot overflow) and above 2^-16 (no
+ * fp32 underflow in squares or products), so that a correct fp32 kernel and
+ * the float64 reference differ only by rounding. */
+static float act_value(uint64_t seed, uint64_t stream, int64_t i, int64_t block, int specials,
+                       int narrow)
+{
+    uint64_t b = conf_rng(seed, stream, (uint64_t)(i / block), 7);
+    uint64_t r0 = conf_rng(seed, stream, (uint64_t)i, 0), r1 = conf_rng(seed, stream, (uint64_t)i, 1);
+    unsigned cat = (unsigned)(b % 100);
+    int E = -3 + (int)((b >> 8) % 7);
+    if (narrow) /* 3 binades: what a 4-bit format resolves without flushing to zero */
+        return signed_value(r1, r0 % 29 == 0 ? 0.0f
+                                             : ldexpf(significand(r0 >> 8), E - (int)(r1 % 3)));
+    if (specials && r0 % 23 == 0) {
+        static const float sp[] = {NAN, INFINITY, 0.0f};
+        return signed_value(r1, sp[(r1 >> 8) % 3]);
+    }
+    if (cat < 62) { /* ordinary row: a row binade, elements up to 6 binades below it */
+        if (r0 % 33 == 0)
+            return signed_value(r1, 0.0f);
+        return signed_value(r1, ldexpf(significand(r0 >> 8), E - (int)(r1 % 6)));
+    }
+    if (cat < 74) /* tiny row: mean square 2^-26 .. 2^-18, where eps = 1e-6 matters */
+        return signed_value(r1, ldexpf(significand(r0 >> 8), -13 + (int)((b >> 8) % 4) -
+                                                              (int)(r1 % 3)));
+    if (cat < 84) { /* one outlier per row, 2^6 .. 2^10 above the row */
+        float v = ldexpf(significand(r0 >> 8), E - (int)(r1 % 4));
+        if (i % block == (int64_t)((b >> 16) % (uint64_t)block))
+            v = ldexpf(v, 6 + (int)(r0 % 5));
+        return signed_value(r1, v);
+    }
+    if (cat < 88) /* zero row, both signs */
+        return signed_value(r1, 0.0f);
+    /* a coarse grid (k / 8): exact in every format, ties of bf16 sums */
+    return signed_value(r1, (float)(r0 % 64) / 8.0f);
+}
+
+static int is_fp8_nan(mla_dtype dt, unsigned char c)
+{
+    if (dt == MLA_DTYPE_FP8_E4M3FNUZ)
+        return c == 0x80;
+    return dt == MLA_DTYPE_FP8_E4M3FN && (c & 0x7F) == 0x7F;
+}
+
 /* Scale inputs of the dequantizers. */
 static void scale_bytes(mla_dtype dt, uint64_t r, int specials, unsigned char *out)
 {
@@ -204,6 +253,23 @@ void conf_fill(conf_problem *p, int i, int dist, uint64_t seed, int64_t block)
                                * short inputs still see varied nibbles), then uniform */
             *dst = (unsigned char)(k < 256 ? (k * 0x9D) & 0xFF : (int64_t)(r0 & 0xFF));
             break;
+        case CONF_DIST_ACT:
+        case CONF_DIST_ACT_SPECIALS:
+        case CONF_DIST_ACT_NARROW:
+            encode(dt,
+                   act_value(seed, stream, k, block, dist == CONF_DIST_ACT_SPECIALS,
+                             dist == CONF_DIST_ACT_NARROW),
+                   0, dst);
+            break;
+        case CONF_DIST_NORM_WEIGHT: /* RMSNorm weights: 2^-3 .. 2^1, one in eight negative */
+            encode(dt, (r1 % 8 == 0 ? -1.0f : 1.0f) * ldexpf(significand(r0 >> 8), -3 + (int)(r1 % 4)),
+                   0, dst);
+            break;
+        case CONF_DIST_CODES_FINITE: /* uniform codes, NaN codes moved to a finite one */
+            *dst = (unsigned char)(r0 & 0xFF);
+            if (is_fp8_nan(dt, *dst))
+                *dst = (unsigned char)((r0 >> 8) & 0x7E);
+            break;
         default: /* CONF_DIST_SCALES, CONF_DIST_SCALES_SPECIALS */
             scale_bytes(dt, r0, dist == CONF_DIST_SCALES_SPECIALS, dst);
             break;
@@ -223,4 +289,44 @@ void conf_fill_iota(conf_problem *p, int i)
         uint64_t v = (uint64_t)k++;
         memcpy(conf_arg_elem0(a) + off * (int64_t)es, &v, es); /* little-endian host */
     }
+}
+
+void conf_set_value(conf_problem *p, int i, int64_t k, double v)
+{
+    conf_arg *a = &p->arg[i];
+    unsigned char *dst = conf_elem_at(a, conf_arg_elem0(a), k);
+    if (a->t.dtype == MLA_DTYPE_I32) {
+        int32_t x = (int32_t)v;
+        memcpy(dst, &x, 4); /* little-endian host */
+    } else if (a->t.dtype == MLA_DTYPE_I64) {
+        int64_t x = (int64_t)v;
+        memcpy(dst, &x, 8);
+    } else {
+        encode(a->t.dtype, (float)v, 0, dst);
+    }
+}
+
+void conf_fill_slots(conf_problem *p, int i, int64_t capacity, uint64_t seed, int negatives)
+{
+    const int64_t T = conf_numel(&p->arg[i]);
+    /* distinct slots: the first T of a seeded permutation of the capacity,
+     * with the cache's last slot first; every sixth token skipped (< 0) */
+    int64_t *perm = malloc((size_t)(capacity > 0 ? capacity : 1) * sizeof *perm);
+    if (!perm)
+        return;
+    for (int64_t k = 0; k < capacity; ++k)
+        perm[k] = capacity - 1 - k;
+    for (int64_t k = 1; k < capacity; ++k) { /* Fisher-Yates over all but the first */
+        int64_t j = 1 + (int64_t)(conf_rng(seed, 13, (uint64_t)k, 0) % (uint64_t)k);
+        int64_t tmp = perm[k];
+        perm[k] = perm[j];
+        perm[j] = tmp;
+    }
+    for (int64_t t = 0; t < T; ++t) {
+        int64_t slot = t < capacity ? perm[t] : -1;
+        if (negatives && t % 6 == 5)
+            slot = -1 - (int64_t)(conf_rng(seed, 14, (uint64_t)t, 0) % 5);
+        conf_set_value(p, i, t, (double)slot);
+    }
+    free(perm);
 }

@@ -80,16 +80,19 @@ static void layout_strides(int32_t ndim, const int64_t *shape, unsigned lay, int
     }
 }
 
-mla_status conf_add_arg_strided(conf_problem *p, const char *name, int output, mla_dtype dtype,
-                                int32_t ndim, const int64_t *shape, const int64_t *stride,
-                                unsigned lay)
+/* The common part: a view of ndim dims at element offset `offset`, its
+ * buffer extended by `tail` elements past the last one. */
+static mla_status add_arg(conf_problem *p, const char *name, int role, mla_dtype dtype,
+                          int32_t ndim, const int64_t *shape, const int64_t *stride,
+                          int64_t offset, int64_t tail)
 {
-    if (p->nargs >= CONF_MAX_ARGS || ndim > MLA_MAX_DIMS)
+    if (p->nargs >= CONF_MAX_ARGS || ndim > MLA_MAX_DIMS || offset < 0)
         return MLA_ERR_INVALID_ARGUMENT;
     conf_arg *a = &p->arg[p->nargs];
     memset(a, 0, sizeof *a);
     a->name = name;
-    a->output = output;
+    a->output = role != CONF_IN;
+    a->inout = role == CONF_INOUT;
     a->t.dtype = dtype;
     a->t.ndim = ndim;
     int64_t last = 0, numel = 1;
@@ -99,13 +102,11 @@ mla_status conf_add_arg_strided(conf_problem *p, const char *name, int output, m
         last += (shape[d] - 1) * stride[d];
         numel *= shape[d];
     }
-    a->offset = (lay & CONF_L_OFFSET) ? 1 : 0;
-    /* Gaps of padded layouts also follow the last row, so a write one past
-     * the last element lands in checked bytes, not only in the guard. */
-    int64_t elems = numel ? a->offset + last + 1 + ((lay & CONF_L_PAD) ? 3 : 0) : 0;
+    a->offset = offset;
+    int64_t elems = numel ? offset + last + 1 + tail : 0;
     a->bytes = (size_t)elems * mla_dtype_size(dtype);
     a->bound.kind = CONF_BOUND_EXACT;
-    if (!output) {
+    if (!a->output || a->inout) {
         a->host = malloc(a->bytes ? a->bytes : 1);
         if (!a->host)
             return MLA_ERR_OUT_OF_MEMORY;
@@ -113,6 +114,23 @@ mla_status conf_add_arg_strided(conf_problem *p, const char *name, int output, m
     }
     p->nargs++;
     return MLA_OK;
+}
+
+mla_status conf_add_arg_strided(conf_problem *p, const char *name, int output, mla_dtype dtype,
+                                int32_t ndim, const int64_t *shape, const int64_t *stride,
+                                unsigned lay)
+{
+    /* Gaps of padded layouts also follow the last row, so a write one past
+     * the last element lands in checked bytes, not only in the guard. */
+    return add_arg(p, name, output, dtype, ndim, shape, stride, (lay & CONF_L_OFFSET) ? 1 : 0,
+                   (lay & CONF_L_PAD) ? 3 : 0);
+}
+
+mla_status conf_add_view(conf_problem *p, const char *name, int role, mla_dtype dtype,
+                         int32_t ndim, const int64_t *shape, const int64_t *stride,
+                         int64_t offset)
+{
+    return add_arg(p, name, role, dtype, ndim, shape, stride, offset, 0);
 }
 
 mla_status conf_add_arg(conf_problem *p, const char *name, int output, mla_dtype dtype,
@@ -130,7 +148,7 @@ unsigned char *conf_arg_elem0(const conf_arg *a)
     return a->host + a->offset * (int64_t)mla_dtype_size(a->t.dtype);
 }
 
-static int64_t arg_numel(const conf_arg *a)
+int64_t conf_numel(const conf_arg *a)
 {
     int64_t n = 1;
     for (int32_t d = 0; d < a->t.ndim; ++d)
@@ -151,11 +169,11 @@ static mla_status load_golden(conf_problem *p, int i, const conf_env *env, const
         return st;
     }
     const conf_arg *a = &p->arg[i];
-    if (arr->numel != arg_numel(a) ||
+    if (arr->numel != conf_numel(a) ||
         mla_npy_type_size(arr->type) != mla_dtype_size(a->t.dtype)) {
         snprintf(err, errlen, "golden %s: %lld x %s does not fit %s (%lld x %s)", file,
                  (long long)arr->numel, mla_npy_type_descr(arr->type), a->name,
-                 (long long)arg_numel(a), mla_dtype_name(a->t.dtype));
+                 (long long)conf_numel(a), mla_dtype_name(a->t.dtype));
         mla_npy_free(arr);
         return MLA_ERR_FORMAT;
     }
@@ -209,4 +227,37 @@ void conf_problem_free(conf_problem *p)
     for (int i = 0; i < p->nowned; ++i)
         free(p->owned[i]);
     memset(p, 0, sizeof *p);
+}
+
+double *conf_tol_alloc(conf_problem *p, int i, double ulps)
+{
+    conf_arg *a = &p->arg[i];
+    int64_t n = conf_numel(a) * (a->t.dtype == MLA_DTYPE_FP4X2 ? 2 : 1);
+    if (p->nowned >= (int)(sizeof p->owned / sizeof p->owned[0]))
+        return NULL;
+    double *tol = calloc((size_t)(n > 0 ? n : 1), sizeof *tol);
+    if (!tol)
+        return NULL;
+    p->owned[p->nowned++] = tol;
+    a->bound.kind = CONF_BOUND_TOL;
+    a->bound.limit = ulps;
+    a->bound.zero_sign_free = 1;
+    a->bound.tol = tol;
+    return tol;
+}
+
+unsigned char *conf_elem_at(const conf_arg *a, unsigned char *elem0, int64_t k)
+{
+    int64_t off = 0;
+    for (int32_t d = a->t.ndim - 1; d >= 0; --d) {
+        off += (k % a->t.shape[d]) * a->t.stride[d];
+        k /= a->t.shape[d];
+    }
+    return elem0 + off * (int64_t)mla_dtype_size(a->t.dtype);
+}
+
+double conf_in_value(const conf_arg *a, int64_t k)
+{
+    size_t es = mla_dtype_size(a->t.dtype);
+    return conf_decode_value(a->t.dtype, conf_load_bits(conf_elem_at(a, conf_arg_elem0(a), k), es));
 }

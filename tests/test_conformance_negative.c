@@ -5,12 +5,12 @@
  * nothing; these keep it honest. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-#include "conformance/conf.h"
-#include "core/backend.h"
+#include "tests/conformance_negative.h"
 
-static const mla_backend_ops *base; /* the table the wrong slot was copied from */
+const mla_backend_ops *neg_base; /* the table the wrong slot was copied from */
 static int passed, failed;
 
 /* ------------------------------------------------------ tensor helpers */
@@ -54,7 +54,7 @@ static int is_fp8(mla_dtype d) { return d == MLA_DTYPE_FP8_E4M3FN || d == MLA_DT
 static mla_status convert_rtz(mla_context *ctx, const mla_convert_args *a)
 {
     if (a->x.dtype != MLA_DTYPE_F32 || !is_fp8(a->y.dtype))
-        return base->convert(ctx, a);
+        return neg_base->convert(ctx, a);
     for (int64_t i = 0; i < numel(&a->x); ++i) {
         float x = load_float(&a->x, i);
         uint8_t c = mla_f32_to_fp8(x, a->y.dtype, a->mode);
@@ -74,13 +74,13 @@ static mla_status mxfp4_no_roundup(mla_context *ctx, const mla_mxfp4_quant_args 
 {
     mla_mxfp4_quant_args b = *a;
     b.rule = MLA_MXFP4_OCP;
-    return base->mxfp4_quant(ctx, &b);
+    return neg_base->mxfp4_quant(ctx, &b);
 }
 
 /* bits: fp8 group quant multiplying by the scale instead of its inverse. */
 static mla_status fp8_group_not_inverted(mla_context *ctx, const mla_fp8_group_quant_args *a)
 {
-    mla_status st = base->fp8_group_quant(ctx, a);
+    mla_status st = neg_base->fp8_group_quant(ctx, a);
     if (st != MLA_OK)
         return st;
     for (int64_t m = 0; m < a->M; ++m)
@@ -101,13 +101,13 @@ static mla_status convert_ignores_strides(mla_context *ctx, const mla_convert_ar
     mla_convert_args b = *a;
     mla_tensor_init(&b.x, a->x.data, a->x.dtype, a->x.memory, a->x.ndim, a->x.shape);
     mla_tensor_init(&b.y, a->y.data, a->y.dtype, a->y.memory, a->y.ndim, a->y.shape);
-    return base->convert(ctx, &b);
+    return neg_base->convert(ctx, &b);
 }
 
 /* class: loses the sign of zero (-0 written as +0). */
 static mla_status convert_no_negative_zero(mla_context *ctx, const mla_convert_args *a)
 {
-    mla_status st = base->convert(ctx, a);
+    mla_status st = neg_base->convert(ctx, a);
     size_t es = mla_dtype_size(a->y.dtype);
     for (int64_t i = 0; st == MLA_OK && i < numel(&a->y); ++i) {
         unsigned char *p = elem(&a->y, i);
@@ -129,7 +129,7 @@ static mla_status convert_no_negative_zero(mla_context *ctx, const mla_convert_a
 /* guard: writes one element past the last element of its output. */
 static mla_status convert_writes_past_end(mla_context *ctx, const mla_convert_args *a)
 {
-    mla_status st = base->convert(ctx, a);
+    mla_status st = neg_base->convert(ctx, a);
     int64_t n = numel(&a->y);
     if (st == MLA_OK && n > 0) {
         size_t es = mla_dtype_size(a->y.dtype);
@@ -152,30 +152,34 @@ static const char *supports_group128_only(const mla_context *ctx, const mla_vari
 {
     if ((v->op == MLA_OP_FP8_GROUP_QUANT || v->op == MLA_OP_FP8_GROUP_DEQUANT) && v->group != 128)
         return "group";
-    return base->supports(ctx, v);
+    return neg_base->supports(ctx, v);
 }
 
 /* ------------------------------------------------------------ driver */
 
-static int run(const mla_backend_ops *ops, const char *label, const char *op_pattern,
-               mla_conformance_summary *sum)
+int neg_run(const mla_backend_ops *ops, const char *label, const char *op_pattern,
+            mla_conformance_summary *sum)
 {
     mla_conformance_options opt;
     mla_conformance_options_init(&opt);
     opt.op_pattern = op_pattern;
-    FILE *log = tmpfile();
+    /* MLA_NEGATIVE_LOG=1 shows the harness's report of every run */
+    const char *show = getenv("MLA_NEGATIVE_LOG");
+    FILE *log = show && *show == '1' ? NULL : tmpfile();
     int rc = mla_conformance_run_ops(&opt, ops, label, log ? log : stdout, sum);
     if (log)
         fclose(log);
     return rc;
 }
 
-static void expect(int ok, const char *what, const mla_conformance_summary *s)
+void neg_expect(int ok, const char *what, const mla_conformance_summary *s)
 {
-    printf("%s %s (%d passed, %d failed, %d unsupported; bits %d class %d guard %d status %d)\n",
+    printf("%s %s (%d passed, %d failed, %d unsupported; bits %d class %d guard %d status %d "
+           "bound %d)\n",
            ok ? "ok  " : "FAIL", what, s->passed, s->failed, s->unsupported,
            s->by_kind[MLA_CONF_FAIL_BITS], s->by_kind[MLA_CONF_FAIL_CLASS],
-           s->by_kind[MLA_CONF_FAIL_GUARD], s->by_kind[MLA_CONF_FAIL_STATUS]);
+           s->by_kind[MLA_CONF_FAIL_GUARD], s->by_kind[MLA_CONF_FAIL_STATUS],
+           s->by_kind[MLA_CONF_FAIL_BOUND]);
     if (ok)
         passed++;
     else
@@ -183,16 +187,28 @@ static void expect(int ok, const char *what, const mla_conformance_summary *s)
 }
 
 /* One wrong slot must fail, and be caught by `kind`. */
-static void negative(const mla_backend_ops *from, mla_backend_ops *t, const char *label,
-                     const char *op, mla_conformance_failure kind)
+void neg_negative(const mla_backend_ops *from, mla_backend_ops *t, const char *label,
+                  const char *op, mla_conformance_failure kind)
 {
     mla_conformance_summary s;
-    base = from;
-    int rc = run(t, label, op, &s);
+    neg_base = from;
+    int rc = neg_run(t, label, op, &s);
     char what[160];
     snprintf(what, sizeof what, "%s on %s is caught by %s", label, from->name,
              mla_conformance_failure_name(kind));
-    expect(rc == 1 && s.failed > 0 && s.by_kind[kind] > 0, what, &s);
+    neg_expect(rc == 1 && s.failed > 0 && s.by_kind[kind] > 0, what, &s);
+}
+
+/* A correct slot that rounds differently (fp32, another order) must pass. */
+void neg_positive(const mla_backend_ops *from, mla_backend_ops *t, const char *label,
+                  const char *op)
+{
+    mla_conformance_summary s;
+    neg_base = from;
+    int rc = neg_run(t, label, op, &s);
+    char what[160];
+    snprintf(what, sizeof what, "%s on %s passes", label, from->name);
+    neg_expect(rc == 0 && s.failed == 0 && s.passed > 0, what, &s);
 }
 
 int main(void)
@@ -202,42 +218,46 @@ int main(void)
         const mla_backend_ops *from = tables[ti];
         mla_conformance_summary s;
         char what[160];
-        base = from;
+        neg_base = from;
         snprintf(what, sizeof what, "unmodified %s table passes", from->name);
-        int rc = run(from, from->name, NULL, &s);
-        expect(rc == 0 && s.failed == 0 && s.passed > 0, what, &s);
+        int rc = neg_run(from, from->name, NULL, &s);
+        neg_expect(rc == 0 && s.failed == 0 && s.passed > 0, what, &s);
 
         mla_backend_ops t = *from;
         t.convert = convert_rtz;
-        negative(from, &t, "fp8 convert rounding toward zero", "convert", MLA_CONF_FAIL_BITS);
+        neg_negative(from, &t, "fp8 convert rounding toward zero", "convert", MLA_CONF_FAIL_BITS);
         t = *from;
         t.mxfp4_quant = mxfp4_no_roundup;
-        negative(from, &t, "mxfp4 quant without the round-up", "mxfp4_quant", MLA_CONF_FAIL_BITS);
+        neg_negative(from, &t, "mxfp4 quant without the round-up", "mxfp4_quant",
+                     MLA_CONF_FAIL_BITS);
         t = *from;
         t.fp8_group_quant = fp8_group_not_inverted;
-        negative(from, &t, "fp8 group quant with the scale not inverted", "fp8_group_quant",
-                 MLA_CONF_FAIL_BITS);
+        neg_negative(from, &t, "fp8 group quant with the scale not inverted", "fp8_group_quant",
+                     MLA_CONF_FAIL_BITS);
         t = *from;
         t.convert = convert_ignores_strides;
-        negative(from, &t, "convert ignoring strides", "convert", MLA_CONF_FAIL_BITS);
+        neg_negative(from, &t, "convert ignoring strides", "convert", MLA_CONF_FAIL_BITS);
         t = *from;
         t.convert = convert_no_negative_zero;
-        negative(from, &t, "convert losing the sign of zero", "convert", MLA_CONF_FAIL_CLASS);
+        neg_negative(from, &t, "convert losing the sign of zero", "convert", MLA_CONF_FAIL_CLASS);
         t = *from;
         t.convert = convert_writes_past_end;
-        negative(from, &t, "convert writing one element past the output", "convert",
-                 MLA_CONF_FAIL_GUARD);
+        neg_negative(from, &t, "convert writing one element past the output", "convert",
+                     MLA_CONF_FAIL_GUARD);
         t = *from;
         t.fp8_group_dequant = dequant_refuses;
-        negative(from, &t, "dequant failing after supports() said yes", "fp8_group_dequant",
-                 MLA_CONF_FAIL_STATUS);
+        neg_negative(from, &t, "dequant failing after supports() said yes", "fp8_group_dequant",
+                     MLA_CONF_FAIL_STATUS);
 
         t = *from;
         t.supports = supports_group128_only;
-        rc = run(&t, "group128 only", "fp8_group_*", &s);
+        rc = neg_run(&t, "group128 only", "fp8_group_*", &s);
         snprintf(what, sizeof what, "%s refusing group 32 reports unsupported, not FAIL",
                  from->name);
-        expect(rc == 0 && s.failed == 0 && s.unsupported > 0 && s.passed > 0, what, &s);
+        neg_expect(rc == 0 && s.failed == 0 && s.unsupported > 0 && s.passed > 0, what, &s);
+
+        neg_prepare_controls(from);
+        neg_positive_controls(from);
     }
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;

@@ -1,0 +1,145 @@
+/* mla_rope: interleaved and NeoX, rope dims 2, 6, 16, 64, int32 and int64
+ * positions, [T, D] rows and [T, H, D] heads (dims past R copied), in place
+ * and out of place, q_pe as a strided view inside a q buffer rotated into a
+ * view of q_cat, tables from mla_rope_table_build with and without YaRN
+ * (DeepSeek-V3, Kimi-K2, an mscale ratio != 1, test-tiny).
+ * Bit-exact: the spec pins the arithmetic (fp32 products and sums rounded
+ * separately, no FMA, one host-built table), so every backend's rotated
+ * values equal the reference's bit for bit.
+ *
+ * Case parameters: ip[0] in place, ip[1] style, ip[2] table config, ip[3] H
+ * (0: 2-D [T, D] rows), ip[4] D, ip[5] q_pe view, ip[6] positions dtype,
+ * ip[7] P (table rows). The rope dim R is v.cols. */
+#include <string.h>
+
+#include "conformance/conf.h"
+
+#define VIEW_NOPE 128 /* q = [T, H, nope + R]: q_pe starts at nope */
+#define VIEW_L 128    /* q_cat = [T, H, L + R]: its rope part starts at L */
+
+/* YaRN settings of the tables: {base, factor, beta_fast, beta_slow, orig, mscale, all_dim}. */
+static const double tables[][7] = {
+    {10000.0, 1.0, 32.0, 1.0, 4096.0, 1.0, 1.0},     /* no YaRN */
+    {10000.0, 40.0, 32.0, 1.0, 4096.0, 1.0, 1.0},    /* DeepSeek-V3 */
+    {50000.0, 32.0, 1.0, 1.0, 4096.0, 1.0, 1.0},     /* Kimi-K2: equal betas */
+    {10000.0, 40.0, 32.0, 1.0, 4096.0, 1.0, 0.707},  /* cos/sin scaled by an mscale ratio */
+    {10000.0, 4.0, 32.0, 1.0, 512.0, 1.0, 1.0},      /* test-tiny */
+};
+static const char *const table_names[] = {"plain", "yarn-v3", "yarn-kimi", "yarn-mscale",
+                                          "yarn-tiny"};
+
+static void add(conf_builder *b, int style, int64_t R, mla_dtype in, mla_dtype out, int64_t T,
+                int64_t H, int64_t D, int table, int inplace, int view, mla_dtype pos,
+                int64_t P, unsigned lay, const char *what)
+{
+    conf_case c;
+    memset(&c, 0, sizeof c);
+    c.golden = -1;
+    c.v = (mla_variant){MLA_OP_ROPE, in, out, 0, style, 0, T, R};
+    c.ndim = H ? 3 : 2;
+    c.shape[0] = T;
+    c.shape[1] = H ? H : D;
+    c.shape[2] = D;
+    c.lay[3] = c.lay[4] = lay;
+    c.dist = CONF_DIST_ACT;
+    c.ip[0] = inplace;
+    c.ip[1] = style;
+    c.ip[2] = table;
+    c.ip[3] = H;
+    c.ip[4] = D;
+    c.ip[5] = view;
+    c.ip[6] = pos;
+    c.ip[7] = P;
+    snprintf(c.label, sizeof c.label, "%s R%lld %s->%s %s%s%s",
+             mla_rope_style_name((mla_rope_style)style), (long long)R, mla_dtype_name(in),
+             mla_dtype_name(out), table_names[table], what[0] ? " " : "", what);
+    conf_push(b, &c);
+}
+
+static int build(conf_case *cases, int cap)
+{
+    conf_builder b = {cases, cap, 0, MLA_OP_ROPE};
+    const mla_dtype f32 = MLA_DTYPE_F32, bf16 = MLA_DTYPE_BF16, f16 = MLA_DTYPE_F16;
+    const mla_dtype i32 = MLA_DTYPE_I32, i64 = MLA_DTYPE_I64;
+    static const int64_t dims[] = {2, 6, 16, 64};
+    static const mla_dtype pairs[][2] = {{MLA_DTYPE_BF16, MLA_DTYPE_BF16},
+                                         {MLA_DTYPE_F16, MLA_DTYPE_F16},
+                                         {MLA_DTYPE_BF16, MLA_DTYPE_F32},
+                                         {MLA_DTYPE_F32, MLA_DTYPE_BF16}};
+    for (int s = 0; s < MLA_ROPE_STYLE_COUNT; ++s) {
+        for (int r = 0; r < 4; ++r)
+            add(&b, s, dims[r], f32, f32, 5, 3, dims[r], r == 3 ? 1 : 0, 0, 0, r % 2 ? i64 : i32,
+                300, CONF_L_CONTIG, "");
+        for (int k = 0; k < 4; ++k)
+            add(&b, s, 64, pairs[k][0], pairs[k][1], 4, 4, 64, 1, 0, 0, i64, 4096, CONF_L_PAD, "");
+        add(&b, s, 64, f32, f32, 4, 2, 64, 2, 0, 0, i32, 4096, CONF_L_CONTIG, "");
+        add(&b, s, 64, f32, f32, 4, 2, 64, 3, 0, 0, i32, 4096, CONF_L_CONTIG, "");
+        add(&b, s, 16, f32, f32, 6, 0, 24, 4, 0, 0, i32, 512, CONF_L_PAD, "rows, D 24");
+        add(&b, s, 2, bf16, bf16, 7, 0, 2, 0, 0, 0, i64, 65536, CONF_L_CONTIG, "rows");
+        add(&b, s, 64, bf16, bf16, 3, 4, 64, 1, 0, 1, i64, 4096, CONF_L_CONTIG, "q_pe view");
+        add(&b, s, 64, bf16, bf16, 3, 4, 64, 1, 1, 1, i32, 4096, CONF_L_CONTIG, "q_pe in place");
+        add(&b, s, 16, f32, f32, 5, 3, 16, 4, 1, 0, i32, 512, CONF_L_OFFSET, "in place");
+        add(&b, s, 6, f16, f16, 5, 2, 10, 0, 1, 0, i64, 300, CONF_L_PAD, "in place, D 10");
+    }
+    add(&b, 0, 16, bf16, bf16, 0, 3, 16, 4, 0, 0, i32, 512, CONF_L_CONTIG, "T=0");
+    return b.n;
+}
+
+/* x (q_pe view or plain) and y (q_cat view or plain), as role. */
+static mla_status add_x(conf_problem *p, const conf_case *c, const char *name, int role,
+                        mla_dtype dt, unsigned lay, int64_t row)
+{
+    const int64_t T = c->shape[0], H = c->ip[3], D = c->ip[4];
+    if (c->ip[5]) { /* q_pe [T, H, R] at `row - R` of rows of `row` values */
+        int64_t shape[3] = {T, H, D}, stride[3] = {H * row, row, 1};
+        return conf_add_view(p, name, role, dt, 3, shape, stride, row - D);
+    }
+    return conf_add_arg(p, name, role, dt, c->ndim, c->shape, lay);
+}
+
+static mla_status setup(const conf_case *c, const conf_env *env, conf_problem *p, char *err,
+                        size_t errlen)
+{
+    (void)env;
+    const int64_t T = c->shape[0], R = c->v.cols, P = c->ip[7], D = c->ip[4];
+    const double *cfg = tables[c->ip[2]];
+    int64_t ts[2] = {P, R / 2}, ps[1] = {T};
+    mla_status st = conf_add_arg(p, "cos", CONF_IN, MLA_DTYPE_F32, 2, ts, CONF_L_CONTIG);
+    if (st == MLA_OK)
+        st = conf_add_arg(p, "sin", CONF_IN, MLA_DTYPE_F32, 2, ts, CONF_L_CONTIG);
+    if (st == MLA_OK)
+        st = conf_add_arg(p, "positions", CONF_IN, (mla_dtype)c->ip[6], 1, ps, CONF_L_CONTIG);
+    if (st == MLA_OK)
+        st = add_x(p, c, "x", c->ip[0] ? CONF_INOUT : CONF_IN, c->v.in_dtype, c->lay[3],
+                   VIEW_NOPE + D);
+    if (st == MLA_OK && !c->ip[0])
+        st = add_x(p, c, "y", CONF_OUT, c->v.out_dtype, c->lay[4], VIEW_L + D);
+    if (st != MLA_OK) {
+        snprintf(err, errlen, "cannot lay out the case (%s)", mla_status_name(st));
+        return st;
+    }
+    mla_rope_config rc = {(int32_t)R, cfg[0], cfg[1], cfg[2], cfg[3], (int64_t)cfg[4], cfg[5],
+                          cfg[6]};
+    st = mla_rope_table_build(&rc, P, (float *)conf_arg_elem0(&p->arg[0]),
+                              (float *)conf_arg_elem0(&p->arg[1]));
+    if (st != MLA_OK) {
+        snprintf(err, errlen, "mla_rope_table_build: %s", mla_status_name(st));
+        return st;
+    }
+    /* positions: the table's ends, then spread over all of it */
+    for (int64_t t = 0; t < T; ++t) {
+        int64_t pos = t == 0 ? 0 : t == 1 ? P - 1 : (int64_t)(conf_rng(c->seed, 9, (uint64_t)t, 0) %
+                                                            (uint64_t)P);
+        conf_set_value(p, 2, t, (double)pos);
+    }
+    conf_fill(p, 3, c->dist, c->seed, R);
+    return MLA_OK;
+}
+
+static mla_status exec(mla_context *ctx, const conf_case *c, mla_tensor *t)
+{
+    return mla_rope(ctx, &t[0], &t[1], &t[2], &t[3], c->ip[0] ? &t[3] : &t[4],
+                    (mla_rope_style)c->ip[1]);
+}
+
+const conf_suite conf_suite_rope = {"rope", MLA_OP_ROPE, build, setup, exec, NULL};
