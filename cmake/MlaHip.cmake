@@ -5,7 +5,9 @@
 #
 # Device code is compiled without FMA contraction and without flushing
 # denormals: the format kernels must match the host reference bit for bit,
-# and kernels that want an FMA write fmaf() explicitly.
+# and kernels that want an FMA write fmaf() explicitly. Host code is built
+# without exceptions (nothing throws), so that a C program links libmla.a
+# without the C++ runtime on AMD; nvcc's launch stubs need it regardless.
 
 set(_mla_hip_dir ${CMAKE_CURRENT_LIST_DIR})
 
@@ -61,7 +63,7 @@ function(mla_hip_build_amd sources)
     VERBATIM)
 
   set(flags -x hip --rocm-path=${MLA_HIP_ROCM_PATH} --rocm-device-lib-path=${devlib}
-      -mcode-object-version=5 -D__AMDGCN_WAVEFRONT_SIZE=64 -std=c++17 -O3 -fPIC
+      -mcode-object-version=5 -D__AMDGCN_WAVEFRONT_SIZE=64 -std=c++17 -O3 -fPIC -fno-exceptions
       -ffp-contract=off -fno-gpu-flush-denormals-to-zero -Wall -Wextra -Wshadow
       -DMLA_STATIC_DEFINE -I${PROJECT_SOURCE_DIR}/include -I${PROJECT_SOURCE_DIR})
   if(MLA_WERROR)
@@ -112,7 +114,8 @@ function(mla_hip_build_rocm sources)
   add_library(mla_hip OBJECT ${sources})
   target_include_directories(mla_hip PRIVATE ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR})
   target_compile_definitions(mla_hip PRIVATE MLA_STATIC_DEFINE)
-  target_compile_options(mla_hip PRIVATE -ffp-contract=off -fno-gpu-flush-denormals-to-zero
+  target_compile_options(mla_hip PRIVATE -fno-exceptions -ffp-contract=off
+                                         -fno-gpu-flush-denormals-to-zero
                                          -Wall -Wextra $<$<BOOL:${MLA_WERROR}>:-Werror>)
   set_target_properties(mla_hip PROPERTIES HIP_STANDARD 17 HIP_ARCHITECTURES "${MLA_GPU_TARGETS}")
   _mla_hip_targets_string(targets_str ${MLA_GPU_TARGETS})

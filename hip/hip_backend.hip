@@ -1,0 +1,336 @@
+/* The HIP backend table: device selection, the context's stream, device
+ * memory, and supports(). The ops live in one file each. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hip/hip_internal.h"
+
+namespace {
+
+__attribute__((format(printf, 3, 4))) void write_reason(char *reason, size_t len,
+                                                        const char *fmt, ...)
+{
+    if (!reason || !len)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(reason, len, fmt, ap);
+    va_end(ap);
+}
+
+/* "AMD Instinct MI300X (gfx942)" / "NVIDIA H200 (sm_90)"; false when it was
+ * cut to fit (a readable prefix is still there). Marketing names are short;
+ * the precision bounds them so that the context's buffer always holds the
+ * architecture too. */
+bool describe_device(const hipDeviceProp_t &p, char *buf, size_t len)
+{
+#if defined(__CUDACC__)
+    return snprintf(buf, len, "%.96s (sm_%d%d)", p.name, p.major, p.minor) < (int)len;
+#else
+    /* gcnArchName carries target features ("gfx942:sramecc+:xnack-"). */
+    const int arch_len = (int)strcspn(p.gcnArchName, ":");
+    return snprintf(buf, len, "%.96s (%.*s)", p.name, arch_len, p.gcnArchName) < (int)len;
+#endif
+}
+
+/* The device count, or a reason why there is no usable device. */
+hipError_t device_count(int *count)
+{
+    *count = 0;
+    hipError_t err = hipGetDeviceCount(count);
+    if (err != hipSuccess) {
+        *count = 0;
+        (void)hipGetLastError(); /* not sticky; keep it from reaching a later check */
+    }
+    return err;
+}
+
+mla_status hip_init(mla_context *ctx, const mla_context_options *opt, char *reason,
+                    size_t reason_len)
+{
+    const int device = opt ? opt->device : 0;
+    int count = 0;
+    hipError_t err = device_count(&count);
+    if (err != hipSuccess) {
+        const char *text = mla_hip_error_text(err);
+        write_reason(reason, reason_len, "no usable GPU: the runtime reports %s%s%s",
+                     hipGetErrorName(err), text[0] ? ": " : "", text);
+        return MLA_ERR_NO_DEVICE;
+    }
+    if (count <= 0) {
+        write_reason(reason, reason_len, "no GPU found");
+        return MLA_ERR_NO_DEVICE;
+    }
+    if (device < 0 || device >= count) {
+        write_reason(reason, reason_len, "device %d requested, but %d GPU(s) present", device,
+                     count);
+        return MLA_ERR_NO_DEVICE;
+    }
+    const mla_hip_device_scope scope(device);
+    hipDeviceProp_t prop;
+    if ((err = scope.error()) != hipSuccess ||
+        (err = hipGetDeviceProperties(&prop, device)) != hipSuccess) {
+        (void)hipGetLastError();
+        const char *text = mla_hip_error_text(err);
+        write_reason(reason, reason_len, "GPU %d unusable: %s%s%s", device, hipGetErrorName(err),
+                     text[0] ? ": " : "", text);
+        return MLA_ERR_NO_DEVICE;
+    }
+    mla_hip_state *s = static_cast<mla_hip_state *>(calloc(1, sizeof(mla_hip_state)));
+    if (!s)
+        return MLA_ERR_OUT_OF_MEMORY;
+    s->device = device;
+    s->multiprocessors = prop.multiProcessorCount > 0 ? prop.multiProcessorCount : 1;
+    if (opt && opt->stream) {
+        s->stream = static_cast<hipStream_t>(opt->stream);
+        s->own_stream = false;
+    } else {
+        if ((err = hipStreamCreate(&s->stream)) != hipSuccess) {
+            (void)hipGetLastError();
+            free(s);
+            const char *text = mla_hip_error_text(err);
+            write_reason(reason, reason_len, "cannot create a stream on GPU %d: %s%s%s", device,
+                         hipGetErrorName(err), text[0] ? ": " : "", text);
+            return err == hipErrorOutOfMemory ? MLA_ERR_OUT_OF_MEMORY : MLA_ERR_NO_DEVICE;
+        }
+        s->own_stream = true;
+    }
+    ctx->impl = s;
+    (void)describe_device(prop, ctx->device_name, sizeof ctx->device_name);
+    return MLA_OK;
+}
+
+void hip_fini(mla_context *ctx)
+{
+    mla_hip_state *s = mla_hip_state_of(ctx);
+    if (!s)
+        return;
+    /* Nothing to report to from here: queued work still completes, and the
+     * runtime frees the stream once it has. */
+    if (s->own_stream) {
+        const mla_hip_device_scope scope(s->device);
+        if (scope.error() == hipSuccess)
+            (void)hipStreamDestroy(s->stream);
+        (void)hipGetLastError();
+    }
+    free(s);
+    ctx->impl = NULL;
+}
+
+mla_status hip_alloc(mla_context *ctx, size_t bytes, void **out)
+{
+    *out = NULL;
+    const mla_hip_device_scope scope(mla_hip_state_of(ctx)->device);
+    if (scope.error() != hipSuccess)
+        return mla_hip_fail(ctx, scope.error(), "selecting the context's GPU");
+    void *p = NULL;
+    hipError_t err = hipMalloc(&p, bytes);
+    if (err == hipErrorOutOfMemory) {
+        (void)hipGetLastError();
+        return mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, "bytes", "hipMalloc of %zu bytes: %s", bytes,
+                        hipGetErrorString(err));
+    }
+    if (err != hipSuccess)
+        return mla_hip_fail(ctx, err, "hipMalloc");
+    *out = p;
+    return MLA_OK;
+}
+
+mla_status hip_free(mla_context *ctx, void *ptr)
+{
+    if (!ptr)
+        return MLA_OK;
+    const mla_hip_device_scope scope(mla_hip_state_of(ctx)->device);
+    if (scope.error() != hipSuccess)
+        return mla_hip_fail(ctx, scope.error(), "selecting the context's GPU");
+    hipError_t err = hipFree(ptr);
+    return err == hipSuccess ? MLA_OK : mla_hip_fail(ctx, err, "hipFree");
+}
+
+mla_status hip_sync(mla_context *ctx)
+{
+    const mla_hip_device_scope scope(mla_hip_state_of(ctx)->device);
+    if (scope.error() != hipSuccess)
+        return mla_hip_fail(ctx, scope.error(), "selecting the context's GPU");
+    hipError_t err = hipStreamSynchronize(mla_hip_state_of(ctx)->stream);
+    return err == hipSuccess ? MLA_OK : mla_hip_fail(ctx, err, "hipStreamSynchronize");
+}
+
+/* Copies go through the context's stream, so they are ordered after the
+ * work already queued on it; the wait makes them synchronous for the host. */
+mla_status hip_copy(mla_context *ctx, void *dst, const void *src, size_t bytes, mla_copy_kind kind)
+{
+    if (bytes == 0)
+        return MLA_OK;
+    if (kind == MLA_COPY_HOST_TO_HOST) {
+        memmove(dst, src, bytes);
+        return MLA_OK;
+    }
+    const mla_hip_device_scope scope(mla_hip_state_of(ctx)->device);
+    if (scope.error() != hipSuccess)
+        return mla_hip_fail(ctx, scope.error(), "selecting the context's GPU");
+    hipMemcpyKind k = kind == MLA_COPY_HOST_TO_CONTEXT   ? hipMemcpyHostToDevice
+                      : kind == MLA_COPY_CONTEXT_TO_HOST ? hipMemcpyDeviceToHost
+                                                         : hipMemcpyDeviceToDevice;
+    hipError_t err = hipMemcpyAsync(dst, src, bytes, k, mla_hip_state_of(ctx)->stream);
+    if (err != hipSuccess)
+        return mla_hip_fail(ctx, err, "hipMemcpyAsync");
+    return hip_sync(ctx);
+}
+
+/* Synchronous like the host backends' memset, so that the bytes are in
+ * place whatever the caller does next. */
+mla_status hip_set(mla_context *ctx, void *dst, int value, size_t bytes)
+{
+    if (bytes == 0)
+        return MLA_OK;
+    const mla_hip_device_scope scope(mla_hip_state_of(ctx)->device);
+    if (scope.error() != hipSuccess)
+        return mla_hip_fail(ctx, scope.error(), "selecting the context's GPU");
+    hipError_t err = hipMemsetAsync(dst, value, bytes, mla_hip_state_of(ctx)->stream);
+    if (err != hipSuccess)
+        return mla_hip_fail(ctx, err, "hipMemsetAsync");
+    return hip_sync(ctx);
+}
+
+bool is_float(mla_dtype d)
+{
+    return d == MLA_DTYPE_F32 || d == MLA_DTYPE_F16 || d == MLA_DTYPE_BF16;
+}
+
+bool is_fp8(mla_dtype d) { return d == MLA_DTYPE_FP8_E4M3FN || d == MLA_DTYPE_FP8_E4M3FNUZ; }
+
+/* What the kernels of this backend implement. The entry points have checked
+ * the arguments; this answers which of the valid variants run here, and
+ * names the parameter of any that does not. */
+const char *hip_supports(const mla_context *ctx, const mla_variant *v)
+{
+    (void)ctx;
+    switch (v->op) {
+    case MLA_OP_CONVERT:
+        if (!is_float(v->in_dtype) && !is_fp8(v->in_dtype) && v->in_dtype != MLA_DTYPE_E8M0 &&
+            v->in_dtype != MLA_DTYPE_FP4X2)
+            return "x.dtype";
+        if (!is_float(v->out_dtype) && !is_fp8(v->out_dtype) && v->out_dtype != MLA_DTYPE_FP4X2)
+            return "y.dtype";
+        return NULL;
+    case MLA_OP_MXFP4_QUANT:
+        if (!is_float(v->in_dtype))
+            return "x.dtype";
+        if (v->layout < 0 || v->layout >= MLA_SCALE_LAYOUT_COUNT)
+            return "layout";
+        if (v->rule < 0 || v->rule >= MLA_MXFP4_RULE_COUNT)
+            return "rule";
+        return v->group == 32 ? NULL : "group";
+    case MLA_OP_MXFP4_DEQUANT:
+        if (!is_float(v->out_dtype))
+            return "y.dtype";
+        if (v->layout < 0 || v->layout >= MLA_SCALE_LAYOUT_COUNT)
+            return "layout";
+        return v->group == 32 ? NULL : "group";
+    case MLA_OP_FP8_GROUP_QUANT:
+        if (!is_float(v->in_dtype))
+            return "x.dtype";
+        if (!is_fp8(v->out_dtype))
+            return "codes.dtype";
+        if (v->rule < 0 || v->rule >= MLA_FP8_SCALE_RULE_COUNT)
+            return "rule";
+        return v->group > 0 ? NULL : "group";
+    case MLA_OP_FP8_GROUP_DEQUANT:
+        if (!is_fp8(v->in_dtype))
+            return "codes.dtype";
+        if (!is_float(v->out_dtype))
+            return "y.dtype";
+        return v->group > 0 ? NULL : "group";
+    default:
+        return "op";
+    }
+}
+
+/* Ops without a HIP kernel yet: supports() refuses them ("op"), so the
+ * dispatcher never calls these; the slot still answers rather than crash. */
+template <typename Args> mla_status no_kernel(mla_context *ctx, const Args *a)
+{
+    (void)a;
+    return mla_fail(ctx, MLA_ERR_UNSUPPORTED, "op", "the hip backend has no kernel for this op");
+}
+
+const mla_backend_ops hip_ops = {
+    "hip",
+    MLA_BACKEND_HIP,
+    MLA_MEMORY_DEVICE,
+    hip_init,
+    hip_fini,
+    hip_alloc,
+    hip_free,
+    hip_copy,
+    hip_set,
+    hip_sync,
+    hip_supports,
+    mla_hip_convert,
+    mla_hip_mxfp4_quant,
+    mla_hip_mxfp4_dequant,
+    mla_hip_fp8_group_quant,
+    mla_hip_fp8_group_dequant,
+    no_kernel<mla_rmsnorm_args>,
+    no_kernel<mla_qk_rmsnorm_args>,
+    no_kernel<mla_rope_args>,
+    no_kernel<mla_linear_args>,
+    no_kernel<mla_batched_gemm_args>,
+    no_kernel<mla_cache_write_args>,
+    no_kernel<mla_cache_gather_args>,
+    no_kernel<mla_rope_cache_op_args>,
+};
+
+} // namespace
+
+mla_status mla_hip_check_tensor_memory(mla_context *ctx, const mla_tensor *t, const char *name)
+{
+    if (mla_tensor_numel(t) == 0)
+        return MLA_OK;
+    if (mla_hip_is_device_pointer(t->data, mla_hip_state_of(ctx)->device))
+        return MLA_OK;
+    return mla_fail(ctx, MLA_ERR_WRONG_DEVICE, name,
+                    "%s: data is not memory of this context's GPU (device %d)", name,
+                    mla_hip_state_of(ctx)->device);
+}
+
+unsigned mla_hip_grid_blocks(const mla_context *ctx, int64_t n, unsigned block)
+{
+    /* Enough resident blocks to cover latency; grid-stride loops do the rest. */
+    const int64_t cap = (int64_t)mla_hip_state_of(ctx)->multiprocessors * 16;
+    int64_t blocks = (n + block - 1) / block;
+    if (blocks > cap)
+        blocks = cap;
+    return blocks < 1 ? 1u : (unsigned)blocks;
+}
+
+extern "C" const mla_backend_ops *mla_hip_ops(void) { return &hip_ops; }
+
+extern "C" int mla_gpu_count(void)
+{
+    int count = 0;
+    return device_count(&count) == hipSuccess && count > 0 ? count : 0;
+}
+
+extern "C" mla_status mla_gpu_name(int device, char *buf, size_t len)
+{
+    if (!buf)
+        return MLA_ERR_NULL_POINTER;
+    if (len == 0)
+        return MLA_ERR_INVALID_ARGUMENT;
+    int count = 0;
+    if (device_count(&count) != hipSuccess || count <= 0)
+        return MLA_ERR_NO_DEVICE;
+    if (device < 0 || device >= count)
+        return MLA_ERR_OUT_OF_RANGE;
+    hipDeviceProp_t prop;
+    if (hipGetDeviceProperties(&prop, device) != hipSuccess) {
+        (void)hipGetLastError();
+        return MLA_ERR_DEVICE;
+    }
+    (void)describe_device(prop, buf, len); /* a cut name is still the answer */
+    return MLA_OK;
+}

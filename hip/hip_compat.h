@@ -1,0 +1,105 @@
+/* The HIP runtime subset the backend uses, on AMD (HIP's own headers) and on
+ * NVIDIA (mapped onto the CUDA runtime when nvcc compiles the .hip sources).
+ * ROCm's NVIDIA headers are not available everywhere we build, and the subset
+ * is small, so the mapping lives here rather than in a dependency. Kernels are
+ * launched with the triple-chevron syntax, which both compilers accept. */
+#ifndef MLA_HIP_HIP_COMPAT_H
+#define MLA_HIP_HIP_COMPAT_H
+
+#if defined(__CUDACC__)
+
+#include <cuda_runtime.h>
+
+typedef cudaError_t hipError_t;
+typedef cudaStream_t hipStream_t;
+typedef cudaEvent_t hipEvent_t;
+typedef cudaDeviceProp hipDeviceProp_t;
+typedef cudaMemcpyKind hipMemcpyKind;
+
+#define hipSuccess cudaSuccess
+#define hipErrorNoDevice cudaErrorNoDevice
+#define hipErrorInvalidDevice cudaErrorInvalidDevice
+#define hipErrorInsufficientDriver cudaErrorInsufficientDriver
+#define hipErrorOutOfMemory cudaErrorMemoryAllocation
+
+#define hipGetErrorName cudaGetErrorName
+#define hipGetErrorString cudaGetErrorString
+#define hipGetLastError cudaGetLastError
+
+#define hipGetDeviceCount cudaGetDeviceCount
+#define hipGetDevice cudaGetDevice
+#define hipSetDevice cudaSetDevice
+#define hipGetDeviceProperties cudaGetDeviceProperties
+
+#define hipMalloc cudaMalloc
+#define hipFree cudaFree
+#define hipMemcpyAsync cudaMemcpyAsync
+#define hipMemsetAsync cudaMemsetAsync
+#define hipMemcpyHostToHost cudaMemcpyHostToHost
+#define hipMemcpyHostToDevice cudaMemcpyHostToDevice
+#define hipMemcpyDeviceToHost cudaMemcpyDeviceToHost
+#define hipMemcpyDeviceToDevice cudaMemcpyDeviceToDevice
+
+#define hipStreamCreate cudaStreamCreate
+#define hipStreamDestroy cudaStreamDestroy
+#define hipStreamSynchronize cudaStreamSynchronize
+
+#define hipEventCreate cudaEventCreate
+#define hipEventDestroy cudaEventDestroy
+#define hipEventRecord cudaEventRecord
+#define hipEventSynchronize cudaEventSynchronize
+#define hipEventElapsedTime cudaEventElapsedTime
+
+#define hipPointerGetAttributes cudaPointerGetAttributes
+typedef cudaPointerAttributes hipPointerAttribute_t;
+
+/* Every lane of a warp takes part in the backend's shuffles. */
+template <typename T> static __device__ __forceinline__ T mla_shfl_xor(T v, int lane_mask)
+{
+    return __shfl_xor_sync(0xffffffffu, v, lane_mask);
+}
+
+/* 1 when pred holds on any lane of the wave; every lane must call it. */
+static __device__ __forceinline__ int mla_wave_any(int pred) { return __any_sync(0xffffffffu, pred); }
+
+#else /* AMD */
+
+#include <hip/hip_runtime.h>
+
+template <typename T> static __device__ __forceinline__ T mla_shfl_xor(T v, int lane_mask)
+{
+    return __shfl_xor(v, lane_mask);
+}
+
+static __device__ __forceinline__ int mla_wave_any(int pred) { return __any(pred); }
+
+#endif
+
+/* 1 when ptr is device (or managed) memory of the given device. The pointer
+ * attribute record differs between CUDA, ROCm 5 and ROCm 6; a pointer the
+ * runtime does not know (plain host memory) is "no", and the error a failed
+ * query leaves behind is cleared so that it cannot surface later as a launch
+ * failure. */
+static inline int mla_hip_is_device_pointer(const void *ptr, int device)
+{
+    hipPointerAttribute_t attr;
+    if (hipPointerGetAttributes(&attr, ptr) != hipSuccess) {
+        (void)hipGetLastError();
+        return 0;
+    }
+#if defined(__CUDACC__)
+    if (attr.type == cudaMemoryTypeManaged)
+        return 1;
+    return attr.type == cudaMemoryTypeDevice && attr.device == device;
+#elif HIP_VERSION_MAJOR >= 6
+    if (attr.isManaged || attr.type == hipMemoryTypeManaged)
+        return 1;
+    return attr.type == hipMemoryTypeDevice && attr.device == device;
+#else
+    if (attr.isManaged)
+        return 1;
+    return attr.memoryType == hipMemoryTypeDevice && attr.device == device;
+#endif
+}
+
+#endif

@@ -1,0 +1,94 @@
+/* Shared by the HIP backend's translation units: the context state, the
+ * status helpers every op uses, and the op entry points the table holds. */
+#ifndef MLA_HIP_HIP_INTERNAL_H
+#define MLA_HIP_HIP_INTERNAL_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "core/backend.h"
+#include "hip/vendor.h"
+
+/* ctx->impl of a HIP context. */
+struct mla_hip_state {
+    int device;
+    int multiprocessors; /* CUs / SMs, to size grid-stride launches */
+    hipStream_t stream;
+    bool own_stream; /* created by init, destroyed by fini */
+};
+
+static inline mla_hip_state *mla_hip_state_of(const mla_context *ctx)
+{
+    return static_cast<mla_hip_state *>(ctx->impl);
+}
+
+/* The runtime's description of err, or "" where it only repeats the name
+ * (ROCm 5's hipGetErrorString does). Written after the name and ": ". */
+static inline const char *mla_hip_error_text(hipError_t err)
+{
+    const char *name = hipGetErrorName(err), *text = hipGetErrorString(err);
+    return (text && name && strcmp(text, name) != 0) ? text : "";
+}
+
+/* A failed runtime call: MLA_ERR_DEVICE with the runtime's own words. */
+static inline mla_status mla_hip_fail(mla_context *ctx, hipError_t err, const char *what)
+{
+    const char *text = mla_hip_error_text(err);
+    return mla_fail(ctx, MLA_ERR_DEVICE, NULL, "%s failed: %s%s%s", what, hipGetErrorName(err),
+                    text[0] ? ": " : "", text);
+}
+
+/* Makes `device` the calling thread's current device for the scope and gives
+ * the caller's own current device back at its end: the current device is
+ * per-thread state of the application, and a context may be used from any
+ * thread, so every call that queues work enters one of these first. */
+class mla_hip_device_scope {
+  public:
+    explicit mla_hip_device_scope(int device)
+    {
+        err_ = hipGetDevice(&prev_);
+        if (err_ == hipSuccess && prev_ != device) {
+            err_ = hipSetDevice(device);
+            switched_ = err_ == hipSuccess;
+        }
+    }
+    ~mla_hip_device_scope()
+    {
+        if (switched_)
+            (void)hipSetDevice(prev_);
+    }
+    mla_hip_device_scope(const mla_hip_device_scope &) = delete;
+    mla_hip_device_scope &operator=(const mla_hip_device_scope &) = delete;
+    hipError_t error() const { return err_; }
+
+  private:
+    int prev_ = 0;
+    bool switched_ = false;
+    hipError_t err_;
+};
+
+/* After a launch: a bad configuration or a dead device shows up here. Errors
+ * of the kernel's execution surface at the next synchronizing call. */
+static inline mla_status mla_hip_check_launch(mla_context *ctx, const char *kernel)
+{
+    hipError_t err = hipGetLastError();
+    return err == hipSuccess ? MLA_OK : mla_hip_fail(ctx, err, kernel);
+}
+
+/* MLA_OK when t's data is memory of the context's device (an empty tensor
+ * needs none). Catches host pointers that were declared device memory, which
+ * would otherwise fault inside a kernel. */
+mla_status mla_hip_check_tensor_memory(mla_context *ctx, const mla_tensor *t, const char *name);
+
+/* Blocks for a grid-stride loop over n work items: enough to fill the
+ * device, never more than the items need. */
+unsigned mla_hip_grid_blocks(const mla_context *ctx, int64_t n, unsigned block);
+
+/* The ops, one file each. */
+mla_status mla_hip_convert(mla_context *ctx, const mla_convert_args *a);
+mla_status mla_hip_mxfp4_quant(mla_context *ctx, const mla_mxfp4_quant_args *a);
+mla_status mla_hip_mxfp4_dequant(mla_context *ctx, const mla_mxfp4_dequant_args *a);
+mla_status mla_hip_fp8_group_quant(mla_context *ctx, const mla_fp8_group_quant_args *a);
+mla_status mla_hip_fp8_group_dequant(mla_context *ctx, const mla_fp8_group_dequant_args *a);
+
+#endif
