@@ -25,6 +25,8 @@ int cmd_conformance(int argc, char **argv);
 void usage_conformance(FILE *out);
 int cmd_op(int argc, char **argv);
 void usage_op(FILE *out);
+int cmd_plan(int argc, char **argv);
+void usage_plan(FILE *out);
 
 /* "auto", "reference", "cpu", "hip" -> backend; 0 on success. */
 int mla_app_parse_backend(const char *s, mla_backend *out);

@@ -1,6 +1,8 @@
 /* mla op NAME: the generic runner. Parses the command line against the op's
  * descriptor, moves .npy data into context memory and back, and writes
- * the outputs. The ops themselves are in op_table.c. */
+ * the outputs. The ops themselves are in op_table.c (number formats) and
+ * op_table_prepare.c (the prepare path). */
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +26,13 @@ struct op_run {
     slot in[OP_MAX_ARGS], out[OP_MAX_ARGS];
 };
 
+/* Op i of the two tables (number formats, then the prepare path). */
+static const op_desc *op_at(int i)
+{
+    return i < mla_op_table_size ? &mla_op_table[i]
+                                 : &mla_op_table_prepare[i - mla_op_table_size];
+}
+
 void usage_op(FILE *out)
 {
     fprintf(out, "usage: mla op NAME --in ARG=FILE.npy ... --out ARG=FILE.npy ... "
@@ -32,8 +41,8 @@ void usage_op(FILE *out)
                  "Files: f32 <f4, f16 <f2, bf16 <u2, fp8 / e8m0 / fp4x2 |u1 raw codes (an fp4x2\n"
                  "byte holds elements 2i (low nibble) and 2i+1). Where a file's dtype is\n"
                  "ambiguous, --param in_dtype=... names it. Default backend: auto.\n\nops:\n");
-    for (int i = 0; i < mla_op_table_size; ++i) {
-        const op_desc *d = &mla_op_table[i];
+    for (int i = 0; i < mla_op_table_size + mla_op_table_prepare_size; ++i) {
+        const op_desc *d = op_at(i);
         fprintf(out, "  %s: %s\n    in:", d->name, d->summary);
         for (int k = 0; d->inputs[k]; ++k)
             fprintf(out, " %s", d->inputs[k]);
@@ -128,6 +137,17 @@ int op_param_i64(op_run *r, const char *key, int64_t *out)
     return MLA_EXIT_OK;
 }
 
+int op_param_f64(op_run *r, const char *key, double *out)
+{
+    const char *v = op_param(r, key);
+    char *end = NULL;
+    if (v && *v)
+        *out = strtod(v, &end);
+    if (!v || !*v || *end || !isfinite(*out))
+        return op_usage_error(r, "--param %s wants a finite number", key);
+    return MLA_EXIT_OK;
+}
+
 static slot *find_slot(slot *s, int n, const char *name)
 {
     for (int i = 0; i < n; ++i)
@@ -171,6 +191,11 @@ static void set_strides(mla_tensor *t, int transposed)
         t->stride[0] = 1;
         t->stride[1] = t->shape[0];
     }
+}
+
+int op_has_input(op_run *r, const char *name)
+{
+    return find_slot(r->in, r->nin, name) != NULL;
 }
 
 int op_input(op_run *r, const char *name, mla_dtype implied, const char *dtype_key,
@@ -354,9 +379,9 @@ int cmd_op(int argc, char **argv)
         usage_op(stderr);
         return MLA_EXIT_USAGE;
     }
-    for (int i = 0; i < mla_op_table_size; ++i)
-        if (!strcmp(mla_op_table[i].name, argv[1]))
-            r.d = &mla_op_table[i];
+    for (int i = 0; i < mla_op_table_size + mla_op_table_prepare_size; ++i)
+        if (!strcmp(op_at(i)->name, argv[1]))
+            r.d = op_at(i);
     if (!r.d) {
         fprintf(stderr, "mla op: unknown op '%s' (see mla op --help)\n", argv[1]);
         return MLA_EXIT_USAGE;

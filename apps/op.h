@@ -27,8 +27,10 @@ typedef struct op_desc {
     int (*run)(op_run *r);                   /* returns an exit code */
 } op_desc;
 
-extern const op_desc mla_op_table[];
+extern const op_desc mla_op_table[]; /* number-format ops (op_table.c) */
 extern const int mla_op_table_size;
+extern const op_desc mla_op_table_prepare[]; /* prepare-path ops (op_table_prepare.c) */
+extern const int mla_op_table_prepare_size;
 
 mla_context *op_ctx(op_run *r);
 /* The parameter's value, else its default, else NULL. */
@@ -37,6 +39,10 @@ const char *op_param(op_run *r, const char *key);
 int op_param_dtype(op_run *r, const char *key, unsigned allowed, mla_dtype *out);
 int op_param_choice(op_run *r, const char *key, const char *const *names, int n, int *out);
 int op_param_i64(op_run *r, const char *key, int64_t *out);
+/* A finite real number (eps, scales). */
+int op_param_f64(op_run *r, const char *key, double *out);
+/* 1 when --in name=FILE was given (optional inputs). */
+int op_has_input(op_run *r, const char *name);
 
 /* Input `name` as a tensor in context memory. Its dtype: implied when the op
  * knows it (MLA_DTYPE_COUNT = from the file), else the dtype_key parameter

@@ -262,7 +262,8 @@ void conf_fill(conf_problem *p, int i, int dist, uint64_t seed, int64_t block)
                    0, dst);
             break;
         case CONF_DIST_NORM_WEIGHT: /* RMSNorm weights: 2^-3 .. 2^1, one in eight negative */
-            encode(dt, (r1 % 8 == 0 ? -1.0f : 1.0f) * ldexpf(significand(r0 >> 8), -3 + (int)(r1 % 4)),
+            encode(dt, signed_value(r1 % 8 ? 0 : ~0ull,
+                                    ldexpf(significand(r0 >> 8), -3 + (int)(r1 % 4))),
                    0, dst);
             break;
         case CONF_DIST_CODES_FINITE: /* uniform codes, NaN codes moved to a finite one */

@@ -1,0 +1,195 @@
+/* mla plan: what the RoPE-once plan decides for a model config on a target:
+ * the config's shapes, the one RoPE site, and the kernel of every stage, so
+ * that a wrong path (a double rotation, a target left off a fast path, as in
+ * seeds 000 and 001) is visible without running anything. */
+#include <string.h>
+
+#include "apps/cmd.h"
+
+void usage_plan(FILE *out)
+{
+    fprintf(out,
+            "usage: mla plan --config NAME [--target cpu|gfx942|gfx950|sm_90|reference]\n"
+            "                [--site separate|fused_cache|attention]\n"
+            "                [--cache-layout normal|shuffled|fp8_scaled]\n"
+            "                [--cache-dtype bf16|e4m3fn|e4m3fnuz]\n"
+            "                [--q-dtype bf16|e4m3fn|e4m3fnuz]\n"
+            "                [--weights bf16|fp8]\n"
+            "       mla plan --list\n\n"
+            "Prints the config's shapes, the RoPE site and the kernel of every prepare stage\n"
+            "(mla_plan_kernel). Defaults: target cpu, the plan's own site, a NORMAL bf16 cache,\n"
+            "bf16 q_cat and weights. --site forces a site (as the tests do); a site the plan\n"
+            "cannot honour is refused (exit 1). --list lists the config presets.\n");
+}
+
+/* Index of s among the names f(0..n-1), or -1. */
+static int pick(const char *s, const char *(*f)(int), int n)
+{
+    for (int i = 0; i < n; ++i)
+        if (!strcmp(s, f(i)))
+            return i;
+    return -1;
+}
+
+static const char *target_at(int i) { return mla_target_name((mla_target)i); }
+static const char *site_at(int i) { return mla_rope_site_name((mla_rope_site)i); }
+static const char *layout_at(int i) { return mla_cache_layout_name((mla_cache_layout)i); }
+
+/* bf16, e4m3fn / fp8_e4m3fn, e4m3fnuz / fp8_e4m3fnuz. */
+static int pick_dtype(const char *s, mla_dtype *out)
+{
+    if (!strcmp(s, "bf16"))
+        *out = MLA_DTYPE_BF16;
+    else if (!strcmp(s, "e4m3fn") || !strcmp(s, "fp8_e4m3fn") || !strcmp(s, "fp8"))
+        *out = MLA_DTYPE_FP8_E4M3FN;
+    else if (!strcmp(s, "e4m3fnuz") || !strcmp(s, "fp8_e4m3fnuz"))
+        *out = MLA_DTYPE_FP8_E4M3FNUZ;
+    else
+        return -1;
+    return 0;
+}
+
+static void list_presets(void)
+{
+    printf("%-18s %6s %4s %6s %5s %5s %5s %4s  %s\n", "config", "hidden", "H", "q_lora", "L",
+           "nope", "rope", "v", "indexer");
+    for (int i = 0; mla_model_config_preset_name(i); ++i) {
+        mla_model_config c;
+        mla_model_config_preset(mla_model_config_preset_name(i), &c);
+        printf("%-18s %6lld %4lld %6lld %5lld %5lld %5lld %4lld  ", c.name, (long long)c.hidden,
+               (long long)c.heads, (long long)c.q_lora, (long long)c.kv_lora, (long long)c.nope,
+               (long long)c.rope, (long long)c.v);
+        if (c.index_heads)
+            printf("%lld heads x %lld, top-k %lld\n", (long long)c.index_heads,
+                   (long long)c.index_head_dim, (long long)c.index_topk);
+        else
+            printf("no\n");
+    }
+}
+
+static void print_config(const mla_model_config *c, const mla_plan_options *o)
+{
+    const mla_rope_config *r = &c->rope_cfg;
+    const long long H = c->heads, qk = c->nope + c->rope, D = c->kv_lora + c->rope;
+    printf("config %s\n", c->name);
+    printf("  hidden %lld, heads %lld, q_lora %lld, kv_lora (L) %lld, nope %lld, rope (R) %lld, "
+           "v %lld, rms_eps %g, max_pos %lld\n",
+           (long long)c->hidden, H, (long long)c->q_lora, (long long)c->kv_lora,
+           (long long)c->nope, (long long)c->rope, (long long)c->v, (double)c->rms_eps,
+           (long long)c->max_pos);
+    printf("  rope: dim %d, base %g", (int)r->dim, r->base);
+    if (r->factor > 1.0)
+        printf(", YaRN factor %g (beta_fast %g, beta_slow %g, original %lld, mscale %g / %g)",
+               r->factor, r->beta_fast, r->beta_slow, (long long)r->original_max_pos, r->mscale,
+               r->mscale_all_dim);
+    printf("; softmax scale %.6g\n", mla_softmax_scale(c));
+    printf("  per token: x [%lld] -> ", (long long)c->hidden);
+    if (c->q_lora)
+        printf("q_lat [%lld] + ", (long long)c->q_lora);
+    printf("kv_lat [%lld] -> q [%lld, %lld] -> q_cat [%lld, %lld]\n", D, H, qk, H, D);
+    mla_cache_desc d = {o->cache_layout, o->cache_dtype, 1, 16, c->kv_lora, c->rope, 1.0f};
+    int64_t bytes = 0;
+    if (mla_cache_block_bytes(&d, &bytes) == MLA_OK)
+        printf("  cache row: %lld values, %lld bytes per token (%s, %s)\n", D,
+               (long long)(bytes / 16), mla_cache_layout_name(o->cache_layout),
+               mla_dtype_name(o->cache_dtype));
+    else
+        printf("  cache row: %lld values; %s / %s does not take this config\n", D,
+               mla_cache_layout_name(o->cache_layout), mla_dtype_name(o->cache_dtype));
+    printf("  weights: ");
+    if (c->q_lora)
+        printf("q_a_proj [%lld, %lld], q_b_proj [%lld, %lld], ", (long long)c->q_lora,
+               (long long)c->hidden, H * qk, (long long)c->q_lora);
+    else
+        printf("q_proj [%lld, %lld], ", H * qk, (long long)c->hidden);
+    printf("kv_a_proj_with_mqa [%lld, %lld], kv_b_proj [%lld, %lld], o_proj [%lld, %lld]\n", D,
+           (long long)c->hidden, H * (c->nope + c->v), (long long)c->kv_lora,
+           (long long)c->hidden, H * c->v);
+}
+
+/* The value of an option that takes one, or NULL after printing why. */
+static const char *value(int argc, char **argv, int *i)
+{
+    if (*i + 1 >= argc) {
+        fprintf(stderr, "mla plan: %s needs a value\n", argv[*i]);
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+static int bad(const char *opt, const char *v)
+{
+    fprintf(stderr, "mla plan: %s %s is not one of the choices (see --help)\n", opt, v);
+    return MLA_EXIT_USAGE;
+}
+
+int cmd_plan(int argc, char **argv)
+{
+    const char *config = NULL;
+    mla_plan_options o;
+    mla_plan_options_default(MLA_TARGET_CPU, &o);
+    for (int i = 1; i < argc; ++i) {
+        const char *a = argv[i], *v;
+        int k;
+        if (!strcmp(a, "--list")) {
+            list_presets();
+            return MLA_EXIT_OK;
+        }
+        if (!(v = value(argc, argv, &i)))
+            return MLA_EXIT_USAGE;
+        if (!strcmp(a, "--config"))
+            config = v;
+        else if (!strcmp(a, "--target") && (k = pick(v, target_at, MLA_TARGET_COUNT)) >= 0)
+            o.target = (mla_target)k;
+        else if (!strcmp(a, "--site") && (k = pick(v, site_at, MLA_ROPE_SITE_COUNT)) >= 0)
+            o.force_rope_site = k;
+        else if (!strcmp(a, "--cache-layout") &&
+                 (k = pick(v, layout_at, MLA_CACHE_LAYOUT_COUNT)) >= 0)
+            o.cache_layout = (mla_cache_layout)k;
+        else if (!strcmp(a, "--cache-dtype") && !pick_dtype(v, &o.cache_dtype))
+            continue;
+        else if (!strcmp(a, "--q-dtype") && !pick_dtype(v, &o.q_dtype))
+            continue;
+        else if (!strcmp(a, "--weights") && (!strcmp(v, "bf16") || !strcmp(v, "fp8")))
+            o.weight_dtype = v[0] == 'b' ? MLA_DTYPE_BF16 : MLA_DTYPE_FP8_E4M3FN;
+        else if (!strcmp(a, "--config") || !strcmp(a, "--target") || !strcmp(a, "--site") ||
+                 !strcmp(a, "--cache-layout") || !strcmp(a, "--cache-dtype") ||
+                 !strcmp(a, "--q-dtype") || !strcmp(a, "--weights"))
+            return bad(a, v);
+        else {
+            fprintf(stderr, "mla plan: unknown option '%s' (see --help)\n", a);
+            return MLA_EXIT_USAGE;
+        }
+    }
+    mla_model_config cfg;
+    if (!config) {
+        fprintf(stderr, "mla plan: --config NAME is required (mla plan --list)\n");
+        return MLA_EXIT_USAGE;
+    }
+    if (mla_model_config_preset(config, &cfg) != MLA_OK) {
+        fprintf(stderr, "mla plan: unknown config '%s' (mla plan --list)\n", config);
+        return MLA_EXIT_USAGE;
+    }
+    print_config(&cfg, &o);
+    printf("plan: target %s, weights %s, q_cat %s, cache %s / %s\n", mla_target_name(o.target),
+           mla_dtype_name(o.weight_dtype), mla_dtype_name(o.q_dtype),
+           mla_cache_layout_name(o.cache_layout), mla_dtype_name(o.cache_dtype));
+    mla_plan *plan = NULL;
+    mla_status st = mla_plan_create(&cfg, &o, &plan);
+    if (st != MLA_OK) {
+        fprintf(stderr, "mla plan: no plan: %s%s\n", mla_status_name(st),
+                st == MLA_ERR_UNSUPPORTED ? " (the forced RoPE site is not available for these "
+                                            "options)"
+                                          : "");
+        return MLA_EXIT_FAIL;
+    }
+    const mla_rope_site site = mla_plan_rope_site(plan);
+    printf("rope site: %s (%s); RoPE happens there and nowhere else\n", mla_rope_site_name(site),
+           o.force_rope_site < 0 ? "the plan's choice" : "forced");
+    printf("stages:\n");
+    for (int s = 0; s < MLA_STAGE_COUNT; ++s)
+        printf("  %-12s %s\n", mla_stage_name((mla_stage)s),
+               mla_plan_kernel(plan, (mla_stage)s));
+    mla_plan_destroy(plan);
+    return MLA_EXIT_OK;
+}
