@@ -64,11 +64,11 @@ static void add(conf_builder *b, mla_cache_layout layout, mla_dtype dt, int64_t 
     c.shape[1] = H;
     c.shape[2] = dim_l(&c) + dim_r(&c);
     const char *n8 = mla_dtype_name(dt), *q8 = mla_dtype_name(q_cat);
-    snprintf(c.label, sizeof c.label, "%s %s bs%lld q_cat %s%s%s%s%s",
+    snprintf(c.label, sizeof c.label, "%s %s bs%lld q_cat %s%s%s%s%s%s",
              mla_cache_layout_name(layout), strncmp(n8, "fp8_", 4) ? n8 : n8 + 4, (long long)bs,
              strncmp(q8, "fp8_", 4) ? q8 : q8 + 4, style ? " neox" : "",
              (flags & F_ALIAS) ? " nope in place" : "", (flags & F_QVIEW) ? " q_pe view" : "",
-             (flags & F_BIG) ? " L512" : "");
+             (flags & F_BIG) ? " L512" : "", T ? "" : " keys only");
     conf_push(b, &c);
 }
 
