@@ -320,6 +320,14 @@ static void run_backend(mla_backend b)
         printf("%s: not run (%s)\n", mla_backend_name(b), mla_status_name(st));
         return;
     }
+    const char *why = NULL;
+    mla_variant v = {MLA_OP_ROPE_CACHE, MLA_DTYPE_BF16, MLA_DTYPE_BF16, 0, 0, BS, T, 0};
+    if (mla_supports(ctx, &v, &why) != MLA_OK) {
+        printf("%s: not run (the backend has no %s: %s)\n", mla_backend_name(b),
+               mla_op_name(v.op), why);
+        mla_context_destroy(ctx);
+        return;
+    }
     static const char *const configs[] = {"test-tiny", "test-tiny-noq"};
     for (int ci = 0; ci < 2; ++ci) {
         model m;
