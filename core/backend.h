@@ -114,6 +114,25 @@ typedef struct mla_rope_cache_op_args {
     mla_tensor k_pe_out; /* [Tk, R]; data NULL when not wanted */
 } mla_rope_cache_op_args;
 
+/* ---- MXFP4 GEMM path (include/mla/mla_mxfp4.h) ---- */
+
+typedef struct mla_mxfp4_gemm_args {
+    mla_tensor x;            /* a16wfp4: [B, M, K] float; a4w4: unused */
+    mla_mxfp4_operand xq;    /* a4w4: quantized activations [B, M, K/2] */
+    mla_mxfp4_operand w;     /* [B, N, K/2] */
+    mla_tensor y;            /* [B, M, N] */
+    int32_t prequant;        /* a16wfp4: quantize x by rule first */
+    mla_mxfp4_rule rule;
+    int64_t B, M, N, K;
+} mla_mxfp4_gemm_args;
+
+typedef struct mla_flatten_quant_args {
+    mla_tensor x;      /* [T, H, v] */
+    mla_tensor codes;  /* [T, H*v/2] FP4X2 or [T, H*v] fp8 */
+    mla_tensor scales; /* [T, H*v/32] e8m0 or [T, H*v/128] F32 */
+    mla_mxfp4_rule rule;
+} mla_flatten_quant_args;
+
 typedef struct mla_backend_ops {
     const char *name;
     mla_backend backend;
@@ -149,6 +168,11 @@ typedef struct mla_backend_ops {
     mla_status (*cache_write)(mla_context *ctx, const mla_cache_write_args *a);
     mla_status (*cache_gather)(mla_context *ctx, const mla_cache_gather_args *a);
     mla_status (*rope_cache)(mla_context *ctx, const mla_rope_cache_op_args *a);
+
+    mla_status (*gemm_a16wfp4)(mla_context *ctx, const mla_mxfp4_gemm_args *a);
+    mla_status (*gemm_a4w4)(mla_context *ctx, const mla_mxfp4_gemm_args *a);
+    mla_status (*flatten_mxfp4_quant)(mla_context *ctx, const mla_flatten_quant_args *a);
+    mla_status (*flatten_fp8_quant)(mla_context *ctx, const mla_flatten_quant_args *a);
 } mla_backend_ops;
 
 struct mla_context {

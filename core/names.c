@@ -65,7 +65,8 @@ const char *mla_op_name(mla_op op)
     static const char *const names[MLA_OP_COUNT] = {
         "convert",      "mxfp4_quant",  "mxfp4_dequant", "fp8_group_quant", "fp8_group_dequant",
         "rmsnorm",      "qk_rmsnorm",   "rope",          "linear",          "batched_gemm",
-        "cache_write",  "cache_gather", "rope_cache",
+        "cache_write",  "cache_gather", "rope_cache",    "gemm_a16wfp4",    "gemm_a4w4",
+        "flatten_mxfp4_quant", "flatten_fp8_quant",
     };
     return NAME_OF(names, op, MLA_OP_COUNT);
 }

@@ -255,6 +255,10 @@ typedef enum mla_op {
     MLA_OP_CACHE_WRITE = 10,
     MLA_OP_CACHE_GATHER = 11,
     MLA_OP_ROPE_CACHE = 12, /* fused RoPE + concat + cache write */
+    MLA_OP_GEMM_A16WFP4 = 13,
+    MLA_OP_GEMM_A4W4 = 14,
+    MLA_OP_FLATTEN_MXFP4_QUANT = 15,
+    MLA_OP_FLATTEN_FP8_QUANT = 16,
     MLA_OP_COUNT
 } mla_op;
 
@@ -335,5 +339,6 @@ MLA_API mla_status mla_gpu_name(int device, char *buf, size_t len);
 #endif
 
 #include "mla/mla_prepare.h"
+#include "mla/mla_mxfp4.h"
 
 #endif /* MLA_MLA_H */
