@@ -25,6 +25,8 @@ int cmd_conformance(int argc, char **argv);
 void usage_conformance(FILE *out);
 int cmd_op(int argc, char **argv);
 void usage_op(FILE *out);
+int cmd_bench(int argc, char **argv);
+void usage_bench(FILE *out);
 int cmd_plan(int argc, char **argv);
 void usage_plan(FILE *out);
 

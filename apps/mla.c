@@ -13,6 +13,8 @@ static const mla_cmd commands[] = {
     {"conformance", "check backends against the reference and the golden vectors",
      cmd_conformance, usage_conformance},
     {"op", "run one op on .npy files", cmd_op, usage_op},
+    {"bench", "benchmarks: prepare-path ops and the ceilings they are judged by", cmd_bench,
+     usage_bench},
     {"plan", "a config's shapes, RoPE site and per-stage kernels on a target", cmd_plan,
      usage_plan},
     {"help", "this text, or a command's usage", cmd_help, usage_help},

@@ -1,0 +1,88 @@
+/* The two ceilings every benchmark figure is divided by, measured in the
+ * same run as the figures (docs/PERFORMANCE.md):
+ *
+ *  copy bandwidth  bytes read + bytes written per second, in the context's
+ *                  own memory. Host: OpenMP memcpy, each thread its slice,
+ *                  over a buffer several times the last-level cache. Device:
+ *                  mla_memcpy CONTEXT_TO_CONTEXT of a 1 GiB buffer.
+ *  matmul rate     Host: cblas_sgemm (OpenBLAS, f32) at M = 128..1024,
+ *                  N = 7168, K = 1536, x @ W^T as mla_linear computes it; the
+ *                  best rate. Without OpenBLAS, the library's own mla_linear
+ *                  (x f32, W bf16, y f32) stands in and is labelled so.
+ *                  Device: a side measurement passed in (the PyTorch peer's
+ *                  large bf16 matmul, same job), else the library's own bf16
+ *                  mla_linear, labelled as a stand-in; bench_prepare falls
+ *                  back to the best GEMM rate of its own table when neither
+ *                  exists, labelled again. */
+#ifndef MLA_BENCH_CEILINGS_H
+#define MLA_BENCH_CEILINGS_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "bench/bench_util.h"
+#include "mla/mla.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum bench_mm_source {
+    BENCH_MM_NONE = 0,    /* not measured */
+    BENCH_MM_BLAS = 1,    /* cblas_sgemm: a real ceiling for f32 on this host */
+    BENCH_MM_GIVEN = 2,   /* side measurement passed on the command line */
+    BENCH_MM_LIBRARY = 3, /* the library's own GEMM: a stand-in, not a hardware ceiling */
+    BENCH_MM_TABLE = 4,   /* best GEMM rate of the bench's own table: a stand-in */
+} bench_mm_source;
+
+typedef struct bench_gemm_point {
+    int64_t M, N, K;
+    double seconds; /* median */
+    double gflops;  /* 0: skipped or failed */
+    const char *note;
+} bench_gemm_point;
+
+#define BENCH_MAX_GEMM_POINTS 8
+
+typedef struct bench_ceilings {
+    double copy_gbs;     /* (read + written bytes) / s / 1e9; 0 when not measured */
+    double copy_seconds; /* median of one copy */
+    int64_t copy_bytes;  /* size of the source (and of the destination) */
+    int copy_threads;    /* host: OpenMP threads; device: 0 */
+    int copy_reps;
+    char copy_how[256];
+
+    double matmul_gflops; /* 0 when not measured */
+    bench_mm_source matmul_source;
+    char matmul_how[256];
+    bench_gemm_point mm[BENCH_MAX_GEMM_POINTS];
+    int n_mm;
+} bench_ceilings;
+
+typedef struct bench_ceiling_options {
+    int threads;           /* host copy and BLAS threads; 0 = the default */
+    int64_t copy_bytes;    /* 0 = default (host: max(8 x LLC, 256 MiB); device: 1 GiB) */
+    int reps;              /* samples per measurement; 0 = default (7) */
+    double max_call_s;     /* stand-in GEMM shapes predicted slower than this are skipped */
+    double given_gflops;   /* > 0: a side measurement of the matmul ceiling */
+    const char *given_how; /* its label */
+    int skip_matmul;       /* 1: copy only */
+} bench_ceiling_options;
+
+void bench_ceiling_options_default(bench_ceiling_options *o);
+
+/* Measures both ceilings on ctx's memory and units. Unmeasurable parts are
+ * left 0 with the reason in *_how; returns 0, or -1 when nothing could be
+ * allocated at all. Progress lines go to log (may be NULL). */
+int bench_measure_ceilings(mla_context *ctx, const bench_ceiling_options *o, bench_ceilings *c,
+                           FILE *log);
+
+void bench_print_ceilings(FILE *out, const bench_ceilings *c);
+/* Writes "ceilings": {...} into an open JSON object. */
+void bench_json_ceilings(bench_json *j, const bench_ceilings *c);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

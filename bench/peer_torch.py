@@ -1,0 +1,559 @@
+#!/usr/bin/env python3
+"""The PyTorch peer of `mla bench prepare`.
+
+The same prepare-path ops on the same shapes, written the way a PyTorch
+model writes them (eager mode, no custom kernels): linear via F.linear
+(torch.matmul), the W_kc absorb via torch.bmm, RMSNorm in fp32 math, RoPE
+(GPT-J interleaved pairs) from cos/sin tables gathered by position, the
+latent cache write via index_copy_, and the whole prepare composed from
+them (q_a and kv_a as one GEMM on the concatenated weight, as SGLang does).
+
+It prints the same table as `mla bench prepare` (same rows, same byte and
+FLOP counts, same ratio rules) with its own ceilings measured in the same
+job: a large device-to-device copy (read + write counted) and a large bf16
+matmul. So on the GPU machine the ceilings, the peer and our bench all come
+from one job (bench/run_gpu.sh).
+
+  python3 bench/peer_torch.py [--device cuda|cpu] [--tokens 1,16,128,1024]
+                              [--reps N] [--ops LIST] [--json FILE]
+  python3 bench/peer_torch.py --compare OURS.json PEER.json
+
+--compare prints the two JSON files side by side (ours / peer time).
+Timing: CUDA events around a batch of calls, median of the samples after
+warm-up; inputs rotate among several sets so that the weights come from
+memory rather than L2 (as in the C bench). Needs torch; numpy is not used.
+"""
+import argparse
+import json
+import math
+import os
+import sys
+import time
+
+CONFIGS = {
+    # name: hidden, H, q_lora, L, nope, R, v, eps, max_pos, rope base, factor,
+    #       beta_fast, beta_slow, original_max_pos, mscale, mscale_all_dim
+    "DeepSeek-V3": dict(hidden=7168, H=128, q_lora=1536, L=512, nope=128, R=64, v=128,
+                        eps=1e-6, max_pos=163840, base=10000.0, factor=40.0, beta_fast=32.0,
+                        beta_slow=1.0, orig=4096, mscale=1.0, mscale_all_dim=1.0),
+    "DeepSeek-V3.2": dict(hidden=7168, H=128, q_lora=1536, L=512, nope=128, R=64, v=128,
+                          eps=1e-6, max_pos=163840, base=10000.0, factor=40.0, beta_fast=32.0,
+                          beta_slow=1.0, orig=4096, mscale=1.0, mscale_all_dim=1.0),
+    "Kimi-K2": dict(hidden=7168, H=64, q_lora=1536, L=512, nope=128, R=64, v=128, eps=1e-6,
+                    max_pos=131072, base=50000.0, factor=32.0, beta_fast=1.0, beta_slow=1.0,
+                    orig=4096, mscale=1.0, mscale_all_dim=1.0),
+}
+
+# (case, op, variant, is_gemm, is_whole): the C bench's rows, in its order
+CASES = [
+    ("q_a", "q_a_proj", "bf16", 1, 0),
+    ("q_a_fp8", "q_a_proj", "fp8 block", 1, 0),
+    ("kv_a", "kv_a_proj", "bf16", 1, 0),
+    ("kv_a_fp8", "kv_a_proj", "fp8 block", 1, 0),
+    ("q_b", "q_b_proj", "bf16", 1, 0),
+    ("q_b_fp8", "q_b_proj", "fp8 block", 1, 0),
+    ("absorb", "absorb", "bf16", 1, 0),
+    ("qk_norm", "qk_rmsnorm", "bf16", 0, 0),
+    ("rope_q", "rope_q", "bf16", 0, 0),
+    ("rope_k", "rope_k", "bf16->f32", 0, 0),
+    ("cache_bf16", "cache_write", "NORMAL bf16", 0, 0),
+    ("cache_fp8", "cache_write", "NORMAL fp8", 0, 0),
+    ("rope_cache", "rope_cache", "NORMAL bf16", 0, 0),
+    ("prepare", "prepare", "bf16", 0, 1),
+]
+
+BLOCK_SIZE = 64
+MIB = 1 << 20
+
+
+def cdiv(a, b):
+    return (a + b - 1) // b
+
+
+def linear_shape(c, case):
+    if case.startswith("q_a"):
+        return c["q_lora"], c["hidden"]
+    if case.startswith("kv_a"):
+        return c["L"] + c["R"], c["hidden"]
+    return c["H"] * (c["nope"] + c["R"]), c["q_lora"]
+
+
+def counts(c, case, T):
+    """Bytes (each input read once + each output written once), weight bytes,
+    FLOPs: the formulas of bench/bench_prepare.c counts(), term for term."""
+    Hd, H, Q, L, R, n = c["hidden"], c["H"], c["q_lora"], c["L"], c["R"], c["nope"]
+    qk = n + R
+    table = 2 * T * (R // 2) * 4
+    if case in ("q_a", "q_a_fp8", "kv_a", "kv_a_fp8", "q_b", "q_b_fp8"):
+        N, K = linear_shape(c, case)
+        w = N * K + 4 * cdiv(N, 128) * cdiv(K, 128) if case.endswith("fp8") else 2 * N * K
+        return 2 * T * K + w + 2 * T * N, w, 2.0 * T * N * K
+    if case == "absorb":
+        w = 2 * H * n * L
+        return 2 * H * T * n + w + 2 * H * T * L, w, 2.0 * H * T * n * L
+    if case == "qk_norm":
+        w = 2 * (Q + L)
+        return 2 * T * Q + 2 * T * L + w + 2 * T * Q + 2 * T * L, w, 4.0 * T * (Q + L)
+    if case == "rope_q":
+        return 2 * T * H * R + 8 * T + table + 2 * T * H * R, 0, 6.0 * T * H * (R // 2)
+    if case == "rope_k":
+        return 2 * T * R + 8 * T + table + 4 * T * R, 0, 6.0 * T * (R // 2)
+    if case == "cache_bf16":
+        return 2 * T * L + 2 * T * R + 8 * T + 2 * T * (L + R), 0, 0.0
+    if case == "cache_fp8":
+        return 2 * T * L + 2 * T * R + 8 * T + T * (L + R), 0, float(T * (L + R))
+    if case == "rope_cache":
+        b = (2 * T * H * L + 2 * T * H * R + 2 * T * L + 2 * T * R + 8 * T + 8 * T + table
+             + 2 * T * H * (L + R) + 2 * T * (L + R))
+        return b, 0, 6.0 * T * (H + 1) * (R // 2)
+    if case == "prepare":
+        w = 2 * Q * Hd + 2 * (L + R) * Hd + 2 * H * qk * Q + 2 * H * n * L
+        b = (2 * T * Hd + w + 2 * (Q + L) + 8 * T + 8 * T + table + 2 * T * H * (L + R)
+             + 2 * T * (L + R))
+        f = (2.0 * T * Hd * (Q + L + R) + 2.0 * T * Q * (H * qk) + 2.0 * T * H * n * L
+             + 4.0 * T * (Q + L) + 6.0 * T * (H + 1) * (R // 2))
+        return b, w, f
+    raise ValueError(case)
+
+
+def shape_name(c, case):
+    H, L, R, n = c["H"], c["L"], c["R"], c["nope"]
+    if case in ("q_a", "q_a_fp8", "kv_a", "kv_a_fp8", "q_b", "q_b_fp8"):
+        N, K = linear_shape(c, case)
+        return "W [%d, %d]" % (N, K)
+    return {"absorb": "W_kc [%d, %d, %d]" % (H, n, L),
+            "qk_norm": "[T, %d] + [T, %d]" % (c["q_lora"], L),
+            "rope_q": "q_pe [T, %d, %d]" % (H, R),
+            "rope_k": "k_pe [T, %d]" % R,
+            "cache_bf16": "rows [T, %d]" % (L + R),
+            "cache_fp8": "rows [T, %d]" % (L + R),
+            "rope_cache": "q_cat [T, %d, %d]" % (H, L + R),
+            "prepare": c["name"]}[case]
+
+
+def rope_tables(torch, c, dev):
+    """cos, sin [max_pos, R/2] f32 with DeepSeek YaRN (spec section 3), float64 math."""
+    R, base, factor = c["R"], c["base"], c["factor"]
+    i = torch.arange(R // 2, dtype=torch.float64)
+    f = base ** (-2.0 * i / R)
+    if factor > 1.0:
+        def corr(r):
+            return R * math.log(c["orig"] / (2 * math.pi * r)) / (2 * math.log(base))
+        low = max(math.floor(corr(c["beta_fast"])), 0)
+        high = min(math.ceil(corr(c["beta_slow"])), R - 1)
+        if low == high:
+            high += 0.001
+        ramp = ((i - low) / (high - low)).clamp(0, 1)
+        f = f / factor * ramp + f * (1 - ramp)
+
+    def m(s, k):
+        return 1.0 if s <= 1.0 else 0.1 * k * math.log(s) + 1.0
+    ms = m(factor, c["mscale"]) / m(factor, c["mscale_all_dim"])
+    ang = torch.arange(c["max_pos"], dtype=torch.float64)[:, None] * f[None, :]
+    return ((ang.cos() * ms).float().to(dev), (ang.sin() * ms).float().to(dev))
+
+
+class Timer:
+    def __init__(self, torch, dev):
+        self.torch, self.cuda = torch, dev.type == "cuda"
+
+    def sync(self):
+        if self.cuda:
+            self.torch.cuda.synchronize()
+
+    def batch(self, fn, k):
+        """Seconds per call over a batch of k calls (CUDA events on a GPU)."""
+        if self.cuda:
+            torch = self.torch
+            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            e0.record()
+            for _ in range(k):
+                fn()
+            e1.record()
+            e1.synchronize()
+            return e0.elapsed_time(e1) * 1e-3 / k
+        t0 = time.perf_counter()
+        for _ in range(k):
+            fn()
+        return (time.perf_counter() - t0) / k
+
+
+def median(v):
+    v = sorted(v)
+    n = len(v)
+    return 0.0 if n == 0 else (v[n // 2] if n % 2 else 0.5 * (v[n // 2 - 1] + v[n // 2]))
+
+
+def measure_ceilings(torch, dev, timer, args):
+    out = {}
+    cuda = dev.type == "cuda"
+    nbytes = (args.copy_mib or (1024 if cuda else 256)) * MIB
+    src = torch.randint(0, 255, (nbytes,), dtype=torch.uint8, device=dev)
+    dst = torch.randint(0, 255, (nbytes,), dtype=torch.uint8, device=dev)
+    k = 10 if cuda else 1
+    for _ in range(2):
+        dst.copy_(src)
+    timer.sync()
+    t = median([timer.batch(lambda: dst.copy_(src), k) for _ in range(7)])
+    out["copy_gbs"] = 2.0 * nbytes / t / 1e9
+    out["copy_how"] = "torch copy_ %s, 2 x %d MiB, read + write counted" % (dev.type, nbytes // MIB)
+    del src, dst
+    # matmul: bf16 on a GPU (tensor cores); bf16 and f32 on a CPU; the C bench's
+    # shapes, and a big square on a GPU
+    dts = [torch.bfloat16] if cuda else [torch.float32, torch.bfloat16]
+    shapes = [(128, 7168, 1536), (1024, 7168, 1536)] + ([(8192, 8192, 8192)] if cuda else [])
+    best, points = 0.0, []
+    for dt in dts:
+        for (M, N, K) in shapes:
+            a = torch.randn(M, K, device=dev).to(dt)
+            b = torch.randn(N, K, device=dev).to(dt)
+            fn = lambda: torch.nn.functional.linear(a, b)  # noqa: E731
+            for _ in range(3):
+                fn()
+            timer.sync()
+            kk = 5 if cuda else 1
+            t = median([timer.batch(fn, kk) for _ in range(5 if cuda else 3)])
+            g = 2.0 * M * N * K / t / 1e9
+            points.append(dict(M=M, N=N, K=K, dtype=str(dt).replace("torch.", ""), seconds=t,
+                               gflops=g))
+            best = max(best, g)
+    out["matmul_gflops"] = best
+    out["matmul_how"] = "torch F.linear %s on %s, best of %s" % (
+        "/".join(str(d).replace("torch.", "") for d in dts), dev.type,
+        ", ".join("%dx%dx%d" % s for s in shapes))
+    out["matmul_points"] = points
+    return out
+
+
+def make_case(torch, dev, c, case, T, nsets, tabs, gen):
+    """Returns (fn(i), note) running the case on input set i; None when the
+    torch build cannot do it (no float8)."""
+    F = torch.nn.functional
+    bf = torch.bfloat16
+    H, L, R, n, v, Q, Hd = c["H"], c["L"], c["R"], c["nope"], c["v"], c["q_lora"], c["hidden"]
+    qk, D, eps = n + R, L + R, c["eps"]
+    cos, sin = tabs
+    has_fp8 = hasattr(torch, "float8_e4m3fn")
+
+    def act(*shape):
+        return (torch.randn(*shape, device=dev, generator=gen) * 0.5).to(bf)
+
+    def weight(*shape):
+        return (torch.randn(*shape, device=dev, generator=gen) * 0.02).to(bf)
+
+    def normw(d):
+        return (torch.rand(d, device=dev, generator=gen) + 0.5).to(bf)
+
+    p0 = int(torch.randint(0, c["max_pos"] - T, (1,), generator=gen, device=dev).item()) \
+        if c["max_pos"] > T else 0
+    pos = (torch.arange(T, device=dev, dtype=torch.int64) + p0) % c["max_pos"]
+    nb = 2 * cdiv(T, BLOCK_SIZE)
+    perm = torch.randperm(nb, device=dev, generator=gen)
+    t_idx = torch.arange(T, device=dev, dtype=torch.int64)
+    slots = perm[t_idx // BLOCK_SIZE] * BLOCK_SIZE + t_idx % BLOCK_SIZE
+
+    def rms(x, w):
+        xf = x.float()
+        return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * w.float()).to(bf)
+
+    def rope(x, p):
+        """Interleaved pairs (x[2i], x[2i+1]); fp32 math; x [T, ..., R]."""
+        cs, sn = cos[p], sin[p]
+        shp = (x.shape[0],) + (1,) * (x.dim() - 2) + (R // 2,)
+        cs, sn = cs.view(shp), sn.view(shp)
+        xf = x.float().unflatten(-1, (R // 2, 2))
+        a, b = xf[..., 0], xf[..., 1]
+        return torch.stack((a * cs - b * sn, a * sn + b * cs), -1).flatten(-2)
+
+    def fp8_block(N, K):
+        """e4m3fn codes and [ceil(N/128), ceil(K/128)] f32 scales; the peer
+        dequantizes to bf16 and runs the bf16 GEMM (plain PyTorch has no
+        block-scaled fp8 GEMM)."""
+        w = torch.randn(N, K, device=dev, generator=gen) * 8.0
+        sc = torch.rand(cdiv(N, 128), cdiv(K, 128), device=dev, generator=gen) * 1e-3 + 1e-3
+        return w.clamp(-448, 448).to(torch.float8_e4m3fn), sc
+
+    def dequant(w8, sc, N, K):
+        s = sc.repeat_interleave(128, 0)[:N].repeat_interleave(128, 1)[:, :K]
+        return (w8.to(torch.float32) * s).to(bf)
+
+    sets = []
+    if case in ("q_a", "kv_a", "q_b", "q_a_fp8", "kv_a_fp8", "q_b_fp8"):
+        N, K = linear_shape(c, case)
+        fp8 = case.endswith("fp8")
+        if fp8 and not has_fp8:
+            return None, "this torch has no float8_e4m3fn"
+        for _ in range(nsets):
+            x = act(T, K)
+            if fp8:
+                w8, sc = fp8_block(N, K)
+                sets.append((x, w8, sc))
+            else:
+                sets.append((x, weight(N, K)))
+        if fp8:
+            return (lambda i: F.linear(sets[i][0], dequant(sets[i][1], sets[i][2], N, K))), \
+                "dequant to bf16 + F.linear"
+        return (lambda i: F.linear(sets[i][0], sets[i][1])), "F.linear"
+    if case == "absorb":
+        for _ in range(nsets):
+            q = act(T, H, qk)
+            kvb = weight(H * (n + v), L)
+            sets.append((q[:, :, :n].transpose(0, 1), kvb.view(H, n + v, L)[:, :n, :]))
+        return (lambda i: torch.bmm(sets[i][0], sets[i][1])), "torch.bmm on strided views"
+    if case == "qk_norm":
+        for _ in range(nsets):
+            sets.append((act(T, Q), act(T, D)[:, :L], normw(Q), normw(L)))
+
+        def fn(i):
+            q, kv, qw, kw = sets[i]
+            return rms(q, qw), rms(kv, kw)
+        return fn, "fp32 RMSNorm x2"
+    if case == "rope_q":
+        for _ in range(nsets):
+            q = act(T, H, qk)
+            qcat = act(T, H, D)
+            sets.append((q[:, :, n:], qcat[:, :, L:]))
+
+        def fn(i):
+            x, y = sets[i]
+            y.copy_(rope(x, pos))
+        return fn, "gather cos/sin, fp32, copy into q_cat"
+    if case == "rope_k":
+        for _ in range(nsets):
+            sets.append((act(T, D)[:, L:],))
+        return (lambda i: rope(sets[i][0], pos)), "gather cos/sin, fp32 out"
+    if case in ("cache_bf16", "cache_fp8"):
+        fp8 = case == "cache_fp8"
+        if fp8 and not has_fp8:
+            return None, "this torch has no float8_e4m3fn"
+        for _ in range(nsets):
+            kv = act(T, D)
+            cache = torch.empty(nb * BLOCK_SIZE, D, device=dev,
+                                dtype=torch.uint8 if fp8 else bf)
+            sets.append((kv[:, :L], kv[:, L:], cache))
+        if fp8:
+            def fn(i):
+                kn, kp, cache = sets[i]
+                rows = (torch.cat((kn, kp), -1).float() / 0.0625).clamp(-448, 448)
+                cache.index_copy_(0, slots, rows.to(torch.float8_e4m3fn).view(torch.uint8))
+            return fn, "cat, scale, to float8, index_copy_"
+
+        def fn(i):
+            kn, kp, cache = sets[i]
+            cache.index_copy_(0, slots, torch.cat((kn, kp), -1))
+        return fn, "cat + index_copy_"
+    if case == "rope_cache":
+        for _ in range(nsets):
+            q = act(T, H, qk)
+            kv = act(T, D)
+            sets.append((act(T, H, L), q[:, :, n:], kv[:, :L], kv[:, L:],
+                         torch.empty(T, H, D, device=dev, dtype=bf),
+                         torch.empty(nb * BLOCK_SIZE, D, device=dev, dtype=bf)))
+
+        def fn(i):
+            qn, qp, kn, kp, qcat, cache = sets[i]
+            qcat[:, :, :L].copy_(qn)
+            qcat[:, :, L:].copy_(rope(qp, pos))
+            cache.index_copy_(0, slots, torch.cat((kn, rope(kp, pos).to(bf)), -1))
+        return fn, "copy, rope, cat + index_copy_"
+    if case == "prepare":
+        for _ in range(nsets):
+            w_qkv_a = torch.cat((weight(Q, Hd), weight(D, Hd)), 0)  # fused q_a + kv_a
+            kvb = weight(H * (n + v), L)
+            sets.append((act(T, Hd), w_qkv_a, normw(Q), normw(L), weight(H * qk, Q),
+                         kvb.view(H, n + v, L)[:, :n, :],
+                         torch.empty(T, H, D, device=dev, dtype=bf),
+                         torch.empty(nb * BLOCK_SIZE, D, device=dev, dtype=bf)))
+
+        def fn(i):
+            x, wqkv, qw, kw, wqb, wkc, qcat, cache = sets[i]
+            lat = F.linear(x, wqkv)
+            q_lat, kv_lat = lat[:, :Q], lat[:, Q:]
+            q_lat = rms(q_lat, qw)
+            k_nope = rms(kv_lat[:, :L], kw)
+            q = F.linear(q_lat, wqb).view(T, H, qk)
+            qcat[:, :, :L].copy_(torch.bmm(q[:, :, :n].transpose(0, 1), wkc).transpose(0, 1))
+            qcat[:, :, L:].copy_(rope(q[:, :, n:], pos))
+            cache.index_copy_(0, slots, torch.cat((k_nope, rope(kv_lat[:, L:], pos).to(bf)), -1))
+        return fn, "eager composition (fused q_a+kv_a GEMM)"
+    raise ValueError(case)
+
+
+def judge(rows, ceil):
+    bw = ceil.get("copy_gbs", 0.0) * 1e9
+    mm = ceil.get("matmul_gflops", 0.0) * 1e9
+    for r in rows:
+        r["basis"], r["ratio"] = "", None
+        if r["status"] != "ok" or not r["median_s"]:
+            continue
+        t = r["median_s"]
+        r["gbs"] = r["bytes"] / t / 1e9
+        r["gflops"] = r["flops"] / t / 1e9
+        if r["is_whole"] or (r["is_gemm"] and 16 < r["T"] < 128):
+            fl = max(r["bytes"] / bw if bw else 0.0, r["flops"] / mm if mm else 0.0)
+            r["basis"], r["ratio"] = "roofline", (fl / t if fl else None)
+        elif r["is_gemm"] and r["T"] >= 128:
+            r["basis"], r["ratio"] = "matmul", (r["flops"] / t / mm if mm else None)
+        elif r["is_gemm"]:
+            r["basis"], r["ratio"] = "weight BW", (r["weight_bytes"] / t / bw if bw else None)
+        else:
+            r["basis"], r["ratio"] = "copy BW", (r["bytes"] / t / bw if bw else None)
+
+
+def print_table(rows, out=sys.stdout):
+    out.write("%-11s %-20s %-11s %5s %12s %12s %9s %9s %5s  %s\n" % (
+        "op", "shape", "variant", "T", "median_us", "min_us", "GB/s", "GFLOP/s", "reps",
+        "vs ceiling"))
+    prev = None
+    for r in rows:
+        if prev is not None and prev != r["op"]:
+            out.write("\n")
+        prev = r["op"]
+        out.write("%-11s %-20s %-11s %5d " % (r["op"], r["shape"], r["variant"], r["T"]))
+        if r["status"] != "ok":
+            out.write("%s\n" % r["note"])
+            continue
+        out.write("%12.1f %12.1f %9.2f %9.1f %5d  " % (
+            1e6 * r["median_s"], 1e6 * r["min_s"], r["gbs"], r["gflops"], r["reps"]))
+        out.write(("%5.1f%% %s\n" % (100 * r["ratio"], r["basis"])) if r["ratio"] is not None
+                  else ("  n/a %s\n" % r["basis"]))
+
+
+def compare(ours_path, peer_path):
+    ours, peer = json.load(open(ours_path)), json.load(open(peer_path))
+    pr = {(r["op"], r["variant"], r["T"]): r for r in peer["rows"]}
+    oc, pc = ours.get("ceilings", {}), peer.get("ceilings", {})
+    print("side by side: ours (%s, %s) vs PyTorch peer (%s)" % (
+        ours.get("backend"), ours.get("device"), peer.get("device")))
+    print("  copy ceiling  : ours %.1f GB/s, peer %.1f GB/s" % (
+        oc.get("copy_gbs") or 0, pc.get("copy_gbs") or 0))
+    print("  matmul ceiling: ours %.1f GFLOP/s (%s), peer %.1f GFLOP/s (%s)" % (
+        oc.get("matmul_gflops") or 0, oc.get("matmul_source", ""),
+        pc.get("matmul_gflops") or 0, pc.get("matmul_how", "")))
+    print("%-11s %-11s %5s %12s %12s %9s %8s %8s" % (
+        "op", "variant", "T", "ours_us", "peer_us", "peer/ours", "ours%", "peer%"))
+    for r in ours["rows"]:
+        p = pr.get((r["op"], r["variant"], r["T"]))
+        o_ok = r["status"] == "ok"
+        p_ok = p is not None and p["status"] == "ok"
+        ou = "%12.1f" % (1e6 * r["median_s"]) if o_ok else "%12s" % r["status"]
+        pu = "%12.1f" % (1e6 * p["median_s"]) if p_ok else "%12s" % (p["status"] if p else "-")
+        sp = "%9.2f" % (p["median_s"] / r["median_s"]) if o_ok and p_ok else "%9s" % "-"
+        orat = "%7.1f%%" % (100 * r["ratio"]) if o_ok and r.get("ratio") is not None else "%8s" % "-"
+        prat = "%7.1f%%" % (100 * p["ratio"]) if p_ok and p.get("ratio") is not None else "%8s" % "-"
+        print("%-11s %-11s %5d %s %s %s %s %s" % (r["op"], r["variant"], r["T"], ou, pu, sp,
+                                                  orat, prat))
+    print("peer/ours > 1: the library is faster. Ratios to each side's own ceilings.")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--device", default=None, help="cuda (default when available) or cpu")
+    ap.add_argument("--config", default="DeepSeek-V3", choices=sorted(CONFIGS))
+    ap.add_argument("--tokens", default="1,16,128,1024")
+    ap.add_argument("--ops", default=None, help="comma list of op names (as mla bench)")
+    ap.add_argument("--reps", type=int, default=None, help="samples per row (cuda 20, cpu 5)")
+    ap.add_argument("--warmup", type=int, default=None, help="untimed calls (cuda 5, cpu 1)")
+    ap.add_argument("--rotate-mib", type=int, default=None, help="cuda 256, cpu 128")
+    ap.add_argument("--copy-mib", type=int, default=None)
+    ap.add_argument("--max-call-s", type=float, default=2.0)
+    ap.add_argument("--no-ceilings", action="store_true")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="CPU threads for torch (default: every logical CPU, like mla's context)")
+    ap.add_argument("--seed", type=int, default=0x6d6c61)
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--compare", nargs=2, metavar=("OURS_JSON", "PEER_JSON"))
+    args = ap.parse_args()
+    if args.compare:
+        compare(*args.compare)
+        return 0
+
+    import torch
+    dev = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    cuda = dev.type == "cuda"
+    reps = args.reps or (20 if cuda else 5)
+    warm = args.warmup or (5 if cuda else 1)
+    rotate = (args.rotate_mib or (256 if cuda else 128)) * MIB
+    c = dict(CONFIGS[args.config], name=args.config)
+    tokens = sorted(int(t) for t in args.tokens.split(","))
+    ops = set(args.ops.split(",")) if args.ops else None
+    if not cuda or args.threads:
+        torch.set_num_threads(args.threads or os.cpu_count() or 1)
+    timer = Timer(torch, dev)
+    devname = torch.cuda.get_device_name(dev) if cuda else "host CPU (%d threads)" % (
+        torch.get_num_threads())
+    torch.backends.cuda.matmul.allow_tf32 = False
+    print("peer_torch: torch %s on %s; config %s; tokens %s" % (
+        torch.__version__, devname, args.config, ",".join(map(str, tokens))))
+    sys.stdout.flush()
+    ceil = {} if args.no_ceilings else measure_ceilings(torch, dev, timer, args)
+    gen = torch.Generator(device=dev)
+    gen.manual_seed(args.seed)
+    tabs = rope_tables(torch, c, dev)
+
+    rows, start = [], time.time()
+    for case, op, variant, is_gemm, is_whole in CASES:
+        if ops and op not in ops:
+            continue
+        for T in tokens:
+            b, w, f = counts(c, case, T)
+            r = dict(op=op, variant=variant, shape=shape_name(c, case), T=T, status="ok",
+                     note="", median_s=None, min_s=None, max_s=None, reps=0, batch=0,
+                     input_sets=0, bytes=b, weight_bytes=w, flops=f, is_gemm=is_gemm,
+                     is_whole=is_whole, how="")
+            rows.append(r)
+            nsets = max(1, min(32, cdiv(rotate, max(b, 1))))
+            try:
+                fn, how = make_case(torch, dev, c, case, T, nsets, tabs, gen)
+                r["how"] = how
+                if fn is None:
+                    r["status"], r["note"] = "unsupported", "unsupported: " + how
+                    continue
+                it = [0]
+
+                def call():
+                    fn(it[0] % nsets)
+                    it[0] += 1
+                timer.sync()
+                t_call = timer.batch(call, 1)
+                for _ in range(warm - 1):
+                    t_call = timer.batch(call, 1)
+                if t_call > args.max_call_s:
+                    r["status"], r["note"] = "skipped", "skipped: %.2f s per call" % t_call
+                    continue
+                k = max(1, min(64, math.ceil((5e-4 if cuda else 2e-5) / max(t_call, 1e-8))))
+                n = max(1, min(reps, int(1.0 / max(t_call * k, 1e-9))))
+                ts = [timer.batch(call, k) for _ in range(n)]
+                r.update(median_s=median(ts), min_s=min(ts), max_s=max(ts), reps=n, batch=k,
+                         input_sets=nsets)
+            except Exception as e:  # report, never stop the sweep
+                r["status"], r["note"] = "error", "error: %s: %s" % (type(e).__name__,
+                                                                     str(e).split("\n")[0][:160])
+            finally:
+                if cuda:
+                    torch.cuda.empty_cache()
+            print("  %-11s %-11s T=%-5d %s" % (op, variant, T, (
+                "%.1f us" % (1e6 * r["median_s"])) if r["status"] == "ok" else r["note"]),
+                file=sys.stderr)
+    judge(rows, ceil)
+    print("ceilings (measured in this job)")
+    if ceil:
+        print("  copy bandwidth : %8.1f GB/s    %s" % (ceil["copy_gbs"], ceil["copy_how"]))
+        print("  matmul rate    : %8.1f GFLOP/s %s" % (ceil["matmul_gflops"], ceil["matmul_how"]))
+        for p in ceil["matmul_points"]:
+            print("    M=%-5d N=%-5d K=%-5d %-8s %9.1f GFLOP/s" % (p["M"], p["N"], p["K"],
+                                                                p["dtype"], p["gflops"]))
+    print()
+    print_table(rows)
+    print("\nsweep: %.1f s; torch eager peer; median of the reps after warm-up" % (
+        time.time() - start))
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(dict(bench="peer_torch", torch=torch.__version__, device=devname,
+                           config=args.config, tokens=tokens, ceilings=ceil, rows=rows), fh,
+                      indent=1)
+    return 1 if any(r["status"] == "error" for r in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# One job on the NVIDIA H200 machine: build the HIP backend for sm_90 with
+# nvcc, check it, and benchmark the prepare path next to its PyTorch peer,
+# so that the GPU ceilings, the peer and our numbers all come from one job.
+#
+#   bash bench/run_gpu.sh [STAGE ...]      (default: all stages, in order)
+#
+# Stages: info build conformance peer bench cpu compare
+#   info        nvidia-smi, lscpu, torch version, git commit -> $OUT/machine.txt
+#   build       cmake -G Ninja into build/gpu (kept between calls on a warm machine)
+#   conformance mla conformance --backend hip
+#   peer        python3 bench/peer_torch.py --json $OUT/peer.json (its own copy and
+#               bf16 matmul ceilings, then the same table)
+#   bench       mla bench prepare --backend hip --json $OUT/bench_hip.json, with the
+#               peer's bf16 matmul rate (same job) as the device matmul ceiling
+#   cpu         mla bench prepare --backend cpu on the GPU host's CPU
+#   compare     the side-by-side table: ours vs the peer
+# Each call of the device tool empties $OUT: run the stages that need each
+# other's files (peer -> bench -> compare) in one call. Logs: $OUT/*.log;
+# the summary tables are printed last. Stage time limits keep one call under
+# the tool's 10 minutes: build 420 s, conformance 300 s, peer 240 s,
+# bench 240 s, cpu 120 s (override with RUN_GPU_<STAGE>_S).
+set -u
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/out/gpu}
+mkdir -p "$OUT"
+BUILD=${BUILD_DIR:-build/gpu}
+MLA=$BUILD/apps/mla
+PY=${PYTHON:-python3}
+STAGES=${*:-info build conformance peer bench cpu compare}
+FAILED=""
+
+note() { printf '\n=== %s (%s)\n' "$*" "$(date -u +%H:%M:%S)"; }
+limit() { local v="RUN_GPU_$(echo "$1" | tr a-z A-Z)_S"; echo "${!v:-$2}"; }
+
+stage_info() {
+  {
+    echo "# git"; git rev-parse HEAD 2>/dev/null; git status --short 2>/dev/null | head -20
+    echo "# nvidia-smi"; nvidia-smi 2>&1
+    echo "# nvidia-smi -q (clocks)"; nvidia-smi -q -d CLOCK 2>&1 | head -40
+    echo "# lscpu"; lscpu 2>&1
+    echo "# torch"; $PY -c 'import torch; print(torch.__version__, torch.version.cuda, torch.cuda.get_device_name(0), torch.cuda.get_device_properties(0))' 2>&1
+    echo "# nvcc"; /usr/local/cuda/bin/nvcc --version 2>&1 | tail -2
+    echo "# cmake / ninja / cc"; cmake --version | head -1; ninja --version; cc --version | head -1
+  } > "$OUT/machine.txt" 2>&1
+  grep -m1 "Model name" "$OUT/machine.txt"
+  nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv 2>&1
+}
+
+stage_build() {
+  timeout "$(limit build 420)" cmake -S . -B "$BUILD" -G Ninja -DMLA_HIP=NVIDIA -DMLA_GPU_TARGETS=90 \
+    -DMLA_WITH_SLEEF=OFF -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc > "$OUT/configure.log" 2>&1 \
+    || { tail -30 "$OUT/configure.log"; return 1; }
+  timeout "$(limit build 420)" cmake --build "$BUILD" > "$OUT/build.log" 2>&1 \
+    || { grep -E "error|Error" "$OUT/build.log" | head -40; tail -20 "$OUT/build.log"; return 1; }
+  tail -1 "$OUT/build.log"
+  "$MLA" info | tee "$OUT/info.txt"
+}
+
+stage_conformance() {
+  timeout "$(limit conformance 300)" "$MLA" conformance --backend hip --require-device > "$OUT/conformance_hip.log" 2>&1
+  local rc=$?
+  tail -25 "$OUT/conformance_hip.log"
+  return $rc
+}
+
+stage_peer() {
+  timeout "$(limit peer 240)" $PY bench/peer_torch.py --json "$OUT/peer.json" \
+    > "$OUT/peer.log" 2> "$OUT/peer.err"
+  local rc=$?
+  tail -5 "$OUT/peer.err"
+  return $rc
+}
+
+stage_bench() {
+  local mm="" src=""
+  if [ -f "$OUT/peer.json" ]; then
+    mm=$($PY -c "import json,sys; print(json.load(open(sys.argv[1]))['ceilings']['matmul_gflops'])" "$OUT/peer.json" 2>/dev/null)
+    src="torch bf16 F.linear, best of 128x7168x1536, 1024x7168x1536, 8192x8192x8192 (peer_torch.py, this job)"
+  fi
+  local args=(bench prepare --backend hip --json "$OUT/bench_hip.json")
+  [ -n "$mm" ] && args+=(--matmul-gflops "$mm" --matmul-source "$src")
+  timeout "$(limit bench 240)" "$MLA" "${args[@]}" > "$OUT/bench_hip.log" 2> "$OUT/bench_hip.err"
+  local rc=$?
+  tail -5 "$OUT/bench_hip.err"
+  return $rc
+}
+
+stage_cpu() {
+  timeout "$(limit cpu 120)" "$MLA" bench prepare --backend cpu --json "$OUT/bench_cpu.json" \
+    > "$OUT/bench_cpu.log" 2> "$OUT/bench_cpu.err"
+  local rc=$?
+  tail -3 "$OUT/bench_cpu.err"
+  return $rc
+}
+
+stage_compare() {
+  [ -f "$OUT/bench_hip.json" ] && [ -f "$OUT/peer.json" ] || { echo "compare: needs bench_hip.json and peer.json from this call"; return 1; }
+  $PY bench/peer_torch.py --compare "$OUT/bench_hip.json" "$OUT/peer.json" > "$OUT/side_by_side.txt" 2>&1
+}
+
+for s in $STAGES; do
+  note "$s"
+  if ! "stage_$s"; then
+    echo "stage $s FAILED (see $OUT)"
+    FAILED="$FAILED $s"
+    [ "$s" = build ] && break
+  fi
+done
+
+# The tables last: the device tool returns only the end of the output (the
+# full logs and JSON files come back under $OUT).
+for f in bench_cpu.log peer.log; do
+  [ -f "$OUT/$f" ] && { note "$f (head; full table in \$OUT/$f)"; head -14 "$OUT/$f"; }
+done
+for f in bench_hip.log side_by_side.txt; do
+  [ -f "$OUT/$f" ] && { note "$f"; cat "$OUT/$f"; }
+done
+note "done; failed stages:${FAILED:- none}"
+[ -z "$FAILED" ]
