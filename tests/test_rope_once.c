@@ -282,6 +282,59 @@ static mla_rope_site prepare_at(mla_context *ctx, const model *m, int site, uint
     return used;
 }
 
+/* Bad input to mla_prepare is refused before any stage runs: q_cat and the
+ * cache stay as they were. */
+static void prepare_refuses_bad_input(mla_context *ctx, const model *m)
+{
+    const mla_model_config *c = &m->cfg;
+    mla_plan_options o;
+    mla_plan_options_default(mla_context_target(ctx), &o);
+    mla_plan *plan = NULL;
+    CHECK_STATUS(mla_plan_create(c, &o, &plan), MLA_OK);
+    if (!plan)
+        return;
+    mla_cache_desc d = {MLA_CACHE_NORMAL, MLA_DTYPE_BF16, NB, BS, c->kv_lora, c->rope, 1.0f};
+    int64_t bb = 0, ws = 0;
+    mla_cache_block_bytes(&d, &bb);
+    mla_prepare_workspace_bytes(plan, T, MLA_DTYPE_BF16, &ws);
+    buf cache = upload(ctx, MLA_DTYPE_U8, 2, (int64_t[]){NB, bb}, NULL);
+    buf q = upload(ctx, MLA_DTYPE_BF16, 3, (int64_t[]){T, c->heads, c->kv_lora + c->rope}, NULL);
+    buf work = upload(ctx, MLA_DTYPE_U8, 1, (int64_t[]){ws}, NULL);
+    mla_memset(ctx, cache.t.data, 0x5A, cache.bytes);
+    mla_memset(ctx, q.t.data, 0x5A, q.bytes);
+    int64_t bad_pos[T], bad_slot[T];
+    memcpy(bad_pos, m->hpos, sizeof bad_pos);
+    memcpy(bad_slot, m->hslot, sizeof bad_slot);
+    bad_pos[T - 1] = c->max_pos; /* one past the table */
+    bad_slot[T - 1] = NB * BS;   /* one past the cache */
+    buf bp = upload(ctx, MLA_DTYPE_I64, 1, (int64_t[]){T}, bad_pos);
+    buf bsl = upload(ctx, MLA_DTYPE_I64, 1, (int64_t[]){T}, bad_slot);
+    CHECK_STATUS(mla_prepare(ctx, plan, &m->w, &m->x.t, &bp.t, &m->slots.t, &m->cos.t, &m->sin.t,
+                             &d, &cache.t, &q.t, &work.t),
+                 MLA_ERR_OUT_OF_RANGE);
+    CHECK(strcmp(mla_context_error_param(ctx), "positions") == 0);
+    CHECK_STATUS(mla_prepare(ctx, plan, &m->w, &m->x.t, &m->pos.t, &bsl.t, &m->cos.t, &m->sin.t,
+                             &d, &cache.t, &q.t, &work.t),
+                 MLA_ERR_OUT_OF_RANGE);
+    CHECK(strcmp(mla_context_error_param(ctx), "slots") == 0);
+    mla_layer_weights wrong = m->w;
+    wrong.kv_a_proj_with_mqa.w.shape[0] -= 1;
+    CHECK_STATUS(mla_prepare(ctx, plan, &wrong, &m->x.t, &m->pos.t, &m->slots.t, &m->cos.t,
+                             &m->sin.t, &d, &cache.t, &q.t, &work.t),
+                 MLA_ERR_SHAPE);
+    CHECK(strcmp(mla_context_error_param(ctx), "weights.kv_a_proj_with_mqa") == 0);
+    uint8_t *hc = download(ctx, &cache), *hq = download(ctx, &q);
+    int untouched = 1;
+    for (size_t i = 0; i < cache.bytes; ++i)
+        untouched &= hc[i] == 0x5A;
+    for (size_t i = 0; i < q.bytes; ++i)
+        untouched &= hq[i] == 0x5A;
+    CHECK(untouched);
+    free(hc), free(hq);
+    free_bufs(ctx, (buf[]){cache, q, work, bp, bsl}, 5);
+    mla_plan_destroy(plan);
+}
+
 /* The fused op with more keys than queries (a chunk's tail written without
  * a query): every key is rotated once, not only the first T. */
 static void fused_extra_keys(mla_context *ctx, const model *m)
@@ -348,6 +401,7 @@ static void run_backend(mla_backend b)
                mla_backend_name(b), configs[ci], mla_rope_site_name(used[0]),
                same ? "identical" : "DIFFERENT");
         fused_extra_keys(ctx, &m);
+        prepare_refuses_bad_input(ctx, &m);
         for (int s = 0; s < 3; ++s)
             free(cache[s]), free(q[s]);
         free_model(ctx, &m);
