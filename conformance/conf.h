@@ -161,6 +161,10 @@ extern const conf_suite conf_suite_batched_gemm;
 extern const conf_suite conf_suite_cache_write;
 extern const conf_suite conf_suite_cache_gather;
 extern const conf_suite conf_suite_rope_cache;
+extern const conf_suite conf_suite_gemm_a16wfp4;
+extern const conf_suite conf_suite_gemm_a4w4;
+extern const conf_suite conf_suite_flatten_mxfp4_quant;
+extern const conf_suite conf_suite_flatten_fp8_quant;
 
 /* Adds an argument with the given logical shape and layout; inputs get a
  * buffer filled with poison (so a kernel that reads a gap sees NaNs). */

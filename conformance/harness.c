@@ -22,7 +22,8 @@ static const conf_suite *const suites[] = {
     &conf_suite_fp8_group_quant, &conf_suite_fp8_group_dequant, &conf_suite_rmsnorm,
     &conf_suite_qk_rmsnorm,      &conf_suite_rope,             &conf_suite_linear,
     &conf_suite_batched_gemm,    &conf_suite_cache_write,      &conf_suite_cache_gather,
-    &conf_suite_rope_cache,
+    &conf_suite_rope_cache,      &conf_suite_gemm_a16wfp4,     &conf_suite_gemm_a4w4,
+    &conf_suite_flatten_mxfp4_quant, &conf_suite_flatten_fp8_quant,
 };
 #define NSUITES ((int)(sizeof suites / sizeof suites[0]))
 

@@ -36,4 +36,8 @@ const mla_backend_ops mla_reference_ops = {
     .cache_write = mla_ref_cache_write,
     .cache_gather = mla_ref_cache_gather,
     .rope_cache = mla_ref_rope_cache,
+    .gemm_a16wfp4 = mla_ref_gemm_a16wfp4,
+    .gemm_a4w4 = mla_ref_gemm_a4w4,
+    .flatten_mxfp4_quant = mla_ref_flatten_mxfp4_quant,
+    .flatten_fp8_quant = mla_ref_flatten_fp8_quant,
 };

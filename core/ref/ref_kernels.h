@@ -27,6 +27,12 @@ mla_status mla_ref_cache_write(mla_context *ctx, const mla_cache_write_args *a);
 mla_status mla_ref_cache_gather(mla_context *ctx, const mla_cache_gather_args *a);
 mla_status mla_ref_rope_cache(mla_context *ctx, const mla_rope_cache_op_args *a);
 
+/* MXFP4 GEMM path (mxfp4_gemm.c, flatten_quant.c). */
+mla_status mla_ref_gemm_a16wfp4(mla_context *ctx, const mla_mxfp4_gemm_args *a);
+mla_status mla_ref_gemm_a4w4(mla_context *ctx, const mla_mxfp4_gemm_args *a);
+mla_status mla_ref_flatten_mxfp4_quant(mla_context *ctx, const mla_flatten_quant_args *a);
+mla_status mla_ref_flatten_fp8_quant(mla_context *ctx, const mla_flatten_quant_args *a);
+
 /* The one RoPE of the reference (rope.c), used by mla_ref_rope and
  * mla_ref_rope_cache: out[0, R) = the fp32 rotation by position pos of the
  * first R values of a row of x, value j at offset base + j * step, style's

@@ -1,0 +1,129 @@
+/* mla_fused_flatten_mxfp4_quant and mla_fused_flatten_fp8_group_quant (spec
+ * section 7): x [T, H, v] (f32, bf16, f16) contiguous, as the [H, T, v]
+ * buffer of a transposed GEMM output seen as [T, H, v], strided and padded;
+ * heads holding whole blocks, blocks spanning heads (v = 48), one head,
+ * v = 1, DeepSeek's decode shape (H = 128, v = 128, T = 1); codes plain,
+ * padded or misaligned; scales row-major, transposed or padded; both MXFP4
+ * rules, both fp8 flavours; NaN / Inf blocks. Bit-exact: the op is the
+ * format op of the flattened rows, so the reference and every backend must
+ * agree bit for bit in codes and scales.
+ *
+ * Case parameters: ip[0] T, ip[1] H, ip[2] v, ip[3] x view (1: [H, T, v]
+ * buffer seen as [T, H, v]). lay[]: x, codes, scales. */
+#include <string.h>
+
+#include "conformance/conf.h"
+
+static const mla_dtype floats[] = {MLA_DTYPE_F32, MLA_DTYPE_BF16, MLA_DTYPE_F16};
+
+typedef struct fshape {
+    int64_t T, H, v;
+    int view; /* 1: x is the [H, T, v] buffer seen as [T, H, v] */
+    unsigned lx, lc, ls;
+    int specials;
+    const char *what;
+} fshape;
+
+#define C_ CONF_L_CONTIG
+#define P_ CONF_L_PAD
+#define T_ CONF_L_COLMAJOR
+
+/* MXFP4: H * v % 32 == 0; fp8: H * v % 128 == 0. */
+static const fshape mx_shapes[] = {
+    {3, 4, 32, 0, C_, C_, C_, 0, "contiguous"},
+    {5, 4, 64, 1, C_, C_, T_, 0, "[H,T,v] view"},
+    {2, 3, 32, 0, P_ | CONF_L_STEP2, P_, P_, 0, "strided"},
+    {3, 2, 48, 1, C_, CONF_L_OFFSET, T_, 0, "v 48 [H,T,v]"},
+    {1, 128, 128, 1, C_, C_, C_, 0, "decode H 128"},
+    {7, 1, 256, 0, P_, C_, T_ | P_, 0, "H 1"},
+    {2, 64, 1, 0, CONF_L_STEP2, C_, C_, 0, "v 1"},
+    {4, 4, 32, 1, C_, C_, C_, 1, "NaN/Inf [H,T,v]"},
+    {0, 4, 32, 0, C_, C_, C_, 0, "T 0"},
+};
+static const fshape fp8_shapes[] = {
+    {3, 4, 32, 0, C_, C_, C_, 0, "contiguous"},
+    {5, 2, 64, 1, C_, C_, T_, 0, "v 64 [H,T,v]"},
+    {2, 3, 128, 0, P_ | CONF_L_STEP2, P_, P_, 0, "strided"},
+    {3, 8, 48, 1, C_, CONF_L_OFFSET, T_, 0, "v 48 [H,T,v]"},
+    {1, 128, 128, 1, C_, C_, C_, 0, "decode H 128"},
+    {4, 2, 128, 1, C_, C_, C_, 1, "NaN/Inf [H,T,v]"},
+    {0, 4, 32, 0, C_, C_, C_, 0, "T 0"},
+};
+
+static void push(conf_builder *b, const fshape *s, mla_dtype x, mla_dtype out, int rule,
+                 int64_t group)
+{
+    conf_case c;
+    memset(&c, 0, sizeof c);
+    c.golden = -1;
+    c.v = (mla_variant){b->op, x, out, 0, rule, group, s->T, s->H * s->v};
+    c.ndim = 3;
+    c.shape[0] = s->T, c.shape[1] = s->H, c.shape[2] = s->v;
+    c.lay[0] = s->lx, c.lay[1] = s->lc, c.lay[2] = s->ls;
+    c.dist = s->specials ? CONF_DIST_SPECIALS : CONF_DIST_BLOCKS;
+    c.ip[0] = s->T, c.ip[1] = s->H, c.ip[2] = s->v, c.ip[3] = s->view;
+    const char *rn = out == MLA_DTYPE_FP4X2 ? mla_mxfp4_rule_name((mla_mxfp4_rule)rule)
+                                            : mla_dtype_name(out);
+    snprintf(c.label, sizeof c.label, "%s %s %s", mla_dtype_name(x), rn, s->what);
+    conf_push(b, &c);
+}
+
+static int build_mxfp4(conf_case *cases, int cap)
+{
+    conf_builder b = {cases, cap, 0, MLA_OP_FLATTEN_MXFP4_QUANT};
+    for (int di = 0; di < 3; ++di)
+        for (int rule = 0; rule < MLA_MXFP4_RULE_COUNT; ++rule)
+            for (size_t k = 0; k < sizeof mx_shapes / sizeof mx_shapes[0]; ++k)
+                push(&b, &mx_shapes[k], floats[di], MLA_DTYPE_FP4X2, rule, 32);
+    return b.n;
+}
+
+static int build_fp8(conf_case *cases, int cap)
+{
+    static const mla_dtype fp8s[] = {MLA_DTYPE_FP8_E4M3FN, MLA_DTYPE_FP8_E4M3FNUZ};
+    conf_builder b = {cases, cap, 0, MLA_OP_FLATTEN_FP8_QUANT};
+    for (int di = 0; di < 3; ++di)
+        for (int fi = 0; fi < 2; ++fi)
+            for (size_t k = 0; k < sizeof fp8_shapes / sizeof fp8_shapes[0]; ++k)
+                push(&b, &fp8_shapes[k], floats[di], fp8s[fi], MLA_FP8_SCALE_AITER, 128);
+    return b.n;
+}
+
+static mla_status setup(const conf_case *c, const conf_env *env, conf_problem *p, char *err,
+                        size_t errlen)
+{
+    (void)env;
+    const int64_t T = c->ip[0], H = c->ip[1], v = c->ip[2], HV = H * v, G = c->v.group;
+    const int fp8 = c->v.op == MLA_OP_FLATTEN_FP8_QUANT;
+    const int64_t xs[3] = {T, H, v}, cs[2] = {T, fp8 ? HV : HV / 2}, ss[2] = {T, HV / G};
+    mla_status st = c->ip[3] ? conf_add_view(p, "x", CONF_IN, c->v.in_dtype, 3, xs,
+                                             (int64_t[]){v, T * v, 1}, 0)
+                             : conf_add_arg(p, "x", CONF_IN, c->v.in_dtype, 3, xs, c->lay[0]);
+    if (st == MLA_OK)
+        st = conf_add_arg(p, "codes", CONF_OUT, c->v.out_dtype, 2, cs, c->lay[1]);
+    if (st == MLA_OK)
+        st = conf_add_arg(p, "scales", CONF_OUT, fp8 ? MLA_DTYPE_F32 : MLA_DTYPE_E8M0, 2, ss,
+                          c->lay[2]);
+    if (st != MLA_OK) {
+        snprintf(err, errlen, "cannot lay out the case (%s)", mla_status_name(st));
+        return st;
+    }
+    conf_fill(p, 0, c->dist, c->seed, G); /* logical order: blocks of the flattened rows */
+    return MLA_OK;
+}
+
+static mla_status exec_mxfp4(mla_context *ctx, const conf_case *c, mla_tensor *t)
+{
+    return mla_fused_flatten_mxfp4_quant(ctx, &t[0], &t[1], &t[2], (mla_mxfp4_rule)c->v.rule);
+}
+
+static mla_status exec_fp8(mla_context *ctx, const conf_case *c, mla_tensor *t)
+{
+    (void)c;
+    return mla_fused_flatten_fp8_group_quant(ctx, &t[0], &t[1], &t[2]);
+}
+
+const conf_suite conf_suite_flatten_mxfp4_quant = {
+    "flatten_mxfp4_quant", MLA_OP_FLATTEN_MXFP4_QUANT, build_mxfp4, setup, exec_mxfp4, NULL};
+const conf_suite conf_suite_flatten_fp8_quant = {
+    "flatten_fp8_quant", MLA_OP_FLATTEN_FP8_QUANT, build_fp8, setup, exec_fp8, NULL};
