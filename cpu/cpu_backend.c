@@ -1,5 +1,6 @@
-/* The CPU backend: the reference table with the number-format ops replaced
- * by OpenMP-parallel, vectorized kernels (one file per op), host memory. */
+/* The CPU backend: the reference table with the number-format and
+ * prepare-path ops replaced by OpenMP-parallel, vectorized kernels (one file
+ * per op), host memory. */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,8 +90,9 @@ static void cpu_fini(mla_context *ctx)
     mla_host_fini(ctx);
 }
 
-/* The format ops run here for every variant the API accepts; every other
- * slot is the reference's, so the reference's answer is the CPU's answer. */
+/* The format and prepare-path ops run here for every variant the API
+ * accepts; every other slot is the reference's, so the reference's answer
+ * is the CPU's answer. */
 static const char *cpu_supports(const mla_context *ctx, const mla_variant *v)
 {
     switch (v->op) {
@@ -99,6 +101,14 @@ static const char *cpu_supports(const mla_context *ctx, const mla_variant *v)
     case MLA_OP_MXFP4_DEQUANT:
     case MLA_OP_FP8_GROUP_QUANT:
     case MLA_OP_FP8_GROUP_DEQUANT:
+    case MLA_OP_RMSNORM:
+    case MLA_OP_QK_RMSNORM:
+    case MLA_OP_ROPE:
+    case MLA_OP_LINEAR:
+    case MLA_OP_BATCHED_GEMM:
+    case MLA_OP_CACHE_WRITE:
+    case MLA_OP_CACHE_GATHER:
+    case MLA_OP_ROPE_CACHE:
         return NULL;
     default:
         return mla_reference_ops.supports(ctx, v);
@@ -127,6 +137,14 @@ const mla_backend_ops *mla_cpu_ops(void)
         ops.mxfp4_dequant = mla_cpu_mxfp4_dequant;
         ops.fp8_group_quant = mla_cpu_fp8_group_quant;
         ops.fp8_group_dequant = mla_cpu_fp8_group_dequant;
+        ops.rmsnorm = mla_cpu_rmsnorm;
+        ops.qk_rmsnorm = mla_cpu_qk_rmsnorm;
+        ops.rope = mla_cpu_rope;
+        ops.linear = mla_cpu_linear;
+        ops.batched_gemm = mla_cpu_batched_gemm;
+        ops.cache_write = mla_cpu_cache_write;
+        ops.cache_gather = mla_cpu_cache_gather;
+        ops.rope_cache = mla_cpu_rope_cache;
         atomic_store_explicit(&state, 2, memory_order_release);
     }
     while (atomic_load_explicit(&state, memory_order_acquire) != 2)

@@ -72,4 +72,28 @@ mla_status mla_cpu_mxfp4_dequant(mla_context *ctx, const mla_mxfp4_dequant_args 
 mla_status mla_cpu_fp8_group_quant(mla_context *ctx, const mla_fp8_group_quant_args *a);
 mla_status mla_cpu_fp8_group_dequant(mla_context *ctx, const mla_fp8_group_dequant_args *a);
 
+/* Prepare path (one file each: rmsnorm.c holds both norms). */
+mla_status mla_cpu_rmsnorm(mla_context *ctx, const mla_rmsnorm_args *a);
+mla_status mla_cpu_qk_rmsnorm(mla_context *ctx, const mla_qk_rmsnorm_args *a);
+mla_status mla_cpu_rope(mla_context *ctx, const mla_rope_args *a);
+mla_status mla_cpu_linear(mla_context *ctx, const mla_linear_args *a);
+mla_status mla_cpu_batched_gemm(mla_context *ctx, const mla_batched_gemm_args *a);
+mla_status mla_cpu_cache_write(mla_context *ctx, const mla_cache_write_args *a);
+mla_status mla_cpu_cache_gather(mla_context *ctx, const mla_cache_gather_args *a);
+mla_status mla_cpu_rope_cache(mla_context *ctx, const mla_rope_cache_op_args *a);
+
+/* The rotation of rope.c, for the fused rope_cache: out[0, 2*half) = the
+ * pairs of in[0, 2*half) rotated by (cos[i], sin[i]) (fp32, no FMA; spec
+ * section 3). in and out do not overlap. */
+typedef void (*mla_cpu_rotate_fn)(const float *in, const float *cos, const float *sin,
+                                  int64_t half, mla_rope_style style, float *out);
+mla_cpu_rotate_fn mla_cpu_pick_rotate(mla_cpu_isa isa);
+
+/* The cache writer of cache_write.c, for the fused rope_cache: stores the
+ * fp32 row [k_nope (L) | k_pe (R)] at slot >= 0 in desc's layout. scratch
+ * holds at least 2 * (L + R) bytes. */
+typedef void (*mla_cpu_cache_row_fn)(const mla_cache_desc *desc, const mla_tensor *cache,
+                                     int64_t slot, const float *row, uint8_t *scratch);
+mla_cpu_cache_row_fn mla_cpu_pick_cache_row(mla_cpu_isa isa);
+
 #endif

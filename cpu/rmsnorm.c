@@ -1,0 +1,242 @@
+/* CPU RMSNorm and fused QK RMSNorm (spec section 2, step 2), fp32 math:
+ *
+ *     ss = sum_d x[t, d]^2      (16 lanes: lane l sums d = l, l + 16, ... in
+ *                                order; then a fixed pairwise tree)
+ *     r  = 1.0f / sqrtf(ss / D + eps)
+ *     y[t, d] = fl(fl(x[t, d] * r) * w[d]), then one rounding to y's dtype.
+ *
+ * Each product and sum is its own fp32 operation (-ffp-contract=off), and the
+ * lane structure is written out, so the three ISA copies give the same bits.
+ * The reference works in float64; the difference is inside the conformance
+ * bound (conformance/bounds.c, conf_norm_rel).
+ *
+ * A quantized q_out quantizes the fp32 normalized row exactly as
+ * mla_cpu_fp8_group_quant (group 128, MLA_FP8_SCALE_AITER) and
+ * mla_cpu_mxfp4_quant (MLA_MXFP4_PRODUCTION) would: same bit helpers from
+ * core/format_bits.h, same amax rule (the last NaN of an fp8 group).
+ *
+ * A row is read once into a per-thread fp32 buffer; rows are spread over the
+ * threads. In place is safe: a row is read whole before it is written. */
+#include <math.h>
+#include <stdlib.h>
+
+#if defined(MLA_HAVE_OPENMP)
+#include <omp.h>
+#endif
+
+#include "cpu/cpu_kernels.h"
+#include "cpu/cpu_rows.h"
+
+#define LANES 16
+#define FP8_GROUP 128
+#define MX_BLOCK 32
+
+typedef enum { OUT_FLOAT, OUT_FP8, OUT_FP4 } out_kind;
+
+/* One norm over rows: x [T, D] -> y (float dtype, or quantized with scales). */
+typedef struct norm_job {
+    const mla_tensor *x, *y, *scales;
+    const float *w; /* [D] fp32 */
+    float eps;
+    out_kind kind;
+} norm_job;
+
+/* sum of v[i]^2 in LANES lanes, then the tree (8, 4, 2, 1). */
+MLA_CPU_INLINE float sum_squares(const float *restrict v, int64_t n)
+{
+    float lane[LANES] = {0};
+    int64_t i = 0;
+    for (; i + LANES <= n; i += LANES)
+        for (int l = 0; l < LANES; ++l)
+            lane[l] += v[i + l] * v[i + l];
+    for (int l = 0; i + l < n; ++l)
+        lane[l] += v[i + l] * v[i + l];
+    for (int w = LANES / 2; w >= 1; w /= 2)
+        for (int l = 0; l < w; ++l)
+            lane[l] += lane[l + w];
+    return lane[0];
+}
+
+/* |v| bits of the last NaN among v[0, n) (one is known to be there). */
+static uint32_t last_nan(const float *v, int64_t n)
+{
+    uint32_t a = 0;
+    for (int64_t i = n - 1; i >= 0; --i) {
+        a = mla_fb_bits(v[i]) & 0x7FFFFFFFu;
+        if (a > 0x7F800000u)
+            break;
+    }
+    return a;
+}
+
+MLA_CPU_INLINE uint32_t abs_max_bits(const float *restrict v, int64_t n)
+{
+    uint32_t amax = 0;
+    MLA_SIMD_MAX(amax) for (int64_t i = 0; i < n; ++i) {
+        uint32_t m = mla_fb_bits(v[i]) & 0x7FFFFFFFu;
+        amax = m > amax ? m : amax;
+    }
+    return amax;
+}
+
+/* fp8 group 128, aiter rule: s = max(amax, 1e-10) / fp8_max, q = sat(x * fl(1/s)). */
+MLA_CPU_INLINE void quant_fp8_row(const float *restrict v, int64_t D, uint8_t *c, int64_t cs,
+                                  float *sc, int64_t ss, int fnuz)
+{
+    for (int64_t g = 0; g < D / FP8_GROUP; ++g) {
+        const float *vg = v + g * FP8_GROUP;
+        uint32_t amax = abs_max_bits(vg, FP8_GROUP);
+        if (amax > 0x7F800000u)
+            amax = last_nan(vg, FP8_GROUP);
+        const float s = mla_fb_fp8_group_scale(mla_fb_float(amax), MLA_FB_FP8_RULE_AITER, fnuz);
+        const float inv = mla_fb_div(1.0f, s);
+        uint8_t *cg = c + g * FP8_GROUP * cs;
+        if (fnuz) {
+            MLA_SIMD for (int i = 0; i < FP8_GROUP; ++i) cg[i * cs] =
+                mla_fb_fp8_group_code(vg[i], s, inv, MLA_FB_FP8_RULE_AITER, 1);
+        } else {
+            MLA_SIMD for (int i = 0; i < FP8_GROUP; ++i) cg[i * cs] =
+                mla_fb_fp8_group_code(vg[i], s, inv, MLA_FB_FP8_RULE_AITER, 0);
+        }
+        sc[g * ss] = s;
+    }
+}
+
+/* MXFP4 production rule, blocks of 32: code bytes (two values each) and e8m0 scales. */
+MLA_CPU_INLINE void quant_fp4_row(const float *restrict v, int64_t D, uint8_t *c, int64_t cs,
+                                  uint8_t *sc, int64_t ss)
+{
+    for (int64_t b = 0; b < D / MX_BLOCK; ++b) {
+        const float *vb = v + b * MX_BLOCK;
+        const uint32_t amax = abs_max_bits(vb, MX_BLOCK);
+        const uint8_t scale = mla_fb_mxfp4_scale_byte(amax, 1);
+        const uint32_t mask = mla_fb_mxfp4_code_mask(amax) ? 0xFFu : 0u;
+        uint8_t *cb = c + b * (MX_BLOCK / 2) * cs;
+        MLA_SIMD for (int j = 0; j < MX_BLOCK / 2; ++j) cb[j * cs] =
+            (uint8_t)((mla_fb_mxfp4_code(vb[2 * j], scale, 0xFu) |
+                       (mla_fb_mxfp4_code(vb[2 * j + 1], scale, 0xFu) << 4)) &
+                      mask);
+        sc[b * ss] = scale;
+    }
+}
+
+MLA_CPU_INLINE void norm_rows_body(const norm_job *j, int64_t t0, int64_t t1, float *buf)
+{
+    const mla_tensor *x = j->x, *y = j->y;
+    const int64_t D = x->shape[1];
+    const size_t xsz = mla_dtype_size(x->dtype), ysz = mla_dtype_size(y->dtype);
+    const float *restrict w = j->w;
+    for (int64_t t = t0; t < t1; ++t) {
+        mla_cpu_load_float((const char *)x->data + t * x->stride[0] * (int64_t)xsz, x->dtype,
+                           x->stride[1], D, buf);
+        const float r = 1.0f / sqrtf(sum_squares(buf, D) / (float)D + j->eps);
+        MLA_SIMD for (int64_t d = 0; d < D; ++d)
+        {
+            const float xr = buf[d] * r;
+            buf[d] = xr * w[d];
+        }
+        char *yrow = (char *)y->data + t * y->stride[0] * (int64_t)ysz;
+        if (j->kind == OUT_FLOAT) {
+            mla_cpu_store_float(buf, yrow, y->dtype, y->stride[1], D);
+        } else if (j->kind == OUT_FP8) {
+            float *sc = (float *)j->scales->data + t * j->scales->stride[0];
+            quant_fp8_row(buf, D, (uint8_t *)yrow, y->stride[1], sc, j->scales->stride[1],
+                          y->dtype == MLA_DTYPE_FP8_E4M3FNUZ);
+        } else {
+            uint8_t *sc = (uint8_t *)j->scales->data + t * j->scales->stride[0];
+            quant_fp4_row(buf, D, (uint8_t *)yrow, y->stride[1], sc, j->scales->stride[1]);
+        }
+    }
+}
+
+typedef void (*rows_fn)(const norm_job *, int64_t, int64_t, float *);
+
+static void rows_generic(const norm_job *j, int64_t t0, int64_t t1, float *buf)
+{
+    norm_rows_body(j, t0, t1, buf);
+}
+
+#if MLA_CPU_X86
+MLA_TARGET_AVX2 static void rows_avx2(const norm_job *j, int64_t t0, int64_t t1, float *buf)
+{
+    norm_rows_body(j, t0, t1, buf);
+}
+
+MLA_TARGET_AVX512 static void rows_avx512(const norm_job *j, int64_t t0, int64_t t1, float *buf)
+{
+    norm_rows_body(j, t0, t1, buf);
+}
+#endif
+
+static rows_fn pick_rows(mla_cpu_isa isa)
+{
+#if MLA_CPU_X86
+    if (isa == MLA_CPU_ISA_AVX512)
+        return rows_avx512;
+    if (isa == MLA_CPU_ISA_AVX2)
+        return rows_avx2;
+#endif
+    (void)isa;
+    return rows_generic;
+}
+
+/* Runs the norm jobs (one or two, same T) with rows spread over the threads.
+ * Scratch: each job's w in fp32, plus one row buffer per thread. */
+static mla_status run_jobs(mla_context *ctx, norm_job *jobs, const mla_tensor *const *ws, int n)
+{
+    const int64_t T = jobs[0].x->shape[0];
+    int64_t dmax = 0, wtot = 0, values = 0;
+    for (int i = 0; i < n; ++i) {
+        const int64_t D = jobs[i].x->shape[1];
+        dmax = D > dmax ? D : dmax;
+        wtot += D;
+        values += T * D;
+    }
+    const int nt = mla_cpu_threads(ctx, T, values);
+    float *scratch = malloc((size_t)(wtot + (int64_t)nt * dmax) * sizeof(float));
+    if (!scratch)
+        return mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, "x", "no memory for %lld row values",
+                        (long long)(wtot + (int64_t)nt * dmax));
+    float *wf = scratch;
+    for (int i = 0; i < n; ++i) {
+        const int64_t D = jobs[i].x->shape[1];
+        mla_cpu_load_float(ws[i]->data, ws[i]->dtype, ws[i]->stride[0], D, wf);
+        jobs[i].w = wf;
+        wf += D;
+    }
+    rows_fn run = pick_rows(mla_cpu_isa_of(ctx));
+#if defined(MLA_HAVE_OPENMP)
+#pragma omp parallel num_threads(nt) if (nt > 1)
+#endif
+    {
+        int id = 0, cnt = 1;
+#if defined(MLA_HAVE_OPENMP)
+        id = omp_get_thread_num();
+        cnt = omp_get_num_threads();
+#endif
+        const int64_t t0 = T * id / cnt, t1 = T * (id + 1) / cnt;
+        for (int i = 0; i < n; ++i)
+            run(&jobs[i], t0, t1, wf + (int64_t)id * dmax);
+    }
+    free(scratch);
+    return MLA_OK;
+}
+
+mla_status mla_cpu_rmsnorm(mla_context *ctx, const mla_rmsnorm_args *a)
+{
+    norm_job j = {&a->x, &a->y, NULL, NULL, a->eps, OUT_FLOAT};
+    const mla_tensor *ws[1] = {&a->w};
+    return run_jobs(ctx, &j, ws, 1);
+}
+
+mla_status mla_cpu_qk_rmsnorm(mla_context *ctx, const mla_qk_rmsnorm_args *a)
+{
+    const mla_dtype qd = a->q_out.dtype;
+    const out_kind qk = qd == MLA_DTYPE_FP4X2 ? OUT_FP4
+                        : (qd == MLA_DTYPE_FP8_E4M3FN || qd == MLA_DTYPE_FP8_E4M3FNUZ) ? OUT_FP8
+                                                                                       : OUT_FLOAT;
+    norm_job j[2] = {{&a->q, &a->q_out, &a->q_scales, NULL, a->q_eps, qk},
+                     {&a->kv, &a->kv_out, NULL, NULL, a->kv_eps, OUT_FLOAT}};
+    const mla_tensor *ws[2] = {&a->q_w, &a->kv_w};
+    return run_jobs(ctx, j, ws, 2);
+}
