@@ -221,8 +221,9 @@ static void print_header(FILE *out, const char *sub, mla_context *ctx, const ben
     const char *why = mla_context_fallback_reason(ctx);
     if (why && *why)
         fprintf(out, "fallback  : %s\n", why);
-    fprintf(out, "host CPU  : %s, %d logical CPUs, LLC %lld MiB\n", bench_cpu_model(),
-            bench_cpu_count(), (long long)(bench_llc_bytes() >> 20));
+    fprintf(out, "host CPU  : %s, %d logical CPUs, LLC %lld MiB; load average %.2f\n",
+            bench_cpu_model(), bench_cpu_count(), (long long)(bench_llc_bytes() >> 20),
+            bench_loadavg());
     fprintf(out, "build     : %s; OpenMP %s, OpenBLAS %s; CPU kernels: %s\n", bi->compiler,
             bi->has_openmp ? "yes" : "no", bi->has_openblas ? "yes" : "no", bi->cpu_isa);
     if (!strcmp(sub, "prepare")) {
@@ -232,6 +233,10 @@ static void print_header(FILE *out, const char *sub, mla_context *ctx, const ben
         fprintf(out, "; reps %d, warm-up %d, max call %.2f s, row budget %.2f s\n", a->p.reps,
                 a->p.warmup, a->p.max_call_s, a->p.row_budget_s);
     }
+    if (bench_loadavg() > bench_cpu_count())
+        fprintf(out, "WARNING   : the host is busy (load %.1f on %d CPUs): host times and host "
+                     "ceilings are both depressed\n",
+                bench_loadavg(), bench_cpu_count());
     fprintf(out, "\n");
 }
 
@@ -246,6 +251,7 @@ static void json_header(bench_json *j, const char *sub, mla_context *ctx, const 
     bench_json_str(j, "cpu_model", bench_cpu_model());
     bench_json_int(j, "cpu_count", bench_cpu_count());
     bench_json_int(j, "llc_bytes", bench_llc_bytes());
+    bench_json_num(j, "loadavg_start", bench_loadavg());
     bench_json_str(j, "compiler", bi->compiler);
     bench_json_int(j, "openmp", bi->has_openmp);
     bench_json_int(j, "openblas", bi->has_openblas);
@@ -316,9 +322,9 @@ int cmd_bench(int argc, char **argv)
     if (!strcmp(sub, "prepare") && res.rows) {
         printf("\n");
         bench_prepare_print(stdout, &res);
-        printf("\nsweep: %.1f s; median of the reps after warm-up; ratios to the ceilings above "
-               "(docs/PERFORMANCE.md)\n",
-               res.seconds);
+        printf("\nsweep: %.1f s, load average at the end %.2f; median of the reps after "
+               "warm-up; ratios to the ceilings above (docs/PERFORMANCE.md)\n",
+               res.seconds, bench_loadavg());
     }
 
     if (a.json) {
@@ -335,6 +341,7 @@ int cmd_bench(int argc, char **argv)
                 bench_prepare_json_rows(&j, &res);
                 bench_json_num(&j, "sweep_seconds", res.seconds);
             }
+            bench_json_num(&j, "loadavg_end", bench_loadavg());
             bench_json_end(&j);
             if (fclose(f) != 0)
                 rc = MLA_EXIT_FAIL;

@@ -228,6 +228,18 @@ int64_t bench_llc_bytes(void)
     return best > 0 ? best : (int64_t)32 << 20;
 }
 
+double bench_loadavg(void)
+{
+    double v = -1.0;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) {
+        if (fscanf(f, "%lf", &v) != 1)
+            v = -1.0;
+        fclose(f);
+    }
+    return v;
+}
+
 void bench_print_error(FILE *out, const mla_context *ctx)
 {
     const char *param = mla_context_error_param(ctx), *detail = mla_context_error_detail(ctx);

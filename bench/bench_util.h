@@ -59,6 +59,8 @@ void bench_fill_host(bench_rng *r, void *p, mla_dtype dtype, int64_t n, bench_fi
 const char *bench_cpu_model(void);
 int bench_cpu_count(void);
 int64_t bench_llc_bytes(void);
+/* The 1-minute load average (/proc/loadavg); -1 when unknown. */
+double bench_loadavg(void);
 
 /* Prints the last error of a context as " (param): detail". */
 void bench_print_error(FILE *out, const mla_context *ctx);

@@ -483,8 +483,9 @@ def main():
     devname = torch.cuda.get_device_name(dev) if cuda else "host CPU (%d threads)" % (
         torch.get_num_threads())
     torch.backends.cuda.matmul.allow_tf32 = False
-    print("peer_torch: torch %s on %s; config %s; tokens %s" % (
-        torch.__version__, devname, args.config, ",".join(map(str, tokens))))
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else -1.0
+    print("peer_torch: torch %s on %s; config %s; tokens %s; host load average %.2f" % (
+        torch.__version__, devname, args.config, ",".join(map(str, tokens)), load))
     sys.stdout.flush()
     ceil = {} if args.no_ceilings else measure_ceilings(torch, dev, timer, args)
     gen = torch.Generator(device=dev)

@@ -45,6 +45,7 @@ stage_info() {
   } > "$OUT/machine.txt" 2>&1
   grep -m1 "Model name" "$OUT/machine.txt"
   nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv 2>&1
+  return 0
 }
 
 stage_build() {
