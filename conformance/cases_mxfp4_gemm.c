@@ -127,6 +127,9 @@ static int build_a16wfp4(conf_case *cases, int cap)
          "NaN/Inf"},
         {2, 5, 96, 20, bf, bf, 1, 0, 2, 0, VIEW_PLAIN, C_, C_, C_, C_, CONF_DIST_ACT_SPECIALS,
          "NaN/Inf"},
+        {2, 70, 96, 33, bf, bf, 1, 0, 1, 0, VIEW_PLAIN, C_, C_, C_, P_, N_, "M 70"},
+        {1, 66, 64, 20, f32, f32, 0, 0, 0, 0, VIEW_PLAIN, P_, T_, C_, C_, A_, "M 66 strided"},
+        {4, 64, 128, 32, bf, bf, 1, 0, 2, 0, VIEW_WVC, C_, C_, C_, C_, N_, "W_vc T 64"},
         {2, 0, 64, 16, bf, bf, 1, 0, 0, 0, VIEW_PLAIN, C_, C_, C_, C_, A_, "M 0"},
     };
     for (size_t i = 0; i < sizeof more / sizeof more[0]; ++i)
@@ -152,6 +155,7 @@ static int build_a4w4(conf_case *cases, int cap)
          "transposed"},
         {8, 1, 128, 64, fp4, bf, 0, 0, 0, 0, VIEW_PLAIN, C_, C_, C_, C_, D, "decode M 1"},
         {4, 5, 128, 32, fp4, bf, 0, 0, 0, 1, VIEW_WVC, C_, C_, C_, C_, D, "W_vc y [T,H,v]"},
+        {2, 65, 64, 40, fp4, f32, 0, 0, 2, 1, VIEW_PLAIN, P_, T_, C_, P_, D, "M 65 strided"},
         {2, 5, 96, 20, fp4, f32, 0, 0, 1, 2, VIEW_PLAIN, C_, C_, C_, C_,
          CONF_DIST_SCALES_SPECIALS, "NaN scales"},
     };

@@ -109,6 +109,10 @@ static const char *cpu_supports(const mla_context *ctx, const mla_variant *v)
     case MLA_OP_CACHE_WRITE:
     case MLA_OP_CACHE_GATHER:
     case MLA_OP_ROPE_CACHE:
+    case MLA_OP_GEMM_A16WFP4:
+    case MLA_OP_GEMM_A4W4:
+    case MLA_OP_FLATTEN_MXFP4_QUANT:
+    case MLA_OP_FLATTEN_FP8_QUANT:
         return NULL;
     default:
         return mla_reference_ops.supports(ctx, v);
@@ -145,6 +149,10 @@ const mla_backend_ops *mla_cpu_ops(void)
         ops.cache_write = mla_cpu_cache_write;
         ops.cache_gather = mla_cpu_cache_gather;
         ops.rope_cache = mla_cpu_rope_cache;
+        ops.gemm_a16wfp4 = mla_cpu_gemm_a16wfp4;
+        ops.gemm_a4w4 = mla_cpu_gemm_a4w4;
+        ops.flatten_mxfp4_quant = mla_cpu_flatten_mxfp4_quant;
+        ops.flatten_fp8_quant = mla_cpu_flatten_fp8_quant;
         atomic_store_explicit(&state, 2, memory_order_release);
     }
     while (atomic_load_explicit(&state, memory_order_acquire) != 2)

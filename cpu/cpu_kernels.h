@@ -96,4 +96,10 @@ typedef void (*mla_cpu_cache_row_fn)(const mla_cache_desc *desc, const mla_tenso
                                      int64_t slot, const float *row, uint8_t *scratch);
 mla_cpu_cache_row_fn mla_cpu_pick_cache_row(mla_cpu_isa isa);
 
+/* MXFP4 GEMM path: mxfp4_gemm.c (both GEMMs), flatten_quant.c (both flattens). */
+mla_status mla_cpu_gemm_a16wfp4(mla_context *ctx, const mla_mxfp4_gemm_args *a);
+mla_status mla_cpu_gemm_a4w4(mla_context *ctx, const mla_mxfp4_gemm_args *a);
+mla_status mla_cpu_flatten_mxfp4_quant(mla_context *ctx, const mla_flatten_quant_args *a);
+mla_status mla_cpu_flatten_fp8_quant(mla_context *ctx, const mla_flatten_quant_args *a);
+
 #endif
