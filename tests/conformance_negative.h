@@ -29,6 +29,8 @@ void neg_positive(const mla_backend_ops *from, mla_backend_ops *t, const char *l
 /* The prepare-path controls (one file each). */
 void neg_prepare_controls(const mla_backend_ops *from);
 void neg_positive_controls(const mla_backend_ops *from);
+/* The MXFP4 GEMM path's controls and direct checks (conformance_negative_mxfp4.c). */
+void neg_mxfp4_controls(const mla_backend_ops *from);
 
 /* ---- element access for the test kernels (host tables: ref and cpu) ---- */
 
