@@ -1,7 +1,7 @@
 /* mla op NAME: the generic runner. Parses the command line against the op's
  * descriptor, moves .npy data into context memory and back, and writes
- * the outputs. The ops themselves are in op_table.c (number formats) and
- * op_table_prepare.c (the prepare path). */
+ * the outputs. The ops themselves are in op_table.c (number formats),
+ * op_table_prepare.c (the prepare path) and op_table_mxfp4.c (the MXFP4 GEMM path). */
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -26,11 +26,19 @@ struct op_run {
     slot in[OP_MAX_ARGS], out[OP_MAX_ARGS];
 };
 
-/* Op i of the two tables (number formats, then the prepare path). */
+/* Op i of the tables (number formats, the prepare path, the MXFP4 GEMM path). */
 static const op_desc *op_at(int i)
 {
-    return i < mla_op_table_size ? &mla_op_table[i]
-                                 : &mla_op_table_prepare[i - mla_op_table_size];
+    if (i < mla_op_table_size)
+        return &mla_op_table[i];
+    i -= mla_op_table_size;
+    return i < mla_op_table_prepare_size ? &mla_op_table_prepare[i]
+                                         : &mla_op_table_mxfp4[i - mla_op_table_prepare_size];
+}
+
+static int op_count(void)
+{
+    return mla_op_table_size + mla_op_table_prepare_size + mla_op_table_mxfp4_size;
 }
 
 void usage_op(FILE *out)
@@ -41,7 +49,7 @@ void usage_op(FILE *out)
                  "Files: f32 <f4, f16 <f2, bf16 <u2, fp8 / e8m0 / fp4x2 |u1 raw codes (an fp4x2\n"
                  "byte holds elements 2i (low nibble) and 2i+1). Where a file's dtype is\n"
                  "ambiguous, --param in_dtype=... names it. Default backend: auto.\n\nops:\n");
-    for (int i = 0; i < mla_op_table_size + mla_op_table_prepare_size; ++i) {
+    for (int i = 0; i < op_count(); ++i) {
         const op_desc *d = op_at(i);
         fprintf(out, "  %s: %s\n    in:", d->name, d->summary);
         for (int k = 0; d->inputs[k]; ++k)
@@ -379,7 +387,7 @@ int cmd_op(int argc, char **argv)
         usage_op(stderr);
         return MLA_EXIT_USAGE;
     }
-    for (int i = 0; i < mla_op_table_size + mla_op_table_prepare_size; ++i)
+    for (int i = 0; i < op_count(); ++i)
         if (!strcmp(op_at(i)->name, argv[1]))
             r.d = op_at(i);
     if (!r.d) {

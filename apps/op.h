@@ -31,6 +31,8 @@ extern const op_desc mla_op_table[]; /* number-format ops (op_table.c) */
 extern const int mla_op_table_size;
 extern const op_desc mla_op_table_prepare[]; /* prepare-path ops (op_table_prepare.c) */
 extern const int mla_op_table_prepare_size;
+extern const op_desc mla_op_table_mxfp4[]; /* MXFP4 GEMM path (op_table_mxfp4.c) */
+extern const int mla_op_table_mxfp4_size;
 
 mla_context *op_ctx(op_run *r);
 /* The parameter's value, else its default, else NULL. */
