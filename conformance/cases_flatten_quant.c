@@ -36,7 +36,7 @@ static const fshape mx_shapes[] = {
     {3, 2, 48, 1, C_, CONF_L_OFFSET, T_, 0, "v 48 [H,T,v]"},
     {1, 128, 128, 1, C_, C_, C_, 0, "decode H 128"},
     {7, 1, 256, 0, P_, C_, T_ | P_, 0, "H 1"},
-    {2, 64, 1, 0, CONF_L_STEP2, C_, C_, 0, "v 1"},
+    {4, 64, 1, 0, CONF_L_STEP2, C_, C_, 0, "v 1"},
     {4, 4, 32, 1, C_, C_, C_, 1, "NaN/Inf [H,T,v]"},
     {0, 4, 32, 0, C_, C_, C_, 0, "T 0"},
 };
