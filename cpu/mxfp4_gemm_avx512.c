@@ -67,23 +67,26 @@ TILE_INLINE void tile(const mla_mx_rows *r, const int MT, const int NT, int64_t 
     for (int i = 0; i < MLA_MX_TILE; ++i)
         acc[i] = _mm512_setzero_ps();
     for (int64_t j = 0; j < r->nblk; ++j) {
-        __m512 we[MLA_MX_TILE], wo[MLA_MX_TILE];
+        /* A once per block and row; each weight row decoded and used at
+         * once, so that nothing but the accumulators stays live long */
+        __m512 ae[MLA_MX_TILE], ao[MLA_MX_TILE];
+#pragma GCC unroll 16
+        for (int mi = 0; mi < MT; ++mi) {
+            const float *a = r->a + mi * r->lda + MLA_MX_BLOCK * j;
+            ae[mi] = _mm512_loadu_ps(a);
+            ao[mi] = _mm512_loadu_ps(a + 16);
+        }
 #pragma GCC unroll 16
         for (int ni = 0; ni < NT; ++ni) {
             __m512 table = _mm512_mul_ps(fp4, _mm512_set1_ps(ws[ni][j]));
             __m512i c = _mm512_cvtepu8_epi32(
                 _mm_loadu_si128((const __m128i *)(const void *)(w[ni] + 16 * j)));
-            we[ni] = _mm512_permutexvar_ps(c, table);
-            wo[ni] = _mm512_permutexvar_ps(_mm512_srli_epi32(c, 4), table);
-        }
+            __m512 we = _mm512_permutexvar_ps(c, table);
+            __m512 wo = _mm512_permutexvar_ps(_mm512_srli_epi32(c, 4), table);
 #pragma GCC unroll 16
-        for (int mi = 0; mi < MT; ++mi) {
-            const float *a = r->a + mi * r->lda + MLA_MX_BLOCK * j;
-            __m512 ae = _mm512_loadu_ps(a), ao = _mm512_loadu_ps(a + 16);
-#pragma GCC unroll 16
-            for (int ni = 0; ni < NT; ++ni) {
-                acc[mi * NT + ni] = _mm512_fmadd_ps(we[ni], ae, acc[mi * NT + ni]);
-                acc[mi * NT + ni] = _mm512_fmadd_ps(wo[ni], ao, acc[mi * NT + ni]);
+            for (int mi = 0; mi < MT; ++mi) {
+                acc[mi * NT + ni] = _mm512_fmadd_ps(we, ae[mi], acc[mi * NT + ni]);
+                acc[mi * NT + ni] = _mm512_fmadd_ps(wo, ao[mi], acc[mi * NT + ni]);
             }
         }
     }
