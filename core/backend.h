@@ -133,6 +133,44 @@ typedef struct mla_flatten_quant_args {
     mla_mxfp4_rule rule;
 } mla_flatten_quant_args;
 
+/* ---- DSA indexer (include/mla/mla_indexer.h) ---- */
+
+typedef struct mla_layernorm_args {
+    mla_tensor x, w, b, y; /* [T, D], [D], [D], [T, D] */
+    float eps;
+} mla_layernorm_args;
+
+typedef struct mla_hadamard_args {
+    mla_tensor x, y; /* [T, H, D]; a 2-D input arrives as [T, 1, D] */
+} mla_hadamard_args;
+
+typedef struct mla_indexer_cache_args {
+    mla_indexer_cache_desc desc; /* layout resolved: never AUTO */
+    int64_t block_bytes;
+    mla_tensor cache;       /* U8 [num_blocks, block_bytes] */
+    mla_tensor k;           /* write: [T, head_dim] */
+    mla_tensor slots;       /* write: [T] */
+    mla_tensor block_table; /* gather / logits: [S, max_blocks] I32 */
+    mla_tensor cu_seq_lens; /* gather: [S + 1] I32 */
+    mla_tensor k_fp8, k_scale; /* gather outputs */
+} mla_indexer_cache_args;
+
+typedef struct mla_indexer_logits_args {
+    mla_indexer_cache_desc desc; /* layout resolved */
+    int64_t block_bytes;
+    mla_tensor cache, q, w, block_table, context_lens, logits;
+    int32_t next_n;
+} mla_indexer_logits_args;
+
+typedef struct mla_topk_args {
+    mla_tensor logits, lengths, indices;
+    int64_t k;
+} mla_topk_args;
+
+typedef struct mla_head_weights_args {
+    mla_tensor w, s_q, w_out;
+} mla_head_weights_args;
+
 typedef struct mla_backend_ops {
     const char *name;
     mla_backend backend;
@@ -173,6 +211,14 @@ typedef struct mla_backend_ops {
     mla_status (*gemm_a4w4)(mla_context *ctx, const mla_mxfp4_gemm_args *a);
     mla_status (*flatten_mxfp4_quant)(mla_context *ctx, const mla_flatten_quant_args *a);
     mla_status (*flatten_fp8_quant)(mla_context *ctx, const mla_flatten_quant_args *a);
+
+    mla_status (*layernorm)(mla_context *ctx, const mla_layernorm_args *a);
+    mla_status (*hadamard)(mla_context *ctx, const mla_hadamard_args *a);
+    mla_status (*indexer_k_cache_write)(mla_context *ctx, const mla_indexer_cache_args *a);
+    mla_status (*indexer_k_gather)(mla_context *ctx, const mla_indexer_cache_args *a);
+    mla_status (*indexer_logits)(mla_context *ctx, const mla_indexer_logits_args *a);
+    mla_status (*topk)(mla_context *ctx, const mla_topk_args *a);
+    mla_status (*indexer_head_weights)(mla_context *ctx, const mla_head_weights_args *a);
 } mla_backend_ops;
 
 struct mla_context {

@@ -66,7 +66,9 @@ const char *mla_op_name(mla_op op)
         "convert",      "mxfp4_quant",  "mxfp4_dequant", "fp8_group_quant", "fp8_group_dequant",
         "rmsnorm",      "qk_rmsnorm",   "rope",          "linear",          "batched_gemm",
         "cache_write",  "cache_gather", "rope_cache",    "gemm_a16wfp4",    "gemm_a4w4",
-        "flatten_mxfp4_quant", "flatten_fp8_quant",
+        "flatten_mxfp4_quant", "flatten_fp8_quant", "layernorm", "hadamard",
+        "indexer_k_cache_write", "indexer_k_gather", "indexer_logits", "topk",
+        "indexer_head_weights",
     };
     return NAME_OF(names, op, MLA_OP_COUNT);
 }
@@ -103,4 +105,10 @@ const char *mla_stage_name(mla_stage stage)
         "qkv_a_proj", "qk_norm", "q_b_proj", "absorb", "rope", "cache_write", "attention",
     };
     return NAME_OF(names, stage, MLA_STAGE_COUNT);
+}
+
+const char *mla_indexer_layout_name(mla_indexer_layout layout)
+{
+    static const char *const names[MLA_INDEXER_LAYOUT_COUNT] = {"auto", "normal", "shuffle"};
+    return NAME_OF(names, layout, MLA_INDEXER_LAYOUT_COUNT);
 }

@@ -259,6 +259,13 @@ typedef enum mla_op {
     MLA_OP_GEMM_A4W4 = 14,
     MLA_OP_FLATTEN_MXFP4_QUANT = 15,
     MLA_OP_FLATTEN_FP8_QUANT = 16,
+    MLA_OP_LAYERNORM = 17,
+    MLA_OP_HADAMARD = 18,
+    MLA_OP_INDEXER_K_CACHE_WRITE = 19,
+    MLA_OP_INDEXER_K_GATHER = 20,
+    MLA_OP_INDEXER_LOGITS = 21,
+    MLA_OP_TOPK = 22,
+    MLA_OP_INDEXER_HEAD_WEIGHTS = 23,
     MLA_OP_COUNT
 } mla_op;
 
@@ -340,5 +347,6 @@ MLA_API mla_status mla_gpu_name(int device, char *buf, size_t len);
 
 #include "mla/mla_prepare.h"
 #include "mla/mla_mxfp4.h"
+#include "mla/mla_indexer.h"
 
 #endif /* MLA_MLA_H */

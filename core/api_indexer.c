@@ -1,0 +1,383 @@
+/* Entry points of the DSA indexer (spec section 6). */
+#include <math.h>
+#include <stdlib.h>
+
+#include "core/indices.h"
+#include "core/validate.h"
+
+#define SHUFFLE_TILE 16
+#define HADAMARD_MAX 1024
+
+mla_indexer_layout mla_indexer_layout_for(int64_t block_size)
+{
+    return block_size == 1 ? MLA_INDEXER_NORMAL : MLA_INDEXER_SHUFFLE;
+}
+
+/* Resolves AUTO and checks the descriptor; *bytes is one block's size. */
+static mla_status desc_check(mla_context *ctx, const mla_indexer_cache_desc *in,
+                             mla_indexer_cache_desc *out, int64_t *bytes)
+{
+    if (!in)
+        return mla_fail(ctx, MLA_ERR_NULL_POINTER, "cache_desc", "cache descriptor is NULL");
+    *out = *in;
+    if ((int)in->layout < 0 || in->layout >= MLA_INDEXER_LAYOUT_COUNT)
+        return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "cache_desc.layout",
+                        "unknown indexer layout %d", (int)in->layout);
+    if (in->dtype != MLA_DTYPE_FP8_E4M3FN && in->dtype != MLA_DTYPE_FP8_E4M3FNUZ)
+        return mla_fail(ctx, MLA_ERR_DTYPE, "cache_desc.dtype", "the indexer cache holds fp8");
+    if (in->num_blocks < 0 || in->block_size < 1 || in->head_dim < 1)
+        return mla_fail(ctx, MLA_ERR_SHAPE, "cache_desc",
+                        "num_blocks >= 0, block_size >= 1, head_dim >= 1");
+    if (in->ue8m0 != 0 && in->ue8m0 != 1)
+        return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "cache_desc.ue8m0", "ue8m0 is 0 or 1");
+    if (in->layout == MLA_INDEXER_LAYOUT_AUTO)
+        out->layout = mla_indexer_layout_for(in->block_size);
+    if (out->layout == MLA_INDEXER_SHUFFLE &&
+        (in->block_size % SHUFFLE_TILE || in->head_dim % SHUFFLE_TILE))
+        return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "cache_desc.block_size",
+                        "the shuffle layout needs block_size and head_dim multiples of 16, "
+                        "block_size is %lld", (long long)in->block_size);
+    int64_t per_token = in->head_dim + 4, total;
+    if (__builtin_mul_overflow(per_token, in->block_size, bytes) ||
+        __builtin_mul_overflow(*bytes, in->num_blocks, &total))
+        return mla_fail(ctx, MLA_ERR_OVERFLOW, "cache_desc", "cache bytes overflow");
+    return MLA_OK;
+}
+
+mla_status mla_indexer_cache_block_bytes(const mla_indexer_cache_desc *desc, int64_t *block_bytes)
+{
+    if (!block_bytes)
+        return MLA_ERR_NULL_POINTER;
+    mla_indexer_cache_desc d;
+    return desc_check(NULL, desc, &d, block_bytes);
+}
+
+static mla_status check_cache(mla_context *ctx, const mla_indexer_cache_desc *in,
+                              const mla_tensor *cache, mla_indexer_cache_args *a)
+{
+    MLA_TRY(desc_check(ctx, in, &a->desc, &a->block_bytes));
+    MLA_TRY(mla_check_tensor(ctx, cache, "cache", 2));
+    MLA_TRY(mla_check_dtype(ctx, cache, "cache", MLA_DT(MLA_DTYPE_U8)));
+    MLA_TRY(mla_check_extent(ctx, cache, "cache", 0, in->num_blocks));
+    MLA_TRY(mla_check_extent(ctx, cache, "cache", 1, a->block_bytes));
+    if (cache->shape[1] > 1 && cache->stride[1] != 1)
+        return mla_fail_field(ctx, MLA_ERR_STRIDE, "cache", "stride",
+                              "cache bytes of a block must be contiguous");
+    a->cache = *cache;
+    return MLA_OK;
+}
+
+static int cmp_i64(const void *x, const void *y)
+{
+    int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+    return (a > b) - (a < b);
+}
+
+mla_status mla_indexer_k_cache_write(mla_context *ctx, const mla_indexer_cache_desc *desc,
+                                     mla_tensor *cache, const mla_tensor *k,
+                                     const mla_tensor *slots)
+{
+    MLA_TRY(mla_begin(ctx));
+    mla_indexer_cache_args a = {0};
+    MLA_TRY(check_cache(ctx, desc, cache, &a));
+    MLA_TRY(mla_check_tensor(ctx, k, "k", 2));
+    MLA_TRY(mla_check_dtype(ctx, k, "k", MLA_DT_FLOAT));
+    MLA_TRY(mla_check_extent(ctx, k, "k", 1, desc->head_dim));
+    const int64_t T = k->shape[0];
+    MLA_TRY(mla_check_tensor(ctx, slots, "slots", 1));
+    MLA_TRY(mla_check_dtype(ctx, slots, "slots", MLA_DT(MLA_DTYPE_I32) | MLA_DT(MLA_DTYPE_I64)));
+    MLA_TRY(mla_check_extent(ctx, slots, "slots", 0, T));
+    MLA_TRY(mla_check_output(ctx, cache, "cache"));
+    MLA_TRY(mla_check_disjoint(ctx, cache, "cache", k, "k"));
+    MLA_TRY(mla_check_disjoint(ctx, cache, "cache", slots, "slots"));
+    int64_t *v = NULL;
+    MLA_TRY(mla_read_indices(ctx, slots, "slots", &v));
+    mla_status st =
+        mla_check_index_range(ctx, v, T, 0, desc->num_blocks * desc->block_size, 1, "slots");
+    if (st == MLA_OK && T > 1) {
+        qsort(v, (size_t)T, sizeof *v, cmp_i64);
+        for (int64_t i = 1; i < T && st == MLA_OK; ++i)
+            if (v[i] >= 0 && v[i] == v[i - 1])
+                st = mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "slots", "slot %lld is written twice",
+                              (long long)v[i]);
+    }
+    free(v);
+    MLA_TRY(st);
+    mla_variant var = {MLA_OP_INDEXER_K_CACHE_WRITE, k->dtype, desc->dtype, (int32_t)a.desc.layout,
+                       desc->ue8m0, desc->block_size, T, desc->head_dim};
+    MLA_TRY(mla_check_supported(ctx, &var));
+    MLA_SLOT(ctx, indexer_k_cache_write);
+    if (T == 0)
+        return MLA_OK;
+    a.k = *k;
+    a.slots = *slots;
+    return ctx->ops->indexer_k_cache_write(ctx, &a);
+}
+
+/* block_table [S, max_blocks] I32 whose first ceil(len_s / block_size) ids
+ * of row s are valid blocks. lens: host copy of the S lengths. */
+static mla_status check_table(mla_context *ctx, const mla_indexer_cache_desc *d,
+                              const mla_tensor *table, const int64_t *lens, int64_t S)
+{
+    MLA_TRY(mla_check_tensor(ctx, table, "block_table", 2));
+    MLA_TRY(mla_check_dtype(ctx, table, "block_table", MLA_DT(MLA_DTYPE_I32)));
+    MLA_TRY(mla_check_extent(ctx, table, "block_table", 0, S));
+    const int64_t max_blocks = table->shape[1];
+    MLA_TRY(mla_check_index_range(ctx, lens, S, 0, max_blocks * d->block_size + 1, 0, "lengths"));
+    int64_t *ids = NULL;
+    MLA_TRY(mla_read_indices(ctx, table, "block_table", &ids));
+    mla_status st = MLA_OK;
+    for (int64_t s = 0; s < S && st == MLA_OK; ++s)
+        st = mla_check_index_range(ctx, ids + s * max_blocks,
+                                   (lens[s] + d->block_size - 1) / d->block_size, 0, d->num_blocks,
+                                   0, "block_table");
+    free(ids);
+    return st;
+}
+
+mla_status mla_indexer_k_gather(mla_context *ctx, const mla_indexer_cache_desc *desc,
+                                const mla_tensor *cache, const mla_tensor *block_table,
+                                const mla_tensor *cu_seq_lens, mla_tensor *k_fp8,
+                                mla_tensor *k_scale)
+{
+    MLA_TRY(mla_begin(ctx));
+    mla_indexer_cache_args a = {0};
+    MLA_TRY(check_cache(ctx, desc, cache, &a));
+    MLA_TRY(mla_check_tensor(ctx, cu_seq_lens, "cu_seq_lens", 1));
+    MLA_TRY(mla_check_dtype(ctx, cu_seq_lens, "cu_seq_lens", MLA_DT(MLA_DTYPE_I32)));
+    if (cu_seq_lens->shape[0] < 1)
+        return mla_fail_field(ctx, MLA_ERR_SHAPE, "cu_seq_lens", "shape[0]", "needs S + 1 >= 1");
+    const int64_t S = cu_seq_lens->shape[0] - 1;
+    int64_t *cu = NULL;
+    MLA_TRY(mla_read_indices(ctx, cu_seq_lens, "cu_seq_lens", &cu));
+    int64_t *lens = malloc((size_t)(S > 0 ? S : 1) * sizeof *lens);
+    mla_status st = lens ? MLA_OK : MLA_ERR_OUT_OF_MEMORY;
+    for (int64_t s = 0; st == MLA_OK && s < S; ++s) {
+        lens[s] = cu[s + 1] - cu[s];
+        if (cu[0] != 0 || lens[s] < 0)
+            st = mla_fail(ctx, MLA_ERR_OUT_OF_RANGE, "cu_seq_lens",
+                          "cu_seq_lens must start at 0 and not decrease");
+    }
+    const int64_t rows = st == MLA_OK ? cu[S] : 0;
+    if (st == MLA_OK)
+        st = check_table(ctx, desc, block_table, lens, S);
+    free(cu);
+    free(lens);
+    MLA_TRY(st);
+    MLA_TRY(mla_check_tensor(ctx, k_fp8, "k_fp8", 2));
+    MLA_TRY(mla_check_dtype(ctx, k_fp8, "k_fp8", MLA_DT(desc->dtype)));
+    MLA_TRY(mla_check_extent(ctx, k_fp8, "k_fp8", 0, rows));
+    MLA_TRY(mla_check_extent(ctx, k_fp8, "k_fp8", 1, desc->head_dim));
+    MLA_TRY(mla_check_tensor(ctx, k_scale, "k_scale", 1));
+    MLA_TRY(mla_check_dtype(ctx, k_scale, "k_scale", MLA_DT(MLA_DTYPE_F32)));
+    MLA_TRY(mla_check_extent(ctx, k_scale, "k_scale", 0, rows));
+    MLA_TRY(mla_check_output(ctx, k_fp8, "k_fp8"));
+    MLA_TRY(mla_check_output(ctx, k_scale, "k_scale"));
+    const mla_tensor *ins[3] = {cache, block_table, cu_seq_lens};
+    const char *names[3] = {"cache", "block_table", "cu_seq_lens"};
+    for (int i = 0; i < 3; ++i) {
+        MLA_TRY(mla_check_disjoint(ctx, k_fp8, "k_fp8", ins[i], names[i]));
+        MLA_TRY(mla_check_disjoint(ctx, k_scale, "k_scale", ins[i], names[i]));
+    }
+    MLA_TRY(mla_check_disjoint(ctx, k_scale, "k_scale", k_fp8, "k_fp8"));
+    mla_variant var = {MLA_OP_INDEXER_K_GATHER, desc->dtype, desc->dtype, (int32_t)a.desc.layout,
+                       0, desc->block_size, rows, desc->head_dim};
+    MLA_TRY(mla_check_supported(ctx, &var));
+    MLA_SLOT(ctx, indexer_k_gather);
+    if (rows == 0)
+        return MLA_OK;
+    a.block_table = *block_table;
+    a.cu_seq_lens = *cu_seq_lens;
+    a.k_fp8 = *k_fp8;
+    a.k_scale = *k_scale;
+    return ctx->ops->indexer_k_gather(ctx, &a);
+}
+
+mla_status mla_indexer_logits(mla_context *ctx, const mla_indexer_cache_desc *desc,
+                              const mla_tensor *cache, const mla_tensor *q, const mla_tensor *w,
+                              const mla_tensor *block_table, const mla_tensor *context_lens,
+                              int32_t next_n, mla_tensor *logits)
+{
+    MLA_TRY(mla_begin(ctx));
+    mla_indexer_cache_args c = {0};
+    MLA_TRY(check_cache(ctx, desc, cache, &c));
+    if (next_n < 1)
+        return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "next_n", "next_n must be >= 1");
+    MLA_TRY(mla_check_tensor(ctx, context_lens, "context_lens", 1));
+    MLA_TRY(mla_check_dtype(ctx, context_lens, "context_lens", MLA_DT(MLA_DTYPE_I32)));
+    const int64_t B = context_lens->shape[0], rows = B * next_n;
+    MLA_TRY(mla_check_tensor(ctx, q, "q", 3));
+    MLA_TRY(mla_check_dtype(ctx, q, "q", MLA_DT(desc->dtype)));
+    MLA_TRY(mla_check_extent(ctx, q, "q", 0, rows));
+    MLA_TRY(mla_check_extent(ctx, q, "q", 2, desc->head_dim));
+    const int64_t Hi = q->shape[1];
+    MLA_TRY(mla_check_tensor(ctx, w, "w", 2));
+    MLA_TRY(mla_check_dtype(ctx, w, "w", MLA_DT(MLA_DTYPE_F32)));
+    MLA_TRY(mla_check_extent(ctx, w, "w", 0, rows));
+    MLA_TRY(mla_check_extent(ctx, w, "w", 1, Hi));
+    MLA_TRY(mla_check_tensor(ctx, logits, "logits", 2));
+    MLA_TRY(mla_check_dtype(ctx, logits, "logits", MLA_DT(MLA_DTYPE_F32)));
+    MLA_TRY(mla_check_extent(ctx, logits, "logits", 0, rows));
+    int64_t *lens = NULL;
+    MLA_TRY(mla_read_indices(ctx, context_lens, "context_lens", &lens));
+    mla_status st = MLA_OK;
+    for (int64_t b = 0; st == MLA_OK && b < B; ++b)
+        if (lens[b] < next_n || lens[b] > logits->shape[1])
+            st = mla_fail(ctx, MLA_ERR_OUT_OF_RANGE, "context_lens",
+                          "context_lens[%lld] = %lld is outside [next_n, logits.shape[1]]",
+                          (long long)b, (long long)lens[b]);
+    if (st == MLA_OK)
+        st = check_table(ctx, desc, block_table, lens, B);
+    free(lens);
+    MLA_TRY(st);
+    MLA_TRY(mla_check_output(ctx, logits, "logits"));
+    const mla_tensor *ins[5] = {cache, q, w, block_table, context_lens};
+    const char *names[5] = {"cache", "q", "w", "block_table", "context_lens"};
+    for (int i = 0; i < 5; ++i)
+        MLA_TRY(mla_check_disjoint(ctx, logits, "logits", ins[i], names[i]));
+    mla_variant var = {MLA_OP_INDEXER_LOGITS, desc->dtype, MLA_DTYPE_F32, (int32_t)c.desc.layout,
+                       next_n, desc->block_size, rows, desc->head_dim};
+    MLA_TRY(mla_check_supported(ctx, &var));
+    MLA_SLOT(ctx, indexer_logits);
+    if (rows == 0 || logits->shape[1] == 0)
+        return MLA_OK;
+    mla_indexer_logits_args a = {c.desc, c.block_bytes, *cache, *q, *w, *block_table,
+                                 *context_lens, *logits, next_n};
+    return ctx->ops->indexer_logits(ctx, &a);
+}
+
+mla_status mla_topk(mla_context *ctx, const mla_tensor *logits, const mla_tensor *lengths,
+                    int64_t k, mla_tensor *indices)
+{
+    MLA_TRY(mla_begin(ctx));
+    MLA_TRY(mla_check_tensor(ctx, logits, "logits", 2));
+    MLA_TRY(mla_check_dtype(ctx, logits, "logits", MLA_DT(MLA_DTYPE_F32)));
+    const int64_t R = logits->shape[0], N = logits->shape[1];
+    if (k < 1 || k > N)
+        return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "k",
+                        "k = %lld must be in [1, %lld], the logits row", (long long)k,
+                        (long long)N);
+    MLA_TRY(mla_check_tensor(ctx, lengths, "lengths", 1));
+    MLA_TRY(mla_check_dtype(ctx, lengths, "lengths", MLA_DT(MLA_DTYPE_I32)));
+    MLA_TRY(mla_check_extent(ctx, lengths, "lengths", 0, R));
+    int64_t *lens = NULL;
+    MLA_TRY(mla_read_indices(ctx, lengths, "lengths", &lens));
+    mla_status st = mla_check_index_range(ctx, lens, R, 0, N + 1, 0, "lengths");
+    free(lens);
+    MLA_TRY(st);
+    MLA_TRY(mla_check_tensor(ctx, indices, "indices", 2));
+    MLA_TRY(mla_check_dtype(ctx, indices, "indices", MLA_DT(MLA_DTYPE_I32)));
+    MLA_TRY(mla_check_extent(ctx, indices, "indices", 0, R));
+    MLA_TRY(mla_check_extent(ctx, indices, "indices", 1, k));
+    MLA_TRY(mla_check_output(ctx, indices, "indices"));
+    MLA_TRY(mla_check_disjoint(ctx, indices, "indices", logits, "logits"));
+    MLA_TRY(mla_check_disjoint(ctx, indices, "indices", lengths, "lengths"));
+    mla_variant var = {MLA_OP_TOPK, MLA_DTYPE_F32, MLA_DTYPE_I32, 0, 0, k, R, N};
+    MLA_TRY(mla_check_supported(ctx, &var));
+    MLA_SLOT(ctx, topk);
+    if (R == 0)
+        return MLA_OK;
+    mla_topk_args a = {*logits, *lengths, *indices, k};
+    return ctx->ops->topk(ctx, &a);
+}
+
+mla_status mla_layernorm(mla_context *ctx, const mla_tensor *x, const mla_tensor *w,
+                         const mla_tensor *b, float eps, mla_tensor *y)
+{
+    MLA_TRY(mla_begin(ctx));
+    MLA_TRY(mla_check_tensor(ctx, x, "x", 2));
+    MLA_TRY(mla_check_dtype(ctx, x, "x", MLA_DT_FLOAT));
+    const int64_t T = x->shape[0], D = x->shape[1];
+    const mla_tensor *wb[2] = {w, b};
+    const char *names[2] = {"w", "b"};
+    for (int i = 0; i < 2; ++i) {
+        MLA_TRY(mla_check_tensor(ctx, wb[i], names[i], 1));
+        MLA_TRY(mla_check_dtype(ctx, wb[i], names[i], MLA_DT(MLA_DTYPE_F32)));
+        MLA_TRY(mla_check_extent(ctx, wb[i], names[i], 0, D));
+    }
+    if (!(eps >= 0.0f) || !isfinite(eps))
+        return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "eps", "eps must be finite and >= 0");
+    MLA_TRY(mla_check_tensor(ctx, y, "y", 2));
+    MLA_TRY(mla_check_dtype(ctx, y, "y", MLA_DT_FLOAT));
+    MLA_TRY(mla_check_extent(ctx, y, "y", 0, T));
+    MLA_TRY(mla_check_extent(ctx, y, "y", 1, D));
+    MLA_TRY(mla_check_output(ctx, y, "y"));
+    MLA_TRY(mla_check_inplace_or_disjoint(ctx, y, "y", x, "x"));
+    MLA_TRY(mla_check_disjoint(ctx, y, "y", w, "w"));
+    MLA_TRY(mla_check_disjoint(ctx, y, "y", b, "b"));
+    mla_variant var = {MLA_OP_LAYERNORM, x->dtype, y->dtype, 0, 0, 0, T, D};
+    MLA_TRY(mla_check_supported(ctx, &var));
+    MLA_SLOT(ctx, layernorm);
+    if (T == 0 || D == 0)
+        return MLA_OK;
+    mla_layernorm_args a = {*x, *w, *b, *y, eps};
+    return ctx->ops->layernorm(ctx, &a);
+}
+
+static mla_tensor as_3d(const mla_tensor *t)
+{
+    mla_tensor r = *t;
+    if (t->ndim == 2) {
+        r.ndim = 3;
+        r.shape[2] = t->shape[1];
+        r.stride[2] = t->stride[1];
+        r.shape[1] = 1;
+        r.stride[1] = t->shape[1] * t->stride[1];
+    }
+    return r;
+}
+
+mla_status mla_hadamard(mla_context *ctx, const mla_tensor *x, mla_tensor *y)
+{
+    MLA_TRY(mla_begin(ctx));
+    MLA_TRY(mla_check_tensor(ctx, x, "x", -1));
+    if (x->ndim != 2 && x->ndim != 3)
+        return mla_fail_field(ctx, MLA_ERR_SHAPE, "x", "ndim", "rank %d, expected 2 or 3",
+                              (int)x->ndim);
+    MLA_TRY(mla_check_dtype(ctx, x, "x", MLA_DT(MLA_DTYPE_F32) | MLA_DT(MLA_DTYPE_BF16)));
+    const int64_t D = x->shape[x->ndim - 1];
+    if (D < 1 || D > HADAMARD_MAX || (D & (D - 1)))
+        return mla_fail_field(ctx, MLA_ERR_SHAPE, "x", "shape",
+                              "the last dim %lld is not a power of two <= %d", (long long)D,
+                              HADAMARD_MAX);
+    MLA_TRY(mla_check_tensor(ctx, y, "y", x->ndim));
+    MLA_TRY(mla_check_dtype(ctx, y, "y", MLA_DT(MLA_DTYPE_F32) | MLA_DT(MLA_DTYPE_BF16)));
+    for (int32_t d = 0; d < x->ndim; ++d)
+        MLA_TRY(mla_check_extent(ctx, y, "y", d, x->shape[d]));
+    MLA_TRY(mla_check_output(ctx, y, "y"));
+    MLA_TRY(mla_check_inplace_or_disjoint(ctx, y, "y", x, "x"));
+    mla_variant var = {MLA_OP_HADAMARD, x->dtype, y->dtype, 0, 0, 0, mla_tensor_numel(x) / D, D};
+    MLA_TRY(mla_check_supported(ctx, &var));
+    MLA_SLOT(ctx, hadamard);
+    if (mla_tensor_numel(x) == 0)
+        return MLA_OK;
+    mla_hadamard_args a = {as_3d(x), as_3d(y)};
+    return ctx->ops->hadamard(ctx, &a);
+}
+
+mla_status mla_indexer_head_weights(mla_context *ctx, const mla_tensor *w, const mla_tensor *s_q,
+                                    mla_tensor *w_out)
+{
+    MLA_TRY(mla_begin(ctx));
+    MLA_TRY(mla_check_tensor(ctx, w, "w", 2));
+    MLA_TRY(mla_check_dtype(ctx, w, "w", MLA_DT(MLA_DTYPE_F32) | MLA_DT(MLA_DTYPE_BF16)));
+    const int64_t T = w->shape[0], Hi = w->shape[1];
+    MLA_TRY(mla_check_tensor(ctx, s_q, "s_q", 2));
+    MLA_TRY(mla_check_dtype(ctx, s_q, "s_q", MLA_DT(MLA_DTYPE_F32)));
+    MLA_TRY(mla_check_extent(ctx, s_q, "s_q", 0, T));
+    MLA_TRY(mla_check_extent(ctx, s_q, "s_q", 1, Hi));
+    MLA_TRY(mla_check_tensor(ctx, w_out, "w_out", 2));
+    MLA_TRY(mla_check_dtype(ctx, w_out, "w_out", MLA_DT(MLA_DTYPE_F32)));
+    MLA_TRY(mla_check_extent(ctx, w_out, "w_out", 0, T));
+    MLA_TRY(mla_check_extent(ctx, w_out, "w_out", 1, Hi));
+    MLA_TRY(mla_check_output(ctx, w_out, "w_out"));
+    MLA_TRY(mla_check_inplace_or_disjoint(ctx, w_out, "w_out", w, "w"));
+    MLA_TRY(mla_check_inplace_or_disjoint(ctx, w_out, "w_out", s_q, "s_q"));
+    mla_variant var = {MLA_OP_INDEXER_HEAD_WEIGHTS, w->dtype, MLA_DTYPE_F32, 0, 0, 0, T, Hi};
+    MLA_TRY(mla_check_supported(ctx, &var));
+    MLA_SLOT(ctx, indexer_head_weights);
+    if (T == 0 || Hi == 0)
+        return MLA_OK;
+    mla_head_weights_args a = {*w, *s_q, *w_out};
+    return ctx->ops->indexer_head_weights(ctx, &a);
+}
