@@ -6,10 +6,12 @@
  * contiguous (a copy only when the codes' last stride is not 1); then, per
  * chunk of activation rows, builds A in fp32 (x as is, x's MXFP4 round trip
  * when prequant, or the a4w4 dequant: all bit-exact per core/format_bits.h)
- * and runs tiles of 16 dot products (cpu/mxfp4_gemm.h). K is never split:
- * every output is one tile's fixed sequence of operations, whatever the
- * thread count or the task split. Scratch is allocated before anything is
- * written, so a failed allocation leaves y untouched. */
+ * and runs tiles of 16 dot products (cpu/mxfp4_gemm.h); from M = 64, in
+ * builds with OpenBLAS, one single-threaded sgemm against the task's weight
+ * rows decoded to fp32 instead. K is never split: every output is one
+ * tile's (or one sgemm call's) fixed sequence of operations, whatever the
+ * thread count. Scratch is allocated before anything is written, so a
+ * failed allocation leaves y untouched. */
 #include <stdlib.h>
 #include <string.h>
 
