@@ -130,6 +130,7 @@ static int build_a16wfp4(conf_case *cases, int cap)
         {2, 70, 96, 33, bf, bf, 1, 0, 1, 0, VIEW_PLAIN, C_, C_, C_, P_, N_, "M 70"},
         {1, 66, 64, 20, f32, f32, 0, 0, 0, 0, VIEW_PLAIN, P_, T_, C_, C_, A_, "M 66 strided"},
         {4, 64, 128, 32, bf, bf, 1, 0, 2, 0, VIEW_WVC, C_, C_, C_, C_, N_, "W_vc T 64"},
+        {1, 64, 2048, 100, bf, f32, 1, 0, 0, 0, VIEW_PLAIN, C_, C_, C_, C_, N_, "K 2048"},
         {2, 0, 64, 16, bf, bf, 1, 0, 0, 0, VIEW_PLAIN, C_, C_, C_, C_, A_, "M 0"},
     };
     for (size_t i = 0; i < sizeof more / sizeof more[0]; ++i)

@@ -29,6 +29,7 @@
 #define BLOCK MLA_MX_BLOCK
 #define MCHUNK 128      /* activation rows built per pass (at K = 512: 256 KB, L2) */
 #define SGEMM_MIN_M 64  /* from here on OpenBLAS on a decoded weight panel, when built in */
+#define PANEL_FLOATS 131072 /* decoded weights per panel (512 KB, L2) */
 /* Activation rows per tile (4 x 4 tiles: measured faster on Zen 4 at M = 16
  * than 8 x 2 or 16 x 1, which load more activations per FMA). */
 #define MT_MAX 4
@@ -232,20 +233,22 @@ typedef struct plan {
     kernels k;
     int64_t nchunk, nsplit; /* weight rows per task, tasks per batch */
     int64_t mchunk;         /* activation rows per pass */
+    int64_t prows;          /* weight rows per decoded panel (OpenBLAS path) */
     size_t scratch;         /* floats of one task's scratch */
 } plan;
 
 static int64_t round16(int64_t n) { return (n + 15) / 16 * 16; }
 
-/* One task's scratch, in floats: block scales, contiguous code rows (a
- * copy only when needed), A chunk, a row buffer, outputs, weight panel. */
+/* One task's scratch, in floats: block scales, A chunk, a row buffer,
+ * outputs, weight panel, contiguous code rows (a copy only when needed). */
 static size_t scratch_floats(const plan *p)
 {
     const int64_t K = p->g->K, rows = p->nchunk, ldo = round16(rows);
-    const int64_t out = (p->sgemm ? p->mchunk : MT_MAX) * ldo;
-    return (size_t)(rows * (K / BLOCK) + (rows * K / 2 + 3) / 4 + p->mchunk * K + K + out +
-                    (p->sgemm ? rows * K : 0));
+    const int64_t out = p->sgemm ? p->mchunk * p->prows : MT_MAX * ldo;
+    return (size_t)(rows * (K / BLOCK) + p->mchunk * K + K + out + (p->sgemm ? p->prows * K : 0) +
+                    (rows * K / 2 + 3) / 4);
 }
+
 
 /* y[b, m0 + mi, n_lo + n] = out[mi * ldo + n] (rounded once for BF16). */
 static void store_rows(const mla_tensor *y, int64_t b, int64_t m0, int64_t mt, int64_t n_lo,
@@ -281,6 +284,22 @@ static void sgemm_one_thread(int64_t mc, int64_t rows, int64_t K, const float *A
         omp_set_num_threads(prev);
 #endif
 }
+
+/* Activation rows m0 .. m0 + mc against the weight rows, a panel of at
+ * most p->prows decoded rows at a time (decoded once per task when one
+ * panel holds them all). */
+static void sgemm_rows(const plan *p, const mla_mx_rows *r, int64_t b, int64_t n_lo, int64_t m0,
+                       int64_t mc, const float *ad, float *panel, float *out)
+{
+    const int64_t K = p->g->K;
+    for (int64_t n0 = 0; n0 < r->rows; n0 += p->prows) {
+        const int64_t nr = r->rows - n0 < p->prows ? r->rows - n0 : p->prows;
+        for (int64_t n = n0; p->prows < r->rows && n < n0 + nr; ++n)
+            p->k.wrow(r->w + n * r->ldw, r->ws + n * r->nblk, r->nblk, panel + (n - n0) * K);
+        sgemm_one_thread(mc, nr, K, ad, panel, out);
+        store_rows(&p->g->y, b, m0, mc, n_lo + n0, nr, out, nr);
+    }
+}
 #endif
 
 /* Batch b, weight rows [n_lo, n_hi). */
@@ -290,8 +309,8 @@ static void run_task(const plan *p, int64_t b, int64_t n_lo, int64_t n_hi, float
     const mla_mxfp4_operand *w = &g->w;
     const int64_t K = g->K, nblk = K / BLOCK, rows = n_hi - n_lo, ldo = round16(rows);
     float *ws = scratch, *ad = ws + rows * nblk, *buf = ad + p->mchunk * K, *out = buf + K;
-    float *panel = out + (p->sgemm ? p->mchunk : MT_MAX) * ldo;
-    uint8_t *codes = (uint8_t *)(panel + (p->sgemm ? rows * K : 0));
+    float *panel = out + (p->sgemm ? p->mchunk * p->prows : MT_MAX * ldo);
+    uint8_t *codes = (uint8_t *)(panel + (p->sgemm ? p->prows * K : 0));
     const uint8_t *wc = (const uint8_t *)w->codes.data + b * w->codes.stride[0] +
                         n_lo * w->codes.stride[1];
     const int copy = w->codes.stride[2] != 1;
@@ -304,15 +323,14 @@ static void run_task(const plan *p, int64_t b, int64_t n_lo, int64_t n_hi, float
     }
     mla_mx_rows r = {NULL, K, copy ? codes : wc, copy ? K / 2 : w->codes.stride[1], ws, rows,
                      nblk, out, ldo};
-    for (int64_t n = 0; p->sgemm && n < rows; ++n)
+    for (int64_t n = 0; p->sgemm && p->prows >= rows && n < rows; ++n)
         p->k.wrow(r.w + n * r.ldw, ws + n * nblk, nblk, panel + n * K);
     for (int64_t m0 = 0; m0 < g->M; m0 += p->mchunk) {
         const int64_t mc = g->M - m0 < p->mchunk ? g->M - m0 : p->mchunk;
         p->k.act(g, p->a4w4, b, m0, mc, ad, buf);
 #if defined(MLA_HAVE_OPENBLAS)
         if (p->sgemm) {
-            sgemm_one_thread(mc, rows, K, ad, panel, out);
-            store_rows(&g->y, b, m0, mc, n_lo, rows, out, rows);
+            sgemm_rows(p, &r, b, n_lo, m0, mc, ad, panel, out);
             continue;
         }
 #endif
@@ -330,7 +348,7 @@ static void run_task(const plan *p, int64_t b, int64_t n_lo, int64_t n_hi, float
 
 static mla_status run(mla_context *ctx, const mla_mxfp4_gemm_args *g, int a4w4)
 {
-    plan p = {g, a4w4, 0, pick(mla_cpu_isa_of(ctx)), g->N, 1, 0, 0};
+    plan p = {g, a4w4, 0, pick(mla_cpu_isa_of(ctx)), g->N, 1, 0, 0, 0};
 #if defined(MLA_HAVE_OPENBLAS)
     p.sgemm = g->M >= SGEMM_MIN_M;
 #endif
@@ -345,6 +363,8 @@ static mla_status run(mla_context *ctx, const mla_mxfp4_gemm_args *g, int a4w4)
         p.nchunk = chunk < g->N ? chunk : g->N;
         p.nsplit = (g->N + p.nchunk - 1) / p.nchunk;
     }
+    p.prows = round16(PANEL_FLOATS / g->K);
+    p.prows = p.prows < p.nchunk ? p.prows : p.nchunk;
     const int64_t tasks = g->B * p.nsplit;
     const int nt = mla_cpu_threads(ctx, tasks, g->B * g->M * g->N * (g->K / 16));
     p.scratch = scratch_floats(&p);
