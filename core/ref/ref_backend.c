@@ -40,4 +40,11 @@ const mla_backend_ops mla_reference_ops = {
     .gemm_a4w4 = mla_ref_gemm_a4w4,
     .flatten_mxfp4_quant = mla_ref_flatten_mxfp4_quant,
     .flatten_fp8_quant = mla_ref_flatten_fp8_quant,
+    .layernorm = mla_ref_layernorm,
+    .hadamard = mla_ref_hadamard,
+    .indexer_k_cache_write = mla_ref_indexer_k_cache_write,
+    .indexer_k_gather = mla_ref_indexer_k_gather,
+    .indexer_logits = mla_ref_indexer_logits,
+    .topk = mla_ref_topk,
+    .indexer_head_weights = mla_ref_indexer_head_weights,
 };

@@ -1,7 +1,8 @@
 /* Reference kernels. They take validated argument records (core/backend.h)
  * and fail only when a scratch buffer cannot be allocated; the CPU backend
  * starts from the reference table and may call them directly for variants it
- * does not specialise. Semantics: mla.h, mla_prepare.h and spec sections 2-5. */
+ * does not specialise. Semantics: mla.h, mla_prepare.h, mla_mxfp4.h,
+ * mla_indexer.h and spec sections 2-7. */
 #ifndef MLA_CORE_REF_REF_KERNELS_H
 #define MLA_CORE_REF_REF_KERNELS_H
 
@@ -32,6 +33,16 @@ mla_status mla_ref_gemm_a16wfp4(mla_context *ctx, const mla_mxfp4_gemm_args *a);
 mla_status mla_ref_gemm_a4w4(mla_context *ctx, const mla_mxfp4_gemm_args *a);
 mla_status mla_ref_flatten_mxfp4_quant(mla_context *ctx, const mla_flatten_quant_args *a);
 mla_status mla_ref_flatten_fp8_quant(mla_context *ctx, const mla_flatten_quant_args *a);
+
+/* DSA indexer (spec section 6; layernorm.c, hadamard.c, indexer_cache.c,
+ * indexer_logits.c, topk.c, indexer_weights.c). */
+mla_status mla_ref_layernorm(mla_context *ctx, const mla_layernorm_args *a);
+mla_status mla_ref_hadamard(mla_context *ctx, const mla_hadamard_args *a);
+mla_status mla_ref_indexer_k_cache_write(mla_context *ctx, const mla_indexer_cache_args *a);
+mla_status mla_ref_indexer_k_gather(mla_context *ctx, const mla_indexer_cache_args *a);
+mla_status mla_ref_indexer_logits(mla_context *ctx, const mla_indexer_logits_args *a);
+mla_status mla_ref_topk(mla_context *ctx, const mla_topk_args *a);
+mla_status mla_ref_indexer_head_weights(mla_context *ctx, const mla_head_weights_args *a);
 
 /* The one RoPE of the reference (rope.c), used by mla_ref_rope and
  * mla_ref_rope_cache: out[0, R) = the fp32 rotation by position pos of the

@@ -1,0 +1,51 @@
+/* Reference top-k of the DSA indexer (spec section 6): per row r, the
+ * indices of the min(k, len) largest of logits[r, 0:len] (len = lengths[r]),
+ * largest first, padded with -1 to k.
+ *
+ * The order is total, so the answer is unique:
+ * - ties go to the lower index (a choice of this library, section 8); +0 and
+ *   -0 are equal and tie;
+ * - -inf is an ordinary value (a candidate below every finite one);
+ * - NaN ranks below every number, -inf included; NaNs among themselves by
+ *   index. So a NaN is only chosen when fewer than k numbers are left. */
+#include <stdlib.h>
+
+#include "core/ref/ref_kernels.h"
+#include "core/ref/tensor_access.h"
+
+typedef struct entry {
+    float v;
+    int64_t i;
+} entry;
+
+/* a before b: the larger number first, NaN last, then the lower index. */
+static int rank_order(const void *pa, const void *pb)
+{
+    const entry *a = pa, *b = pb;
+    const int na = isnan(a->v), nb = isnan(b->v);
+    if (na != nb)
+        return na - nb;
+    if (!na && a->v != b->v)
+        return a->v > b->v ? -1 : 1;
+    return (a->i > b->i) - (a->i < b->i);
+}
+
+mla_status mla_ref_topk(mla_context *ctx, const mla_topk_args *a)
+{
+    const int64_t R = a->logits.shape[0], N = a->logits.shape[1];
+    entry *e = malloc((size_t)(N > 0 ? N : 1) * sizeof *e);
+    if (!e)
+        return mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, "logits", "no memory for a row of %lld",
+                        (long long)N);
+    for (int64_t r = 0; r < R; ++r) {
+        const int64_t len = mla_ref_load_index(&a->lengths, r * a->lengths.stride[0]);
+        for (int64_t n = 0; n < len; ++n)
+            e[n] = (entry){((const float *)a->logits.data)[mla_ref_offset2(&a->logits, r, n)], n};
+        qsort(e, (size_t)len, sizeof *e, rank_order);
+        for (int64_t c = 0; c < a->k; ++c)
+            ((int32_t *)a->indices.data)[mla_ref_offset2(&a->indices, r, c)] =
+                c < len ? (int32_t)e[c].i : -1;
+    }
+    free(e);
+    return MLA_OK;
+}
