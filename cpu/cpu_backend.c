@@ -113,6 +113,13 @@ static const char *cpu_supports(const mla_context *ctx, const mla_variant *v)
     case MLA_OP_GEMM_A4W4:
     case MLA_OP_FLATTEN_MXFP4_QUANT:
     case MLA_OP_FLATTEN_FP8_QUANT:
+    case MLA_OP_LAYERNORM:
+    case MLA_OP_HADAMARD:
+    case MLA_OP_INDEXER_K_CACHE_WRITE:
+    case MLA_OP_INDEXER_K_GATHER:
+    case MLA_OP_INDEXER_LOGITS:
+    case MLA_OP_TOPK:
+    case MLA_OP_INDEXER_HEAD_WEIGHTS:
         return NULL;
     default:
         return mla_reference_ops.supports(ctx, v);
@@ -153,6 +160,13 @@ const mla_backend_ops *mla_cpu_ops(void)
         ops.gemm_a4w4 = mla_cpu_gemm_a4w4;
         ops.flatten_mxfp4_quant = mla_cpu_flatten_mxfp4_quant;
         ops.flatten_fp8_quant = mla_cpu_flatten_fp8_quant;
+        ops.layernorm = mla_cpu_layernorm;
+        ops.hadamard = mla_cpu_hadamard;
+        ops.indexer_k_cache_write = mla_cpu_indexer_k_cache_write;
+        ops.indexer_k_gather = mla_cpu_indexer_k_gather;
+        ops.indexer_logits = mla_cpu_indexer_logits;
+        ops.topk = mla_cpu_topk;
+        ops.indexer_head_weights = mla_cpu_indexer_head_weights;
         atomic_store_explicit(&state, 2, memory_order_release);
     }
     while (atomic_load_explicit(&state, memory_order_acquire) != 2)

@@ -102,4 +102,13 @@ mla_status mla_cpu_gemm_a4w4(mla_context *ctx, const mla_mxfp4_gemm_args *a);
 mla_status mla_cpu_flatten_mxfp4_quant(mla_context *ctx, const mla_flatten_quant_args *a);
 mla_status mla_cpu_flatten_fp8_quant(mla_context *ctx, const mla_flatten_quant_args *a);
 
+/* DSA indexer (one file each; indexer_cache.c holds the writer and the gather). */
+mla_status mla_cpu_layernorm(mla_context *ctx, const mla_layernorm_args *a);
+mla_status mla_cpu_hadamard(mla_context *ctx, const mla_hadamard_args *a);
+mla_status mla_cpu_indexer_k_cache_write(mla_context *ctx, const mla_indexer_cache_args *a);
+mla_status mla_cpu_indexer_k_gather(mla_context *ctx, const mla_indexer_cache_args *a);
+mla_status mla_cpu_indexer_logits(mla_context *ctx, const mla_indexer_logits_args *a);
+mla_status mla_cpu_topk(mla_context *ctx, const mla_topk_args *a);
+mla_status mla_cpu_indexer_head_weights(mla_context *ctx, const mla_head_weights_args *a);
+
 #endif

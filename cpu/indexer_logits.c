@@ -1,0 +1,530 @@
+/* CPU paged MQA logits of the DSA indexer (spec section 6). Row r = b *
+ * next_n + j, key position n < bound_r = ctx_len[b] - next_n + j + 1:
+ *
+ *     logits[r, n] = k_scale[n] * sum_h w[r, h] * relu(q[r, h, :] . k[n, :])
+ *
+ * and -inf from bound_r to logits.shape[1]. Keys are read in place from the
+ * paged cache in either layout (offsets of core/ref/indexer_layout.h): a
+ * register block of keys is decoded from fp8 into a small L1 buffer and used
+ * at once, never converted as a whole.
+ *
+ * Arithmetic, identical in every code path (so the bits do not depend on the
+ * ISA copy, nor on the thread count: each key's value is computed on its
+ * own, in this order):
+ *   dot[h] = +0, then for each dim pair p ascending:
+ *            dot += q[2p+1] k[2p+1];  dot += q[2p] k[2p]     (fp32 adds)
+ *            Every fp8 value is exact in bf16 (and fp32), and a product of
+ *            two has at most 8 significant bits, so each product is exact in
+ *            fp32: only the adds round. That is the summation the
+ *            conformance bound allows (fp32 sum of exact terms), and it is
+ *            exactly what AVX-512 BF16 `vdpbf16ps` computes on fp8 values
+ *            decoded to bf16 (per lane: acc + odd product, rounded, then +
+ *            even product, rounded; its DAZ/FTZ never triggers: the smallest
+ *            fp8 magnitude is 2^-10, products and their sums stay normal).
+ *            So the fast path is vdpbf16ps, the fallback an fp32 loop in the
+ *            same order (checked bit-identical on this library's test host).
+ *   relu:    d < 0 ? 0 : d (a NaN passes, as the reference and torch.relu)
+ *   lane l (16 lanes): L = +0; for each 16-head vector v ascending:
+ *            L += fl(w[16v + l] * relu(dot[16v + l]))
+ *            (heads past Hi are zero q and zero w: they add +0, a no-op
+ *            since L is never -0)
+ *   S = the lanes summed by a fixed tree (l + 8, then + 4, + 2, + 1)
+ *   logits = fl(S * k_scale)
+ * The reference sums in float64; the difference is fp32 rounding of those
+ * sums, inside the conformance bound.
+ *
+ * Work: the keys of all rows laid end to end, split evenly over the threads
+ * (a thread packs q of each row it touches once); inside, blocks of NK keys
+ * against all heads, NK x HV zmm accumulators (HV = heads / 16 <= 4 per
+ * group of 64 heads; larger Hi loops over groups, carrying L). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(MLA_HAVE_OPENMP)
+#include <omp.h>
+#endif
+
+#include "core/ref/indexer_layout.h"
+#include "cpu/cpu_kernels.h"
+
+#if MLA_CPU_X86
+#include <immintrin.h>
+#define MLA_TARGET_AVX512_BF16                                                                     \
+    __attribute__((target(MLA_AVX512_ISAS ",avx512bf16")))
+#endif
+
+#define LANES 16                 /* heads per vector, and the lanes of L */
+#define GROUP_HEADS 64           /* heads per group: HV_MAX vectors */
+#define HV_MAX 4
+#define NK_MAX 24                /* keys per register block (24 / HV) */
+#define KB_ALIGN 32              /* decoded key rows padded to 32 values */
+
+/* Everything a thread needs, fixed for the call. */
+typedef struct logits_job {
+    const mla_indexer_logits_args *a;
+    int64_t D;         /* head_dim */
+    int64_t P;         /* dim pairs, ceil(D / 2) */
+    int64_t KS;        /* decoded key row stride in pairs (u32 or 2 floats) */
+    int64_t Hi, G;     /* heads, groups of 64 heads */
+    int hv_last;       /* vectors in the last group (1..4) */
+    int nk;            /* keys per block */
+    int fnuz;
+    uint16_t lut[256]; /* fp8 code -> bf16 bits (exact; NaN codes -> 0x7FC0) */
+    const int64_t *bound, *first; /* per row: key count, offset in the key line */
+} logits_job;
+
+/* The fp32 scratch of one thread. */
+typedef struct logits_scratch {
+    void *q;  /* packed q of the current row */
+    float *w; /* its head weights, zero padded to G * 64 */
+    void *k;  /* NK_MAX decoded keys */
+    float *L; /* NK_MAX x 16 lane sums */
+    float ks[NK_MAX];
+} logits_scratch;
+
+MLA_CPU_INLINE int64_t row_bound(const mla_indexer_logits_args *a, int64_t r)
+{
+    const int64_t b = r / a->next_n, j = r % a->next_n;
+    const int64_t len = ((const int32_t *)a->context_lens.data)[b * a->context_lens.stride[0]];
+    return len - a->next_n + j + 1;
+}
+
+/* Start of key n's block for row r (sequence r / next_n), and its token. */
+MLA_CPU_INLINE const uint8_t *key_block(const mla_indexer_logits_args *a, int64_t b, int64_t n,
+                                        int64_t *tok)
+{
+    const int64_t bs = a->desc.block_size;
+    const mla_tensor *bt = &a->block_table;
+    const int64_t blk = ((const int32_t *)bt->data)[b * bt->stride[0] + (n / bs) * bt->stride[1]];
+    *tok = n % bs;
+    return (const uint8_t *)a->cache.data + blk * a->cache.stride[0];
+}
+
+/* S of the header: lanes 0..15 summed by the fixed tree. */
+MLA_CPU_INLINE float tree16(const float *L)
+{
+    float t[LANES];
+    for (int l = 0; l < LANES; ++l)
+        t[l] = L[l];
+    for (int w = LANES / 2; w >= 1; w /= 2)
+        for (int l = 0; l < w; ++l)
+            t[l] = t[l] + t[l + w];
+    return t[0];
+}
+
+MLA_CPU_INLINE uint8_t q_code(const mla_tensor *q, int64_t r, int64_t h, int64_t d)
+{
+    return ((const uint8_t *)q->data)[r * q->stride[0] + h * q->stride[1] + d * q->stride[2]];
+}
+
+/* w[r, :] zero padded to G * 64 heads. */
+static void pack_w(const logits_job *jb, int64_t r, float *w)
+{
+    const mla_tensor *wt = &jb->a->w;
+    for (int64_t h = 0; h < jb->G * GROUP_HEADS; ++h)
+        w[h] = h < jb->Hi ? ((const float *)wt->data)[r * wt->stride[0] + h * wt->stride[1]] : 0.0f;
+}
+
+/* ------------------------------------------------------ portable path (fp32) */
+
+/* q[r] as fp32: [G][P][2][64], [..][0][h] = q[h, 2p], [..][1][h] = q[h, 2p+1];
+ * zero past Hi and past D. */
+static void pack_q_f32(const logits_job *jb, int64_t r, float *qf)
+{
+    const mla_tensor *q = &jb->a->q;
+    const int64_t D = jb->D;
+    for (int64_t g = 0; g < jb->G; ++g)
+        for (int64_t p = 0; p < jb->P; ++p)
+            for (int e = 0; e < 2; ++e) {
+                float *o = qf + ((g * jb->P + p) * 2 + e) * GROUP_HEADS;
+                for (int64_t i = 0; i < GROUP_HEADS; ++i) {
+                    const int64_t h = g * GROUP_HEADS + i, d = 2 * p + e;
+                    const uint16_t v = (h < jb->Hi && d < D) ? jb->lut[q_code(q, r, h, d)] : 0;
+                    o[i] = mla_fb_bf16_to_f32(v);
+                }
+            }
+}
+
+/* Key (b, n) as fp32 [2P] (zero past D) and its scale. */
+MLA_CPU_INLINE void key_f32(const logits_job *jb, int64_t b, int64_t n, float *out, float *ks)
+{
+    const mla_indexer_logits_args *a = jb->a;
+    const int64_t D = jb->D;
+    int64_t t;
+    const uint8_t *blk = key_block(a, b, n, &t);
+    if (a->desc.layout == MLA_INDEXER_SHUFFLE) {
+        for (int64_t c = 0; c < D; c += MLA_IL_TILE) {
+            const uint8_t *src = blk + mla_il_shuffle_byte(t, c, D);
+            for (int i = 0; i < MLA_IL_TILE; ++i)
+                out[c + i] = mla_fb_bf16_to_f32(jb->lut[src[i]]);
+        }
+    } else {
+        const uint8_t *src = blk + mla_il_normal_byte(t, 0, D);
+        for (int64_t d = 0; d < D; ++d)
+            out[d] = mla_fb_bf16_to_f32(jb->lut[src[d]]);
+    }
+    for (int64_t d = D; d < 2 * jb->P; ++d)
+        out[d] = 0.0f;
+    *ks = mla_il_get_scale(blk + mla_il_scale_byte(t, a->desc.block_size, D));
+}
+
+/* One group of nh (<= 64) heads against nk decoded keys (rows of kf, stride
+ * ks floats): the dots in the header's order, then L updated. */
+MLA_CPU_INLINE void group_f32(const float *qg, const float *wg, const float *kf, int64_t ks,
+                              int64_t P, int nk, int nh, float *L, int first)
+{
+    float acc[NK_MAX][GROUP_HEADS];
+    for (int n = 0; n < nk; ++n)
+        for (int h = 0; h < nh; ++h)
+            acc[n][h] = 0.0f;
+    for (int64_t p = 0; p < P; ++p) {
+        const float *q0 = qg + p * 2 * GROUP_HEADS, *q1 = q0 + GROUP_HEADS;
+        for (int n = 0; n < nk; ++n) {
+            const float k0 = kf[n * ks + 2 * p], k1 = kf[n * ks + 2 * p + 1];
+            float *an = acc[n];
+            MLA_SIMD for (int h = 0; h < nh; ++h)
+            {
+                const float s = an[h] + q1[h] * k1; /* odd first, as vdpbf16ps */
+                an[h] = s + q0[h] * k0;
+            }
+        }
+    }
+    for (int n = 0; n < nk; ++n)
+        for (int l = 0; l < LANES; ++l) {
+            float s = first ? 0.0f : L[n * LANES + l];
+            for (int h = l; h < nh; h += LANES) {
+                const float d = acc[n][h];
+                s = s + wg[h] * (d < 0.0f ? 0.0f : d);
+            }
+            L[n * LANES + l] = s;
+        }
+}
+
+/* Keys [n0, n1) of row r (sequence b), its q packed in s. */
+MLA_CPU_INLINE void row_keys_f32(const logits_job *jb, int64_t r, int64_t n0, int64_t n1,
+                                 const logits_scratch *s)
+{
+    const mla_indexer_logits_args *a = jb->a;
+    const int64_t b = r / a->next_n, P = jb->P, KS = 2 * jb->KS;
+    float *kf = (float *)s->k, *L = s->L;
+    float ks[NK_MAX];
+    float *out = (float *)a->logits.data + r * a->logits.stride[0];
+    for (int64_t n = n0; n < n1; n += jb->nk) {
+        const int nk = (int)(n1 - n < jb->nk ? n1 - n : jb->nk);
+        for (int i = 0; i < nk; ++i)
+            key_f32(jb, b, n + i, kf + i * KS, &ks[i]);
+        for (int64_t g = 0; g < jb->G; ++g) {
+            const int nh = g == jb->G - 1 ? jb->hv_last * LANES : GROUP_HEADS;
+            group_f32((const float *)s->q + g * P * 2 * GROUP_HEADS, s->w + g * GROUP_HEADS, kf,
+                      KS, P, nk, nh, L, g == 0);
+        }
+        for (int i = 0; i < nk; ++i)
+            out[(n + i) * a->logits.stride[1]] = tree16(L + i * LANES) * ks[i];
+    }
+}
+
+typedef void (*row_keys_fn)(const logits_job *, int64_t, int64_t, int64_t, const logits_scratch *);
+
+static void row_keys_generic(const logits_job *jb, int64_t r, int64_t n0, int64_t n1,
+                             const logits_scratch *s)
+{
+    row_keys_f32(jb, r, n0, n1, s);
+}
+
+#if MLA_CPU_X86
+MLA_TARGET_AVX2 static void row_keys_avx2(const logits_job *jb, int64_t r, int64_t n0, int64_t n1,
+                                          const logits_scratch *s)
+{
+    row_keys_f32(jb, r, n0, n1, s);
+}
+
+MLA_TARGET_AVX512 static void row_keys_avx512(const logits_job *jb, int64_t r, int64_t n0,
+                                              int64_t n1, const logits_scratch *s)
+{
+    row_keys_f32(jb, r, n0, n1, s);
+}
+
+/* ------------------------------------------------ AVX-512 BF16 path (vdpbf16ps) */
+
+/* q[r] as bf16 pairs: u32 [G][P][64], low half q[h, 2p], high half q[h, 2p+1]
+ * (vdpbf16ps's pair order); zero past Hi and past D. */
+static void pack_q_bf16(const logits_job *jb, int64_t r, uint32_t *qp)
+{
+    const mla_tensor *q = &jb->a->q;
+    const int64_t D = jb->D;
+    for (int64_t g = 0; g < jb->G; ++g)
+        for (int64_t p = 0; p < jb->P; ++p) {
+            uint32_t *o = qp + (g * jb->P + p) * GROUP_HEADS;
+            for (int64_t i = 0; i < GROUP_HEADS; ++i) {
+                const int64_t h = g * GROUP_HEADS + i, d = 2 * p;
+                uint32_t lo = 0, hi = 0;
+                if (h < jb->Hi) {
+                    lo = jb->lut[q_code(q, r, h, d)];
+                    hi = d + 1 < D ? jb->lut[q_code(q, r, h, d + 1)] : 0u;
+                }
+                o[i] = lo | hi << 16;
+            }
+        }
+}
+
+/* 32 fp8 codes -> 32 bf16, exactly as lut (mla_fb_e4m3fn(uz)_to_f32 >> 16):
+ * normal codes rebias the exponent ((e, m) << 4, + (127 - bias) << 7),
+ * subnormals (e = 0) come from a table of m * 2^(-bias-2) indexed by the low
+ * bits, then the sign; NaN codes -> 0x7FC0. */
+MLA_TARGET_AVX512_BF16 static inline __m512i fp8x32_to_bf16(__m256i b8, __m512i subtab, int fnuz)
+{
+    const __m512i w = _mm512_cvtepu8_epi16(b8);
+    const __m512i mag = _mm512_and_si512(_mm512_slli_epi16(w, 4), _mm512_set1_epi16(0x07F0));
+    __m512i r = _mm512_add_epi16(mag, _mm512_set1_epi16((short)((fnuz ? 119 : 120) << 7)));
+    const __mmask32 sub = _mm512_testn_epi16_mask(w, _mm512_set1_epi16(0x78));
+    r = _mm512_mask_permutexvar_epi16(r, sub, w, subtab);
+    r = _mm512_ternarylogic_epi32(r, _mm512_slli_epi16(w, 8), _mm512_set1_epi16((short)0x8000),
+                                  0xF8); /* r | (sign & 0x8000) */
+    const __mmask32 nan = fnuz ? _mm512_cmpeq_epi16_mask(w, _mm512_set1_epi16(0x80))
+                               : _mm512_cmpeq_epi16_mask(mag, _mm512_set1_epi16(0x07F0));
+    return _mm512_mask_mov_epi16(r, nan, _mm512_set1_epi16(0x7FC0));
+}
+
+/* Key (b, n) as bf16 pairs [KS] (zero past D) and its scale. */
+MLA_TARGET_AVX512_BF16 static inline void key_bf16(const logits_job *jb, int64_t b, int64_t n,
+                                                   __m512i subtab, uint32_t *out, float *ks)
+{
+    const mla_indexer_logits_args *a = jb->a;
+    const int64_t D = jb->D;
+    int64_t t;
+    const uint8_t *blk = key_block(a, b, n, &t);
+    __m512i *o = (__m512i *)out; /* 64-byte aligned rows of KB_ALIGN values */
+    if (a->desc.layout == MLA_INDEXER_SHUFFLE) {
+        /* D % 16 == 0: tile rows of 16 bytes, two per 32 values */
+        const uint8_t *src = blk + mla_il_shuffle_byte(t, 0, D);
+        const int64_t step = MLA_IL_TILE * MLA_IL_TILE;
+        int64_t c = 0;
+        for (; c + 32 <= D; c += 32) {
+            const __m128i lo = _mm_loadu_si128((const __m128i *)(src + (c / 16) * step));
+            const __m128i hi = _mm_loadu_si128((const __m128i *)(src + (c / 16 + 1) * step));
+            const __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1);
+            _mm512_store_si512(o++, fp8x32_to_bf16(v, subtab, jb->fnuz));
+        }
+        if (c < D) {
+            const __m128i lo = _mm_loadu_si128((const __m128i *)(src + (c / 16) * step));
+            _mm512_store_si512(o, fp8x32_to_bf16(_mm256_zextsi128_si256(lo), subtab, jb->fnuz));
+        }
+    } else {
+        const uint8_t *src = blk + mla_il_normal_byte(t, 0, D);
+        int64_t c = 0;
+        for (; c + 32 <= D; c += 32)
+            _mm512_store_si512(o++, fp8x32_to_bf16(_mm256_loadu_si256((const __m256i *)(src + c)),
+                                                   subtab, jb->fnuz));
+        if (c < D) {
+            const __mmask32 m = (__mmask32)((1ull << (D - c)) - 1);
+            _mm512_store_si512(o, fp8x32_to_bf16(_mm256_maskz_loadu_epi8(m, src + c), subtab,
+                                                 jb->fnuz));
+        }
+    }
+    *ks = mla_il_get_scale(blk + mla_il_scale_byte(t, a->desc.block_size, D));
+}
+
+/* HV vectors of 16 heads against NK keys: acc[n][v] over all pairs (one
+ * vdpbf16ps each, k's pair broadcast from memory), then L updated. */
+#define MLA_IDX_TILE(HV, NK)                                                                       \
+    MLA_TARGET_AVX512_BF16 static void tile_##HV##_##NK(const uint32_t *qg, const float *wg,      \
+                                                         const uint32_t *kb, int64_t ks,           \
+                                                         int64_t P, float *L, int first)           \
+    {                                                                                              \
+        __m512 acc[NK][HV];                                                                        \
+        for (int n = 0; n < NK; ++n)                                                               \
+            for (int v = 0; v < HV; ++v)                                                           \
+                acc[n][v] = _mm512_setzero_ps();                                                   \
+        for (int64_t p = 0; p < P; ++p) {                                                          \
+            __m512bh qv[HV];                                                                       \
+            for (int v = 0; v < HV; ++v)                                                           \
+                qv[v] = (__m512bh)_mm512_load_si512(qg + p * GROUP_HEADS + v * LANES);             \
+            for (int n = 0; n < NK; ++n) {                                                         \
+                const __m512bh kv = (__m512bh)_mm512_set1_epi32((int)kb[n * ks + p]);              \
+                for (int v = 0; v < HV; ++v)                                                       \
+                    acc[n][v] = _mm512_dpbf16_ps(acc[n][v], qv[v], kv);                            \
+            }                                                                                      \
+        }                                                                                          \
+        const __m512 zero = _mm512_setzero_ps();                                                   \
+        for (int n = 0; n < NK; ++n) {                                                             \
+            __m512 s = first ? zero : _mm512_loadu_ps(L + n * LANES);                             \
+            for (int v = 0; v < HV; ++v) /* max(0, d) returns d for a NaN d */                     \
+                s = _mm512_add_ps(s, _mm512_mul_ps(_mm512_loadu_ps(wg + v * LANES),                \
+                                                   _mm512_max_ps(zero, acc[n][v])));               \
+            _mm512_storeu_ps(L + n * LANES, s);                                                    \
+        }                                                                                          \
+    }
+
+MLA_IDX_TILE(4, 6)
+MLA_IDX_TILE(3, 8)
+MLA_IDX_TILE(2, 12)
+MLA_IDX_TILE(1, 24)
+MLA_IDX_TILE(3, 6)
+MLA_IDX_TILE(2, 6)
+MLA_IDX_TILE(1, 6)
+
+typedef void (*tile_fn)(const uint32_t *, const float *, const uint32_t *, int64_t, int64_t,
+                        float *, int);
+
+/* The tile for hv vectors in blocks of nk keys (nk = 24 / hv, or 6 when the
+ * row has several groups). */
+static tile_fn pick_tile(int hv, int nk)
+{
+    if (nk == 6)
+        return hv == 4 ? tile_4_6 : hv == 3 ? tile_3_6 : hv == 2 ? tile_2_6 : tile_1_6;
+    return hv == 3 ? tile_3_8 : hv == 2 ? tile_2_12 : tile_1_24;
+}
+
+MLA_TARGET_AVX512_BF16 static void row_keys_bf16(const logits_job *jb, int64_t r, int64_t n0,
+                                                 int64_t n1, const logits_scratch *s)
+{
+    const mla_indexer_logits_args *a = jb->a;
+    const int64_t b = r / a->next_n, P = jb->P, KS = jb->KS;
+    uint32_t *kb = (uint32_t *)s->k;
+    float *L = s->L;
+    float ks[NK_MAX];
+    uint16_t sub[32] = {0};
+    for (int m = 0; m < 8; ++m)
+        sub[m] = jb->lut[m];
+    const __m512i subtab = _mm512_loadu_si512(sub);
+    const tile_fn full = pick_tile(HV_MAX, jb->nk), last = pick_tile(jb->hv_last, jb->nk);
+    float *out = (float *)a->logits.data + r * a->logits.stride[0];
+    for (int64_t n = n0; n < n1; n += jb->nk) {
+        const int nk = (int)(n1 - n < jb->nk ? n1 - n : jb->nk);
+        for (int i = 0; i < nk; ++i)
+            key_bf16(jb, b, n + i, subtab, kb + i * KS, &ks[i]);
+        if (nk < jb->nk) /* a short block: zero keys, results unused */
+            memset(kb + nk * KS, 0, (size_t)((jb->nk - nk) * KS) * sizeof *kb);
+        for (int64_t g = 0; g < jb->G; ++g)
+            (g == jb->G - 1 ? last : full)((const uint32_t *)s->q + g * P * GROUP_HEADS,
+                                           s->w + g * GROUP_HEADS, kb, KS, P, L, g == 0);
+        for (int i = 0; i < nk; ++i)
+            out[(n + i) * a->logits.stride[1]] = tree16(L + i * LANES) * ks[i];
+    }
+}
+#endif
+
+/* The path this call takes: vdpbf16ps when the AVX-512 copy is picked and
+ * the CPU has AVX512_BF16, else the fp32 loop of the ISA. */
+static int use_bf16(mla_cpu_isa isa)
+{
+#if MLA_CPU_X86
+    if (isa == MLA_CPU_ISA_AVX512) {
+        __builtin_cpu_init();
+        return __builtin_cpu_supports("avx512bf16") != 0;
+    }
+#endif
+    (void)isa;
+    return 0;
+}
+
+static row_keys_fn pick_f32(mla_cpu_isa isa)
+{
+#if MLA_CPU_X86
+    if (isa == MLA_CPU_ISA_AVX512)
+        return row_keys_avx512;
+    if (isa == MLA_CPU_ISA_AVX2)
+        return row_keys_avx2;
+#endif
+    (void)isa;
+    return row_keys_generic;
+}
+
+mla_status mla_cpu_indexer_logits(mla_context *ctx, const mla_indexer_logits_args *a)
+{
+    const int64_t R = a->logits.shape[0], N = a->logits.shape[1];
+    logits_job jb;
+    jb.a = a;
+    jb.D = a->desc.head_dim;
+    jb.P = (jb.D + 1) / 2;
+    jb.KS = (jb.P + KB_ALIGN / 2 - 1) / (KB_ALIGN / 2) * (KB_ALIGN / 2);
+    jb.Hi = a->q.shape[1];
+    const int64_t V = (jb.Hi + LANES - 1) / LANES;
+    jb.G = (V + HV_MAX - 1) / HV_MAX;
+    jb.hv_last = (int)(V - (jb.G - 1) * HV_MAX);
+    jb.nk = jb.G > 1 ? 6 : NK_MAX / jb.hv_last;
+    jb.fnuz = a->desc.dtype == MLA_DTYPE_FP8_E4M3FNUZ;
+    for (int c = 0; c < 256; ++c)
+        jb.lut[c] = (uint16_t)(mla_fb_bits(jb.fnuz ? mla_fb_e4m3fnuz_to_f32((uint8_t)c)
+                                                   : mla_fb_e4m3fn_to_f32((uint8_t)c)) >>
+                               16);
+    const mla_cpu_isa isa = mla_cpu_isa_of(ctx);
+    const int bf16 = use_bf16(isa);
+    const row_keys_fn f32 = pick_f32(isa);
+
+    int64_t *bound = malloc((size_t)(2 * R + 1) * sizeof *bound);
+    if (!bound)
+        return mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, "logits", "no memory for %lld rows",
+                        (long long)R);
+    int64_t *first = bound + R;
+    first[0] = 0;
+    for (int64_t r = 0; r < R; ++r) {
+        bound[r] = row_bound(a, r);
+        first[r + 1] = first[r] + bound[r];
+    }
+    jb.bound = bound;
+    jb.first = first;
+    const int64_t total = first[R];
+
+    /* Per thread: q (fp32 path: 2 floats per pair and head), w, NK_MAX keys
+     * (fp32 path: 2 floats per pair), lane sums; 64-byte aligned pieces. */
+    const int64_t qb = jb.G * jb.P * GROUP_HEADS * (bf16 ? 4 : 8);
+    const int64_t wb = jb.G * GROUP_HEADS * 4, kbb = NK_MAX * jb.KS * (bf16 ? 4 : 8);
+    const int64_t lb = NK_MAX * LANES * 4;
+    const int64_t per = (qb + wb + kbb + lb + 4 * 64) / 64 * 64;
+    const int nt = mla_cpu_threads(ctx, total > 0 ? total / 64 + 1 : 1, total * jb.Hi * jb.D);
+    uint8_t *mem = aligned_alloc(64, (size_t)(per * nt));
+    if (!mem) {
+        free(bound);
+        return mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, "logits", "no memory for %lld scratch bytes",
+                        (long long)(per * nt));
+    }
+
+#if defined(MLA_HAVE_OPENMP)
+#pragma omp parallel num_threads(nt) if (nt > 1)
+#endif
+    {
+        int id = 0, cnt = 1;
+#if defined(MLA_HAVE_OPENMP)
+        id = omp_get_thread_num();
+        cnt = omp_get_num_threads();
+#endif
+        uint8_t *base = mem + (int64_t)id * per;
+        logits_scratch s;
+        s.q = base;
+        s.w = (float *)(base + (qb + 63) / 64 * 64);
+        s.k = base + (qb + 63) / 64 * 64 + (wb + 63) / 64 * 64;
+        s.L = (float *)((uint8_t *)s.k + (kbb + 63) / 64 * 64);
+        /* -inf past each row's bound: rows split over the threads */
+        for (int64_t r = R * id / cnt; r < R * (id + 1) / cnt; ++r) {
+            float *out = (float *)a->logits.data + r * a->logits.stride[0];
+            for (int64_t n = bound[r]; n < N; ++n)
+                out[n * a->logits.stride[1]] = -INFINITY;
+        }
+        /* keys [k0, k1) of the rows laid end to end */
+        const int64_t k0 = total * id / cnt, k1 = total * (id + 1) / cnt;
+        int64_t r = 0;
+        while (r < R && first[r + 1] <= k0)
+            ++r;
+        for (; r < R && first[r] < k1; ++r) {
+            const int64_t n0 = k0 > first[r] ? k0 - first[r] : 0;
+            const int64_t n1 = (k1 < first[r + 1] ? k1 : first[r + 1]) - first[r];
+            if (n0 >= n1)
+                continue;
+            pack_w(&jb, r, s.w);
+#if MLA_CPU_X86
+            if (bf16) {
+                pack_q_bf16(&jb, r, (uint32_t *)s.q);
+                row_keys_bf16(&jb, r, n0, n1, &s);
+                continue;
+            }
+#endif
+            pack_q_f32(&jb, r, (float *)s.q);
+            f32(&jb, r, n0, n1, &s);
+        }
+    }
+    free(mem);
+    free(bound);
+    return MLA_OK;
+}

@@ -1,0 +1,270 @@
+/* CPU top-k of the DSA indexer (spec section 6), indices identical to the
+ * reference (core/ref/topk.c): per row r, the min(k, len) largest of
+ * logits[r, 0:len], largest first, ties to the lower index (+0 and -0 tie),
+ * NaN below every number (NaNs tie among themselves), -1 padding to k.
+ *
+ * That order is total on (key desc, index asc) with the 32-bit key
+ *     NaN -> 0;  -0 -> +0;  then the usual flip: x >= +0 -> bits | 2^31,
+ *     x < 0 -> ~bits
+ * (unsigned key order = value order, -inf at 0x007FFFFF above NaN's 0). So
+ * the answer is the m = min(k, len) smallest (~key, index) pairs, found in
+ * O(len) without a sort of the row:
+ *   1. histogram of the key's top 12 bits; the bin B1 holding the m-th
+ *      largest key; everything above B1 is in;
+ *   2. one scan collects, in index order, the indices above B1 (all chosen)
+ *      and the candidates in B1;
+ *   3. two more histogram rounds over the candidates only (bits 19..8, then
+ *      7..0) give the m-th largest key T exactly; candidates above T are in,
+ *      and the first (in index order) of those equal to T up to m;
+ *   4. the chosen (at most m, merged into index order) are sorted by key
+ *      descending with a stable LSD radix sort (8-bit digits, passes whose
+ *      digit is common to all skipped), which keeps ties in index order.
+ * Deterministic integer work: the bits never depend on the thread count.
+ * Rows are spread over the threads. */
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(MLA_HAVE_OPENMP)
+#include <omp.h>
+#endif
+
+#include "core/format_bits.h"
+#include "cpu/cpu_kernels.h"
+
+#define B1_BITS 12
+#define B2_BITS 12
+#define B3_BITS 8
+#define HIST (1 << 12)
+#define SMALL_SORT 32 /* insertion sort below this many chosen */
+
+/* Per-thread buffers: candidates (len), chosen items (k) twice for the sort. */
+typedef struct topk_scratch {
+    int32_t *cand;
+    uint32_t *cand_key;
+    int32_t *sel;      /* indices above B1, in index order */
+    uint32_t *sel_key;
+    int32_t *idx_a, *idx_b;
+    uint32_t *key_a, *key_b;
+    uint32_t *hist;
+} topk_scratch;
+
+/* The order key of the header. */
+MLA_CPU_INLINE uint32_t order_key(float v)
+{
+    uint32_t u = mla_fb_bits(v);
+    u = u == 0x80000000u ? 0u : u;
+    const uint32_t k = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+    return (u & 0x7FFFFFFFu) > 0x7F800000u ? 0u : k;
+}
+
+/* Bin of h[0..nb) holding the m-th largest (m >= 1, sum h >= m), scanning
+ * from the top; *above = the count in higher bins. */
+static uint32_t find_bin(const uint32_t *h, uint32_t nb, int64_t m, int64_t *above)
+{
+    int64_t acc = 0;
+    uint32_t b = nb - 1;
+    for (;; --b) {
+        if (acc + h[b] >= m || b == 0)
+            break;
+        acc += h[b];
+    }
+    *above = acc;
+    return b;
+}
+
+/* Stable LSD radix sort of n (key, index) items by key descending. */
+static void sort_desc(int64_t n, uint32_t *key, int32_t *idx, uint32_t *key_t, int32_t *idx_t,
+                      int32_t *out_idx)
+{
+    if (n < SMALL_SORT) { /* insertion sort: stable, key descending */
+        for (int64_t i = 1; i < n; ++i) {
+            const uint32_t kv = key[i];
+            const int32_t iv = idx[i];
+            int64_t j = i;
+            for (; j > 0 && key[j - 1] < kv; --j) {
+                key[j] = key[j - 1];
+                idx[j] = idx[j - 1];
+            }
+            key[j] = kv;
+            idx[j] = iv;
+        }
+        memcpy(out_idx, idx, (size_t)n * sizeof *idx);
+        return;
+    }
+    uint32_t all_and = 0xFFFFFFFFu, all_or = 0;
+    for (int64_t i = 0; i < n; ++i) {
+        all_and &= key[i];
+        all_or |= key[i];
+    }
+    for (int shift = 0; shift < 32; shift += 8) {
+        if ((((all_and ^ all_or) >> shift) & 0xFFu) == 0)
+            continue; /* every key has this digit */
+        int64_t cnt[256] = {0};
+        for (int64_t i = 0; i < n; ++i)
+            ++cnt[255u - ((key[i] >> shift) & 0xFFu)];
+        int64_t pos = 0;
+        for (int d = 0; d < 256; ++d) {
+            const int64_t c = cnt[d];
+            cnt[d] = pos;
+            pos += c;
+        }
+        for (int64_t i = 0; i < n; ++i) {
+            const int64_t o = cnt[255u - ((key[i] >> shift) & 0xFFu)]++;
+            key_t[o] = key[i];
+            idx_t[o] = idx[i];
+        }
+        uint32_t *tk = key;
+        key = key_t;
+        key_t = tk;
+        int32_t *ti = idx;
+        idx = idx_t;
+        idx_t = ti;
+    }
+    memcpy(out_idx, idx, (size_t)n * sizeof *idx);
+}
+
+MLA_CPU_INLINE void row_body(const float *x, int64_t xs, int64_t len, int64_t k, int32_t *out,
+                             int64_t os, const topk_scratch *s, int32_t *res)
+{
+    const int64_t m = k < len ? k : len;
+    if (m > 0) {
+        /* 1. top 12 bits */
+        uint32_t *h = s->hist;
+        memset(h, 0, HIST * sizeof *h);
+        for (int64_t n = 0; n < len; ++n)
+            ++h[order_key(x[n * xs]) >> (32 - B1_BITS)];
+        int64_t above;
+        const uint32_t b1 = find_bin(h, 1u << B1_BITS, m, &above);
+        /* 2. in (above B1) and candidates (in B1), in index order */
+        int64_t ns = 0, nc = 0;
+        for (int64_t n = 0; n < len; ++n) {
+            const uint32_t key = order_key(x[n * xs]), top = key >> (32 - B1_BITS);
+            if (top > b1) {
+                s->sel[ns] = (int32_t)n;
+                s->sel_key[ns++] = key;
+            } else if (top == b1) {
+                s->cand[nc] = (int32_t)n;
+                s->cand_key[nc++] = key;
+            }
+        }
+        /* 3. the m-th largest key T among the candidates */
+        int64_t need = m - above; /* 1 <= need <= nc */
+        memset(h, 0, HIST * sizeof *h);
+        for (int64_t i = 0; i < nc; ++i)
+            ++h[(s->cand_key[i] >> B3_BITS) & ((1u << B2_BITS) - 1)];
+        int64_t above2;
+        const uint32_t b2 = find_bin(h, 1u << B2_BITS, need, &above2);
+        need -= above2;
+        memset(h, 0, (1u << B3_BITS) * sizeof *h);
+        for (int64_t i = 0; i < nc; ++i)
+            if (((s->cand_key[i] >> B3_BITS) & ((1u << B2_BITS) - 1)) == b2)
+                ++h[s->cand_key[i] & ((1u << B3_BITS) - 1)];
+        int64_t above3;
+        const uint32_t b3 = find_bin(h, 1u << B3_BITS, need, &above3);
+        const uint32_t T = (b1 << (32 - B1_BITS)) | (b2 << B3_BITS) | b3;
+        int64_t ties = need - above3; /* keys equal to T to take, lowest index first */
+        /* merge sel and the chosen candidates into index order */
+        int64_t nm = 0, i = 0, c = 0;
+        while (i < ns || c < nc) {
+            if (c < nc && (i >= ns || s->cand[c] < s->sel[i])) {
+                const uint32_t key = s->cand_key[c];
+                if (key > T || (key == T && ties > 0)) {
+                    ties -= key == T;
+                    s->idx_a[nm] = s->cand[c];
+                    s->key_a[nm++] = key;
+                }
+                ++c;
+            } else {
+                s->idx_a[nm] = s->sel[i];
+                s->key_a[nm++] = s->sel_key[i++];
+            }
+        }
+        /* 4. nm == m: key descending, ties in index order */
+        sort_desc(nm, s->key_a, s->idx_a, s->key_b, s->idx_b, res);
+    }
+    for (int64_t c = 0; c < k; ++c)
+        out[c * os] = c < m ? res[c] : -1;
+}
+
+typedef void (*row_fn)(const float *, int64_t, int64_t, int64_t, int32_t *, int64_t,
+                       const topk_scratch *, int32_t *);
+
+static void row_generic(const float *x, int64_t xs, int64_t len, int64_t k, int32_t *out,
+                        int64_t os, const topk_scratch *s, int32_t *res)
+{
+    row_body(x, xs, len, k, out, os, s, res);
+}
+
+#if MLA_CPU_X86
+MLA_TARGET_AVX2 static void row_avx2(const float *x, int64_t xs, int64_t len, int64_t k,
+                                     int32_t *out, int64_t os, const topk_scratch *s, int32_t *res)
+{
+    row_body(x, xs, len, k, out, os, s, res);
+}
+
+MLA_TARGET_AVX512 static void row_avx512(const float *x, int64_t xs, int64_t len, int64_t k,
+                                         int32_t *out, int64_t os, const topk_scratch *s,
+                                         int32_t *res)
+{
+    row_body(x, xs, len, k, out, os, s, res);
+}
+#endif
+
+static row_fn pick_row(mla_cpu_isa isa)
+{
+#if MLA_CPU_X86
+    if (isa == MLA_CPU_ISA_AVX512)
+        return row_avx512;
+    if (isa == MLA_CPU_ISA_AVX2)
+        return row_avx2;
+#endif
+    (void)isa;
+    return row_generic;
+}
+
+mla_status mla_cpu_topk(mla_context *ctx, const mla_topk_args *a)
+{
+    const int64_t R = a->logits.shape[0], N = a->logits.shape[1], k = a->k;
+    /* per thread: cand + cand_key (N each), sel + sel_key, idx/key a and b
+     * and the result (k each), the histogram */
+    const int64_t words = 2 * N + 7 * k + HIST;
+    const int nt = mla_cpu_threads(ctx, R, R * N);
+    uint32_t *mem = malloc((size_t)(words * nt) * sizeof *mem);
+    if (!mem)
+        return mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, "logits", "no memory for %lld scratch words",
+                        (long long)(words * nt));
+    const row_fn run = pick_row(mla_cpu_isa_of(ctx));
+#if defined(MLA_HAVE_OPENMP)
+#pragma omp parallel num_threads(nt) if (nt > 1)
+#endif
+    {
+        int id = 0;
+#if defined(MLA_HAVE_OPENMP)
+        id = omp_get_thread_num();
+#endif
+        uint32_t *p = mem + (int64_t)id * words;
+        topk_scratch s;
+        s.cand = (int32_t *)p;
+        s.cand_key = p + N;
+        s.sel = (int32_t *)(p + 2 * N);
+        s.sel_key = p + 2 * N + k;
+        s.idx_a = (int32_t *)(p + 2 * N + 2 * k);
+        s.idx_b = (int32_t *)(p + 2 * N + 3 * k);
+        s.key_a = p + 2 * N + 4 * k;
+        s.key_b = p + 2 * N + 5 * k;
+        int32_t *res = (int32_t *)(p + 2 * N + 6 * k);
+        s.hist = p + 2 * N + 7 * k;
+#if defined(MLA_HAVE_OPENMP)
+#pragma omp for schedule(dynamic, 1)
+#endif
+        for (int64_t r = 0; r < R; ++r) {
+            const int64_t len =
+                ((const int32_t *)a->lengths.data)[r * a->lengths.stride[0]];
+            run((const float *)a->logits.data + r * a->logits.stride[0], a->logits.stride[1], len,
+                k, (int32_t *)a->indices.data + r * a->indices.stride[0], a->indices.stride[1],
+                &s, res);
+        }
+    }
+    free(mem);
+    return MLA_OK;
+}
