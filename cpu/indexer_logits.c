@@ -33,10 +33,12 @@
  * The reference sums in float64; the difference is fp32 rounding of those
  * sums, inside the conformance bound.
  *
- * Work: the keys of all rows laid end to end, split evenly over the threads
- * (a thread packs q of each row it touches once); inside, blocks of NK keys
- * against all heads, NK x HV zmm accumulators (HV = heads / 16 <= 4 per
- * group of 64 heads; larger Hi loops over groups, carrying L). */
+ * Work: chunks of up to CHUNK_MAX keys of one row, handed out dynamically
+ * (the build host is shared: a thread that loses its core does not hold the
+ * others up); a thread packs q of a row when its next chunk changes row.
+ * Inside a chunk, blocks of NK keys against all heads, NK x HV zmm
+ * accumulators (HV = heads / 16 <= 4 per group of 64 heads; larger Hi loops
+ * over groups, carrying L). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,6 +61,8 @@
 #define HV_MAX 4
 #define NK_MAX 24                /* keys per register block (24 / HV) */
 #define KB_ALIGN 32              /* decoded key rows padded to 32 values */
+#define CHUNK_MIN 240            /* keys per task, multiples of every NK */
+#define CHUNK_MAX 4080
 
 /* Everything a thread needs, fixed for the call. */
 typedef struct logits_job {
@@ -71,7 +75,6 @@ typedef struct logits_job {
     int nk;            /* keys per block */
     int fnuz;
     uint16_t lut[256]; /* fp8 code -> bf16 bits (exact; NaN codes -> 0x7FC0) */
-    const int64_t *bound, *first; /* per row: key count, offset in the key line */
 } logits_job;
 
 /* The fp32 scratch of one thread. */
@@ -457,23 +460,27 @@ mla_status mla_cpu_indexer_logits(mla_context *ctx, const mla_indexer_logits_arg
     if (!bound)
         return mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, "logits", "no memory for %lld rows",
                         (long long)R);
-    int64_t *first = bound + R;
-    first[0] = 0;
+    int64_t *first = bound + R; /* first[r]: row r's first task */
+    int64_t total = 0;
     for (int64_t r = 0; r < R; ++r) {
         bound[r] = row_bound(a, r);
-        first[r + 1] = first[r] + bound[r];
+        total += bound[r];
     }
-    jb.bound = bound;
-    jb.first = first;
-    const int64_t total = first[R];
+    const int nt = mla_cpu_threads(ctx, total / CHUNK_MIN + 1, total * jb.Hi * jb.D);
+    /* about 8 tasks per thread, within [CHUNK_MIN, CHUNK_MAX] keys */
+    int64_t chunk = total / (8 * (int64_t)nt) / 24 * 24;
+    chunk = chunk < CHUNK_MIN ? CHUNK_MIN : chunk > CHUNK_MAX ? CHUNK_MAX : chunk;
+    first[0] = 0;
+    for (int64_t r = 0; r < R; ++r)
+        first[r + 1] = first[r] + (bound[r] + chunk - 1) / chunk;
+    const int64_t tasks = first[R];
 
     /* Per thread: q (fp32 path: 2 floats per pair and head), w, NK_MAX keys
      * (fp32 path: 2 floats per pair), lane sums; 64-byte aligned pieces. */
-    const int64_t qb = jb.G * jb.P * GROUP_HEADS * (bf16 ? 4 : 8);
-    const int64_t wb = jb.G * GROUP_HEADS * 4, kbb = NK_MAX * jb.KS * (bf16 ? 4 : 8);
-    const int64_t lb = NK_MAX * LANES * 4;
-    const int64_t per = (qb + wb + kbb + lb + 4 * 64) / 64 * 64;
-    const int nt = mla_cpu_threads(ctx, total > 0 ? total / 64 + 1 : 1, total * jb.Hi * jb.D);
+    const int64_t qb = (jb.G * jb.P * GROUP_HEADS * (bf16 ? 4 : 8) + 63) / 64 * 64;
+    const int64_t wb = (jb.G * GROUP_HEADS * 4 + 63) / 64 * 64;
+    const int64_t kbb = (NK_MAX * jb.KS * (bf16 ? 4 : 8) + 63) / 64 * 64;
+    const int64_t per = qb + wb + kbb + NK_MAX * LANES * 4;
     uint8_t *mem = aligned_alloc(64, (size_t)(per * nt));
     if (!mem) {
         free(bound);
@@ -493,34 +500,49 @@ mla_status mla_cpu_indexer_logits(mla_context *ctx, const mla_indexer_logits_arg
         uint8_t *base = mem + (int64_t)id * per;
         logits_scratch s;
         s.q = base;
-        s.w = (float *)(base + (qb + 63) / 64 * 64);
-        s.k = base + (qb + 63) / 64 * 64 + (wb + 63) / 64 * 64;
-        s.L = (float *)((uint8_t *)s.k + (kbb + 63) / 64 * 64);
+        s.w = (float *)(base + qb);
+        s.k = base + qb + wb;
+        s.L = (float *)(base + qb + wb + kbb);
         /* -inf past each row's bound: rows split over the threads */
         for (int64_t r = R * id / cnt; r < R * (id + 1) / cnt; ++r) {
             float *out = (float *)a->logits.data + r * a->logits.stride[0];
             for (int64_t n = bound[r]; n < N; ++n)
                 out[n * a->logits.stride[1]] = -INFINITY;
         }
-        /* keys [k0, k1) of the rows laid end to end */
-        const int64_t k0 = total * id / cnt, k1 = total * (id + 1) / cnt;
-        int64_t r = 0;
-        while (r < R && first[r + 1] <= k0)
-            ++r;
-        for (; r < R && first[r] < k1; ++r) {
-            const int64_t n0 = k0 > first[r] ? k0 - first[r] : 0;
-            const int64_t n1 = (k1 < first[r + 1] ? k1 : first[r + 1]) - first[r];
-            if (n0 >= n1)
-                continue;
-            pack_w(&jb, r, s.w);
+        int64_t packed = -1, r = 0; /* the row whose q is in s; the row of task i */
+#if defined(MLA_HAVE_OPENMP)
+#pragma omp for schedule(dynamic, 1)
+#endif
+        for (int64_t i = 0; i < tasks; ++i) {
+            if (i < first[r] || i >= first[r + 1]) { /* tasks are handed out in order */
+                int64_t lo = 0, hi = R - 1;       /* the last row with first[r] <= i */
+                while (lo < hi) {
+                    const int64_t mid = (lo + hi + 1) / 2;
+                    if (first[mid] <= i)
+                        lo = mid;
+                    else
+                        hi = mid - 1;
+                }
+                r = lo;
+            }
+            const int64_t n0 = (i - first[r]) * chunk;
+            const int64_t n1 = n0 + chunk < bound[r] ? n0 + chunk : bound[r];
+            if (packed != r) {
+                pack_w(&jb, r, s.w);
+#if MLA_CPU_X86
+                if (bf16)
+                    pack_q_bf16(&jb, r, (uint32_t *)s.q);
+                else
+#endif
+                    pack_q_f32(&jb, r, (float *)s.q);
+                packed = r;
+            }
 #if MLA_CPU_X86
             if (bf16) {
-                pack_q_bf16(&jb, r, (uint32_t *)s.q);
                 row_keys_bf16(&jb, r, n0, n1, &s);
                 continue;
             }
 #endif
-            pack_q_f32(&jb, r, (float *)s.q);
             f32(&jb, r, n0, n1, &s);
         }
     }

@@ -9,16 +9,17 @@
  * (unsigned key order = value order, -inf at 0x007FFFFF above NaN's 0). So
  * the answer is the m = min(k, len) smallest (~key, index) pairs, found in
  * O(len) without a sort of the row:
- *   1. histogram of the key's top 12 bits; the bin B1 holding the m-th
- *      largest key; everything above B1 is in;
- *   2. one scan collects, in index order, the indices above B1 (all chosen)
- *      and the candidates in B1;
- *   3. two more histogram rounds over the candidates only (bits 19..8, then
- *      7..0) give the m-th largest key T exactly; candidates above T are in,
- *      and the first (in index order) of those equal to T up to m;
- *   4. the chosen (at most m, merged into index order) are sorted by key
- *      descending with a stable LSD radix sort (8-bit digits, passes whose
- *      digit is common to all skipped), which keeps ties in index order.
+ *   1. histogram of the key's top 12 bits (sign, exponent, 3 mantissa
+ *      bits); the bin B1 holding the m-th largest key; everything above B1
+ *      is in;
+ *   2. one scan lists, in index order, the indices at or above B1;
+ *   3. two more histogram rounds over the list's B1 entries only (bits
+ *      19..8, then 7..0) give the m-th largest key T exactly; the list's
+ *      entries above T are in, and the first (in index order) of those equal
+ *      to T up to m;
+ *   4. the m chosen, in index order, are sorted by key descending with a
+ *      stable LSD radix sort (8-bit digits, passes whose digit all keys
+ *      share skipped; insertion sort when few), so ties stay in index order.
  * Deterministic integer work: the bits never depend on the thread count.
  * Rows are spread over the threads. */
 #include <stdlib.h>
@@ -35,14 +36,13 @@
 #define B2_BITS 12
 #define B3_BITS 8
 #define HIST (1 << 12)
+#define HIST_WAYS 4
+#define HIST_CHUNK 256 /* keys computed at a time (a multiple of HIST_WAYS) */
 #define SMALL_SORT 32 /* insertion sort below this many chosen */
 
-/* Per-thread buffers: candidates (len), chosen items (k) twice for the sort. */
+/* Per-thread buffers: the list (N), chosen items (k) twice for the sort, histograms. */
 typedef struct topk_scratch {
-    int32_t *cand;
-    uint32_t *cand_key;
-    int32_t *sel;      /* indices above B1, in index order */
-    uint32_t *sel_key;
+    int32_t *list; /* indices at or above B1, in index order (len) */
     int32_t *idx_a, *idx_b;
     uint32_t *key_a, *key_b;
     uint32_t *hist;
@@ -128,55 +128,81 @@ MLA_CPU_INLINE void row_body(const float *x, int64_t xs, int64_t len, int64_t k,
 {
     const int64_t m = k < len ? k : len;
     if (m > 0) {
-        /* 1. top 12 bits */
+        /* 1. top 12 bits, in HIST_WAYS interleaved histograms (neighbours
+         * often share a bin: separate counters keep the increments from
+         * waiting on each other), then summed */
         uint32_t *h = s->hist;
-        memset(h, 0, HIST * sizeof *h);
-        for (int64_t n = 0; n < len; ++n)
+        memset(h, 0, HIST_WAYS * HIST * sizeof *h);
+        int64_t n = 0;
+        if (xs == 1) /* contiguous rows: the keys vectorize */
+            for (; n + HIST_CHUNK <= len; n += HIST_CHUNK) {
+                uint16_t bin[HIST_CHUNK];
+                MLA_SIMD for (int j = 0; j < HIST_CHUNK; ++j) bin[j] =
+                    (uint16_t)(order_key(x[n + j]) >> (32 - B1_BITS));
+                for (int j = 0; j < HIST_CHUNK; j += HIST_WAYS)
+                    for (int w = 0; w < HIST_WAYS; ++w)
+                        ++h[w * HIST + bin[j + w]];
+            }
+        for (; n + HIST_WAYS <= len; n += HIST_WAYS)
+            for (int j = 0; j < HIST_WAYS; ++j)
+                ++h[j * HIST + (order_key(x[(n + j) * xs]) >> (32 - B1_BITS))];
+        for (; n < len; ++n)
             ++h[order_key(x[n * xs]) >> (32 - B1_BITS)];
+        for (int j = 1; j < HIST_WAYS; ++j)
+            for (int b = 0; b < HIST; ++b)
+                h[b] += h[j * HIST + b];
         int64_t above;
         const uint32_t b1 = find_bin(h, 1u << B1_BITS, m, &above);
-        /* 2. in (above B1) and candidates (in B1), in index order */
-        int64_t ns = 0, nc = 0;
-        for (int64_t n = 0; n < len; ++n) {
-            const uint32_t key = order_key(x[n * xs]), top = key >> (32 - B1_BITS);
-            if (top > b1) {
-                s->sel[ns] = (int32_t)n;
-                s->sel_key[ns++] = key;
-            } else if (top == b1) {
-                s->cand[nc] = (int32_t)n;
-                s->cand_key[nc++] = key;
+        /* 2. the indices at or above B1, in index order (one store each,
+         * no branch: the list has a spare slot, nl <= n < len) */
+        int32_t *list = s->list;
+        int64_t nl = 0;
+        n = 0;
+        if (xs == 1)
+            for (; n + HIST_CHUNK <= len; n += HIST_CHUNK) {
+                uint8_t in[HIST_CHUNK];
+                MLA_SIMD for (int j = 0; j < HIST_CHUNK; ++j) in[j] =
+                    (uint8_t)((order_key(x[n + j]) >> (32 - B1_BITS)) >= b1);
+                for (int j = 0; j < HIST_CHUNK; ++j) {
+                    list[nl] = (int32_t)(n + j);
+                    nl += in[j];
+                }
             }
+        for (; n < len; ++n) {
+            list[nl] = (int32_t)n;
+            nl += (order_key(x[n * xs]) >> (32 - B1_BITS)) >= b1;
         }
-        /* 3. the m-th largest key T among the candidates */
-        int64_t need = m - above; /* 1 <= need <= nc */
+        /* 3. the m-th largest key T: bits 19..8, then 7..0, over the list's
+         * B1 entries (keys recomputed from x: the list is short) */
+        int64_t need = m - above; /* 1 <= need <= the count in B1 */
         memset(h, 0, HIST * sizeof *h);
-        for (int64_t i = 0; i < nc; ++i)
-            ++h[(s->cand_key[i] >> B3_BITS) & ((1u << B2_BITS) - 1)];
+        for (int64_t i = 0; i < nl; ++i) {
+            const uint32_t key = order_key(x[list[i] * xs]);
+            if (key >> (32 - B1_BITS) == b1)
+                ++h[(key >> B3_BITS) & ((1u << B2_BITS) - 1)];
+        }
         int64_t above2;
         const uint32_t b2 = find_bin(h, 1u << B2_BITS, need, &above2);
+        const uint32_t hi20 = (b1 << B2_BITS) | b2; /* the key's top 24 bits */
         need -= above2;
         memset(h, 0, (1u << B3_BITS) * sizeof *h);
-        for (int64_t i = 0; i < nc; ++i)
-            if (((s->cand_key[i] >> B3_BITS) & ((1u << B2_BITS) - 1)) == b2)
-                ++h[s->cand_key[i] & ((1u << B3_BITS) - 1)];
+        for (int64_t i = 0; i < nl; ++i) {
+            const uint32_t key = order_key(x[list[i] * xs]);
+            if (key >> B3_BITS == hi20)
+                ++h[key & ((1u << B3_BITS) - 1)];
+        }
         int64_t above3;
         const uint32_t b3 = find_bin(h, 1u << B3_BITS, need, &above3);
-        const uint32_t T = (b1 << (32 - B1_BITS)) | (b2 << B3_BITS) | b3;
+        const uint32_t T = (hi20 << B3_BITS) | b3;
         int64_t ties = need - above3; /* keys equal to T to take, lowest index first */
-        /* merge sel and the chosen candidates into index order */
-        int64_t nm = 0, i = 0, c = 0;
-        while (i < ns || c < nc) {
-            if (c < nc && (i >= ns || s->cand[c] < s->sel[i])) {
-                const uint32_t key = s->cand_key[c];
-                if (key > T || (key == T && ties > 0)) {
-                    ties -= key == T;
-                    s->idx_a[nm] = s->cand[c];
-                    s->key_a[nm++] = key;
-                }
-                ++c;
-            } else {
-                s->idx_a[nm] = s->sel[i];
-                s->key_a[nm++] = s->sel_key[i++];
+        /* the chosen, in index order: above T, and the first `ties` equal to it */
+        int64_t nm = 0;
+        for (int64_t i = 0; i < nl; ++i) {
+            const uint32_t key = order_key(x[list[i] * xs]);
+            if (key > T || (key == T && ties > 0)) {
+                ties -= key == T;
+                s->idx_a[nm] = list[i];
+                s->key_a[nm++] = key;
             }
         }
         /* 4. nm == m: key descending, ties in index order */
@@ -225,9 +251,9 @@ static row_fn pick_row(mla_cpu_isa isa)
 mla_status mla_cpu_topk(mla_context *ctx, const mla_topk_args *a)
 {
     const int64_t R = a->logits.shape[0], N = a->logits.shape[1], k = a->k;
-    /* per thread: cand + cand_key (N each), sel + sel_key, idx/key a and b
-     * and the result (k each), the histogram */
-    const int64_t words = 2 * N + 7 * k + HIST;
+    /* per thread: the list (N), idx/key a and b and the result (k each),
+     * the histograms */
+    const int64_t words = N + 5 * k + HIST_WAYS * HIST;
     const int nt = mla_cpu_threads(ctx, R, R * N);
     uint32_t *mem = malloc((size_t)(words * nt) * sizeof *mem);
     if (!mem)
@@ -244,16 +270,13 @@ mla_status mla_cpu_topk(mla_context *ctx, const mla_topk_args *a)
 #endif
         uint32_t *p = mem + (int64_t)id * words;
         topk_scratch s;
-        s.cand = (int32_t *)p;
-        s.cand_key = p + N;
-        s.sel = (int32_t *)(p + 2 * N);
-        s.sel_key = p + 2 * N + k;
-        s.idx_a = (int32_t *)(p + 2 * N + 2 * k);
-        s.idx_b = (int32_t *)(p + 2 * N + 3 * k);
-        s.key_a = p + 2 * N + 4 * k;
-        s.key_b = p + 2 * N + 5 * k;
-        int32_t *res = (int32_t *)(p + 2 * N + 6 * k);
-        s.hist = p + 2 * N + 7 * k;
+        s.list = (int32_t *)p;
+        s.idx_a = (int32_t *)(p + N);
+        s.idx_b = (int32_t *)(p + N + k);
+        s.key_a = p + N + 2 * k;
+        s.key_b = p + N + 3 * k;
+        int32_t *res = (int32_t *)(p + N + 4 * k);
+        s.hist = p + N + 5 * k;
 #if defined(MLA_HAVE_OPENMP)
 #pragma omp for schedule(dynamic, 1)
 #endif
