@@ -93,15 +93,40 @@ MLA_CPU_INLINE int64_t row_bound(const mla_indexer_logits_args *a, int64_t r)
     return len - a->next_n + j + 1;
 }
 
-/* Start of key n's block for row r (sequence r / next_n), and its token. */
-MLA_CPU_INLINE const uint8_t *key_block(const mla_indexer_logits_args *a, int64_t b, int64_t n,
-                                        int64_t *tok)
+/* Where key n of sequence b lives: its block (block_table[b, n / bs]) and
+ * token; stepped key by key, so the division happens once per run. */
+typedef struct key_cursor {
+    const uint8_t *blk;
+    int64_t t, j; /* token in the block, block number in the sequence */
+} key_cursor;
+
+MLA_CPU_INLINE const uint8_t *block_at(const mla_indexer_logits_args *a, int64_t b, int64_t j)
 {
-    const int64_t bs = a->desc.block_size;
     const mla_tensor *bt = &a->block_table;
-    const int64_t blk = ((const int32_t *)bt->data)[b * bt->stride[0] + (n / bs) * bt->stride[1]];
-    *tok = n % bs;
+    const int64_t blk = ((const int32_t *)bt->data)[b * bt->stride[0] + j * bt->stride[1]];
     return (const uint8_t *)a->cache.data + blk * a->cache.stride[0];
+}
+
+MLA_CPU_INLINE key_cursor cursor_at(const mla_indexer_logits_args *a, int64_t b, int64_t n)
+{
+    key_cursor c;
+    c.j = n / a->desc.block_size;
+    c.t = n % a->desc.block_size;
+    c.blk = block_at(a, b, c.j);
+    return c;
+}
+
+/* The next key; the block table is read only when the block changes (and
+ * never past the sequence's last valid block: limit = that key count). */
+MLA_CPU_INLINE void cursor_next(const mla_indexer_logits_args *a, int64_t b, int64_t n_next,
+                                int64_t limit, key_cursor *c)
+{
+    if (++c->t == a->desc.block_size) {
+        c->t = 0;
+        ++c->j;
+        if (n_next < limit)
+            c->blk = block_at(a, b, c->j);
+    }
 }
 
 /* S of the header: lanes 0..15 summed by the fixed tree. */
@@ -149,13 +174,12 @@ static void pack_q_f32(const logits_job *jb, int64_t r, float *qf)
             }
 }
 
-/* Key (b, n) as fp32 [2P] (zero past D) and its scale. */
-MLA_CPU_INLINE void key_f32(const logits_job *jb, int64_t b, int64_t n, float *out, float *ks)
+/* The cursor's key as fp32 [2P] (zero past D) and its scale. */
+MLA_CPU_INLINE void key_f32(const logits_job *jb, const key_cursor *kc, float *out, float *ks)
 {
     const mla_indexer_logits_args *a = jb->a;
-    const int64_t D = jb->D;
-    int64_t t;
-    const uint8_t *blk = key_block(a, b, n, &t);
+    const int64_t D = jb->D, t = kc->t;
+    const uint8_t *blk = kc->blk;
     if (a->desc.layout == MLA_INDEXER_SHUFFLE) {
         for (int64_t c = 0; c < D; c += MLA_IL_TILE) {
             const uint8_t *src = blk + mla_il_shuffle_byte(t, c, D);
@@ -213,10 +237,13 @@ MLA_CPU_INLINE void row_keys_f32(const logits_job *jb, int64_t r, int64_t n0, in
     float *kf = (float *)s->k, *L = s->L;
     float ks[NK_MAX];
     float *out = (float *)a->logits.data + r * a->logits.stride[0];
+    key_cursor kc = cursor_at(a, b, n0);
     for (int64_t n = n0; n < n1; n += jb->nk) {
         const int nk = (int)(n1 - n < jb->nk ? n1 - n : jb->nk);
-        for (int i = 0; i < nk; ++i)
-            key_f32(jb, b, n + i, kf + i * KS, &ks[i]);
+        for (int i = 0; i < nk; ++i) {
+            key_f32(jb, &kc, kf + i * KS, &ks[i]);
+            cursor_next(a, b, n + i + 1, n1, &kc);
+        }
         for (int64_t g = 0; g < jb->G; ++g) {
             const int nh = g == jb->G - 1 ? jb->hv_last * LANES : GROUP_HEADS;
             group_f32((const float *)s->q + g * P * 2 * GROUP_HEADS, s->w + g * GROUP_HEADS, kf,
@@ -289,14 +316,13 @@ MLA_TARGET_AVX512_BF16 static inline __m512i fp8x32_to_bf16(__m256i b8, __m512i 
     return _mm512_mask_mov_epi16(r, nan, _mm512_set1_epi16(0x7FC0));
 }
 
-/* Key (b, n) as bf16 pairs [KS] (zero past D) and its scale. */
-MLA_TARGET_AVX512_BF16 static inline void key_bf16(const logits_job *jb, int64_t b, int64_t n,
+/* The cursor's key as bf16 pairs [KS] (zero past D) and its scale. */
+MLA_TARGET_AVX512_BF16 static inline void key_bf16(const logits_job *jb, const key_cursor *kc,
                                                    __m512i subtab, uint32_t *out, float *ks)
 {
     const mla_indexer_logits_args *a = jb->a;
-    const int64_t D = jb->D;
-    int64_t t;
-    const uint8_t *blk = key_block(a, b, n, &t);
+    const int64_t D = jb->D, t = kc->t;
+    const uint8_t *blk = kc->blk;
     __m512i *o = (__m512i *)out; /* 64-byte aligned rows of KB_ALIGN values */
     if (a->desc.layout == MLA_INDEXER_SHUFFLE) {
         /* D % 16 == 0: tile rows of 16 bytes, two per 32 values */
@@ -393,10 +419,13 @@ MLA_TARGET_AVX512_BF16 static void row_keys_bf16(const logits_job *jb, int64_t r
     const __m512i subtab = _mm512_loadu_si512(sub);
     const tile_fn full = pick_tile(HV_MAX, jb->nk), last = pick_tile(jb->hv_last, jb->nk);
     float *out = (float *)a->logits.data + r * a->logits.stride[0];
+    key_cursor kc = cursor_at(a, b, n0);
     for (int64_t n = n0; n < n1; n += jb->nk) {
         const int nk = (int)(n1 - n < jb->nk ? n1 - n : jb->nk);
-        for (int i = 0; i < nk; ++i)
-            key_bf16(jb, b, n + i, subtab, kb + i * KS, &ks[i]);
+        for (int i = 0; i < nk; ++i) {
+            key_bf16(jb, &kc, subtab, kb + i * KS, &ks[i]);
+            cursor_next(a, b, n + i + 1, n1, &kc);
+        }
         if (nk < jb->nk) /* a short block: zero keys, results unused */
             memset(kb + nk * KS, 0, (size_t)((jb->nk - nk) * KS) * sizeof *kb);
         for (int64_t g = 0; g < jb->G; ++g)
