@@ -1,0 +1,167 @@
+/* mla_indexer_prepare: the indexer's projections of spec section 6 for T
+ * tokens, composed from the public ops on the caller's context. */
+#include <string.h>
+
+#include "core/validate.h"
+
+#define WS_ALIGN 256
+#define INDEXER_LN_EPS 1e-6f
+
+typedef struct idx_ws {
+    int64_t q, k_raw, w, s_q, bytes;
+} idx_ws;
+
+static int64_t place(int64_t *cursor, int64_t bytes)
+{
+    int64_t at = *cursor;
+    *cursor += (bytes + WS_ALIGN - 1) / WS_ALIGN * WS_ALIGN;
+    return at;
+}
+
+static mla_status layout(const mla_model_config *c, int64_t T, int64_t es, idx_ws *w)
+{
+    if (c->index_heads < 1 || c->index_head_dim < 1)
+        return MLA_ERR_INVALID_ARGUMENT;
+    if (T < 0 || T > ((int64_t)1 << 40))
+        return MLA_ERR_OVERFLOW;
+    const int64_t Hi = c->index_heads, D = c->index_head_dim;
+    int64_t cur = 0;
+    w->q = place(&cur, T * Hi * D * es);
+    w->k_raw = place(&cur, T * D * es);
+    w->w = place(&cur, T * Hi * 2);
+    w->s_q = place(&cur, T * Hi * 4);
+    w->bytes = cur;
+    return MLA_OK;
+}
+
+mla_status mla_indexer_workspace_bytes(const mla_model_config *cfg, int64_t T, int64_t *bytes)
+{
+    if (!cfg || !bytes)
+        return MLA_ERR_NULL_POINTER;
+    idx_ws w;
+    /* f32 activations: the larger of the two */
+    mla_status st = layout(cfg, T, 4, &w);
+    if (st == MLA_OK)
+        *bytes = w.bytes;
+    return st;
+}
+
+static mla_tensor view(void *data, mla_dtype dtype, mla_memory mem, int32_t ndim,
+                       const int64_t *shape, const int64_t *stride)
+{
+    mla_tensor t;
+    memset(&t, 0, sizeof t);
+    t.data = data;
+    t.dtype = dtype;
+    t.memory = mem;
+    t.ndim = ndim;
+    for (int32_t i = 0; i < ndim; ++i) {
+        t.shape[i] = shape[i];
+        t.stride[i] = stride[i];
+    }
+    return t;
+}
+
+static const mla_tensor *scale_of(const mla_weight *w)
+{
+    return w->w.dtype == MLA_DTYPE_BF16 ? NULL : &w->scale;
+}
+
+static mla_status check_args(mla_context *ctx, const mla_model_config *c,
+                             const mla_indexer_options *o, const mla_tensor *q_lat,
+                             const mla_tensor *x, const mla_tensor *cos, const mla_tensor *q_fp8,
+                             const mla_tensor *w_out, const mla_tensor *k)
+{
+    const int64_t Hi = c->index_heads, D = c->index_head_dim;
+    if (Hi < 1 || D < 1 || c->q_lora < 1)
+        return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "cfg",
+                        "the config has no indexer (or no q_lora)");
+    if ((int)o->style < 0 || o->style >= MLA_ROPE_STYLE_COUNT || (o->hadamard != 0 && o->hadamard != 1))
+        return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "options", "unknown rope style or flag");
+    if (o->fp8 != MLA_DTYPE_FP8_E4M3FN && o->fp8 != MLA_DTYPE_FP8_E4M3FNUZ)
+        return mla_fail(ctx, MLA_ERR_DTYPE, "options.fp8", "q is quantized to an fp8 flavour");
+    MLA_TRY(mla_check_tensor(ctx, q_lat, "q_lat_normed", 2));
+    MLA_TRY(mla_check_dtype(ctx, q_lat, "q_lat_normed", MLA_DT(MLA_DTYPE_F32) | MLA_DT(MLA_DTYPE_BF16)));
+    MLA_TRY(mla_check_extent(ctx, q_lat, "q_lat_normed", 1, c->q_lora));
+    const int64_t T = q_lat->shape[0];
+    MLA_TRY(mla_check_tensor(ctx, x, "x", 2));
+    MLA_TRY(mla_check_extent(ctx, x, "x", 0, T));
+    MLA_TRY(mla_check_extent(ctx, x, "x", 1, c->hidden));
+    if (x->dtype != q_lat->dtype)
+        return mla_fail_field(ctx, MLA_ERR_DTYPE, "x", "dtype", "x and q_lat_normed share a dtype");
+    MLA_TRY(mla_check_rope_table(ctx, cos, cos));
+    if (2 * cos->shape[1] > D)
+        return mla_fail_field(ctx, MLA_ERR_SHAPE, "cos", "shape[1]",
+                              "the rope dim is larger than the indexer head");
+    MLA_TRY(mla_check_tensor(ctx, q_fp8, "q_fp8", 3));
+    if (q_fp8->dtype != o->fp8)
+        return mla_fail_field(ctx, MLA_ERR_DTYPE, "q_fp8", "dtype", "q_fp8 must be options.fp8");
+    MLA_TRY(mla_check_extent(ctx, q_fp8, "q_fp8", 0, T));
+    MLA_TRY(mla_check_extent(ctx, q_fp8, "q_fp8", 1, Hi));
+    MLA_TRY(mla_check_extent(ctx, q_fp8, "q_fp8", 2, D));
+    if ((Hi > 1 && q_fp8->stride[1] != D * q_fp8->stride[2]) || (T > 1 && q_fp8->stride[0] != Hi * q_fp8->stride[1]) ||
+        q_fp8->stride[2] != 1)
+        return mla_fail_field(ctx, MLA_ERR_STRIDE, "q_fp8", "stride",
+                              "q_fp8 rows of (token, head) must be contiguous");
+    MLA_TRY(mla_check_tensor(ctx, w_out, "w_out", 2));
+    MLA_TRY(mla_check_extent(ctx, w_out, "w_out", 0, T));
+    MLA_TRY(mla_check_extent(ctx, w_out, "w_out", 1, Hi));
+    MLA_TRY(mla_check_tensor(ctx, k, "k", 2));
+    MLA_TRY(mla_check_extent(ctx, k, "k", 0, T));
+    return mla_check_extent(ctx, k, "k", 1, D);
+}
+
+mla_status mla_indexer_prepare(mla_context *ctx, const mla_model_config *cfg,
+                               const mla_indexer_weights *wt, const mla_indexer_options *opt,
+                               const mla_tensor *q_lat, const mla_tensor *x,
+                               const mla_tensor *positions, const mla_tensor *cos,
+                               const mla_tensor *sin, mla_tensor *q_fp8, mla_tensor *w_out,
+                               mla_tensor *k, mla_tensor *workspace)
+{
+    MLA_TRY(mla_begin(ctx));
+    if (!cfg || !wt || !opt)
+        return mla_fail(ctx, MLA_ERR_NULL_POINTER, !cfg ? "cfg" : !wt ? "weights" : "options",
+                        "NULL argument");
+    MLA_TRY(check_args(ctx, cfg, opt, q_lat, x, cos, q_fp8, w_out, k));
+    const int64_t T = q_lat->shape[0], Hi = cfg->index_heads, D = cfg->index_head_dim;
+    /* positions first: a bad one must be refused before any output is written */
+    MLA_TRY(mla_check_positions(ctx, positions, "positions", T, cos->shape[0]));
+    idx_ws w;
+    const mla_dtype act = q_lat->dtype;
+    layout(cfg, T, (int64_t)mla_dtype_size(act), &w);
+    MLA_TRY(mla_check_tensor(ctx, workspace, "workspace", 1));
+    if (workspace->shape[0] < w.bytes || mla_dtype_size(workspace->dtype) != 1)
+        return mla_fail(ctx, MLA_ERR_SHAPE, "workspace", "needs %lld bytes", (long long)w.bytes);
+    if (T == 0)
+        return MLA_OK;
+    uint8_t *ws = workspace->data;
+    const mla_memory mem = mla_context_memory(ctx);
+
+    /* q = q_lat_normed @ W_qb_idx^T, seen as [T, Hi, D] */
+    mla_tensor q2 = view(ws + w.q, act, mem, 2, (int64_t[]){T, Hi * D}, (int64_t[]){Hi * D, 1});
+    mla_tensor q3 = view(ws + w.q, act, mem, 3, (int64_t[]){T, Hi, D}, (int64_t[]){Hi * D, D, 1});
+    MLA_TRY(mla_linear(ctx, q_lat, &wt->wq_b.w, scale_of(&wt->wq_b), &q2));
+    /* k = LayerNorm(x @ W_k^T); w = x @ W_w^T in bf16 */
+    mla_tensor k_raw = view(ws + w.k_raw, act, mem, 2, (int64_t[]){T, D}, (int64_t[]){D, 1});
+    MLA_TRY(mla_linear(ctx, x, &wt->wk.w, scale_of(&wt->wk), &k_raw));
+    MLA_TRY(mla_layernorm(ctx, &k_raw, &wt->k_norm_weight, &wt->k_norm_bias, INDEXER_LN_EPS, k));
+    mla_tensor wb = view(ws + w.w, MLA_DTYPE_BF16, mem, 2, (int64_t[]){T, Hi}, (int64_t[]){Hi, 1});
+    MLA_TRY(mla_linear(ctx, x, &wt->weights_proj.w, scale_of(&wt->weights_proj), &wb));
+    /* RoPE on the first R dims of q and k, in place (the op does not care) */
+    MLA_TRY(mla_rope(ctx, cos, sin, positions, &q3, &q3, opt->style));
+    MLA_TRY(mla_rope(ctx, cos, sin, positions, k, k, opt->style));
+    if (opt->hadamard) {
+        MLA_TRY(mla_hadamard(ctx, &q3, &q3));
+        MLA_TRY(mla_hadamard(ctx, k, k));
+    }
+    /* q to fp8 per (token, head) with a power-of-two scale, then the head weights */
+    mla_tensor q_rows = view(ws + w.q, act, mem, 2, (int64_t[]){T * Hi, D}, (int64_t[]){D, 1});
+    mla_tensor codes = view(q_fp8->data, q_fp8->dtype, mem, 2, (int64_t[]){T * Hi, D},
+                            (int64_t[]){D, 1});
+    mla_tensor s_q = view(ws + w.s_q, MLA_DTYPE_F32, mem, 2, (int64_t[]){T * Hi, 1},
+                          (int64_t[]){1, 1});
+    MLA_TRY(mla_fp8_group_quant(ctx, &q_rows, &codes, &s_q, D, MLA_FP8_SCALE_UE8M0));
+    mla_tensor s_q2 = view(ws + w.s_q, MLA_DTYPE_F32, mem, 2, (int64_t[]){T, Hi},
+                           (int64_t[]){Hi, 1});
+    return mla_indexer_head_weights(ctx, &wb, &s_q2, w_out);
+}
