@@ -128,7 +128,8 @@ mla_status mla_indexer_prepare(mla_context *ctx, const mla_model_config *cfg,
     MLA_TRY(mla_check_positions(ctx, positions, "positions", T, cos->shape[0]));
     idx_ws w;
     const mla_dtype act = q_lat->dtype;
-    layout(cfg, T, (int64_t)mla_dtype_size(act), &w);
+    if (layout(cfg, T, (int64_t)mla_dtype_size(act), &w) != MLA_OK)
+        return mla_fail(ctx, MLA_ERR_OVERFLOW, "q_lat_normed", "too many tokens");
     MLA_TRY(mla_check_tensor(ctx, workspace, "workspace", 1));
     if (workspace->shape[0] < w.bytes || mla_dtype_size(workspace->dtype) != 1)
         return mla_fail(ctx, MLA_ERR_SHAPE, "workspace", "needs %lld bytes", (long long)w.bytes);
