@@ -1,7 +1,8 @@
 /* mla op NAME: the generic runner. Parses the command line against the op's
  * descriptor, moves .npy data into context memory and back, and writes
  * the outputs. The ops themselves are in op_table.c (number formats),
- * op_table_prepare.c (the prepare path) and op_table_mxfp4.c (the MXFP4 GEMM path). */
+ * op_table_prepare.c (the prepare path), op_table_mxfp4.c (the MXFP4 GEMM path)
+ * and op_table_indexer.c (the DSA indexer). */
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -26,19 +27,24 @@ struct op_run {
     slot in[OP_MAX_ARGS], out[OP_MAX_ARGS];
 };
 
-/* Op i of the tables (number formats, the prepare path, the MXFP4 GEMM path). */
+/* Op i of the tables (number formats, the prepare path, the MXFP4 GEMM path,
+ * the DSA indexer). */
 static const op_desc *op_at(int i)
 {
     if (i < mla_op_table_size)
         return &mla_op_table[i];
     i -= mla_op_table_size;
-    return i < mla_op_table_prepare_size ? &mla_op_table_prepare[i]
-                                         : &mla_op_table_mxfp4[i - mla_op_table_prepare_size];
+    if (i < mla_op_table_prepare_size)
+        return &mla_op_table_prepare[i];
+    i -= mla_op_table_prepare_size;
+    return i < mla_op_table_mxfp4_size ? &mla_op_table_mxfp4[i]
+                                       : &mla_op_table_indexer[i - mla_op_table_mxfp4_size];
 }
 
 static int op_count(void)
 {
-    return mla_op_table_size + mla_op_table_prepare_size + mla_op_table_mxfp4_size;
+    return mla_op_table_size + mla_op_table_prepare_size + mla_op_table_mxfp4_size +
+           mla_op_table_indexer_size;
 }
 
 void usage_op(FILE *out)

@@ -7,7 +7,7 @@
 
 #include "mla/mla.h"
 
-#define OP_MAX_ARGS 4
+#define OP_MAX_ARGS 5 /* indexer_logits: cache, q, w, block_table, context_lens */
 #define OP_MAX_PARAMS 8
 
 typedef struct op_param_desc {
@@ -33,6 +33,8 @@ extern const op_desc mla_op_table_prepare[]; /* prepare-path ops (op_table_prepa
 extern const int mla_op_table_prepare_size;
 extern const op_desc mla_op_table_mxfp4[]; /* MXFP4 GEMM path (op_table_mxfp4.c) */
 extern const int mla_op_table_mxfp4_size;
+extern const op_desc mla_op_table_indexer[]; /* DSA indexer (op_table_indexer.c) */
+extern const int mla_op_table_indexer_size;
 
 mla_context *op_ctx(op_run *r);
 /* The parameter's value, else its default, else NULL. */

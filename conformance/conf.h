@@ -165,6 +165,15 @@ extern const conf_suite conf_suite_gemm_a16wfp4;
 extern const conf_suite conf_suite_gemm_a4w4;
 extern const conf_suite conf_suite_flatten_mxfp4_quant;
 extern const conf_suite conf_suite_flatten_fp8_quant;
+extern const conf_suite conf_suite_layernorm;
+extern const conf_suite conf_suite_hadamard;
+extern const conf_suite conf_suite_indexer_k_cache_write;
+extern const conf_suite conf_suite_indexer_k_gather;
+extern const conf_suite conf_suite_indexer_k_roundtrip;
+extern const conf_suite conf_suite_indexer_rope_k_cache;
+extern const conf_suite conf_suite_indexer_logits;
+extern const conf_suite conf_suite_topk;
+extern const conf_suite conf_suite_indexer_head_weights;
 
 /* Adds an argument with the given logical shape and layout; inputs get a
  * buffer filled with poison (so a kernel that reads a gap sees NaNs). */
@@ -311,5 +320,12 @@ mla_status conf_execute(mla_context *ctx, const conf_suite *s, const conf_case *
  * labelled label in the report, against the reference backend. */
 int mla_conformance_run_ops(const mla_conformance_options *opt, const mla_backend_ops *ops,
                             const char *label, FILE *out, mla_conformance_summary *summary);
+/* The same, except that on the tested backend the suite named swap->name
+ * runs swap->exec instead of its own: a test-only composite of public calls
+ * (a fast path that drops a result, a reader that assumes a layout) judged
+ * against the suite's own exec on the reference and against its golden data. */
+int mla_conformance_run_ops_swap(const mla_conformance_options *opt, const mla_backend_ops *ops,
+                                 const char *label, const conf_suite *swap, FILE *out,
+                                 mla_conformance_summary *summary);
 
 #endif

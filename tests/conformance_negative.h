@@ -31,6 +31,8 @@ void neg_prepare_controls(const mla_backend_ops *from);
 void neg_positive_controls(const mla_backend_ops *from);
 /* The MXFP4 GEMM path's controls and direct checks (conformance_negative_mxfp4.c). */
 void neg_mxfp4_controls(const mla_backend_ops *from);
+/* The DSA indexer's controls (conformance_negative_indexer.c). */
+void neg_indexer_controls(const mla_backend_ops *from);
 
 /* ---- element access for the test kernels (host tables: ref and cpu) ---- */
 

@@ -1,0 +1,258 @@
+/* The DSA indexer's ops for `mla op` (include/mla/mla_indexer.h): one
+ * descriptor and one short run function each. The K cache travels as its raw
+ * bytes, U8 [num_blocks, block_bytes] (|u1 files); fp8 tensors as their
+ * codes. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "apps/cmd.h"
+#include "apps/op.h"
+
+#define DT(d) (1u << (unsigned)(d))
+#define FLOATS (DT(MLA_DTYPE_F32) | DT(MLA_DTYPE_F16) | DT(MLA_DTYPE_BF16))
+#define FP8S (DT(MLA_DTYPE_FP8_E4M3FN) | DT(MLA_DTYPE_FP8_E4M3FNUZ))
+
+static const char *const layouts[] = {"auto", "normal", "shuffle"};
+
+#define TRY(expr)                                                                                 \
+    do {                                                                                          \
+        int rc_ = (expr);                                                                         \
+        if (rc_ != MLA_EXIT_OK)                                                                   \
+            return rc_;                                                                           \
+    } while (0)
+
+/* An output dtype parameter that defaults to a given dtype. */
+static int dtype_or(op_run *r, const char *key, unsigned allowed, mla_dtype def, mla_dtype *out)
+{
+    *out = def;
+    return op_param(r, key) ? op_param_dtype(r, key, allowed, out) : MLA_EXIT_OK;
+}
+
+/* The values of an I32 / I64 tensor in context memory, on the host. */
+static int host_indices(op_run *r, const mla_tensor *t, int64_t **out)
+{
+    const int64_t n = mla_tensor_numel(t);
+    const size_t es = mla_dtype_size(t->dtype);
+    unsigned char *raw = malloc((size_t)n * es + 1);
+    *out = malloc((size_t)n * sizeof **out + 1);
+    mla_status st = raw && *out ? mla_memcpy(op_ctx(r), raw, t->data, (size_t)n * es,
+                                             MLA_COPY_CONTEXT_TO_HOST)
+                                : MLA_ERR_OUT_OF_MEMORY;
+    for (int64_t i = 0; st == MLA_OK && i < n; ++i) {
+        if (es == 4) {
+            int32_t v;
+            memcpy(&v, raw + 4 * i, 4);
+            (*out)[i] = v;
+        } else {
+            memcpy(&(*out)[i], raw + 8 * i, 8);
+        }
+    }
+    free(raw);
+    return op_check(r, st);
+}
+
+/* The cache descriptor from the parameters (num_blocks set by the caller). */
+static int cache_desc(op_run *r, mla_indexer_cache_desc *d)
+{
+    int layout;
+    int64_t ue8m0;
+    memset(d, 0, sizeof *d);
+    TRY(op_param_choice(r, "layout", layouts, 3, &layout));
+    TRY(op_param_dtype(r, "dtype", FP8S, &d->dtype));
+    TRY(op_param_i64(r, "block_size", &d->block_size));
+    TRY(op_param_i64(r, "head_dim", &d->head_dim));
+    TRY(op_param_i64(r, "ue8m0", &ue8m0));
+    d->layout = (mla_indexer_layout)layout;
+    d->ue8m0 = ue8m0 != 0;
+    return MLA_EXIT_OK;
+}
+
+/* --in cache [blocks, block_bytes]: its blocks go into the descriptor. */
+static int cache_input(op_run *r, mla_indexer_cache_desc *d, mla_tensor *cache)
+{
+    TRY(op_input(r, "cache", MLA_DTYPE_U8, NULL, 0, cache));
+    if (cache->ndim != 2)
+        return op_usage_error(r, "cache must be 2-D [blocks, block_bytes]");
+    d->num_blocks = cache->shape[0];
+    return MLA_EXIT_OK;
+}
+
+static int run_layernorm(op_run *r)
+{
+    mla_tensor x, w, b, y;
+    double eps;
+    mla_dtype yd;
+    TRY(op_param_f64(r, "eps", &eps));
+    TRY(op_input(r, "x", MLA_DTYPE_COUNT, "in_dtype", 0, &x));
+    TRY(op_input(r, "w", MLA_DTYPE_F32, NULL, 0, &w));
+    TRY(op_input(r, "b", MLA_DTYPE_F32, NULL, 0, &b));
+    TRY(dtype_or(r, "dtype", FLOATS, x.dtype, &yd));
+    TRY(op_output(r, "y", yd, x.ndim, x.shape, 0, &y));
+    return op_check(r, mla_layernorm(op_ctx(r), &x, &w, &b, (float)eps, &y));
+}
+
+static int run_hadamard(op_run *r)
+{
+    mla_tensor x, y;
+    mla_dtype yd;
+    TRY(op_input(r, "x", MLA_DTYPE_COUNT, "in_dtype", 0, &x));
+    TRY(dtype_or(r, "dtype", DT(MLA_DTYPE_F32) | DT(MLA_DTYPE_BF16), x.dtype, &yd));
+    TRY(op_output(r, "y", yd, x.ndim, x.shape, 0, &y));
+    return op_check(r, mla_hadamard(op_ctx(r), &x, &y));
+}
+
+static int run_k_cache_write(op_run *r)
+{
+    mla_tensor k, slots, old, cache;
+    mla_indexer_cache_desc d;
+    TRY(cache_desc(r, &d));
+    TRY(op_input(r, "k", MLA_DTYPE_COUNT, "in_dtype", 0, &k));
+    TRY(op_input(r, "slots", MLA_DTYPE_COUNT, NULL, 0, &slots));
+    if (k.ndim != 2 || slots.ndim != 1)
+        return op_usage_error(r, "k [T, head_dim] and slots [T]");
+    const int has_old = op_has_input(r, "cache");
+    if (has_old) { /* the cache to write into; else a zeroed one just big enough */
+        TRY(cache_input(r, &d, &old));
+    } else {
+        int64_t *s = NULL, top = -1;
+        int rc = host_indices(r, &slots, &s);
+        for (int64_t i = 0; rc == MLA_EXIT_OK && i < slots.shape[0]; ++i)
+            top = s[i] > top ? s[i] : top;
+        free(s);
+        TRY(rc);
+        d.num_blocks = d.block_size > 0 ? top / d.block_size + 1 : 0;
+    }
+    int64_t bb = 0;
+    TRY(op_check(r, mla_indexer_cache_block_bytes(&d, &bb)));
+    if (has_old && old.shape[1] != bb)
+        return op_usage_error(r, "cache must be [blocks, %lld] bytes for these parameters",
+                              (long long)bb);
+    const int64_t cs[2] = {d.num_blocks, bb};
+    TRY(op_output(r, "cache", MLA_DTYPE_U8, 2, cs, 0, &cache));
+    const size_t bytes = (size_t)(d.num_blocks * bb);
+    TRY(op_check(r, has_old ? mla_memcpy(op_ctx(r), cache.data, old.data, bytes,
+                                         MLA_COPY_CONTEXT_TO_CONTEXT)
+                            : mla_memset(op_ctx(r), cache.data, 0, bytes)));
+    return op_check(r, mla_indexer_k_cache_write(op_ctx(r), &d, &cache, &k, &slots));
+}
+
+static int run_k_gather(op_run *r)
+{
+    mla_tensor cache, bt, cu, k_fp8, k_scale;
+    mla_indexer_cache_desc d;
+    int64_t *c = NULL;
+    TRY(cache_desc(r, &d));
+    TRY(cache_input(r, &d, &cache));
+    TRY(op_input(r, "block_table", MLA_DTYPE_I32, NULL, 0, &bt));
+    TRY(op_input(r, "cu_seq_lens", MLA_DTYPE_I32, NULL, 0, &cu));
+    if (cu.ndim != 1 || cu.shape[0] < 1)
+        return op_usage_error(r, "cu_seq_lens [S + 1]");
+    TRY(host_indices(r, &cu, &c));
+    const int64_t rows = c[cu.shape[0] - 1] > 0 ? c[cu.shape[0] - 1] : 0;
+    free(c);
+    const int64_t ks[2] = {rows, d.head_dim}, ss[1] = {rows};
+    TRY(op_output(r, "k_fp8", d.dtype, 2, ks, 0, &k_fp8));
+    TRY(op_output(r, "k_scale", MLA_DTYPE_F32, 1, ss, 0, &k_scale));
+    return op_check(r, mla_indexer_k_gather(op_ctx(r), &d, &cache, &bt, &cu, &k_fp8, &k_scale));
+}
+
+static int run_logits(op_run *r)
+{
+    mla_tensor cache, q, w, bt, lens, logits;
+    mla_indexer_cache_desc d;
+    int64_t next_n, max_len = 0, *n = NULL;
+    TRY(cache_desc(r, &d));
+    TRY(op_param_i64(r, "next_n", &next_n));
+    TRY(cache_input(r, &d, &cache));
+    TRY(op_input(r, "q", d.dtype, NULL, 0, &q));
+    TRY(op_input(r, "w", MLA_DTYPE_F32, NULL, 0, &w));
+    TRY(op_input(r, "block_table", MLA_DTYPE_I32, NULL, 0, &bt));
+    TRY(op_input(r, "context_lens", MLA_DTYPE_I32, NULL, 0, &lens));
+    if (lens.ndim != 1 || next_n < 1 || next_n > INT32_MAX)
+        return op_usage_error(r, "context_lens [B] and next_n >= 1");
+    if (op_param(r, "max_len")) {
+        TRY(op_param_i64(r, "max_len", &max_len));
+    } else { /* the longest context */
+        TRY(host_indices(r, &lens, &n));
+        for (int64_t b = 0; b < lens.shape[0]; ++b)
+            max_len = n[b] > max_len ? n[b] : max_len;
+        free(n);
+    }
+    const int64_t ls[2] = {lens.shape[0] * next_n, max_len};
+    TRY(op_output(r, "logits", MLA_DTYPE_F32, 2, ls, 0, &logits));
+    return op_check(r, mla_indexer_logits(op_ctx(r), &d, &cache, &q, &w, &bt, &lens,
+                                          (int32_t)next_n, &logits));
+}
+
+static int run_topk(op_run *r)
+{
+    mla_tensor logits, lens, idx;
+    int64_t k;
+    TRY(op_param_i64(r, "k", &k));
+    TRY(op_input(r, "logits", MLA_DTYPE_F32, NULL, 0, &logits));
+    TRY(op_input(r, "lengths", MLA_DTYPE_I32, NULL, 0, &lens));
+    if (logits.ndim != 2)
+        return op_usage_error(r, "logits must be 2-D [R, N]");
+    const int64_t is[2] = {logits.shape[0], k};
+    TRY(op_output(r, "indices", MLA_DTYPE_I32, 2, is, 0, &idx));
+    return op_check(r, mla_topk(op_ctx(r), &logits, &lens, k, &idx));
+}
+
+static int run_head_weights(op_run *r)
+{
+    mla_tensor w, s, out;
+    TRY(op_input(r, "w", MLA_DTYPE_COUNT, "in_dtype", 0, &w));
+    TRY(op_input(r, "s_q", MLA_DTYPE_F32, NULL, 0, &s));
+    TRY(op_output(r, "w_out", MLA_DTYPE_F32, w.ndim, w.shape, 0, &out));
+    return op_check(r, mla_indexer_head_weights(op_ctx(r), &w, &s, &out));
+}
+
+#define CACHE_PARAMS                                                                              \
+    {"dtype", "e4m3fn", "cache values: e4m3fn (divisor 448) | e4m3fnuz (224)"},                   \
+        {"block_size", "64", "tokens per block (shuffle: a multiple of 16)"},                     \
+        {"layout", "auto", "auto (normal at block_size 1, else shuffle) | normal | shuffle"},     \
+        {"head_dim", "128", "values per token"}
+
+const op_desc mla_op_table_indexer[] = {
+    {"layernorm", "y = (x - mean) * rsqrt(var + eps) * w + b over rows of x [T, D]",
+     {"x", "w", "b", NULL}, {"y", NULL},
+     {{"eps", "1e-6", "added to the variance"},
+      {"dtype", NULL, "y: f32 | f16 | bf16 (default x's)"},
+      {"in_dtype", NULL, "x's dtype when its file is ambiguous"}, {NULL, NULL, NULL}},
+     run_layernorm},
+    {"hadamard", "y = x @ H_D / sqrt(D) over the last dim of x [T, D] or [T, H, D]",
+     {"x", NULL}, {"y", NULL},
+     {{"dtype", NULL, "y: f32 | bf16 (default x's)"},
+      {"in_dtype", NULL, "x's dtype when its file is ambiguous"}, {NULL, NULL, NULL}},
+     run_hadamard},
+    {"indexer_k_cache_write",
+     "k [T, head_dim] quantized per token into the fp8 K cache at slots[t] (< 0: skip);\n"
+     "    --in cache is optional (default a zeroed one just big enough)",
+     {"k", "slots", "cache", NULL}, {"cache", NULL},
+     {CACHE_PARAMS, {"ue8m0", "1", "1: scales rounded up to a power of two (vLLM), 0: plain"},
+      {"in_dtype", NULL, "k's dtype when its file is ambiguous"}, {NULL, NULL, NULL}},
+     run_k_cache_write},
+    {"indexer_k_gather", "the fp8 rows and scales of S sequences (cu_seq_lens [S + 1])",
+     {"cache", "block_table", "cu_seq_lens", NULL}, {"k_fp8", "k_scale", NULL},
+     {CACHE_PARAMS, {"ue8m0", "1", "unused by the gather"}, {NULL, NULL, NULL}},
+     run_k_gather},
+    {"indexer_logits",
+     "paged MQA logits [B*next_n, max_len] of q [B*next_n, Hi, head_dim] (fp8 codes)\n"
+     "    against the cache, head weights w [B*next_n, Hi] f32; -inf past the causal bound",
+     {"cache", "q", "w", "block_table", "context_lens"}, {"logits", NULL},
+     {CACHE_PARAMS, {"ue8m0", "1", "unused by the logits"},
+      {"next_n", "1", "query tokens per sequence"},
+      {"max_len", NULL, "logits columns (default the longest context)"}, {NULL, NULL, NULL}},
+     run_logits},
+    {"topk", "per row, the indices of the k largest of logits[r, :lengths[r]], -1 padded",
+     {"logits", "lengths", NULL}, {"indices", NULL},
+     {{"k", NULL, "indices per row (required, <= the row length N)"}, {NULL, NULL, NULL}},
+     run_topk},
+    {"indexer_head_weights", "w_out = w * s_q * 128^-0.5 * Hi^-0.5 in fp32, w [T, Hi]",
+     {"w", "s_q", NULL}, {"w_out", NULL},
+     {{"in_dtype", NULL, "w's dtype when its file is ambiguous"}, {NULL, NULL, NULL}},
+     run_head_weights},
+};
+
+const int mla_op_table_indexer_size =
+    (int)(sizeof mla_op_table_indexer / sizeof mla_op_table_indexer[0]);

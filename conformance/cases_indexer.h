@@ -1,0 +1,81 @@
+/* Shared by the DSA indexer's case files (cases_indexer*.c): the K cache's
+ * byte layout, written here from the spec (section 6) and not taken from the
+ * library, so that a writer and a reader that agree with each other but not
+ * with the spec cannot both pass (seed 002), and the parameters every
+ * cache-based case carries.
+ *
+ * A block of the cache holds [block_size * D fp8 values][block_size fp32
+ * scales], D = head_dim:
+ *   NORMAL:  value (t, d) at t * D + d
+ *   SHUFFLE: value (t, d) at (t/16)*16*D + (d/16)*16*16 + (t%16)*16 + d%16
+ *   scale of token t at block_size * D + 4 t, little-endian.
+ *
+ * Case parameters of every cache-based case: ip[0] the layout the caller
+ * asks for (AUTO, NORMAL or SHUFFLE), ip[1] the fp8 dtype, ip[2] the block
+ * size, ip[3] the blocks, ip[4] ue8m0; ip[5..7] are the op's own. lay[0]
+ * CONF_L_PAD: blocks BLOCK_PAD bytes apart (a padded block stride). */
+#ifndef MLA_CONFORMANCE_CASES_INDEXER_H
+#define MLA_CONFORMANCE_CASES_INDEXER_H
+
+#include "conformance/conf.h"
+
+#define CONF_IDX_D 128         /* the model's indexer head dim */
+#define CONF_IDX_BLOCK_PAD 48  /* bytes between the blocks of a padded cache */
+
+static inline int64_t conf_idx_value_byte(int32_t layout, int64_t t, int64_t d, int64_t D)
+{
+    if (layout == MLA_INDEXER_SHUFFLE)
+        return (t / 16) * 16 * D + (d / 16) * 256 + (t % 16) * 16 + d % 16;
+    return t * D + d;
+}
+
+static inline int64_t conf_idx_scale_byte(int64_t t, int64_t bs, int64_t D)
+{
+    return bs * D + 4 * t;
+}
+
+/* The descriptor of a cache-based case (the layout as the caller asks). */
+static inline mla_indexer_cache_desc conf_idx_desc(const conf_case *c)
+{
+    mla_indexer_cache_desc d = {c->ip[3], c->ip[2], CONF_IDX_D, (mla_dtype)c->ip[1],
+                                (mla_indexer_layout)c->ip[0], (int32_t)c->ip[4]};
+    return d;
+}
+
+/* The layout the entry points resolve (the variant's, and the bytes'). */
+static inline int32_t conf_idx_layout(const conf_case *c)
+{
+    return c->ip[0] == MLA_INDEXER_LAYOUT_AUTO ? (int32_t)mla_indexer_layout_for(c->ip[2])
+                                               : (int32_t)c->ip[0];
+}
+
+/* Argument order of the two composite suites, indexer_k_roundtrip (write,
+ * then gather) and indexer_rope_k_cache (mla_rope, then the write; the RoPE
+ * style in ip[7]): the negative controls run their own exec over them. */
+enum { CONF_RT_CACHE, CONF_RT_K, CONF_RT_SLOTS, CONF_RT_TABLE, CONF_RT_CU, CONF_RT_FP8,
+       CONF_RT_SCALE };
+enum { CONF_RK_CACHE, CONF_RK_K, CONF_RK_POS, CONF_RK_COS, CONF_RK_SIN, CONF_RK_SLOTS,
+       CONF_RK_ROT };
+
+/* "NORMAL" / "SHUFFLE", "auto=NORMAL" when the case leaves it to AUTO. */
+void conf_idx_layout_label(const conf_case *c, char *buf, size_t len);
+
+/* Adds the cache, U8 [blocks, block_bytes], as argument i = p->nargs, with
+ * role; a padded block stride on lay[0] & CONF_L_PAD. */
+mla_status conf_idx_add_cache(conf_problem *p, const conf_case *c, int role);
+
+/* Fills cache argument i as a writer leaves it: every value byte a finite
+ * code of the dtype (all codes when codes_any), every scale a positive
+ * normal fp32 (powers of two under ue8m0, as the writer stores them). */
+void conf_idx_fill_cache(conf_problem *p, int i, const conf_case *c, int codes_any);
+
+/* Host address of byte `off` of block `blk` of cache argument i. */
+unsigned char *conf_idx_block_byte(conf_problem *p, int i, int64_t blk, int64_t off);
+
+/* A block table [S, mb] (argument i, I32) for sequences of lens[s] tokens:
+ * the blocks a sequence uses are distinct blocks scattered over the cache
+ * (a seeded permutation of the blocks), the unused entries -1. */
+void conf_idx_fill_table(conf_problem *p, int i, const int64_t *lens, int64_t S, int64_t mb,
+                         int64_t bs, int64_t blocks, uint64_t seed);
+
+#endif

@@ -1,0 +1,337 @@
+/* The DSA indexer's scoring (spec section 6): paged MQA logits read from the
+ * fp8 K cache in place, and the top-k of the logits.
+ *
+ * indexer_logits: next_n 1 and 2; context lengths equal to next_n, not a
+ * multiple of the block size, and a multiple of it; block sizes 1, 16, 64
+ * with the layout AUTO, forced NORMAL and forced SHUFFLE; Hi = 64 and odd
+ * head counts (1, 3, 7); both fp8 flavours; strided q, w and logits; a
+ * scattered block table. Positions at and beyond each row's causal bound
+ * must be -inf on both sides (the class is compared exactly); the values are
+ * held to the bound below.
+ *
+ * topk: many ties (a handful of values, +0 against -0), rows of -inf, NaN,
+ * rows shorter than k (-1 padding), k = 1 and k = N, and k = 2048 over rows
+ * of 4k to 8k values. The indices must be IDENTICAL across backends (ties
+ * to the lower index, spec section 6).
+ *
+ * Logits case parameters: cases_indexer.h (ip[0..4]); ip[5] next_n, ip[6]
+ * Hi. Top-k: ip[0] k, ip[1] values, ip[2] rows R. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conformance/cases_indexer.h"
+
+#define U32 0x1p-24 /* fp32 unit roundoff */
+#define U64 0x1p-53
+
+static double gamma_n(double n, double u) { return n * u / (1.0 - n * u); }
+
+/* ------------------------------------------------------------- logits
+ *
+ * The bound. Row r (sequence b, query token j), key n, heads h < Hi, dims
+ * i < 128, s = k_scale[n], and the exact value
+ *
+ *     L = s * sum_h w_h * relu(d_h),   d_h = sum_i q_hi k_i.
+ *
+ * An fp32 kernel computes it as follows, in any order and blocking:
+ * - each product q_hi k_i of two fp8 values is EXACT in fp32: both have 4
+ *   significant bits, so the product has at most 8, and it lies between
+ *   2^-20 and 448^2 (no underflow, no overflow);
+ * - the dot product is then a sum of 128 exact terms: |fl(d_h) - d_h| <=
+ *   gamma_127 P_h with P_h = sum_i |q_hi k_i|, in any summation order (an FMA
+ *   chain included);
+ * - relu is 1-Lipschitz, so |relu(fl(d_h)) - relu(d_h)| <= gamma_127 P_h, and
+ *   |relu(fl(d_h))| <= (1 + gamma_127) P_h;
+ * - the weight product, the sum over Hi heads (Hi - 1 additions, any order)
+ *   and the product by s add Hi + 1 roundings on each head's term.
+ * Together (gamma_a + gamma_b + gamma_a gamma_b <= gamma_{a+b}):
+ *
+ *     |fl(L) - L| <= gamma_{128 + Hi + 1} * S,   S = s * sum_h |w_h| P_h.
+ *
+ * Two more roundings per term let a kernel scale a factor early (k by s
+ * before the dot, s into w): gamma_{Hi + 131}. The reference sums in float64
+ * (the dots exactly, the heads and s with Hi + 1 roundings): gamma64_{Hi+2} S.
+ * Subnormal fp32 results are avoided by the inputs; (Hi + 131) 2^-149 covers
+ * them anyway. The comparator adds an fp32 ulp for the two final roundings.
+ * A kernel without relu, or with a head, a key, a scale or a layout wrong,
+ * is off by about S itself, 10^5 times the bound. */
+
+enum { LC, LQ, LW, LBT, LCTX, LOUT }; /* argument order */
+#define LB 3                           /* sequences */
+
+/* next_n itself, a length that is not a multiple of the block size, and one
+ * that is; the table's width and the blocks the sequences use (+2). */
+static void logits_shape(const conf_case *c, int64_t *lens, int64_t *max_len, int64_t *mb,
+                         int64_t *blocks)
+{
+    const int64_t bs = c->ip[2];
+    lens[0] = c->ip[5];
+    lens[1] = bs == 1 ? 21 : bs + 5;
+    lens[2] = bs == 1 ? 30 : bs == 16 ? 32 : 64;
+    int64_t top = 0, used = 0;
+    for (int b = 0; b < LB; ++b) {
+        top = lens[b] > top ? lens[b] : top;
+        used += (lens[b] + bs - 1) / bs;
+    }
+    *max_len = top + 3; /* every row ends in -inf */
+    *mb = (top + bs - 1) / bs;
+    *blocks = used + 2;
+}
+
+static void logits_case(conf_builder *b, int64_t bs, int layout, int next_n, int64_t Hi,
+                        mla_dtype fp8, int n)
+{
+    static const unsigned qlay[] = {CONF_L_CONTIG, CONF_L_PAD, CONF_L_CONTIG, CONF_L_OFFSET};
+    static const unsigned wlay[] = {CONF_L_CONTIG, CONF_L_COLMAJOR, CONF_L_PAD, CONF_L_CONTIG};
+    conf_case c;
+    memset(&c, 0, sizeof c);
+    c.golden = -1;
+    c.ip[0] = layout;
+    c.ip[1] = fp8;
+    c.ip[2] = bs;
+    c.ip[5] = next_n;
+    c.ip[6] = Hi;
+    int64_t lens[LB], max_len, mb, blocks;
+    logits_shape(&c, lens, &max_len, &mb, &blocks);
+    c.ip[3] = blocks;
+    c.lay[0] = n % 3 == 1 ? CONF_L_PAD : CONF_L_CONTIG;
+    c.lay[LQ] = qlay[n % 4];
+    c.lay[LW] = wlay[n % 4];
+    c.lay[LOUT] = n % 2 ? CONF_L_PAD : CONF_L_CONTIG;
+    c.dist = CONF_DIST_CODES_FINITE;
+    c.ndim = 2;
+    c.shape[0] = LB * next_n;
+    c.shape[1] = max_len;
+    c.v = (mla_variant){0, fp8, MLA_DTYPE_F32, conf_idx_layout(&c), next_n, bs, LB * next_n,
+                        CONF_IDX_D};
+    char lay[24];
+    conf_idx_layout_label(&c, lay, sizeof lay);
+    snprintf(c.label, sizeof c.label, "%s bs%lld %s next_n %d Hi %lld", mla_dtype_name(fp8) + 4,
+             (long long)bs, lay, next_n, (long long)Hi);
+    conf_push(b, &c);
+}
+
+static int build_logits(conf_case *cases, int cap)
+{
+    conf_builder b = {cases, cap, 0, MLA_OP_INDEXER_LOGITS};
+    static const struct {
+        int64_t bs;
+        int layout;
+    } g[] = {{1, MLA_INDEXER_LAYOUT_AUTO},  {16, MLA_INDEXER_LAYOUT_AUTO},
+             {64, MLA_INDEXER_LAYOUT_AUTO}, {16, MLA_INDEXER_NORMAL},
+             {64, MLA_INDEXER_NORMAL},      {64, MLA_INDEXER_SHUFFLE}};
+    static const mla_dtype fp8s[] = {MLA_DTYPE_FP8_E4M3FN, MLA_DTYPE_FP8_E4M3FNUZ};
+    int n = 0;
+    /* Hi 64 and 3 in turn (odd counts at block size 64, where rows are long), each
+     * flavour with each; the reference's float64 loop sets the sizes */
+    for (int k = 0; k < 6; ++k)
+        for (int nn = 1; nn <= 2; ++nn, ++n) {
+            const int64_t Hi = g[k].bs == 64 ? 2 * nn + 1 : (k + nn) % 2 ? 3 : 64;
+            logits_case(&b, g[k].bs, g[k].layout, nn, Hi, fp8s[(k / 2 + nn) % 2], n);
+        }
+    logits_case(&b, 64, MLA_INDEXER_LAYOUT_AUTO, 1, 64, MLA_DTYPE_FP8_E4M3FN, n++);
+    logits_case(&b, 64, MLA_INDEXER_NORMAL, 1, 64, MLA_DTYPE_FP8_E4M3FNUZ, n++);
+    logits_case(&b, 16, MLA_INDEXER_LAYOUT_AUTO, 1, 1, MLA_DTYPE_FP8_E4M3FN, n++);
+    logits_case(&b, 1, MLA_INDEXER_LAYOUT_AUTO, 2, 7, MLA_DTYPE_FP8_E4M3FNUZ, n++);
+    return b.n;
+}
+
+/* The 256 values of the fp8 codes (the comparators' own decoder). */
+static void fp8_table(mla_dtype dt, double *v)
+{
+    for (int k = 0; k < 256; ++k)
+        v[k] = conf_decode_value(dt, (uint64_t)k);
+}
+
+/* tol of every logit (0 at the -inf positions), per the bound above. */
+static mla_status logits_tol(conf_problem *p, const conf_case *c, const int64_t *lens, int64_t mb)
+{
+    const int64_t nn = c->ip[5], Hi = c->ip[6], D = CONF_IDX_D, bs = c->ip[2];
+    const int64_t rows = p->arg[LOUT].t.shape[0], N = p->arg[LOUT].t.shape[1];
+    const int32_t layout = conf_idx_layout(c);
+    double *tol = conf_tol_alloc(p, LOUT, 1.0), val[256];
+    double *qa = malloc((size_t)(rows * Hi * D) * sizeof *qa), ka[CONF_IDX_D];
+    if (!tol || !qa) {
+        free(qa);
+        return MLA_ERR_OUT_OF_MEMORY;
+    }
+    fp8_table((mla_dtype)c->ip[1], val);
+    for (int64_t k = 0; k < rows * Hi * D; ++k)
+        qa[k] = fabs(conf_in_value(&p->arg[LQ], k));
+    const double g = gamma_n((double)(Hi + 131), U32) + gamma_n((double)(Hi + 2), U64);
+    for (int64_t b = 0; b < LB; ++b)
+        for (int64_t n = 0; n < lens[b]; ++n) {
+            const int64_t blk = (int64_t)conf_in_value(&p->arg[LBT], b * mb + n / bs);
+            for (int64_t i = 0; i < D; ++i)
+                ka[i] = fabs(val[*conf_idx_block_byte(p, LC, blk,
+                                                      conf_idx_value_byte(layout, n % bs, i, D))]);
+            float s;
+            memcpy(&s, conf_idx_block_byte(p, LC, blk, conf_idx_scale_byte(n % bs, bs, D)), 4);
+            for (int64_t j = 0; j < nn; ++j) {
+                const int64_t r = b * nn + j;
+                if (n >= lens[b] - nn + j + 1)
+                    continue; /* -inf: exact */
+                double S = 0.0;
+                for (int64_t h = 0; h < Hi; ++h) {
+                    double P = 0.0;
+                    const double *q = qa + (r * Hi + h) * D;
+                    for (int64_t i = 0; i < D; ++i)
+                        P += q[i] * ka[i];
+                    S += fabs(conf_in_value(&p->arg[LW], r * Hi + h)) * P;
+                }
+                tol[r * N + n] = g * fabs((double)s) * S + (double)(Hi + 131) * 0x1p-149;
+            }
+        }
+    free(qa);
+    return MLA_OK;
+}
+
+static mla_status setup_logits(const conf_case *c, const conf_env *env, conf_problem *p,
+                               char *err, size_t errlen)
+{
+    (void)env;
+    int64_t lens[LB], max_len, mb, blocks;
+    logits_shape(c, lens, &max_len, &mb, &blocks);
+    const int64_t rows = c->shape[0], Hi = c->ip[6];
+    const int64_t qs[3] = {rows, Hi, CONF_IDX_D}, ws[2] = {rows, Hi}, bt[2] = {LB, mb},
+                  cl[1] = {LB}, ls[2] = {rows, max_len};
+    mla_status st = conf_idx_add_cache(p, c, CONF_IN);
+    if (st == MLA_OK)
+        st = conf_add_arg(p, "q", CONF_IN, (mla_dtype)c->ip[1], 3, qs, c->lay[LQ]);
+    if (st == MLA_OK)
+        st = conf_add_arg(p, "w", CONF_IN, MLA_DTYPE_F32, 2, ws, c->lay[LW]);
+    if (st == MLA_OK)
+        st = conf_add_arg(p, "block_table", CONF_IN, MLA_DTYPE_I32, 2, bt, CONF_L_CONTIG);
+    if (st == MLA_OK)
+        st = conf_add_arg(p, "context_lens", CONF_IN, MLA_DTYPE_I32, 1, cl, CONF_L_CONTIG);
+    if (st == MLA_OK)
+        st = conf_add_arg(p, "logits", CONF_OUT, MLA_DTYPE_F32, 2, ls, c->lay[LOUT]);
+    if (st != MLA_OK) {
+        snprintf(err, errlen, "cannot lay out the case (%s)", mla_status_name(st));
+        return st;
+    }
+    conf_idx_fill_cache(p, LC, c, 0);
+    conf_fill(p, LQ, CONF_DIST_CODES_FINITE, c->seed ^ 1, 0);
+    conf_fill(p, LW, CONF_DIST_ACT, c->seed ^ 2, Hi);
+    conf_idx_fill_table(p, LBT, lens, LB, mb, c->ip[2], blocks, c->seed);
+    for (int b = 0; b < LB; ++b)
+        conf_set_value(p, LCTX, b, (double)lens[b]);
+    st = logits_tol(p, c, lens, mb);
+    if (st != MLA_OK)
+        snprintf(err, errlen, "out of memory");
+    return st;
+}
+
+static mla_status exec_logits(mla_context *ctx, const conf_case *c, mla_tensor *t)
+{
+    mla_indexer_cache_desc d = conf_idx_desc(c);
+    return mla_indexer_logits(ctx, &d, &t[LC], &t[LQ], &t[LW], &t[LBT], &t[LCTX],
+                              (int32_t)c->ip[5], &t[LOUT]);
+}
+
+const conf_suite conf_suite_indexer_logits = {"indexer_logits", MLA_OP_INDEXER_LOGITS,
+                                              build_logits,     setup_logits,
+                                              exec_logits,      NULL};
+
+/* --------------------------------------------------------------- top-k */
+
+enum { V_ACT, V_TIES, V_NEGINF, V_GRID, V_NAN, V_COUNT };
+static const char *const value_names[V_COUNT] = {"act", "ties +-0", "mostly -inf", "coarse grid",
+                                                 "nan +inf"};
+
+static void topk_case(conf_builder *b, int64_t R, int64_t N, int64_t k, int values, unsigned lay,
+                      const char *what)
+{
+    conf_case c;
+    memset(&c, 0, sizeof c);
+    c.golden = -1;
+    c.ip[0] = k;
+    c.ip[1] = values;
+    c.ip[2] = R;
+    c.lay[0] = c.lay[2] = lay;
+    c.dist = CONF_DIST_ACT;
+    c.ndim = 2;
+    c.shape[0] = R;
+    c.shape[1] = N;
+    c.v = (mla_variant){0, MLA_DTYPE_F32, MLA_DTYPE_I32, 0, 0, k, R, N};
+    snprintf(c.label, sizeof c.label, "k %lld of %lld, %s%s%s", (long long)k, (long long)N,
+             value_names[values], what[0] ? ", " : "", what);
+    conf_push(b, &c);
+}
+
+static int build_topk(conf_case *cases, int cap)
+{
+    conf_builder b = {cases, cap, 0, MLA_OP_TOPK};
+    topk_case(&b, 8, 64, 16, V_ACT, CONF_L_CONTIG, "");
+    topk_case(&b, 8, 64, 16, V_TIES, CONF_L_CONTIG, "");
+    topk_case(&b, 8, 96, 32, V_NEGINF, CONF_L_PAD, "");
+    topk_case(&b, 4, 40, 40, V_TIES, CONF_L_CONTIG, "k = N");
+    topk_case(&b, 6, 33, 1, V_TIES, CONF_L_OFFSET, "");
+    topk_case(&b, 5, 300, 64, V_GRID, CONF_L_PAD, "");
+    topk_case(&b, 4, 50, 8, V_GRID, CONF_L_COLMAJOR, "column-major");
+    topk_case(&b, 6, 64, 16, V_NAN, CONF_L_CONTIG, "");
+    topk_case(&b, 3, 8192, 2048, V_GRID, CONF_L_CONTIG, "rows 8192, 4100, 2047");
+    return b.n;
+}
+
+/* Row lengths: the whole row, none, one, around k, half (the large case:
+ * 8192, 4100 and 2047 = k - 1). */
+static int64_t topk_len(const conf_case *c, int64_t r)
+{
+    const int64_t N = c->shape[1], k = c->ip[0];
+    if (N == 8192)
+        return r == 0 ? 8192 : r == 1 ? 4100 : k - 1;
+    const int64_t pick[8] = {N, 0, 1, k - 1, k, k + 1, N / 2, N - 1};
+    const int64_t len = pick[r % 8];
+    return len < 0 ? 0 : len > N ? N : len;
+}
+
+static double topk_value(const conf_case *c, int64_t r, int64_t n, double act)
+{
+    const uint64_t x = conf_rng(c->seed, 25, (uint64_t)(r * c->shape[1] + n), 0);
+    static const double small[] = {-2.0, -1.0, -0.0, 0.0, 1.0, 2.0, 3.0};
+    switch (c->ip[1]) {
+    case V_TIES:
+        return small[x % 7];
+    case V_NEGINF:
+        return x % 10 < 7 ? -INFINITY : small[x % 7];
+    case V_GRID: /* logits on a coarse grid: thousands of ties, some -inf */
+        return x % 50 == 0 ? -INFINITY : ldexp((double)((int64_t)(x >> 8) % 256 - 64), -3);
+    case V_NAN:
+        return x % 9 == 0 ? NAN : x % 9 == 1 ? INFINITY : x % 9 == 2 ? -INFINITY : small[x % 7];
+    default:
+        return act;
+    }
+}
+
+static mla_status setup_topk(const conf_case *c, const conf_env *env, conf_problem *p, char *err,
+                             size_t errlen)
+{
+    (void)env;
+    const int64_t R = c->shape[0], N = c->shape[1], k = c->ip[0];
+    const int64_t ls[2] = {R, N}, rs[1] = {R}, is[2] = {R, k};
+    mla_status st = conf_add_arg(p, "logits", CONF_IN, MLA_DTYPE_F32, 2, ls, c->lay[0]);
+    if (st == MLA_OK)
+        st = conf_add_arg(p, "lengths", CONF_IN, MLA_DTYPE_I32, 1, rs, CONF_L_CONTIG);
+    if (st == MLA_OK)
+        st = conf_add_arg(p, "indices", CONF_OUT, MLA_DTYPE_I32, 2, is, c->lay[2]);
+    if (st != MLA_OK) {
+        snprintf(err, errlen, "cannot lay out the case (%s)", mla_status_name(st));
+        return st;
+    }
+    conf_fill(p, 0, CONF_DIST_ACT, c->seed, N);
+    for (int64_t r = 0; r < R; ++r) {
+        for (int64_t n = 0; c->ip[1] != V_ACT && n < N; ++n)
+            conf_set_value(p, 0, r * N + n, topk_value(c, r, n, 0.0));
+        conf_set_value(p, 1, r, (double)topk_len(c, r));
+    }
+    return MLA_OK;
+}
+
+static mla_status exec_topk(mla_context *ctx, const conf_case *c, mla_tensor *t)
+{
+    return mla_topk(ctx, &t[0], &t[1], c->ip[0], &t[2]);
+}
+
+const conf_suite conf_suite_topk = {"topk", MLA_OP_TOPK, build_topk, setup_topk, exec_topk, NULL};
