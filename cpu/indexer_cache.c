@@ -172,7 +172,8 @@ static void gather_rows(const mla_indexer_cache_args *a, const int64_t *cu, int6
     for (int64_t n = n0; n < n1; ++n, ++j) {
         while (j >= cu[s + 1] - cu[s]) /* next non-empty sequence */
             ++s, j = 0;
-        const int64_t block = ((const int32_t *)bt->data)[s * bt->stride[0] + (j / bs) * bt->stride[1]];
+        const int64_t block =
+            ((const int32_t *)bt->data)[s * bt->stride[0] + (j / bs) * bt->stride[1]];
         const uint8_t *blk = (const uint8_t *)a->cache.data + block * a->cache.stride[0];
         const int64_t tok = j % bs;
         uint8_t *out = (uint8_t *)kf->data + n * kf->stride[0];
@@ -187,7 +188,8 @@ static void gather_rows(const mla_indexer_cache_args *a, const int64_t *cu, int6
             for (int64_t i = 0; i < D; ++i)
                 out[i * kf->stride[1]] = blk[mla_il_value_byte((int32_t)d->layout, tok, i, D)];
         }
-        ((float *)ks->data)[n * ks->stride[0]] = mla_il_get_scale(blk + mla_il_scale_byte(tok, bs, D));
+        ((float *)ks->data)[n * ks->stride[0]] =
+            mla_il_get_scale(blk + mla_il_scale_byte(tok, bs, D));
     }
 }
 

@@ -59,9 +59,9 @@
 #define LANES 16                 /* heads per vector, and the lanes of L */
 #define GROUP_HEADS 64           /* heads per group: HV_MAX vectors */
 #define HV_MAX 4
-#define NK_MAX 24                /* keys per register block (24 / HV) */
+#define NK_MAX 16                /* keys per register block, at most */
 #define KB_ALIGN 32              /* decoded key rows padded to 32 values */
-#define CHUNK_MIN 240            /* keys per task, multiples of every NK */
+#define CHUNK_MIN 240            /* keys per task: multiples of every NK */
 #define CHUNK_MAX 4080
 
 /* Everything a thread needs, fixed for the call. */
@@ -302,7 +302,7 @@ static void pack_q_bf16(const logits_job *jb, int64_t r, uint32_t *qp)
  * normal codes rebias the exponent ((e, m) << 4, + (127 - bias) << 7),
  * subnormals (e = 0) come from a table of m * 2^(-bias-2) indexed by the low
  * bits, then the sign; NaN codes -> 0x7FC0. */
-MLA_TARGET_AVX512_BF16 static inline __m512i fp8x32_to_bf16(__m256i b8, __m512i subtab, int fnuz)
+MLA_TARGET_AVX512 static inline __m512i fp8x32_to_bf16(__m256i b8, __m512i subtab, int fnuz)
 {
     const __m512i w = _mm512_cvtepu8_epi16(b8);
     const __m512i mag = _mm512_and_si512(_mm512_slli_epi16(w, 4), _mm512_set1_epi16(0x07F0));
@@ -316,69 +316,104 @@ MLA_TARGET_AVX512_BF16 static inline __m512i fp8x32_to_bf16(__m256i b8, __m512i 
     return _mm512_mask_mov_epi16(r, nan, _mm512_set1_epi16(0x7FC0));
 }
 
-/* The cursor's key as bf16 pairs [KS] (zero past D) and its scale. */
-MLA_TARGET_AVX512_BF16 static inline void key_bf16(const logits_job *jb, const key_cursor *kc,
-                                                   __m512i subtab, uint32_t *out, float *ks)
+/* The cursor's key decoded 32 values at a time, each block of 32 bf16 handed
+ * to put(o, i, v) (i: the block's index), zero past D; returns its scale. */
+#define MLA_IDX_DECODE_KEY(jb, kc, subtab, PUT)                                                    \
+    do {                                                                                           \
+        const int64_t D_ = (jb)->D, t_ = (kc)->t;                                                  \
+        const uint8_t *blk_ = (kc)->blk;                                                           \
+        int64_t i_ = 0, c_ = 0;                                                                    \
+        if ((jb)->a->desc.layout == MLA_INDEXER_SHUFFLE) {                                         \
+            /* D % 16 == 0: tile rows of 16 bytes, two per 32 values */                            \
+            const uint8_t *src_ = blk_ + mla_il_shuffle_byte(t_, 0, D_);                           \
+            const int64_t step_ = MLA_IL_TILE * MLA_IL_TILE;                                       \
+            for (; c_ + 32 <= D_; c_ += 32, ++i_) {                                                \
+                const __m128i lo_ = _mm_loadu_si128((const __m128i *)(src_ + (c_ / 16) * step_));  \
+                const __m128i hi_ =                                                                \
+                    _mm_loadu_si128((const __m128i *)(src_ + (c_ / 16 + 1) * step_));              \
+                const __m256i b8_ = _mm256_inserti128_si256(_mm256_castsi128_si256(lo_), hi_, 1);  \
+                PUT(i_, fp8x32_to_bf16(b8_, subtab, (jb)->fnuz));                                  \
+            }                                                                                      \
+            if (c_ < D_) {                                                                         \
+                const __m128i lo_ = _mm_loadu_si128((const __m128i *)(src_ + (c_ / 16) * step_));  \
+                PUT(i_, fp8x32_to_bf16(_mm256_zextsi128_si256(lo_), subtab, (jb)->fnuz));          \
+            }                                                                                      \
+        } else {                                                                                   \
+            const uint8_t *src_ = blk_ + mla_il_normal_byte(t_, 0, D_);                            \
+            for (; c_ + 32 <= D_; c_ += 32, ++i_)                                                  \
+                PUT(i_, fp8x32_to_bf16(_mm256_loadu_si256((const __m256i *)(src_ + c_)), subtab,   \
+                                       (jb)->fnuz));                                               \
+            if (c_ < D_) {                                                                         \
+                const __mmask32 m_ = (__mmask32)((1ull << (D_ - c_)) - 1);                         \
+                PUT(i_, fp8x32_to_bf16(_mm256_maskz_loadu_epi8(m_, src_ + c_), subtab,             \
+                                       (jb)->fnuz));                                               \
+            }                                                                                      \
+        }                                                                                          \
+    } while (0)
+
+MLA_CPU_INLINE float key_scale(const logits_job *jb, const key_cursor *kc)
 {
-    const mla_indexer_logits_args *a = jb->a;
-    const int64_t D = jb->D, t = kc->t;
-    const uint8_t *blk = kc->blk;
-    __m512i *o = (__m512i *)out; /* 64-byte aligned rows of KB_ALIGN values */
-    if (a->desc.layout == MLA_INDEXER_SHUFFLE) {
-        /* D % 16 == 0: tile rows of 16 bytes, two per 32 values */
-        const uint8_t *src = blk + mla_il_shuffle_byte(t, 0, D);
-        const int64_t step = MLA_IL_TILE * MLA_IL_TILE;
-        int64_t c = 0;
-        for (; c + 32 <= D; c += 32) {
-            const __m128i lo = _mm_loadu_si128((const __m128i *)(src + (c / 16) * step));
-            const __m128i hi = _mm_loadu_si128((const __m128i *)(src + (c / 16 + 1) * step));
-            const __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1);
-            _mm512_store_si512(o++, fp8x32_to_bf16(v, subtab, jb->fnuz));
-        }
-        if (c < D) {
-            const __m128i lo = _mm_loadu_si128((const __m128i *)(src + (c / 16) * step));
-            _mm512_store_si512(o, fp8x32_to_bf16(_mm256_zextsi128_si256(lo), subtab, jb->fnuz));
-        }
-    } else {
-        const uint8_t *src = blk + mla_il_normal_byte(t, 0, D);
-        int64_t c = 0;
-        for (; c + 32 <= D; c += 32)
-            _mm512_store_si512(o++, fp8x32_to_bf16(_mm256_loadu_si256((const __m256i *)(src + c)),
-                                                   subtab, jb->fnuz));
-        if (c < D) {
-            const __mmask32 m = (__mmask32)((1ull << (D - c)) - 1);
-            _mm512_store_si512(o, fp8x32_to_bf16(_mm256_maskz_loadu_epi8(m, src + c), subtab,
-                                                 jb->fnuz));
-        }
-    }
-    *ks = mla_il_get_scale(blk + mla_il_scale_byte(t, a->desc.block_size, D));
+    return mla_il_get_scale(kc->blk + mla_il_scale_byte(kc->t, jb->a->desc.block_size, jb->D));
 }
+
+/* The cursor's key as bf16 pairs [KS] (64-byte aligned rows); its scale. */
+MLA_TARGET_AVX512 static inline float key_bf16(const logits_job *jb, const key_cursor *kc,
+                                               __m512i subtab, uint32_t *out)
+{
+    __m512i *o = (__m512i *)out;
+#define PUT_BF16(i, v) _mm512_store_si512(o + (i), (v))
+    MLA_IDX_DECODE_KEY(jb, kc, subtab, PUT_BF16);
+#undef PUT_BF16
+    return key_scale(jb, kc);
+}
+
+/* The cursor's key as fp32 [2 KS] (64-byte aligned rows); its scale. A bf16
+ * is the top half of its fp32. */
+MLA_TARGET_AVX512 static inline float key_fp32(const logits_job *jb, const key_cursor *kc,
+                                               __m512i subtab, float *out)
+{
+#define PUT_F32(i, v)                                                                              \
+    do {                                                                                           \
+        const __m512i w_ = (v);                                                                    \
+        const __m512i wl_ = _mm512_cvtepu16_epi32(_mm512_castsi512_si256(w_));                     \
+        const __m512i wh_ = _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(w_, 1));               \
+        _mm512_store_si512(out + 32 * (i), _mm512_slli_epi32(wl_, 16));                            \
+        _mm512_store_si512(out + 32 * (i) + 16, _mm512_slli_epi32(wh_, 16));                       \
+    } while (0)
+    MLA_IDX_DECODE_KEY(jb, kc, subtab, PUT_F32);
+#undef PUT_F32
+    return key_scale(jb, kc);
+}
+
+/* The tiles' loops over keys and head vectors run fully unrolled, so that
+ * their accumulators live in registers (gcc leaves a 24-trip loop rolled). */
+#define MLA_UNROLL _Pragma("GCC unroll 32")
 
 /* HV vectors of 16 heads against NK keys: acc[n][v] over all pairs (one
  * vdpbf16ps each, k's pair broadcast from memory), then L updated. */
 #define MLA_IDX_TILE(HV, NK)                                                                       \
-    MLA_TARGET_AVX512_BF16 static void tile_##HV##_##NK(const uint32_t *qg, const float *wg,      \
+    MLA_TARGET_AVX512_BF16 static void tile_##HV##_##NK(const uint32_t *qg, const float *wg,       \
                                                          const uint32_t *kb, int64_t ks,           \
                                                          int64_t P, float *L, int first)           \
     {                                                                                              \
         __m512 acc[NK][HV];                                                                        \
-        for (int n = 0; n < NK; ++n)                                                               \
-            for (int v = 0; v < HV; ++v)                                                           \
+        MLA_UNROLL for (int n = 0; n < NK; ++n)                                                    \
+            MLA_UNROLL for (int v = 0; v < HV; ++v)                                                \
                 acc[n][v] = _mm512_setzero_ps();                                                   \
         for (int64_t p = 0; p < P; ++p) {                                                          \
             __m512bh qv[HV];                                                                       \
-            for (int v = 0; v < HV; ++v)                                                           \
+            MLA_UNROLL for (int v = 0; v < HV; ++v)                                                \
                 qv[v] = (__m512bh)_mm512_load_si512(qg + p * GROUP_HEADS + v * LANES);             \
-            for (int n = 0; n < NK; ++n) {                                                         \
+            MLA_UNROLL for (int n = 0; n < NK; ++n) {                                              \
                 const __m512bh kv = (__m512bh)_mm512_set1_epi32((int)kb[n * ks + p]);              \
-                for (int v = 0; v < HV; ++v)                                                       \
+                MLA_UNROLL for (int v = 0; v < HV; ++v)                                            \
                     acc[n][v] = _mm512_dpbf16_ps(acc[n][v], qv[v], kv);                            \
             }                                                                                      \
         }                                                                                          \
         const __m512 zero = _mm512_setzero_ps();                                                   \
-        for (int n = 0; n < NK; ++n) {                                                             \
-            __m512 s = first ? zero : _mm512_loadu_ps(L + n * LANES);                             \
-            for (int v = 0; v < HV; ++v) /* max(0, d) returns d for a NaN d */                     \
+        MLA_UNROLL for (int n = 0; n < NK; ++n) {                                                  \
+            __m512 s = first ? zero : _mm512_loadu_ps(L + n * LANES);                              \
+            MLA_UNROLL for (int v = 0; v < HV; ++v) /* max(0, d) returns d for a NaN d */          \
                 s = _mm512_add_ps(s, _mm512_mul_ps(_mm512_loadu_ps(wg + v * LANES),                \
                                                    _mm512_max_ps(zero, acc[n][v])));               \
             _mm512_storeu_ps(L + n * LANES, s);                                                    \
@@ -388,21 +423,76 @@ MLA_TARGET_AVX512_BF16 static inline void key_bf16(const logits_job *jb, const k
 MLA_IDX_TILE(4, 6)
 MLA_IDX_TILE(3, 8)
 MLA_IDX_TILE(2, 12)
-MLA_IDX_TILE(1, 24)
+MLA_IDX_TILE(1, 16)
 MLA_IDX_TILE(3, 6)
 MLA_IDX_TILE(2, 6)
 MLA_IDX_TILE(1, 6)
 
+/* The same with fp32 FMA, for AVX-512 CPUs without BF16: q as fp32 [P][2][64]
+ * (even dims, then odd), keys as fp32 rows; per pair the odd product first,
+ * then the even one, each FMA one rounding of an exact product: the same
+ * bits as vdpbf16ps. */
+#define MLA_IDX_FTILE(HV, NK)                                                                      \
+    MLA_TARGET_AVX512 static void ftile_##HV##_##NK(const float *qg, const float *wg,              \
+                                                    const float *kf, int64_t ks, int64_t P,        \
+                                                    float *L, int first)                           \
+    {                                                                                              \
+        __m512 acc[NK][HV];                                                                        \
+        MLA_UNROLL for (int n = 0; n < NK; ++n)                                                    \
+            MLA_UNROLL for (int v = 0; v < HV; ++v)                                                \
+                acc[n][v] = _mm512_setzero_ps();                                                   \
+        for (int64_t p = 0; p < P; ++p) {                                                          \
+            __m512 q0[HV], q1[HV];                                                                 \
+            MLA_UNROLL for (int v = 0; v < HV; ++v) {                                              \
+                q0[v] = _mm512_load_ps(qg + p * 2 * GROUP_HEADS + v * LANES);                      \
+                q1[v] = _mm512_load_ps(qg + p * 2 * GROUP_HEADS + GROUP_HEADS + v * LANES);        \
+            }                                                                                      \
+            MLA_UNROLL for (int n = 0; n < NK; ++n) {                                              \
+                const __m512 k1 = _mm512_set1_ps(kf[n * ks + 2 * p + 1]);                          \
+                const __m512 k0 = _mm512_set1_ps(kf[n * ks + 2 * p]);                              \
+                MLA_UNROLL for (int v = 0; v < HV; ++v)                                            \
+                    acc[n][v] = _mm512_fmadd_ps(q0[v], k0, _mm512_fmadd_ps(q1[v], k1, acc[n][v])); \
+            }                                                                                      \
+        }                                                                                          \
+        const __m512 zero = _mm512_setzero_ps();                                                   \
+        MLA_UNROLL for (int n = 0; n < NK; ++n) {                                                  \
+            __m512 s = first ? zero : _mm512_loadu_ps(L + n * LANES);                              \
+            MLA_UNROLL for (int v = 0; v < HV; ++v)                                                \
+                s = _mm512_add_ps(s, _mm512_mul_ps(_mm512_loadu_ps(wg + v * LANES),                \
+                                                   _mm512_max_ps(zero, acc[n][v])));               \
+            _mm512_storeu_ps(L + n * LANES, s);                                                    \
+        }                                                                                          \
+    }
+
+MLA_IDX_FTILE(4, 4)
+MLA_IDX_FTILE(3, 5)
+MLA_IDX_FTILE(2, 8)
+MLA_IDX_FTILE(1, 12)
+MLA_IDX_FTILE(3, 4)
+MLA_IDX_FTILE(2, 4)
+MLA_IDX_FTILE(1, 4)
+
+typedef void (*ftile_fn)(const float *, const float *, const float *, int64_t, int64_t, float *,
+                         int);
+
+/* nk of nk_fma, or 4 when the row has several groups. */
+static ftile_fn pick_ftile(int hv, int nk)
+{
+    if (nk == 4)
+        return hv == 4 ? ftile_4_4 : hv == 3 ? ftile_3_4 : hv == 2 ? ftile_2_4 : ftile_1_4;
+    return hv == 3 ? ftile_3_5 : hv == 2 ? ftile_2_8 : ftile_1_12;
+}
+
 typedef void (*tile_fn)(const uint32_t *, const float *, const uint32_t *, int64_t, int64_t,
                         float *, int);
 
-/* The tile for hv vectors in blocks of nk keys (nk = 24 / hv, or 6 when the
- * row has several groups). */
+/* The tile for hv vectors in blocks of nk keys (nk of nk_bf16, or 6 when
+ * the row has several groups). */
 static tile_fn pick_tile(int hv, int nk)
 {
     if (nk == 6)
         return hv == 4 ? tile_4_6 : hv == 3 ? tile_3_6 : hv == 2 ? tile_2_6 : tile_1_6;
-    return hv == 3 ? tile_3_8 : hv == 2 ? tile_2_12 : tile_1_24;
+    return hv == 3 ? tile_3_8 : hv == 2 ? tile_2_12 : tile_1_16;
 }
 
 MLA_TARGET_AVX512_BF16 static void row_keys_bf16(const logits_job *jb, int64_t r, int64_t n0,
@@ -423,7 +513,7 @@ MLA_TARGET_AVX512_BF16 static void row_keys_bf16(const logits_job *jb, int64_t r
     for (int64_t n = n0; n < n1; n += jb->nk) {
         const int nk = (int)(n1 - n < jb->nk ? n1 - n : jb->nk);
         for (int i = 0; i < nk; ++i) {
-            key_bf16(jb, &kc, subtab, kb + i * KS, &ks[i]);
+            ks[i] = key_bf16(jb, &kc, subtab, kb + i * KS);
             cursor_next(a, b, n + i + 1, n1, &kc);
         }
         if (nk < jb->nk) /* a short block: zero keys, results unused */
@@ -435,20 +525,58 @@ MLA_TARGET_AVX512_BF16 static void row_keys_bf16(const logits_job *jb, int64_t r
             out[(n + i) * a->logits.stride[1]] = tree16(L + i * LANES) * ks[i];
     }
 }
+
+MLA_TARGET_AVX512 static void row_keys_fma(const logits_job *jb, int64_t r, int64_t n0, int64_t n1,
+                                           const logits_scratch *s)
+{
+    const mla_indexer_logits_args *a = jb->a;
+    const int64_t b = r / a->next_n, P = jb->P, KS = 2 * jb->KS;
+    float *kf = (float *)s->k;
+    float *L = s->L;
+    float ks[NK_MAX];
+    uint16_t sub[32] = {0};
+    for (int m = 0; m < 8; ++m)
+        sub[m] = jb->lut[m];
+    const __m512i subtab = _mm512_loadu_si512(sub);
+    const ftile_fn full = pick_ftile(HV_MAX, jb->nk), last = pick_ftile(jb->hv_last, jb->nk);
+    float *out = (float *)a->logits.data + r * a->logits.stride[0];
+    key_cursor kc = cursor_at(a, b, n0);
+    for (int64_t n = n0; n < n1; n += jb->nk) {
+        const int nk = (int)(n1 - n < jb->nk ? n1 - n : jb->nk);
+        for (int i = 0; i < nk; ++i) {
+            ks[i] = key_fp32(jb, &kc, subtab, kf + i * KS);
+            cursor_next(a, b, n + i + 1, n1, &kc);
+        }
+        if (nk < jb->nk) /* a short block: zero keys, results unused */
+            memset(kf + nk * KS, 0, (size_t)((jb->nk - nk) * KS) * sizeof *kf);
+        for (int64_t g = 0; g < jb->G; ++g)
+            (g == jb->G - 1 ? last : full)((const float *)s->q + g * P * 2 * GROUP_HEADS,
+                                           s->w + g * GROUP_HEADS, kf, KS, P, L, g == 0);
+        for (int i = 0; i < nk; ++i)
+            out[(n + i) * a->logits.stride[1]] = tree16(L + i * LANES) * ks[i];
+    }
+}
 #endif
 
-/* The path this call takes: vdpbf16ps when the AVX-512 copy is picked and
- * the CPU has AVX512_BF16, else the fp32 loop of the ISA. */
-static int use_bf16(mla_cpu_isa isa)
+/* The path this call takes. The AVX-512 copy: vdpbf16ps tiles when the CPU
+ * has AVX512_BF16, else fp32 FMA tiles (MLA_CPU_ISA=avx512-nobf16 picks them
+ * on a BF16 CPU, so tests can run both there; the backend itself reads any
+ * value other than generic / avx2 as avx512). Other copies: the fp32 loop. */
+enum { PATH_F32 = 0, PATH_FMA512 = 1, PATH_BF16 = 2 };
+
+static int pick_path(mla_cpu_isa isa)
 {
 #if MLA_CPU_X86
     if (isa == MLA_CPU_ISA_AVX512) {
+        const char *env = getenv("MLA_CPU_ISA");
         __builtin_cpu_init();
-        return __builtin_cpu_supports("avx512bf16") != 0;
+        if (__builtin_cpu_supports("avx512bf16") && !(env && strcmp(env, "avx512-nobf16") == 0))
+            return PATH_BF16;
+        return PATH_FMA512;
     }
 #endif
     (void)isa;
-    return 0;
+    return PATH_F32;
 }
 
 static row_keys_fn pick_f32(mla_cpu_isa isa)
@@ -472,17 +600,22 @@ mla_status mla_cpu_indexer_logits(mla_context *ctx, const mla_indexer_logits_arg
     jb.P = (jb.D + 1) / 2;
     jb.KS = (jb.P + KB_ALIGN / 2 - 1) / (KB_ALIGN / 2) * (KB_ALIGN / 2);
     jb.Hi = a->q.shape[1];
-    const int64_t V = (jb.Hi + LANES - 1) / LANES;
+    const int64_t V = jb.Hi > 0 ? (jb.Hi + LANES - 1) / LANES : 1; /* Hi = 0: zero heads, sum +0 */
     jb.G = (V + HV_MAX - 1) / HV_MAX;
     jb.hv_last = (int)(V - (jb.G - 1) * HV_MAX);
-    jb.nk = jb.G > 1 ? 6 : NK_MAX / jb.hv_last;
+    const mla_cpu_isa isa = mla_cpu_isa_of(ctx);
+    const int path = pick_path(isa), bf16 = path == PATH_BF16;
+    /* keys per tile: NK x HV accumulators and the q vectors in 32 zmm */
+    static const int nk_bf16[HV_MAX + 1] = {0, 16, 12, 8, 6}, nk_fma[HV_MAX + 1] = {0, 12, 8, 5, 4};
+    if (path == PATH_FMA512)
+        jb.nk = jb.G > 1 ? 4 : nk_fma[jb.hv_last];
+    else
+        jb.nk = jb.G > 1 ? 6 : nk_bf16[jb.hv_last];
     jb.fnuz = a->desc.dtype == MLA_DTYPE_FP8_E4M3FNUZ;
     for (int c = 0; c < 256; ++c)
         jb.lut[c] = (uint16_t)(mla_fb_bits(jb.fnuz ? mla_fb_e4m3fnuz_to_f32((uint8_t)c)
                                                    : mla_fb_e4m3fn_to_f32((uint8_t)c)) >>
                                16);
-    const mla_cpu_isa isa = mla_cpu_isa_of(ctx);
-    const int bf16 = use_bf16(isa);
     const row_keys_fn f32 = pick_f32(isa);
 
     int64_t *bound = malloc((size_t)(2 * R + 1) * sizeof *bound);
@@ -497,7 +630,7 @@ mla_status mla_cpu_indexer_logits(mla_context *ctx, const mla_indexer_logits_arg
     }
     const int nt = mla_cpu_threads(ctx, total / CHUNK_MIN + 1, total * jb.Hi * jb.D);
     /* about 8 tasks per thread, within [CHUNK_MIN, CHUNK_MAX] keys */
-    int64_t chunk = total / (8 * (int64_t)nt) / 24 * 24;
+    int64_t chunk = total / (8 * (int64_t)nt) / CHUNK_MIN * CHUNK_MIN;
     chunk = chunk < CHUNK_MIN ? CHUNK_MIN : chunk > CHUNK_MAX ? CHUNK_MAX : chunk;
     first[0] = 0;
     for (int64_t r = 0; r < R; ++r)
@@ -567,8 +700,12 @@ mla_status mla_cpu_indexer_logits(mla_context *ctx, const mla_indexer_logits_arg
                 packed = r;
             }
 #if MLA_CPU_X86
-            if (bf16) {
+            if (path == PATH_BF16) {
                 row_keys_bf16(&jb, r, n0, n1, &s);
+                continue;
+            }
+            if (path == PATH_FMA512) {
+                row_keys_fma(&jb, r, n0, n1, &s);
                 continue;
             }
 #endif

@@ -68,8 +68,8 @@ MLA_CPU_INLINE void rows_body(const mla_layernorm_args *a, const float *restrict
     const int64_t D = x->shape[1];
     const int64_t xsz = (int64_t)mla_dtype_size(x->dtype), ysz = (int64_t)mla_dtype_size(y->dtype);
     for (int64_t t = t0; t < t1; ++t) {
-        mla_cpu_load_float((const char *)x->data + t * x->stride[0] * xsz, x->dtype, x->stride[1], D,
-                           buf);
+        mla_cpu_load_float((const char *)x->data + t * x->stride[0] * xsz, x->dtype, x->stride[1],
+                           D, buf);
         const float mean = lane_sum(buf, D) / (float)D;
         const float var = lane_dev2(buf, D, mean) / (float)D;
         const float sd = sqrtf(var + a->eps);
@@ -79,7 +79,8 @@ MLA_CPU_INLINE void rows_body(const mla_layernorm_args *a, const float *restrict
             const float s = n * w[d];
             buf[d] = s + b[d];
         }
-        mla_cpu_store_float(buf, (char *)y->data + t * y->stride[0] * ysz, y->dtype, y->stride[1], D);
+        mla_cpu_store_float(buf, (char *)y->data + t * y->stride[0] * ysz, y->dtype, y->stride[1],
+                            D);
     }
 }
 
