@@ -1,6 +1,7 @@
-/* The DSA indexer's K cache (spec section 6): mla_indexer_k_cache_write,
- * mla_indexer_k_gather, the two together (golden vectors through the cache),
- * and RoPE followed by the cache write. All bit-exact.
+/* The DSA indexer's K cache (spec section 6): mla_indexer_k_cache_write and
+ * mla_indexer_k_gather, bit-exact, and the helpers every cache-based case
+ * file shares (cases_indexer.h). The two together, golden vectors through
+ * the cache and RoPE before the write, are in cases_indexer_composite.c.
  *
  * - indexer_k_cache_write: {e4m3fn, e4m3fnuz} x {plain, ue8m0} x block sizes
  *   {1, 16, 64} x layouts {AUTO, forced NORMAL, forced SHUFFLE where legal};
@@ -16,27 +17,14 @@
  *   block, an empty one, a full block table, one token) and a scattered
  *   block table; every code byte value, NaN codes included, must come back
  *   unchanged (codes and scales compared as raw bits).
- * - indexer_k_roundtrip: write, then gather the same rows back. Golden: the
- *   32 rows of indexer_k_inputs_f32 written at scattered slots, in both
- *   flavours, plain and ue8m0, NORMAL and SHUFFLE; the gathered codes and
- *   scales must equal the golden vectors and the cache bytes the golden codes
- *   placed where the spec's formula puts them (conformance/cases_indexer.h),
- *   every other byte untouched. Generated cases compare with the reference.
- * - indexer_rope_k_cache: the indexer's k path, mla_rope (NeoX or
- *   interleaved, R = 64, out of place) and then the cache write of the
- *   rotated rows; the rotated rows and the cache bytes must match. The
- *   negative control of seed 002's second bug (a fast path that assumed the
- *   RoPE rotated k in place while it returned a new tensor, and cached the
- *   unrotated k) swaps this suite's exec in tests/conformance_negative_indexer.c.
  *
  * Case parameters: see cases_indexer.h (ip[0..4]); ip[5] k dtype, ip[6]
- * slots dtype (rope: the RoPE style in ip[7]). */
+ * slots dtype. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "conformance/cases_indexer.h"
-
 static const mla_dtype fp8s[] = {MLA_DTYPE_FP8_E4M3FN, MLA_DTYPE_FP8_E4M3FNUZ};
 static const mla_dtype kdts[] = {MLA_DTYPE_F32, MLA_DTYPE_BF16, MLA_DTYPE_F16};
 static const unsigned klays[] = {CONF_L_CONTIG, CONF_L_PAD, CONF_L_STEP2 | CONF_L_OFFSET,
@@ -118,7 +106,7 @@ void conf_idx_fill_table(conf_problem *p, int i, const int64_t *lens, int64_t S,
 }
 
 /* The label's common part: "e4m3fn ue8m0 bs16 auto=SHUFFLE". */
-static void cache_label(conf_case *c, const char *extra)
+void conf_idx_label(conf_case *c, const char *extra)
 {
     char lay[24];
     conf_idx_layout_label(c, lay, sizeof lay);
@@ -127,8 +115,8 @@ static void cache_label(conf_case *c, const char *extra)
              (long long)c->ip[2], lay, extra[0] ? " " : "", extra);
 }
 
-static void cache_case(conf_case *c, mla_dtype fp8, int ue8m0, int64_t bs, int layout,
-                       int64_t blocks)
+void conf_idx_case(conf_case *c, mla_dtype fp8, int ue8m0, int64_t bs, int layout,
+                   int64_t blocks)
 {
     memset(c, 0, sizeof *c);
     c->golden = -1;
@@ -188,7 +176,7 @@ static int build_write(conf_case *cases, int cap)
         for (int ue = 0; ue < 2; ++ue)
             for (int k = 0; k < NBL; ++k, ++n) {
                 const int64_t bs = bl[k].bs, T = bs == 1 ? 24 : 40;
-                cache_case(&c, fp8s[fi], ue, bs, bl[k].layout, bs == 1 ? 40 : bs == 16 ? 4 : 2);
+                conf_idx_case(&c, fp8s[fi], ue, bs, bl[k].layout, bs == 1 ? 40 : bs == 16 ? 4 : 2);
                 c.ip[5] = kdts[n % 3];
                 c.ip[6] = n % 2 ? MLA_DTYPE_I64 : MLA_DTYPE_I32;
                 c.lay[0] = n % 3 == 1 ? CONF_L_PAD : CONF_L_CONTIG;
@@ -198,17 +186,17 @@ static int build_write(conf_case *cases, int cap)
                 c.shape[1] = CONF_IDX_D;
                 c.v = (mla_variant){0, (mla_dtype)c.ip[5], fp8s[fi], conf_idx_layout(&c), ue, bs,
                                     T, CONF_IDX_D};
-                cache_label(&c, mla_dtype_name((mla_dtype)c.ip[5]));
+                conf_idx_label(&c, mla_dtype_name((mla_dtype)c.ip[5]));
                 conf_push(&b, &c);
             }
-    cache_case(&c, MLA_DTYPE_FP8_E4M3FN, 1, 16, MLA_INDEXER_LAYOUT_AUTO, 2);
+    conf_idx_case(&c, MLA_DTYPE_FP8_E4M3FN, 1, 16, MLA_INDEXER_LAYOUT_AUTO, 2);
     c.ip[5] = MLA_DTYPE_BF16;
     c.ip[6] = MLA_DTYPE_I32;
     c.ndim = 2;
     c.shape[1] = CONF_IDX_D;
     c.v = (mla_variant){0, MLA_DTYPE_BF16, MLA_DTYPE_FP8_E4M3FN, MLA_INDEXER_SHUFFLE, 1, 16, 0,
                         CONF_IDX_D};
-    cache_label(&c, "T=0");
+    conf_idx_label(&c, "T=0");
     conf_push(&b, &c);
     return b.n;
 }
@@ -276,7 +264,7 @@ static int build_gather(conf_case *cases, int cap)
         for (int k = 0; k < NBL; ++k, ++n) {
             int64_t lens[SEQS], rows, mb, blocks;
             gather_shape(bl[k].bs, lens, &rows, &mb, &blocks);
-            cache_case(&c, fp8s[fi], n % 2, bl[k].bs, bl[k].layout, blocks);
+            conf_idx_case(&c, fp8s[fi], n % 2, bl[k].bs, bl[k].layout, blocks);
             c.lay[0] = n % 3 == 2 ? CONF_L_PAD : CONF_L_CONTIG;
             c.lay[3] = klay[n % 4];
             c.lay[4] = slay[n % 4];
@@ -286,7 +274,7 @@ static int build_gather(conf_case *cases, int cap)
             c.shape[1] = CONF_IDX_D;
             c.v = (mla_variant){0, fp8s[fi], fp8s[fi], conf_idx_layout(&c), 0, bl[k].bs, rows,
                                 CONF_IDX_D};
-            cache_label(&c, "");
+            conf_idx_label(&c, "");
             conf_push(&b, &c);
         }
     return b.n;
@@ -333,247 +321,3 @@ static mla_status exec_gather(mla_context *ctx, const conf_case *c, mla_tensor *
 const conf_suite conf_suite_indexer_k_gather = {"indexer_k_gather", MLA_OP_INDEXER_K_GATHER,
                                                 build_gather,       setup_gather,
                                                 exec_gather,        NULL};
-
-/* ---------------------------------------------------- the round trip */
-
-#define RT_SEQS 3
-
-static const char *const golden_in = "indexer_k_inputs_f32.npy";
-
-/* Golden: the 32 rows as sequences of 13, 0 and 19 tokens (generated: 40
- * rows, 13, 0, 27). */
-static void rt_lens(const conf_case *c, int64_t *lens)
-{
-    lens[0] = 13;
-    lens[1] = 0;
-    lens[2] = c->shape[0] - 13;
-}
-
-static int64_t rt_mb(const conf_case *c) { return (c->shape[0] - 13 + c->ip[2] - 1) / c->ip[2]; }
-
-static int build_roundtrip(conf_case *cases, int cap)
-{
-    conf_builder b = {cases, cap, 0, MLA_OP_INDEXER_K_CACHE_WRITE};
-    static const struct {
-        int64_t bs, blocks;
-        int layout;
-    } g[] = {{1, 40, MLA_INDEXER_LAYOUT_AUTO},
-             {16, 5, MLA_INDEXER_LAYOUT_AUTO},
-             {64, 3, MLA_INDEXER_NORMAL},
-             {64, 3, MLA_INDEXER_SHUFFLE}};
-    conf_case c;
-    int n = 0;
-    for (int fi = 0; fi < 2; ++fi)
-        for (int ue = 0; ue < 2; ++ue)
-            for (int k = 0; k < 4; ++k, ++n) {
-                cache_case(&c, fp8s[fi], ue, g[k].bs, g[k].layout, g[k].blocks);
-                c.golden = n;
-                c.ip[5] = MLA_DTYPE_F32;
-                c.lay[0] = n % 3 == 1 ? CONF_L_PAD : CONF_L_CONTIG;
-                c.ndim = 2;
-                c.shape[0] = 32;
-                c.shape[1] = CONF_IDX_D;
-                c.v = (mla_variant){0, MLA_DTYPE_F32, fp8s[fi], conf_idx_layout(&c), ue,
-                                    g[k].bs, 32, CONF_IDX_D};
-                cache_label(&c, "golden");
-                conf_push(&b, &c);
-            }
-    for (int k = 0; k < 4; ++k) { /* generated, against the reference */
-        cache_case(&c, fp8s[k % 2], k / 2, g[k].bs, g[k].layout, g[k].blocks + 1);
-        c.ip[5] = k % 2 ? MLA_DTYPE_BF16 : MLA_DTYPE_F32;
-        c.lay[1] = klays[k];
-        c.ndim = 2;
-        c.shape[0] = 40;
-        c.shape[1] = CONF_IDX_D;
-        c.v = (mla_variant){0, (mla_dtype)c.ip[5], fp8s[k % 2], conf_idx_layout(&c), k / 2,
-                            g[k].bs, 40, CONF_IDX_D};
-        cache_label(&c, mla_dtype_name((mla_dtype)c.ip[5]));
-        conf_push(&b, &c);
-    }
-    return b.n;
-}
-
-/* Golden expectation of the cache: its old bytes, with each row's golden
- * codes and scale placed by the spec's formula. */
-static mla_status rt_golden_cache(conf_problem *p, const conf_case *c)
-{
-    const conf_arg *a = &p->arg[CONF_RT_CACHE];
-    const int64_t blocks = a->t.shape[0], bb = a->t.shape[1], bs = c->ip[2], D = CONF_IDX_D;
-    unsigned char *want = malloc((size_t)(blocks * bb > 0 ? blocks * bb : 1));
-    if (!want)
-        return MLA_ERR_OUT_OF_MEMORY;
-    for (int64_t blk = 0; blk < blocks; ++blk)
-        memcpy(want + blk * bb, conf_idx_block_byte(p, CONF_RT_CACHE, blk, 0), (size_t)bb);
-    const unsigned char *codes = p->arg[CONF_RT_FP8].golden, *scales = p->arg[CONF_RT_SCALE].golden;
-    for (int64_t r = 0; r < c->shape[0]; ++r) {
-        const int64_t slot = (int64_t)conf_in_value(&p->arg[CONF_RT_SLOTS], r);
-        unsigned char *blk = want + (slot / bs) * bb;
-        for (int64_t d = 0; d < D; ++d)
-            blk[conf_idx_value_byte(conf_idx_layout(c), slot % bs, d, D)] = codes[r * D + d];
-        memcpy(blk + conf_idx_scale_byte(slot % bs, bs, D), scales + 4 * r, 4);
-    }
-    p->owned[p->nowned++] = want;
-    p->arg[CONF_RT_CACHE].golden = want;
-    return MLA_OK;
-}
-
-static mla_status setup_roundtrip(const conf_case *c, const conf_env *env, conf_problem *p,
-                                  char *err, size_t errlen)
-{
-    const int64_t T = c->shape[0], mb = rt_mb(c), D = CONF_IDX_D;
-    const int64_t ks[2] = {T, D}, ts[1] = {T}, bt[2] = {RT_SEQS, mb}, cs[1] = {RT_SEQS + 1};
-    int64_t lens[RT_SEQS];
-    rt_lens(c, lens);
-    mla_status st = conf_idx_add_cache(p, c, CONF_INOUT);
-    if (st == MLA_OK)
-        st = conf_add_arg(p, "k", CONF_IN, (mla_dtype)c->ip[5], 2, ks, c->lay[1]);
-    if (st == MLA_OK)
-        st = conf_add_arg(p, "slots", CONF_IN, MLA_DTYPE_I32, 1, ts, CONF_L_CONTIG);
-    if (st == MLA_OK)
-        st = conf_add_arg(p, "block_table", CONF_IN, MLA_DTYPE_I32, 2, bt, CONF_L_CONTIG);
-    if (st == MLA_OK)
-        st = conf_add_arg(p, "cu_seq_lens", CONF_IN, MLA_DTYPE_I32, 1, cs, CONF_L_CONTIG);
-    if (st == MLA_OK)
-        st = conf_add_arg(p, "k_fp8", CONF_OUT, (mla_dtype)c->ip[1], 2, ks, CONF_L_CONTIG);
-    if (st == MLA_OK)
-        st = conf_add_arg(p, "k_scale", CONF_OUT, MLA_DTYPE_F32, 1, ts, CONF_L_CONTIG);
-    if (st != MLA_OK) {
-        snprintf(err, errlen, "cannot lay out the case (%s)", mla_status_name(st));
-        return st;
-    }
-    p->arg[CONF_RT_CACHE].bound.raw = p->arg[CONF_RT_FP8].bound.raw =
-        p->arg[CONF_RT_SCALE].bound.raw = 1;
-    conf_fill(p, CONF_RT_CACHE, CONF_DIST_CODES, c->seed, 0);
-    conf_idx_fill_table(p, CONF_RT_TABLE, lens, RT_SEQS, mb, c->ip[2], c->ip[3], c->seed);
-    for (int64_t s = 0, cu = 0, r = 0; s <= RT_SEQS; ++s) { /* row r of sequence s -> its slot */
-        conf_set_value(p, CONF_RT_CU, s, (double)cu);
-        for (int64_t j = 0; s < RT_SEQS && j < lens[s]; ++j, ++r) {
-            const int64_t blk =
-                (int64_t)conf_in_value(&p->arg[CONF_RT_TABLE], s * mb + j / c->ip[2]);
-            conf_set_value(p, CONF_RT_SLOTS, r, (double)(blk * c->ip[2] + j % c->ip[2]));
-        }
-        cu += s < RT_SEQS ? lens[s] : 0;
-    }
-    if (c->golden < 0) {
-        conf_fill(p, CONF_RT_K, c->dist, c->seed ^ 1, D);
-        return MLA_OK;
-    }
-    const char *fl = c->ip[1] == MLA_DTYPE_FP8_E4M3FN ? "e4m3fn" : "e4m3fnuz";
-    const char *rule = c->ip[4] ? "ue8m0" : "plain";
-    char codes[96], scales[96];
-    snprintf(codes, sizeof codes, "indexer_k_%s_%s_codes_u8.npy", fl, rule);
-    snprintf(scales, sizeof scales, "indexer_k_%s_%s_scales_f32.npy", fl, rule);
-    st = conf_golden_input(p, CONF_RT_K, env, golden_in, err, errlen);
-    if (st == MLA_OK)
-        st = conf_golden_output(p, CONF_RT_FP8, env, codes, err, errlen);
-    if (st == MLA_OK)
-        st = conf_golden_output(p, CONF_RT_SCALE, env, scales, err, errlen);
-    if (st == MLA_OK && (st = rt_golden_cache(p, c)) != MLA_OK)
-        snprintf(err, errlen, "out of memory");
-    return st;
-}
-
-static mla_status exec_roundtrip(mla_context *ctx, const conf_case *c, mla_tensor *t)
-{
-    mla_indexer_cache_desc d = conf_idx_desc(c);
-    mla_status st =
-        mla_indexer_k_cache_write(ctx, &d, &t[CONF_RT_CACHE], &t[CONF_RT_K], &t[CONF_RT_SLOTS]);
-    if (st == MLA_OK)
-        st = mla_indexer_k_gather(ctx, &d, &t[CONF_RT_CACHE], &t[CONF_RT_TABLE], &t[CONF_RT_CU],
-                                  &t[CONF_RT_FP8], &t[CONF_RT_SCALE]);
-    return st;
-}
-
-const conf_suite conf_suite_indexer_k_roundtrip = {
-    "indexer_k_roundtrip", MLA_OP_INDEXER_K_CACHE_WRITE, build_roundtrip, setup_roundtrip,
-    exec_roundtrip, NULL};
-
-/* ------------------------------------------- RoPE, then the cache write */
-
-#define ROPE_R 64   /* the indexer's rope dims */
-#define ROPE_P 512  /* table rows */
-
-static int build_rope(conf_case *cases, int cap)
-{
-    conf_builder b = {cases, cap, 0, MLA_OP_INDEXER_K_CACHE_WRITE};
-    static const struct {
-        int64_t bs, blocks;
-        int layout;
-    } g[] = {{1, 30, MLA_INDEXER_LAYOUT_AUTO},
-             {16, 2, MLA_INDEXER_LAYOUT_AUTO},
-             {64, 1, MLA_INDEXER_NORMAL}};
-    conf_case c;
-    for (int n = 0; n < 6; ++n) {
-        const int k = n % 3;
-        cache_case(&c, fp8s[n % 2], n / 3, g[k].bs, g[k].layout, g[k].blocks);
-        c.ip[5] = n % 2 ? MLA_DTYPE_BF16 : MLA_DTYPE_F32; /* k, and the rotated k */
-        c.ip[6] = n % 3 == 2 ? MLA_DTYPE_I64 : MLA_DTYPE_I32;
-        c.ip[7] = n < 4 ? MLA_ROPE_NEOX : MLA_ROPE_INTERLEAVED;
-        c.lay[1] = n % 2 ? CONF_L_PAD : CONF_L_CONTIG;
-        c.ndim = 2;
-        c.shape[0] = 20;
-        c.shape[1] = CONF_IDX_D;
-        c.v = (mla_variant){0, (mla_dtype)c.ip[5], fp8s[n % 2], conf_idx_layout(&c), n / 3,
-                            g[k].bs, 20, CONF_IDX_D};
-        cache_label(&c, mla_rope_style_name((mla_rope_style)c.ip[7]));
-        conf_push(&b, &c);
-    }
-    return b.n;
-}
-
-static mla_status setup_rope(const conf_case *c, const conf_env *env, conf_problem *p, char *err,
-                             size_t errlen)
-{
-    (void)env;
-    const int64_t T = c->shape[0], ks[2] = {T, CONF_IDX_D}, ts[1] = {T},
-                  tab[2] = {ROPE_P, ROPE_R / 2};
-    mla_status st = conf_idx_add_cache(p, c, CONF_INOUT);
-    if (st == MLA_OK)
-        st = conf_add_arg(p, "k", CONF_IN, (mla_dtype)c->ip[5], 2, ks, c->lay[1]);
-    if (st == MLA_OK)
-        st = conf_add_arg(p, "positions", CONF_IN, (mla_dtype)c->ip[6], 1, ts, CONF_L_CONTIG);
-    if (st == MLA_OK)
-        st = conf_add_arg(p, "cos", CONF_IN, MLA_DTYPE_F32, 2, tab, CONF_L_CONTIG);
-    if (st == MLA_OK)
-        st = conf_add_arg(p, "sin", CONF_IN, MLA_DTYPE_F32, 2, tab, CONF_L_CONTIG);
-    if (st == MLA_OK)
-        st = conf_add_arg(p, "slots", CONF_IN, MLA_DTYPE_I32, 1, ts, CONF_L_CONTIG);
-    if (st == MLA_OK)
-        st = conf_add_arg(p, "k_rot", CONF_OUT, (mla_dtype)c->ip[5], 2, ks, CONF_L_CONTIG);
-    if (st != MLA_OK) {
-        snprintf(err, errlen, "cannot lay out the case (%s)", mla_status_name(st));
-        return st;
-    }
-    p->arg[CONF_RK_CACHE].bound.raw = 1;
-    conf_fill(p, CONF_RK_CACHE, CONF_DIST_CODES, c->seed, 0);
-    conf_fill(p, CONF_RK_K, c->dist, c->seed ^ 1, CONF_IDX_D);
-    /* DeepSeek-V3.2's YaRN table, R = 64 */
-    mla_rope_config rc = {ROPE_R, 10000.0, 40.0, 32.0, 1.0, 4096, 1.0, 1.0};
-    st = mla_rope_table_build(&rc, ROPE_P, (float *)conf_arg_elem0(&p->arg[CONF_RK_COS]),
-                              (float *)conf_arg_elem0(&p->arg[CONF_RK_SIN]));
-    if (st != MLA_OK) {
-        snprintf(err, errlen, "mla_rope_table_build: %s", mla_status_name(st));
-        return st;
-    }
-    for (int64_t t = 0; t < T; ++t) /* position 0 (no rotation) once, then spread */
-        conf_set_value(p, CONF_RK_POS, t,
-                       t ? (double)(conf_rng(c->seed, 24, (uint64_t)t, 0) % ROPE_P) : 0.0);
-    conf_fill_slots(p, CONF_RK_SLOTS, c->ip[3] * c->ip[2], c->seed ^ 3, 1);
-    return MLA_OK;
-}
-
-/* The correct composite: rotate into a new buffer, cache the rotated rows. */
-static mla_status exec_rope(mla_context *ctx, const conf_case *c, mla_tensor *t)
-{
-    mla_indexer_cache_desc d = conf_idx_desc(c);
-    mla_status st = mla_rope(ctx, &t[CONF_RK_COS], &t[CONF_RK_SIN], &t[CONF_RK_POS], &t[CONF_RK_K],
-                             &t[CONF_RK_ROT], (mla_rope_style)c->ip[7]);
-    if (st == MLA_OK)
-        st = mla_indexer_k_cache_write(ctx, &d, &t[CONF_RK_CACHE], &t[CONF_RK_ROT],
-                                       &t[CONF_RK_SLOTS]);
-    return st;
-}
-
-const conf_suite conf_suite_indexer_rope_k_cache = {
-    "indexer_rope_k_cache", MLA_OP_INDEXER_K_CACHE_WRITE, build_rope, setup_rope, exec_rope,
-    NULL};

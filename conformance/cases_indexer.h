@@ -60,6 +60,12 @@ enum { CONF_RK_CACHE, CONF_RK_K, CONF_RK_POS, CONF_RK_COS, CONF_RK_SIN, CONF_RK_
 /* "NORMAL" / "SHUFFLE", "auto=NORMAL" when the case leaves it to AUTO. */
 void conf_idx_layout_label(const conf_case *c, char *buf, size_t len);
 
+/* A cache-based case (ip[0..4], the ACT distribution) and its label's
+ * common part, "e4m3fn ue8m0 bs16 auto=SHUFFLE" + extra. */
+void conf_idx_case(conf_case *c, mla_dtype fp8, int ue8m0, int64_t bs, int layout,
+                   int64_t blocks);
+void conf_idx_label(conf_case *c, const char *extra);
+
 /* Adds the cache, U8 [blocks, block_bytes], as argument i = p->nargs, with
  * role; a padded block stride on lay[0] & CONF_L_PAD. */
 mla_status conf_idx_add_cache(conf_problem *p, const conf_case *c, int role);
