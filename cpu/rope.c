@@ -22,9 +22,7 @@
 #include "cpu/cpu_kernels.h"
 #include "cpu/cpu_rows.h"
 
-#if MLA_CPU_X86
-#include <immintrin.h>
-#endif
+#include "cpu/avx512_vec.h"
 
 #define HEADS_PER_TASK 64
 #define PREFETCH_ROWS 12
@@ -123,30 +121,14 @@ typedef void (*task_fn)(const mla_rope_args *, int64_t, int64_t, int64_t, float 
  * rotate_body. Interleaved pairs stay in place: with P = v * (c0 c0 c1 c1
  * ...) and Q = swap(v) * (s0 s0 s1 s1 ...), even lanes are P - Q (a c - b s)
  * and odd lanes Q + P (a s + b c, operands in the reference's order). */
-MLA_TARGET_AVX512 static inline __m512 load16(const char *p, int bf16)
+MLA_AVX512_INLINE __m512 load16(const char *p, int bf16)
 {
-    if (!bf16)
-        return _mm512_loadu_ps(p);
-    const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p));
-    return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+    return mla_v16_load(p, bf16 ? MLA_V16_BF16 : MLA_V16_F32, 0.0f, 0xFFFF);
 }
 
-/* mla_fb_f32_to_bf16 on 16 lanes: RNE, NaN -> sign | 0x7FC0. */
-MLA_TARGET_AVX512 static inline void store16(char *p, __m512 v, int bf16)
+MLA_AVX512_INLINE void store16(char *p, __m512 v, int bf16)
 {
-    if (!bf16) {
-        _mm512_storeu_ps(p, v);
-        return;
-    }
-    const __m512i u = _mm512_castps_si512(v), hi = _mm512_srli_epi32(u, 16);
-    const __m512i odd = _mm512_and_si512(hi, _mm512_set1_epi32(1));
-    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7FFF))), 16);
-    const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)),
-                                                  _mm512_set1_epi32(0x7F800000));
-    const __m512i q = _mm512_or_si512(_mm512_and_si512(hi, _mm512_set1_epi32(0x8000)),
-                                      _mm512_set1_epi32(0x7FC0));
-    r = _mm512_mask_mov_epi32(r, nan, q);
-    _mm256_storeu_si256((__m256i *)p, _mm512_cvtepi32_epi16(r));
+    mla_v16_store(p, v, bf16, 0xFFFF);
 }
 
 static int fast_ok(const mla_rope_args *a)

@@ -1,0 +1,57 @@
+/* The per-ISA pieces of the CPU projection (cpu/linear.c, which documents
+ * the method; cpu/linear_kernel.c holds the code): x packing, W decoding and
+ * the dot-product micro-kernel. */
+#ifndef MLA_CPU_LINEAR_KERNEL_H
+#define MLA_CPU_LINEAR_KERNEL_H
+
+#include "cpu/avx512_vec.h"
+#include "cpu/cpu_kernels.h"
+
+#define LANES 16   /* partial sums per output: lane l holds k = l mod 16 */
+#define NR 3       /* W rows per micro-tile */
+#define MT 8       /* tokens per micro-tile (MT * NR accumulators) */
+#define WBLOCK 128 /* fp8 checkpoints: one scale per 128 x 128 block */
+
+
+/* NR rows of W from value k0 on, as the micro-kernel reads them. */
+typedef struct lin_wtile {
+    const void *row[NR]; /* row j at k0 */
+    const float *s[NR];  /* fp8: row j's folded scales (mla_v16_fp8_fold) per 128
+                          * values, indexed by (k0 + k) / WBLOCK */
+    int64_t k0;
+    int64_t ahead; /* bytes from a row to the row read NR rows later (prefetched), or 0 */
+    mla_v16_kind kind; /* F32: a decoded tile; else W's own values (fp8 scaled by s[j]) */
+} lin_wtile;
+
+typedef struct lin_fns {
+    /* rows [t0, t1) of x as fp32 rows of out (row stride ldo) */
+    void (*pack)(const mla_tensor *x, int64_t t0, int64_t t1, float *out, int64_t ldo);
+    /* W rows [n0, n0 + nr), values [k0, k0 + kc) as fp32 rows of out (row
+     * stride ldo): bf16 as is, fp8 fl(code * scale); k0 % WBLOCK == 0 */
+    void (*decode)(const mla_linear_args *a, int64_t n0, int64_t nr, int64_t k0, int64_t kc,
+                   float *out, int64_t ldo);
+    /* lanes[t][j][l] (+)= sum of x[t, k] * w[j, k] over k < kc, k % 16 == l,
+     * for t < mt (<= MT), j < NR; first: start from zero. With sums (the last
+     * chunk), sums[t * NR + j] = the 16 lanes added in the fixed tree of
+     * mla_cpu_linear_reduce instead (lanes are then left as they were). */
+    void (*ukr)(const float *x, int64_t ldx, int mt, const lin_wtile *w, int64_t kc,
+                float *lanes, int first, float *sums);
+    int direct; /* ukr takes bf16 / fp8 tiles (else only MLA_V16_F32) */
+} lin_fns;
+
+const lin_fns *mla_cpu_linear_fns(mla_cpu_isa isa);
+
+/* The 16 lanes of one output added pairwise: lanes l and l + 8, then the
+ * results l and l + 4, then l and l + 2, then the last two. */
+static inline float mla_cpu_linear_reduce(const float *lanes)
+{
+    float v[LANES];
+    for (int l = 0; l < LANES; ++l)
+        v[l] = lanes[l];
+    for (int w = LANES / 2; w >= 1; w /= 2)
+        for (int l = 0; l < w; ++l)
+            v[l] += v[l + w];
+    return v[0];
+}
+
+#endif
