@@ -202,6 +202,7 @@ static void apply_defaults(bench_args *a, int device)
     if (!p->seed)
         p->seed = d.seed;
     a->c.threads = a->threads;
+    p->threads = a->threads;
     a->c.max_call_s = p->max_call_s;
     if (a->set_reps)
         a->c.reps = a->reps;

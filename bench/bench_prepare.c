@@ -35,6 +35,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#if defined(MLA_HAVE_OPENMP)
+#include <omp.h>
+#endif
+
 #define MIB ((int64_t)1 << 20)
 #define MAX_INST 32
 #define BLOCK_SIZE 64        /* cache block size (FlashMLA's) */
@@ -216,6 +220,7 @@ typedef struct bp_run {
     mla_tensor cos, sin;
     int64_t P; /* table rows */
     int64_t rotate_bytes;
+    int threads; /* host: the context's threads, for cpu% */
     bench_rng rng;
 } bp_run;
 
@@ -676,6 +681,7 @@ static void measure(bp_run *r, kase k, int64_t T, double row_budget, bench_row *
         set_free(r, s);
         return;
     }
+    const double cpu0 = bench_cpu_seconds(), wall0 = bench_now();
     for (int i = 0; i < reps && st == MLA_OK; ++i) {
         st = mla_context_synchronize(r->ctx);
         double t0 = bench_now();
@@ -685,6 +691,9 @@ static void measure(bp_run *r, kase k, int64_t T, double row_budget, bench_row *
             st = mla_context_synchronize(r->ctx);
         ts[i] = (bench_now() - t0) / batch;
     }
+    const double wall = bench_now() - wall0, cpu = bench_cpu_seconds() - cpu0;
+    row->cpu_util = r->host && wall > 0 ? cpu / (wall * r->threads) : -1.0;
+    row->threads = r->host ? r->threads : 0;
     if (st != MLA_OK) {
         row_error(r, row, row->api, st);
     } else {
@@ -750,6 +759,11 @@ int bench_prepare_run(mla_context *ctx, const bench_prepare_options *o,
     r->o = o;
     r->mem = mla_context_memory(ctx);
     r->host = r->mem == MLA_MEMORY_HOST;
+    r->threads = o->threads > 0 ? o->threads : 1;
+#if defined(MLA_HAVE_OPENMP)
+    if (o->threads <= 0)
+        r->threads = omp_get_max_threads();
+#endif
     bench_rng_seed(&r->rng, o->seed);
     int rc = -1;
     if (mla_model_config_preset(o->config, &r->cfg) != MLA_OK) {
@@ -953,8 +967,16 @@ void bench_prepare_judge(bench_prepare_result *res, bench_ceilings *c, int table
 
 void bench_prepare_print(FILE *out, const bench_prepare_result *res)
 {
-    fprintf(out, "%-11s %-20s %-11s %5s %12s %12s %9s %9s %5s  %s\n", "op", "shape", "variant",
-            "T", "median_us", "min_us", "GB/s", "GFLOP/s", "reps", "vs ceiling");
+    fprintf(out, "%-11s %-20s %-11s %5s %12s %12s %9s %9s %5s %5s  %s\n", "op", "shape",
+            "variant", "T", "median_us", "min_us", "GB/s", "GFLOP/s", "reps", "cpu%",
+            "vs ceiling");
+    /* a row whose CPU share is under 80% of one thread's was preempted */
+    int preempted = 0;
+    double thr = 1.0;
+    for (int i = 0; i < res->n_rows; ++i)
+        if (res->rows[i].threads > 0)
+            thr = 0.8 / res->rows[i].threads;
+    thr = thr > 0.5 ? 0.5 : thr;
     const char *prev = NULL;
     for (int i = 0; i < res->n_rows; ++i) {
         const bench_row *w = &res->rows[i];
@@ -966,13 +988,23 @@ void bench_prepare_print(FILE *out, const bench_prepare_result *res)
             fprintf(out, "%s\n", w->note);
             continue;
         }
-        fprintf(out, "%12.1f %12.1f %9.2f %9.1f %5d  ", 1e6 * w->median_s, 1e6 * w->min_s,
+        fprintf(out, "%12.1f %12.1f %9.2f %9.1f %5d ", 1e6 * w->median_s, 1e6 * w->min_s,
                 w->gbs, w->gflops, w->reps);
+        if (w->cpu_util >= 0)
+            fprintf(out, "%4.0f%%%s ", 100.0 * w->cpu_util, w->cpu_util < thr ? "!" : " ");
+        else
+            fprintf(out, "    -  ");
+        preempted += w->cpu_util >= 0 && w->cpu_util < thr;
         if (isfinite(w->ratio))
             fprintf(out, "%5.1f%% %s\n", 100.0 * w->ratio, w->basis);
         else
             fprintf(out, "  n/a %s\n", w->basis);
     }
+    if (preempted)
+        fprintf(out, "\n%d row%s marked '!': the process got under 80%% of one thread's CPU "
+                     "time while timing (other processes had the cores); those times are not "
+                     "the library's. Re-run on an idle host.\n",
+                preempted, preempted == 1 ? "" : "s");
 }
 
 static const char *status_name(bench_row_status s)
@@ -1004,6 +1036,7 @@ void bench_prepare_json_rows(bench_json *j, const bench_prepare_result *res)
         bench_json_int(j, "reps", w->reps);
         bench_json_int(j, "batch", w->batch);
         bench_json_int(j, "input_sets", w->instances);
+        bench_json_num(j, "cpu_util", w->cpu_util >= 0 ? w->cpu_util : NAN);
         bench_json_int(j, "bytes", w->bytes);
         bench_json_int(j, "weight_bytes", w->weight_bytes);
         bench_json_num(j, "flops", w->flops);

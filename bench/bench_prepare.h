@@ -28,6 +28,7 @@ typedef struct bench_prepare_options {
     double time_budget_s;    /* the whole sweep aims to stay under this (rows get fewer reps) */
     int64_t rotate_bytes;    /* input sets rotate until this many bytes are touched; 0 = default */
     const char *ops;         /* comma-separated op names to run, NULL = all */
+    int threads;             /* the context's CPU threads, 0 = the OpenMP default (for cpu%) */
     uint64_t seed;
 } bench_prepare_options;
 
@@ -53,6 +54,10 @@ typedef struct bench_row {
 
     double median_s, min_s, max_s;
     int reps, batch, instances;
+    int threads;          /* host: the context's threads; 0 on a device */
+    double cpu_util;      /* host: process CPU time / (wall time x threads) over the
+                           * samples; well under 1 means other processes took the
+                           * cores (the times are then not the library's); < 0 on a device */
     int64_t bytes;        /* each input read once + each output written once */
     int64_t weight_bytes; /* the weight part of bytes */
     double flops;

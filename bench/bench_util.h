@@ -23,6 +23,8 @@ extern "C" {
 
 /* CLOCK_MONOTONIC in seconds. */
 double bench_now(void);
+/* CPU time of the whole process (all threads), seconds. */
+double bench_cpu_seconds(void);
 
 /* Median of n values (sorts v in place); 0 for n == 0. */
 double bench_median(double *v, int n);

@@ -401,8 +401,8 @@ def judge(rows, ceil):
 
 
 def print_table(rows, out=sys.stdout):
-    out.write("%-11s %-20s %-11s %5s %12s %12s %9s %9s %5s  %s\n" % (
-        "op", "shape", "variant", "T", "median_us", "min_us", "GB/s", "GFLOP/s", "reps",
+    out.write("%-11s %-20s %-11s %5s %12s %12s %9s %9s %5s %5s  %s\n" % (
+        "op", "shape", "variant", "T", "median_us", "min_us", "GB/s", "GFLOP/s", "reps", "cpu%",
         "vs ceiling"))
     prev = None
     for r in rows:
@@ -413,8 +413,10 @@ def print_table(rows, out=sys.stdout):
         if r["status"] != "ok":
             out.write("%s\n" % r["note"])
             continue
-        out.write("%12.1f %12.1f %9.2f %9.1f %5d  " % (
+        out.write("%12.1f %12.1f %9.2f %9.1f %5d " % (
             1e6 * r["median_s"], 1e6 * r["min_s"], r["gbs"], r["gflops"], r["reps"]))
+        cu = r.get("cpu_util")
+        out.write("%4.0f%%  " % (100 * cu) if cu is not None else "    -  ")
         out.write(("%5.1f%% %s\n" % (100 * r["ratio"], r["basis"])) if r["ratio"] is not None
                   else ("  n/a %s\n" % r["basis"]))
 
@@ -524,9 +526,12 @@ def main():
                     continue
                 k = max(1, min(64, math.ceil((5e-4 if cuda else 2e-5) / max(t_call, 1e-8))))
                 n = max(1, min(reps, int(1.0 / max(t_call * k, 1e-9))))
+                c0, w0 = time.process_time(), time.perf_counter()
                 ts = [timer.batch(call, k) for _ in range(n)]
+                cpu_util = None if cuda else (time.process_time() - c0) / (
+                    (time.perf_counter() - w0) * torch.get_num_threads())
                 r.update(median_s=median(ts), min_s=min(ts), max_s=max(ts), reps=n, batch=k,
-                         input_sets=nsets)
+                         input_sets=nsets, cpu_util=cpu_util)
             except Exception as e:  # report, never stop the sweep
                 r["status"], r["note"] = "error", "error: %s: %s" % (type(e).__name__,
                                                                      str(e).split("\n")[0][:160])
