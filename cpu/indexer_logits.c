@@ -21,8 +21,11 @@
  *            decoded to bf16 (per lane: acc + odd product, rounded, then +
  *            even product, rounded; its DAZ/FTZ never triggers: the smallest
  *            fp8 magnitude is 2^-10, products and their sums stay normal).
- *            So the fast path is vdpbf16ps, the fallback an fp32 loop in the
- *            same order (checked bit-identical on this library's test host).
+ *            So the paths are: vdpbf16ps tiles (AVX-512 BF16), fp32 FMA tiles
+ *            (AVX-512 without BF16: an FMA of an exact product is the same
+ *            one rounding), and an fp32 loop for the AVX2 / portable copies
+ *            (mul then add, the product exact); checked bit-identical with
+ *            one another on this library's test host (AMD Zen 4).
  *   relu:    d < 0 ? 0 : d (a NaN passes, as the reference and torch.relu)
  *   lane l (16 lanes): L = +0; for each 16-head vector v ascending:
  *            L += fl(w[16v + l] * relu(dot[16v + l]))
@@ -38,7 +41,9 @@
  * others up); a thread packs q of a row when its next chunk changes row.
  * Inside a chunk, blocks of NK keys against all heads, NK x HV zmm
  * accumulators (HV = heads / 16 <= 4 per group of 64 heads; larger Hi loops
- * over groups, carrying L). */
+ * over groups, carrying L). Measured on the 2-core Zen 4 build host, one
+ * core, Hi 64: vdpbf16ps ~180 GFLOP/s with the keys in L2 (~150 streaming
+ * from memory), FMA tiles ~100, the AVX2 loop ~43; cblas_sgemm ~95 there. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,7 +88,6 @@ typedef struct logits_scratch {
     float *w; /* its head weights, zero padded to G * 64 */
     void *k;  /* NK_MAX decoded keys */
     float *L; /* NK_MAX x 16 lane sums */
-    float ks[NK_MAX];
 } logits_scratch;
 
 MLA_CPU_INLINE int64_t row_bound(const mla_indexer_logits_args *a, int64_t r)
