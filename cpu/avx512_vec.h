@@ -87,6 +87,42 @@ MLA_AVX512_INLINE void mla_v16_store(void *p, __m512 v, int bf16, __mmask16 m)
     _mm256_mask_storeu_epi16(p, m, _mm512_cvtepi32_epi16(_mm512_mask_mov_epi32(r, nan, q)));
 }
 
+/* Saturating fp8 codes of 16 fp32 values, bit for bit mla_fb_f32_to_e4m3fn
+ * (fnuz = 0) or mla_fb_f32_to_e4m3fnuz (fnuz = 1) with saturate = 1: normal
+ * codes round away 20 mantissa bits of the rebiased value (RNE); below the
+ * smallest normal the codes are linear, m = |x| * 2^(bias + 2) rounded to
+ * nearest even by the conversion's embedded rounding (independent of MXCSR;
+ * the product is exact, and an fp32 subnormal gives 0 either way). */
+MLA_AVX512_INLINE __m128i mla_v16_to_fp8(__m512 x, int fnuz)
+{
+    const int bias = fnuz ? 8 : 7;
+    const __m512i u = _mm512_castps_si512(x);
+    const __m512i a = _mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF));
+    const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(a, 20), _mm512_set1_epi32(1));
+    const __m512i nrm = _mm512_srli_epi32(
+        _mm512_add_epi32(_mm512_sub_epi32(a, _mm512_set1_epi32((127 - bias) << 23)),
+                         _mm512_add_epi32(odd, _mm512_set1_epi32(0x7FFFF))),
+        20);
+    const __m512 scaled = _mm512_mul_ps(_mm512_castsi512_ps(a),
+                                        _mm512_castsi512_ps(_mm512_set1_epi32((127 + bias + 2) << 23)));
+    const __m512i sub =
+        _mm512_cvt_roundps_epi32(scaled, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __mmask16 small = _mm512_cmplt_epu32_mask(a, _mm512_set1_epi32((128 - bias) << 23));
+    __m512i c = _mm512_mask_mov_epi32(nrm, small, sub);
+    c = _mm512_min_epu32(c, _mm512_set1_epi32(fnuz ? 0x7F : 0x7E)); /* saturate (inf too) */
+    const __mmask16 nan = _mm512_cmpgt_epu32_mask(a, _mm512_set1_epi32(0x7F800000));
+    const __m512i sign = _mm512_and_si512(_mm512_srli_epi32(u, 24), _mm512_set1_epi32(0x80));
+    if (fnuz) { /* no -0; the one NaN 0x80 */
+        const __mmask16 zero = _mm512_cmpeq_epi32_mask(c, _mm512_setzero_si512());
+        c = _mm512_mask_or_epi32(c, (__mmask16)~zero, c, sign);
+        c = _mm512_mask_mov_epi32(c, nan, _mm512_set1_epi32(0x80));
+    } else {
+        c = _mm512_or_si512(c, sign);
+        c = _mm512_mask_mov_epi32(c, nan, _mm512_or_si512(sign, _mm512_set1_epi32(0x7F)));
+    }
+    return _mm512_cvtepi32_epi8(c);
+}
+
 /* The lanes below n (0 <= n <= 16). */
 static inline __mmask16 mla_v16_mask(int64_t n)
 {

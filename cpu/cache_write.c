@@ -23,6 +23,7 @@
 #endif
 
 #include "core/ref/cache_layout.h"
+#include "cpu/avx512_vec.h"
 #include "cpu/cpu_kernels.h"
 #include "cpu/cpu_rows.h"
 
@@ -32,11 +33,17 @@
 
 #define TOKENS_PER_TASK 8
 
+/* fp8 codes sat_fp8(fl(row[i] / div)), i < n: an ISA's vector twin of the
+ * plain loops below (NULL: those loops). */
+typedef void (*enc8_fn)(const float *row, int64_t n, float div, int fnuz, uint8_t *out);
+
 /* n values of row as cache elements of dtype dt (fp8 divided by k_scale). */
 MLA_CPU_INLINE void encode(const float *restrict row, int64_t n, mla_dtype dt, float k_scale,
-                           void *restrict out)
+                           void *restrict out, enc8_fn enc8)
 {
-    if (dt == MLA_DTYPE_BF16) {
+    if (dt != MLA_DTYPE_BF16 && enc8) {
+        enc8(row, n, k_scale, dt == MLA_DTYPE_FP8_E4M3FNUZ, (uint8_t *)out);
+    } else if (dt == MLA_DTYPE_BF16) {
         uint16_t *o = (uint16_t *)out;
         MLA_SIMD for (int64_t i = 0; i < n; ++i) o[i] = mla_fb_f32_to_bf16(row[i]);
     } else if (dt == MLA_DTYPE_FP8_E4M3FN) {
@@ -69,7 +76,7 @@ MLA_CPU_INLINE float group_scale(const float *restrict v, int fnuz)
 }
 
 MLA_CPU_INLINE void write_fp8_scaled(const mla_cache_desc *d, uint8_t *blk, int64_t t,
-                                     const float *restrict row, void *scratch)
+                                     const float *restrict row, void *scratch, enc8_fn enc8)
 {
     const int64_t L = d->kv_lora, R = d->rope;
     for (int64_t g = 0; g < L / MLA_CL_SCALE_GROUP; ++g) {
@@ -77,25 +84,26 @@ MLA_CPU_INLINE void write_fp8_scaled(const mla_cache_desc *d, uint8_t *blk, int6
         const float s = group_scale(v, d->dtype == MLA_DTYPE_FP8_E4M3FNUZ);
         memcpy(blk + mla_cl_fp8s_scale_byte(t, g, L, R), &s, sizeof s);
         encode(v, MLA_CL_SCALE_GROUP, d->dtype, s,
-               blk + mla_cl_fp8s_value_byte(t, g * MLA_CL_SCALE_GROUP, L, R));
+               blk + mla_cl_fp8s_value_byte(t, g * MLA_CL_SCALE_GROUP, L, R), enc8);
     }
-    encode(row + L, R, MLA_DTYPE_BF16, 1.0f, scratch);
+    encode(row + L, R, MLA_DTYPE_BF16, 1.0f, scratch, NULL);
     memcpy(blk + mla_cl_fp8s_rope_byte(t, 0, L, R), scratch, (size_t)(2 * R));
 }
 
 MLA_CPU_INLINE void write_row_body(const mla_cache_desc *d, const mla_tensor *cache,
-                                   int64_t slot, const float *row, uint8_t *scratch)
+                                   int64_t slot, const float *row, uint8_t *scratch,
+                                   enc8_fn enc8)
 {
     const int64_t L = d->kv_lora, R = d->rope, bs = d->block_size;
     uint8_t *blk = (uint8_t *)cache->data + mla_cl_slot_block(slot, bs) * cache->stride[0];
     const int64_t t = mla_cl_slot_token(slot, bs);
     if (d->layout == MLA_CACHE_FP8_SCALED) {
-        write_fp8_scaled(d, blk, t, row, scratch);
+        write_fp8_scaled(d, blk, t, row, scratch, enc8);
         return;
     }
     /* Through the scratch row: the cache's bytes need not be 2-byte aligned. */
     const int64_t eb = (int64_t)mla_dtype_size(d->dtype);
-    encode(row, L + R, d->dtype, d->k_scale, scratch);
+    encode(row, L + R, d->dtype, d->k_scale, scratch, enc8);
     if (d->layout == MLA_CACHE_NORMAL) {
         memcpy(blk + mla_cl_elem_byte(MLA_CL_NORMAL, t, 0, L, R, bs, eb), scratch,
                (size_t)((L + R) * eb));
@@ -109,7 +117,7 @@ MLA_CPU_INLINE void write_row_body(const mla_cache_desc *d, const mla_tensor *ca
 
 /* Tokens [j0, j1) of the op: row = [k_nope | k_pe] in fp32, then the writer. */
 MLA_CPU_INLINE void tokens_body(const mla_cache_write_args *a, int64_t j0, int64_t j1, float *row,
-                                uint8_t *scratch)
+                                uint8_t *scratch, enc8_fn enc8)
 {
     const int64_t L = a->desc.kv_lora, R = a->desc.rope;
     const mla_tensor *kn = &a->k_nope, *kp = &a->k_pe;
@@ -124,7 +132,7 @@ MLA_CPU_INLINE void tokens_body(const mla_cache_write_args *a, int64_t j0, int64
                            kn->stride[1], L, row);
         mla_cpu_load_float((const char *)kp->data + j * kp->stride[0] * psz, kp->dtype,
                            kp->stride[1], R, row + L);
-        write_row_body(&a->desc, &a->cache, slot, row, scratch);
+        write_row_body(&a->desc, &a->cache, slot, row, scratch, enc8);
     }
 }
 
@@ -133,38 +141,51 @@ typedef void (*tokens_fn)(const mla_cache_write_args *, int64_t, int64_t, float 
 static void tokens_generic(const mla_cache_write_args *a, int64_t j0, int64_t j1, float *row,
                            uint8_t *scratch)
 {
-    tokens_body(a, j0, j1, row, scratch);
+    tokens_body(a, j0, j1, row, scratch, NULL);
 }
 
 static void row_generic(const mla_cache_desc *d, const mla_tensor *cache, int64_t slot,
                         const float *row, uint8_t *scratch)
 {
-    write_row_body(d, cache, slot, row, scratch);
+    write_row_body(d, cache, slot, row, scratch, NULL);
 }
 
 #if MLA_CPU_X86
 MLA_TARGET_AVX2 static void tokens_avx2(const mla_cache_write_args *a, int64_t j0, int64_t j1,
                                         float *row, uint8_t *scratch)
 {
-    tokens_body(a, j0, j1, row, scratch);
+    tokens_body(a, j0, j1, row, scratch, NULL);
+}
+
+/* encode's fp8 loop: vdivps is the IEEE quotient with mla_fb_div's NaN choice
+ * (x86's rule); codes by mla_v16_to_fp8 (bit for bit mla_fb_f32_to_e4m3fn*). */
+MLA_TARGET_AVX512 static void enc8_avx512(const float *row, int64_t n, float div, int fnuz,
+                                          uint8_t *out)
+{
+    const __m512 d = _mm512_set1_ps(div);
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 m = mla_v16_mask(n - i);
+        const __m128i c = mla_v16_to_fp8(_mm512_div_ps(_mm512_maskz_loadu_ps(m, row + i), d), fnuz);
+        _mm_mask_storeu_epi8(out + i, m, c);
+    }
 }
 
 MLA_TARGET_AVX512 static void tokens_avx512(const mla_cache_write_args *a, int64_t j0,
                                             int64_t j1, float *row, uint8_t *scratch)
 {
-    tokens_body(a, j0, j1, row, scratch);
+    tokens_body(a, j0, j1, row, scratch, enc8_avx512);
 }
 
 MLA_TARGET_AVX2 static void row_avx2(const mla_cache_desc *d, const mla_tensor *cache,
                                      int64_t slot, const float *row, uint8_t *scratch)
 {
-    write_row_body(d, cache, slot, row, scratch);
+    write_row_body(d, cache, slot, row, scratch, NULL);
 }
 
 MLA_TARGET_AVX512 static void row_avx512(const mla_cache_desc *d, const mla_tensor *cache,
                                          int64_t slot, const float *row, uint8_t *scratch)
 {
-    write_row_body(d, cache, slot, row, scratch);
+    write_row_body(d, cache, slot, row, scratch, enc8_avx512);
 }
 #endif
 

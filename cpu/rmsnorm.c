@@ -24,6 +24,7 @@
 #include <omp.h>
 #endif
 
+#include "cpu/avx512_vec.h"
 #include "cpu/cpu_kernels.h"
 #include "cpu/cpu_rows.h"
 
@@ -120,7 +121,12 @@ MLA_CPU_INLINE void quant_fp4_row(const float *restrict v, int64_t D, uint8_t *c
     }
 }
 
-MLA_CPU_INLINE void norm_rows_body(const norm_job *j, int64_t t0, int64_t t1, float *buf)
+/* The fp8 quantizer of a row: quant_fp8_row, or its AVX-512 twin. */
+typedef void (*q8_fn)(const float *v, int64_t D, uint8_t *c, int64_t cs, float *sc, int64_t ss,
+                      int fnuz);
+
+MLA_CPU_INLINE void norm_rows_body(const norm_job *j, int64_t t0, int64_t t1, float *buf,
+                                   q8_fn q8)
 {
     const mla_tensor *x = j->x, *y = j->y;
     const int64_t D = x->shape[1];
@@ -140,8 +146,12 @@ MLA_CPU_INLINE void norm_rows_body(const norm_job *j, int64_t t0, int64_t t1, fl
             mla_cpu_store_float(buf, yrow, y->dtype, y->stride[1], D);
         } else if (j->kind == OUT_FP8) {
             float *sc = (float *)j->scales->data + t * j->scales->stride[0];
-            quant_fp8_row(buf, D, (uint8_t *)yrow, y->stride[1], sc, j->scales->stride[1],
-                          y->dtype == MLA_DTYPE_FP8_E4M3FNUZ);
+            const int fnuz = y->dtype == MLA_DTYPE_FP8_E4M3FNUZ;
+            if (q8)
+                q8(buf, D, (uint8_t *)yrow, y->stride[1], sc, j->scales->stride[1], fnuz);
+            else
+                quant_fp8_row(buf, D, (uint8_t *)yrow, y->stride[1], sc, j->scales->stride[1],
+                              fnuz);
         } else {
             uint8_t *sc = (uint8_t *)j->scales->data + t * j->scales->stride[0];
             quant_fp4_row(buf, D, (uint8_t *)yrow, y->stride[1], sc, j->scales->stride[1]);
@@ -151,20 +161,54 @@ MLA_CPU_INLINE void norm_rows_body(const norm_job *j, int64_t t0, int64_t t1, fl
 
 typedef void (*rows_fn)(const norm_job *, int64_t, int64_t, float *);
 
+
 static void rows_generic(const norm_job *j, int64_t t0, int64_t t1, float *buf)
 {
-    norm_rows_body(j, t0, t1, buf);
+    norm_rows_body(j, t0, t1, buf, NULL);
 }
 
 #if MLA_CPU_X86
 MLA_TARGET_AVX2 static void rows_avx2(const norm_job *j, int64_t t0, int64_t t1, float *buf)
 {
-    norm_rows_body(j, t0, t1, buf);
+    norm_rows_body(j, t0, t1, buf, NULL);
+}
+
+/* quant_fp8_row in AVX-512: amax as an integer max of |v| bits, codes by
+ * mla_v16_to_fp8 of fl(v * inv) (x86's multiply gives mla_fb_mul's NaN; the
+ * clamp to the format's max is the saturation itself). */
+MLA_TARGET_AVX512 static void quant_fp8_avx512(const float *v, int64_t D, uint8_t *c, int64_t cs,
+                                               float *sc, int64_t ss, int fnuz)
+{
+    const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF);
+    for (int64_t g = 0; g < D / FP8_GROUP; ++g) {
+        const float *vg = v + g * FP8_GROUP;
+        __m512i m = _mm512_setzero_si512();
+        for (int i = 0; i < FP8_GROUP; i += 16)
+            m = _mm512_max_epu32(m, _mm512_and_si512(_mm512_loadu_si512(vg + i), abs_mask));
+        uint32_t amax = _mm512_reduce_max_epu32(m);
+        if (amax > 0x7F800000u)
+            amax = last_nan(vg, FP8_GROUP);
+        const float s = mla_fb_fp8_group_scale(mla_fb_float(amax), MLA_FB_FP8_RULE_AITER, fnuz);
+        const __m512 inv = _mm512_set1_ps(mla_fb_div(1.0f, s));
+        uint8_t *cg = c + g * FP8_GROUP * cs;
+        for (int i = 0; i < FP8_GROUP; i += 16) {
+            const __m128i q = mla_v16_to_fp8(_mm512_mul_ps(_mm512_loadu_ps(vg + i), inv), fnuz);
+            if (cs == 1) {
+                _mm_storeu_si128((__m128i *)(cg + i), q);
+            } else {
+                uint8_t b[16];
+                _mm_storeu_si128((__m128i *)b, q);
+                for (int k = 0; k < 16; ++k)
+                    cg[(i + k) * cs] = b[k];
+            }
+        }
+        sc[g * ss] = s;
+    }
 }
 
 MLA_TARGET_AVX512 static void rows_avx512(const norm_job *j, int64_t t0, int64_t t1, float *buf)
 {
-    norm_rows_body(j, t0, t1, buf);
+    norm_rows_body(j, t0, t1, buf, quant_fp8_avx512);
 }
 #endif
 

@@ -19,16 +19,23 @@
 #include <omp.h>
 #endif
 
+#include "cpu/avx512_vec.h"
 #include "cpu/cpu_kernels.h"
 #include "cpu/cpu_rows.h"
 
 #define HEADS_PER_TASK 16
 #define KEYS_PER_TASK 8
 
+/* n values from src (F32 / BF16, unit stride) to q_cat's row at dst (unit
+ * stride), rounded as store_q does: an ISA's vector copy, or NULL. */
+typedef void (*copyq_fn)(const char *src, mla_dtype sdt, char *dst, mla_dtype ddt, int64_t n,
+                         float q_scale);
+
 typedef struct rc_job {
     const mla_rope_cache_op_args *a;
     mla_cpu_rotate_fn rotate;
     mla_cpu_cache_row_fn write_row;
+    copyq_fn copyq;
 } rc_job;
 
 MLA_CPU_INLINE int64_t load_index(const mla_tensor *t, int64_t i)
@@ -72,15 +79,24 @@ MLA_CPU_INLINE void q_body(const rc_job *jb, int64_t t, int64_t h0, int64_t h1, 
     for (int64_t h = h0; h < h1; ++h) {
         const char *nr = (const char *)qn->data + (t * qn->stride[0] + h * qn->stride[1]) * nsz;
         char *cr = (char *)qc->data + (t * qc->stride[0] + h * qc->stride[1]) * csz;
-        for (int64_t i = 0; i < L; i += MLA_CPU_CHUNK) {
-            const int64_t n = L - i < MLA_CPU_CHUNK ? L - i : MLA_CPU_CHUNK;
-            mla_cpu_load_float(nr + i * qn->stride[2] * nsz, qn->dtype, qn->stride[2], n, chunk);
-            store_q(chunk, n, qc, cr + i * qc->stride[2] * csz, qc->stride[2], a->q_scale);
+        const int fast = jb->copyq && qc->stride[2] == 1;
+        if (fast && qn->stride[2] == 1) {
+            jb->copyq(nr, qn->dtype, cr, qc->dtype, L, a->q_scale);
+        } else {
+            for (int64_t i = 0; i < L; i += MLA_CPU_CHUNK) {
+                const int64_t n = L - i < MLA_CPU_CHUNK ? L - i : MLA_CPU_CHUNK;
+                mla_cpu_load_float(nr + i * qn->stride[2] * nsz, qn->dtype, qn->stride[2], n,
+                                   chunk);
+                store_q(chunk, n, qc, cr + i * qc->stride[2] * csz, qc->stride[2], a->q_scale);
+            }
         }
         mla_cpu_load_float((const char *)qp->data + (t * qp->stride[0] + h * qp->stride[1]) * psz,
                            qp->dtype, qp->stride[2], R, in);
         jb->rotate(in, c, s, half, a->style, out);
-        store_q(out, R, qc, cr + L * qc->stride[2] * csz, qc->stride[2], a->q_scale);
+        if (fast)
+            jb->copyq((const char *)out, MLA_DTYPE_F32, cr + L * csz, qc->dtype, R, a->q_scale);
+        else
+            store_q(out, R, qc, cr + L * qc->stride[2] * csz, qc->stride[2], a->q_scale);
     }
 }
 
@@ -141,6 +157,26 @@ MLA_TARGET_AVX2 static void k_avx2(const rc_job *jb, int64_t j0, int64_t j1, flo
     k_body(jb, j0, j1, buf);
 }
 
+/* store_q in AVX-512: BF16 by mla_v16_store (mla_fb_f32_to_bf16), fp8 by
+ * vdivps (mla_fb_div's NaN choice) and mla_v16_to_fp8. */
+MLA_TARGET_AVX512 static void copyq_avx512(const char *src, mla_dtype sdt, char *dst,
+                                           mla_dtype ddt, int64_t n, float q_scale)
+{
+    const int sk = sdt == MLA_DTYPE_BF16 ? MLA_V16_BF16 : MLA_V16_F32;
+    const int64_t ssz = sdt == MLA_DTYPE_BF16 ? 2 : 4;
+    const __m512 qs = _mm512_set1_ps(q_scale);
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 m = mla_v16_mask(n - i);
+        const __m512 v = sk == MLA_V16_BF16 ? mla_v16_load(src + i * ssz, MLA_V16_BF16, 0.0f, m)
+                                            : mla_v16_load(src + i * ssz, MLA_V16_F32, 0.0f, m);
+        if (ddt == MLA_DTYPE_BF16 || ddt == MLA_DTYPE_F32)
+            mla_v16_store(dst + i * (ddt == MLA_DTYPE_BF16 ? 2 : 4), v, ddt == MLA_DTYPE_BF16, m);
+        else
+            _mm_mask_storeu_epi8(dst + i, m,
+                                 mla_v16_to_fp8(_mm512_div_ps(v, qs), ddt == MLA_DTYPE_FP8_E4M3FNUZ));
+    }
+}
+
 MLA_TARGET_AVX512 static void q_avx512(const rc_job *jb, int64_t t, int64_t h0, int64_t h1,
                                        float *buf)
 {
@@ -167,12 +203,12 @@ mla_status mla_cpu_rope_cache(mla_context *ctx, const mla_rope_cache_op_args *a)
         return mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, "cache_desc",
                         "no memory for %d rows of %lld values", nt, (long long)per_thread);
     const mla_cpu_isa isa = mla_cpu_isa_of(ctx);
-    const rc_job jb = {a, mla_cpu_pick_rotate(isa), mla_cpu_pick_cache_row(isa)};
+    rc_job jb = {a, mla_cpu_pick_rotate(isa), mla_cpu_pick_cache_row(isa), NULL};
     q_fn qrun = q_generic;
     k_fn krun = k_generic;
 #if MLA_CPU_X86
     if (isa == MLA_CPU_ISA_AVX512)
-        qrun = q_avx512, krun = k_avx512;
+        qrun = q_avx512, krun = k_avx512, jb.copyq = copyq_avx512;
     else if (isa == MLA_CPU_ISA_AVX2)
         qrun = q_avx2, krun = k_avx2;
 #endif
