@@ -11,6 +11,12 @@
  * through the folded scale) and uses FMA; the portable ones multiply a
  * decoded fp32 copy of the W rows, then add.
  *
+ * With AVX512-BF16, bf16 x and bf16 W (T >= DP_MIN_T), a micro-tile runs
+ * vdpbf16ps instead: two exact products per lane per step, fp32 adds, twice
+ * the FMA rate; a tile takes that path only when the exponents of its x and W
+ * values rule out the instruction's subnormal flushing (dp_safe), so its
+ * result is the exact fp32 summation of its own (pairwise) order.
+ *
  * Blocking: up to KFULL_MAX_T tokens, W rows stream once, whole (the weight
  * bandwidth case), in tasks of NS rows; above, tasks are TB tokens x NS
  * rows and k runs in chunks of KC shared by all token groups (K up to
@@ -38,6 +44,8 @@
 #define KC 1024       /* k values per chunk when many tokens share a W tile */
 #define KFULL_MAX_K 2048 /* rows up to this long are never chunked */
 #define KFULL_MAX_T 32   /* up to this T, W rows stream once, whole */
+#define DP_MIN_T 4       /* vdpbf16ps from this T on (below, the weight stream bounds the
+                          * time and the exponent scan would be a second pass) */
 
 /* y[t, n] = v, rounded once to y's dtype (F32 or BF16). */
 static void store_y(const mla_tensor *y, int64_t t, int64_t n, float v)
@@ -60,6 +68,9 @@ typedef struct lin_run {
     int direct;        /* the micro-kernel reads W itself */
     int64_t kcs;       /* k chunk */
     int64_t ldw;       /* row stride of decoded W rows */
+    const uint16_t *xb; /* vdpbf16ps: x as bf16 rows (stride ldxb), and the */
+    int64_t ldxb;       /* smallest exponent field of each token group's */
+    const uint8_t *xe;  /* nonzero values (xe[t / MT]); NULL: not this path */
 } lin_run;
 
 /* W rows [nb, nb + nr) from k0 on, as the micro-kernel reads them: straight
@@ -91,22 +102,54 @@ static lin_wtile make_tile(const lin_run *r, int64_t nb, int64_t nr, int64_t k0,
     return t;
 }
 
+/* The smallest exponent field of the nonzero values of W rows [nb, nb + nr)
+ * (bf16, unit stride: the vdpbf16ps path). */
+static int w_min_exp(const lin_run *r, int64_t nb, int64_t nr)
+{
+    const mla_tensor *w = &r->a->w;
+    int m = 0xFF;
+    for (int64_t j = 0; j < nr; ++j) {
+        const int e = r->f->min_exp((const uint16_t *)w->data + (nb + j) * w->stride[0],
+                                    w->shape[1]);
+        m = e < m ? e : m;
+    }
+    return m;
+}
+
+/* vdpbf16ps flushes subnormal inputs and results to zero; it computes the
+ * exact answer when neither can occur. With ex, ew the smallest exponent
+ * fields of the nonzero x and W values (8-bit significands), every product
+ * and every partial sum is an integer multiple of 2^(ex + ew - 268): no
+ * nonzero one is below 2^-126 when ex + ew >= 142, and no input is
+ * subnormal when both fields are >= 1. */
+static int dp_safe(int ex, int ew)
+{
+    return ex >= 1 && ew >= 1 && ex + ew >= 142;
+}
+
 /* Tokens [t0, t1) x W rows [n0, n1); part: the lanes of every micro-tile. */
 static void own_block(const lin_run *r, int64_t t0, int64_t t1, int64_t n0, int64_t n1,
                       const float *wrows, float *part)
 {
     const int64_t K = r->a->x.shape[1], groups = (t1 - t0 + MT - 1) / MT;
+    uint8_t we[NS / NR]; /* w_min_exp of each row block (vdpbf16ps path) */
     for (int64_t k0 = 0; k0 < K; k0 += r->kcs) {
         const int64_t kc = K - k0 < r->kcs ? K - k0 : r->kcs;
         for (int64_t nb = n0, bi = 0; nb < n1; nb += NR, ++bi) {
             const int64_t nr = n1 - nb < NR ? n1 - nb : NR;
             const lin_wtile wt = make_tile(r, nb, nr, k0, wrows, n0);
+            if (r->xe && k0 == 0) /* once per block of rows, for all its chunks */
+                we[bi] = (uint8_t)w_min_exp(r, nb, nr);
             for (int64_t tg = t0, gi = 0; tg < t1; tg += MT, ++gi) {
                 const int mt = (int)(t1 - tg < MT ? t1 - tg : MT);
                 float *lanes = part + (bi * groups + gi) * (MT * NR * LANES), sums[MT * NR];
                 const int last = k0 + kc == K;
-                r->f->ukr(r->x + tg * r->ldx + k0, r->ldx, mt, &wt, kc, lanes, k0 == 0,
-                          last ? sums : NULL);
+                if (r->xe && dp_safe(r->xe[tg / MT], we[bi]))
+                    r->f->ukr_dp(r->xb + tg * r->ldxb + k0, r->ldxb, mt, &wt, kc, lanes, k0 == 0,
+                                 last ? sums : NULL);
+                else
+                    r->f->ukr(r->x + tg * r->ldx + k0, r->ldx, mt, &wt, kc, lanes, k0 == 0,
+                              last ? sums : NULL);
                 if (!last)
                     continue;
                 for (int t = 0; t < mt; ++t)
@@ -202,7 +245,7 @@ mla_status mla_cpu_linear(mla_context *ctx, const mla_linear_args *a)
                 store_y(&a->y, t, n, 0.0f);
         return MLA_OK;
     }
-    lin_run r = {a, mla_cpu_linear_fns(mla_cpu_isa_of(ctx)), NULL, 0, NULL, 0, 0, 0, 0};
+    lin_run r = {a, mla_cpu_linear_fns(mla_cpu_isa_of(ctx)), NULL, 0, NULL, 0, 0, 0, 0, NULL, 0, NULL};
     /* row stride: K rounded up to LANES, plus LANES when that is a multiple of 4 KiB */
     int64_t ldx = (K + LANES - 1) / LANES * LANES;
     ldx += (ldx * 4) % 4096 == 0 ? LANES : 0;
@@ -217,7 +260,29 @@ mla_status mla_cpu_linear(mla_context *ctx, const mla_linear_args *a)
     for (int64_t t = 0; t < T; t += 8)
         r.f->pack(&a->x, t, T - t < 8 ? T : t + 8, xf, ldx);
     r.x = xf, r.ldx = ldx;
+    uint16_t *xb = NULL;
+    uint8_t *xe = NULL;
+    if (r.f->ukr_dp && T >= DP_MIN_T && a->x.dtype == MLA_DTYPE_BF16 &&
+        a->w.dtype == MLA_DTYPE_BF16 && a->w.stride[1] == 1) {
+        int64_t ldxb = (K + 2 * LANES - 1) / (2 * LANES) * (2 * LANES);
+        ldxb += (ldxb * 2) % 4096 == 0 ? 2 * LANES : 0;
+        xb = malloc((size_t)(T * ldxb) * sizeof(uint16_t));
+        xe = malloc((size_t)((T + MT - 1) / MT));
+        if (xb && xe) { /* else the fp32 path */
+            for (int64_t t = 0; t < T; ++t) {
+                const uint16_t *src = (const uint16_t *)a->x.data + t * a->x.stride[0];
+                for (int64_t k = 0; k < K; ++k)
+                    xb[t * ldxb + k] = src[k * a->x.stride[1]];
+                const int e = r.f->min_exp(xb + t * ldxb, K);
+                if (t % MT == 0 || e < xe[t / MT])
+                    xe[t / MT] = (uint8_t)e;
+            }
+            r.xb = xb, r.ldxb = ldxb, r.xe = xe;
+        }
+    }
     const mla_status st = own_path(ctx, &r);
     free(xf);
+    free(xb);
+    free(xe);
     return st;
 }

@@ -6,6 +6,7 @@
  * (cpu/avx512_vec.h: bf16 by a shift, fp8 through fp16 and the folded scale,
  * fl(code * scale) exactly). */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cpu/cpu_rows.h"
@@ -89,7 +90,7 @@ static void ukr_generic(const float *x, int64_t ldx, int mt, const lin_wtile *w,
 {
     ukr_body(x, ldx, mt, w, kc, lanes, first, sums);
 }
-static const lin_fns fns_generic = {pack_generic, decode_generic, ukr_generic, 0};
+static const lin_fns fns_generic = {pack_generic, decode_generic, ukr_generic, 0, NULL, NULL};
 
 #if MLA_CPU_X86
 MLA_TARGET_AVX2 static void pack_avx2(const mla_tensor *x, int64_t t0, int64_t t1, float *out,
@@ -107,7 +108,7 @@ MLA_TARGET_AVX2 static void ukr_avx2(const float *x, int64_t ldx, int mt, const 
 {
     ukr_body(x, ldx, mt, w, kc, lanes, first, sums);
 }
-static const lin_fns fns_avx2 = {pack_avx2, decode_avx2, ukr_avx2, 0};
+static const lin_fns fns_avx2 = {pack_avx2, decode_avx2, ukr_avx2, 0, NULL, NULL};
 
 #define AVX512_INLINE MLA_AVX512_INLINE
 #if defined(__clang__)
@@ -266,14 +267,110 @@ MLA_TARGET_AVX512 static void ukr_avx512(const float *x, int64_t ldx, int mt, co
     default: ukr512_mt(x, ldx, mt, w, MLA_V16_F32, kc, lanes, first, sums); break;
     }
 }
-static const lin_fns fns_avx512 = {pack_avx512, decode_avx512, ukr_avx512, 1};
+static const lin_fns fns_avx512 = {pack_avx512, decode_avx512, ukr_avx512, 1, NULL, NULL};
+
+#if defined(__clang__)
+#define TARGET_BF16 __attribute__((target(MLA_AVX512_ISAS ",avx512bf16")))
+#else
+#define TARGET_BF16 __attribute__((target(MLA_AVX512_ISAS ",avx512bf16,prefer-vector-width=512")))
+#endif
+
+/* 32 bf16 of row p from value k on (lanes m: 2 bits per fp32 lane), as pairs. */
+TARGET_BF16 static inline __attribute__((always_inline)) __m512bh
+pairs(const uint16_t *p, __mmask32 m)
+{
+    return (__m512bh)_mm512_maskz_loadu_epi16(m, p);
+}
+
+/* MTC x NR accumulators; 32 values of k per step, the tail under a mask. */
+TARGET_BF16 static inline __attribute__((always_inline)) void
+ukrdp(const uint16_t *x, int64_t ldx, const int MTC, const lin_wtile *w, int64_t kc, float *lanes,
+      int first, float *sums)
+{
+    const uint16_t *w0 = w->row[0], *w1 = w->row[1], *w2 = w->row[2];
+    __m512 acc[MT][NR];
+    MLA_UNROLL for (int t = 0; t < MTC; ++t)
+        MLA_UNROLL for (int j = 0; j < NR; ++j)
+            acc[t][j] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(lanes + (t * NR + j) * LANES);
+    for (int64_t k = 0; k < kc; k += 2 * LANES) {
+        const __mmask32 m = kc - k >= 2 * LANES ? 0xFFFFFFFFu : (__mmask32)((1ull << (kc - k)) - 1u);
+        if (w->ahead) {
+            _mm_prefetch((const char *)(w0 + k) + w->ahead, _MM_HINT_T0);
+            _mm_prefetch((const char *)(w1 + k) + w->ahead, _MM_HINT_T0);
+            _mm_prefetch((const char *)(w2 + k) + w->ahead, _MM_HINT_T0);
+        }
+        const __m512bh v0 = pairs(w0 + k, m), v1 = pairs(w1 + k, m), v2 = pairs(w2 + k, m);
+        MLA_UNROLL for (int t = 0; t < MTC; ++t) {
+            __m512bh xv = pairs(x + t * ldx + k, m);
+#if defined(__GNUC__)
+            __asm__("" : "+v"(xv)); /* one load into a register, not one per operand */
+#endif
+            acc[t][0] = _mm512_dpbf16_ps(acc[t][0], xv, v0);
+            acc[t][1] = _mm512_dpbf16_ps(acc[t][1], xv, v1);
+            acc[t][2] = _mm512_dpbf16_ps(acc[t][2], xv, v2);
+        }
+    }
+    MLA_UNROLL for (int t = 0; t < MTC; ++t)
+        MLA_UNROLL for (int j = 0; j < NR; ++j)
+            _mm512_storeu_ps(lanes + (t * NR + j) * LANES, acc[t][j]);
+    if (sums)
+        finish512(lanes, MTC * NR, sums);
+}
+
+TARGET_BF16 static void ukr_dp(const uint16_t *x, int64_t ldx, int mt, const lin_wtile *w,
+                               int64_t kc, float *lanes, int first, float *sums)
+{
+    switch (mt) {
+    case 1: ukrdp(x, ldx, 1, w, kc, lanes, first, sums); break;
+    case 2: ukrdp(x, ldx, 2, w, kc, lanes, first, sums); break;
+    case 3: ukrdp(x, ldx, 3, w, kc, lanes, first, sums); break;
+    case 4: ukrdp(x, ldx, 4, w, kc, lanes, first, sums); break;
+    case 5: ukrdp(x, ldx, 5, w, kc, lanes, first, sums); break;
+    case 6: ukrdp(x, ldx, 6, w, kc, lanes, first, sums); break;
+    case 7: ukrdp(x, ldx, 7, w, kc, lanes, first, sums); break;
+    default: ukrdp(x, ldx, MT, w, kc, lanes, first, sums); break;
+    }
+}
+/* mla_cpu_bf16_min_exp, 32 values at a time: the exponent bits of the
+ * nonzero ones into an unsigned 16-bit minimum. */
+TARGET_BF16 static int min_exp_dp(const uint16_t *p, int64_t n)
+{
+    __m512i m = _mm512_set1_epi16(0x7F80);
+    const __m512i em = _mm512_set1_epi16(0x7F80), mag = _mm512_set1_epi16(0x7FFF);
+    for (int64_t i = 0; i < n; i += 2 * LANES) {
+        const __mmask32 ld = n - i >= 2 * LANES ? 0xFFFFFFFFu : (__mmask32)((1ull << (n - i)) - 1u);
+        const __m512i v = _mm512_maskz_loadu_epi16(ld, p + i);
+        const __mmask32 nz = _mm512_test_epi16_mask(v, mag);
+        m = _mm512_mask_min_epu16(m, nz, m, _mm512_and_si512(v, em));
+    }
+    /* fold the 32 lanes: 256, 128, 64 bits, then the words of a qword */
+    __m256i h = _mm256_min_epu16(_mm512_castsi512_si256(m), _mm512_extracti64x4_epi64(m, 1));
+    __m128i q = _mm_min_epu16(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+    q = _mm_min_epu16(q, _mm_srli_si128(q, 8));
+    q = _mm_min_epu16(q, _mm_srli_si128(q, 4));
+    q = _mm_min_epu16(q, _mm_srli_si128(q, 2));
+    const unsigned e = (unsigned)_mm_extract_epi16(q, 0) >> 7;
+    return (int)e; /* 0xFF: no nonzero value (or only inf / NaN) */
+}
+
+static const lin_fns fns_avx512_bf16 = {pack_avx512, decode_avx512, ukr_avx512, 1, ukr_dp,
+                                        min_exp_dp};
+
+/* vdpbf16ps on this CPU, unless MLA_CPU_ISA=avx512-nobf16 (read per call, as
+ * the indexer does, so tests can run both paths on one machine). */
+static int has_bf16(void)
+{
+    const char *env = getenv("MLA_CPU_ISA");
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512bf16") && !(env && strcmp(env, "avx512-nobf16") == 0);
+}
 #endif
 
 const lin_fns *mla_cpu_linear_fns(mla_cpu_isa isa)
 {
 #if MLA_CPU_X86
     if (isa == MLA_CPU_ISA_AVX512)
-        return &fns_avx512;
+        return has_bf16() ? &fns_avx512_bf16 : &fns_avx512;
     if (isa == MLA_CPU_ISA_AVX2)
         return &fns_avx2;
 #endif

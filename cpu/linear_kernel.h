@@ -37,7 +37,28 @@ typedef struct lin_fns {
     void (*ukr)(const float *x, int64_t ldx, int mt, const lin_wtile *w, int64_t kc,
                 float *lanes, int first, float *sums);
     int direct; /* ukr takes bf16 / fp8 tiles (else only MLA_V16_F32) */
+    /* AVX512-BF16 (vdpbf16ps), or NULL (no such CPU, or MLA_CPU_ISA=avx512-nobf16):
+     * ukr for bf16 x rows (ldx in values) against a bf16 tile read in place.
+     * Lane l sums the pairs k = 32 s + 2l, 32 s + 2l + 1 (per pair: + odd
+     * product, round, + even product, round; products are exact). The
+     * instruction treats subnormal inputs and results as zero, so it is used
+     * only where none can occur (see cpu/linear.c). */
+    void (*ukr_dp)(const uint16_t *x, int64_t ldx, int mt, const lin_wtile *w, int64_t kc,
+                   float *lanes, int first, float *sums);
+    int (*min_exp)(const uint16_t *p, int64_t n); /* mla_cpu_bf16_min_exp, vectorized */
 } lin_fns;
+
+/* The smallest exponent field (bits 14..7) of the nonzero bf16 values
+ * p[0, n), or 255 when there are none. */
+static inline int mla_cpu_bf16_min_exp(const uint16_t *p, int64_t n)
+{
+    unsigned m = 0xFF;
+    for (int64_t i = 0; i < n; ++i) {
+        const unsigned e = (p[i] >> 7) & 0xFFu;
+        m = (p[i] & 0x7FFFu) && e < m ? e : m;
+    }
+    return (int)m;
+}
 
 const lin_fns *mla_cpu_linear_fns(mla_cpu_isa isa);
 
