@@ -5,11 +5,15 @@
  * [H, T, L] view of a [T, H, L] buffer). fp32 accumulation.
  *
  * A task is one batch b and up to NC columns: x[b] is copied to fp32 rows,
- * then a broadcast micro-kernel computes MR rows x NV vectors of 16 columns,
- * each output summed over k in order, so neither the thread count nor the
- * tiling changes a bit. The AVX-512 kernel reads W[b] where it lies (bf16 by
- * a shift, fp8 codes through cpu/avx512_vec.h) and uses FMA; the portable
- * kernels read an fp32 copy of the W columns and multiply, then add. */
+ * then a broadcast micro-kernel (cpu/batched_gemm_kernel.h) computes MR rows
+ * x NV vectors of 16 columns, each output summed over k in one fixed order,
+ * so neither the thread count nor the tiling changes a bit. The AVX-512
+ * kernel reads W[b] where it lies (bf16 by a shift, fp8 codes through
+ * cpu/avx512_vec.h) and uses FMA; the portable kernels read an fp32 copy of
+ * the W columns and multiply, then add. With AVX512-BF16, bf16 x and W and
+ * M >= DP_MIN_M, x[b] and the W columns are also packed as bf16 pairs along
+ * k and a row tile runs vdpbf16ps (twice the FMA rate) wherever the
+ * exponents rule out its subnormal flush (mla_cpu_dp_safe). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,236 +21,73 @@
 #include <omp.h>
 #endif
 
-#include "cpu/avx512_vec.h"
-#include "cpu/cpu_kernels.h"
-#include "cpu/cpu_rows.h"
+#include "cpu/batched_gemm_kernel.h"
+#include "cpu/linear_kernel.h"
 
-#define LANES 16
-#define NV 4 /* vectors of 16 columns per micro-tile */
-#define NTILE (NV * LANES)
-#define MR 6 /* rows per micro-tile (MR * NV accumulators) */
+#define NTILE BG_NTILE
+#define MR BG_MR
 #define NC 512 /* columns per task */
 #define PREFETCH_MAX_M 4
+#define DP_MIN_M 4 /* vdpbf16ps from this many rows on (fewer: the W stream bounds the time) */
 
-/* W[b][k, n0 + c] for k < K, c < nc: where it lies (direct kernels) or fp32. */
-typedef struct bg_w {
-    const char *p;  /* (k, c) = (0, 0) */
-    int64_t ld;     /* bytes from one k to the next */
-    mla_v16_kind kind;
-} bg_w;
+/* Per-thread scratch, in floats: x[b] in fp32 (M K), the portable kernels'
+ * fp32 copy of the W columns (K nc), one tile (MR NTILE), and for vdpbf16ps x
+ * and W as bf16 pairs (M P + P nc, P = ceil(K / 2)) and the exponent of each
+ * row tile (M). */
+typedef struct bg_plan {
+    const mla_batched_gemm_args *a;
+    const bg_fns *f;
+    const lin_fns *lf; /* the bf16 exponent scan */
+    int direct, dp;
+    int64_t M, K, P, nc, per;
+} bg_plan;
 
-typedef void (*rows_fn)(const mla_tensor *t, int64_t b, int64_t r0, int64_t rows, int64_t c0,
-                        int64_t cols, float *out, int64_t ldo);
-/* Output rows written by the kernel itself: y (F32 / BF16, unit column
- * stride) at row r = p + r * ld bytes, values times scale. */
-typedef struct bg_y {
-    char *p;
-    int64_t ld;
-    int bf16;
-    float scale;
-} bg_y;
-
-typedef void (*ukr_fn)(const float *x, int64_t ldx, int mr, const bg_w *w, int64_t K,
-                       int64_t nc, float *out, const bg_y *y);
-typedef void (*store_fn)(const mla_batched_gemm_args *a, int64_t b, int64_t m0, int64_t rows,
-                         int64_t n0, int64_t cols, float *tile);
-
-typedef struct isa_fns {
-    rows_fn rows; /* x rows (and W rows for the portable kernels) to fp32 */
-    ukr_fn ukr;   /* out[r][c] = sum_k x[r, k] * w[k, c], r < mr, c < nc <= NTILE; or
-                   * straight into y when given (direct kernels only) */
-    store_fn store;
-    int direct;   /* ukr reads bf16 / fp8 W and writes y */
-} isa_fns;
-
-/* t[b, r0 .. r0 + rows, c0 .. c0 + cols] (F32, BF16 or fp8 codes) as fp32
- * rows of out (row stride ldo). */
-MLA_CPU_INLINE void rows_body(const mla_tensor *t, int64_t b, int64_t r0, int64_t rows,
-                              int64_t c0, int64_t cols, float *out, int64_t ldo)
+/* x[b] rows as bf16 pairs: xp[r * P + p] = x[r, 2p] | x[r, 2p + 1] << 16 (a
+ * missing odd value is +0). */
+static void x_pairs(const mla_tensor *x, int64_t b, int64_t M, int64_t K, int64_t P, uint32_t *xp)
 {
-    const int64_t sz = (int64_t)mla_dtype_size(t->dtype);
-    for (int64_t r = 0; r < rows; ++r) {
-        const char *p = (const char *)t->data +
-                        (b * t->stride[0] + (r0 + r) * t->stride[1] + c0 * t->stride[2]) * sz;
-        if (t->dtype == MLA_DTYPE_FP8_E4M3FN || t->dtype == MLA_DTYPE_FP8_E4M3FNUZ)
-            mla_cpu_load_fp8(p, t->dtype, t->stride[2], cols, out + r * ldo);
-        else
-            mla_cpu_load_float(p, t->dtype, t->stride[2], cols, out + r * ldo);
-    }
-}
-
-/* y[b, m0 + r, n0 + c] = fl(tile[r][c] * w_scale) for r < rows, c < cols. */
-MLA_CPU_INLINE void store_body(const mla_batched_gemm_args *a, int64_t b, int64_t m0, int64_t rows,
-                               int64_t n0, int64_t cols, float *tile)
-{
-    const mla_tensor *y = &a->y;
-    const float s = a->w_scale;
-    for (int64_t r = 0; r < rows; ++r) {
-        const int64_t off = b * y->stride[0] + (m0 + r) * y->stride[1] + n0 * y->stride[2];
-        float *v = tile + r * NTILE;
-        MLA_SIMD for (int64_t c = 0; c < cols; ++c) v[c] *= s;
-        mla_cpu_store_float(v, (char *)y->data + off * (int64_t)mla_dtype_size(y->dtype),
-                            y->dtype, y->stride[2], cols);
-    }
-}
-
-MLA_CPU_INLINE void ukr_body(const float *x, int64_t ldx, int mr, const bg_w *w, int64_t K,
-                             int64_t nc, float *out, const bg_y *y)
-{
-    (void)y; /* never given to the portable kernels */
-    for (int r = 0; r < mr; ++r) {
-        float acc[NTILE] = {0};
-        for (int64_t k = 0; k < K; ++k) {
-            const float xv = x[r * ldx + k];
-            const float *wk = (const float *)(w->p + k * w->ld);
-            for (int64_t c = 0; c < nc; ++c)
-                acc[c] += xv * wk[c];
+    const uint16_t *base = (const uint16_t *)x->data + b * x->stride[0];
+    for (int64_t r = 0; r < M; ++r)
+        for (int64_t p = 0; p < P; ++p) {
+            const uint16_t *v = base + r * x->stride[1] + 2 * p * x->stride[2];
+            xp[r * P + p] = v[0] | (2 * p + 1 < K ? (uint32_t)v[x->stride[2]] << 16 : 0u);
         }
-        memcpy(out + r * NTILE, acc, sizeof acc);
+}
+
+/* W[b] columns [n0, n0 + nc) as bf16 pairs along k: wp[p * nc + c] =
+ * W[2p, c] | W[2p + 1, c] << 16 (unit column stride: the direct path). */
+static void w_pairs(const bg_plan *pl, int64_t b, int64_t n0, int64_t nc, uint32_t *wp)
+{
+    const mla_tensor *w = &pl->a->w;
+    const uint16_t *base = (const uint16_t *)w->data + b * w->stride[0] + n0;
+    for (int64_t p = 0; p < pl->P; ++p) {
+        const uint16_t *r0 = base + 2 * p * w->stride[1];
+        pl->f->pair_rows(r0, 2 * p + 1 < pl->K ? r0 + w->stride[1] : NULL, nc, wp + p * nc);
     }
 }
 
-static void rows_generic(const mla_tensor *t, int64_t b, int64_t r0, int64_t rows, int64_t c0,
-                         int64_t cols, float *out, int64_t ldo)
+/* Batch b, columns [n0, n0 + nc). */
+static void task(const bg_plan *pl, int64_t b, int64_t n0, int64_t nc, float *buf)
 {
-    rows_body(t, b, r0, rows, c0, cols, out, ldo);
-}
-static void ukr_generic(const float *x, int64_t ldx, int mr, const bg_w *w, int64_t K,
-                        int64_t nc, float *out, const bg_y *y)
-{
-    ukr_body(x, ldx, mr, w, K, nc, out, y);
-}
-static void store_generic(const mla_batched_gemm_args *a, int64_t b, int64_t m0, int64_t rows,
-                          int64_t n0, int64_t cols, float *tile)
-{
-    store_body(a, b, m0, rows, n0, cols, tile);
-}
-static const isa_fns fns_generic = {rows_generic, ukr_generic, store_generic, 0};
-
-#if MLA_CPU_X86
-MLA_TARGET_AVX2 static void rows_avx2(const mla_tensor *t, int64_t b, int64_t r0, int64_t rows,
-                                      int64_t c0, int64_t cols, float *out, int64_t ldo)
-{
-    rows_body(t, b, r0, rows, c0, cols, out, ldo);
-}
-MLA_TARGET_AVX2 static void ukr_avx2(const float *x, int64_t ldx, int mr, const bg_w *w,
-                                     int64_t K, int64_t nc, float *out, const bg_y *y)
-{
-    ukr_body(x, ldx, mr, w, K, nc, out, y);
-}
-MLA_TARGET_AVX2 static void store_avx2(const mla_batched_gemm_args *a, int64_t b, int64_t m0,
-                                       int64_t rows, int64_t n0, int64_t cols, float *tile)
-{
-    store_body(a, b, m0, rows, n0, cols, tile);
-}
-static const isa_fns fns_avx2 = {rows_avx2, ukr_avx2, store_avx2, 0};
-
-MLA_TARGET_AVX512 static void rows_avx512(const mla_tensor *t, int64_t b, int64_t r0,
-                                          int64_t rows, int64_t c0, int64_t cols, float *out,
-                                          int64_t ldo)
-{
-    rows_body(t, b, r0, rows, c0, cols, out, ldo);
-}
-MLA_TARGET_AVX512 static void store_avx512(const mla_batched_gemm_args *a, int64_t b, int64_t m0,
-                                           int64_t rows, int64_t n0, int64_t cols, float *tile)
-{
-    store_body(a, b, m0, rows, n0, cols, tile);
-}
-
-#if defined(__clang__)
-#define BG_UNROLL _Pragma("unroll")
-#else
-#define BG_UNROLL _Pragma("GCC unroll 8")
-#endif
-
-/* MRC x NV zmm accumulators (unrolled early, so that they stay registers);
- * columns past nc load as zeros. fp8 codes are exact values (scale 1). */
-MLA_AVX512_INLINE void ukr512(const float *x, int64_t ldx, const int MRC, const bg_w *w,
-                              const int KIND, int64_t K, int64_t nc, float *out, const bg_y *y)
-{
-    const int64_t vb = LANES * MLA_V16_SIZE(KIND);
-    const float one = KIND >= MLA_V16_FN ? mla_v16_fp8_fold((mla_v16_kind)KIND, 1.0f) : 0.0f;
-    __m512 acc[MR][NV];
-    __mmask16 m[NV];
-    BG_UNROLL for (int v = 0; v < NV; ++v) {
-        m[v] = mla_v16_mask(nc - v * LANES);
-        BG_UNROLL for (int r = 0; r < MRC; ++r)
-            acc[r][v] = _mm512_setzero_ps();
-    }
-    for (int64_t k = 0; k < K; ++k) {
-        const char *wk = w->p + k * w->ld;
-        __m512 wv[NV];
-        BG_UNROLL for (int v = 0; v < NV; ++v)
-            wv[v] = mla_v16_load(wk + v * vb, KIND, one, m[v]);
-        BG_UNROLL for (int r = 0; r < MRC; ++r) {
-            const __m512 xb = _mm512_set1_ps(x[r * ldx + k]);
-            BG_UNROLL for (int v = 0; v < NV; ++v)
-                acc[r][v] = _mm512_fmadd_ps(xb, wv[v], acc[r][v]);
-        }
-    }
-    if (y) {
-        const __m512 s = _mm512_set1_ps(y->scale);
-        BG_UNROLL for (int r = 0; r < MRC; ++r)
-            BG_UNROLL for (int v = 0; v < NV; ++v)
-                mla_v16_store(y->p + r * y->ld + v * LANES * (y->bf16 ? 2 : 4),
-                              _mm512_mul_ps(acc[r][v], s), y->bf16, m[v]);
-        return;
-    }
-    BG_UNROLL for (int r = 0; r < MRC; ++r)
-        BG_UNROLL for (int v = 0; v < NV; ++v)
-            _mm512_storeu_ps(out + r * NTILE + v * LANES, acc[r][v]);
-}
-
-MLA_AVX512_INLINE void ukr512_mr(const float *x, int64_t ldx, int mr, const bg_w *w,
-                                 const int KIND, int64_t K, int64_t nc, float *out,
-                                 const bg_y *y)
-{
-    switch (mr) {
-    case 1: ukr512(x, ldx, 1, w, KIND, K, nc, out, y); break;
-    case 2: ukr512(x, ldx, 2, w, KIND, K, nc, out, y); break;
-    case 3: ukr512(x, ldx, 3, w, KIND, K, nc, out, y); break;
-    case 4: ukr512(x, ldx, 4, w, KIND, K, nc, out, y); break;
-    case 5: ukr512(x, ldx, 5, w, KIND, K, nc, out, y); break;
-    default: ukr512(x, ldx, MR, w, KIND, K, nc, out, y); break;
-    }
-}
-
-MLA_TARGET_AVX512 static void ukr_avx512(const float *x, int64_t ldx, int mr, const bg_w *w,
-                                         int64_t K, int64_t nc, float *out, const bg_y *y)
-{
-    switch (w->kind) {
-    case MLA_V16_BF16: ukr512_mr(x, ldx, mr, w, MLA_V16_BF16, K, nc, out, y); break;
-    case MLA_V16_FN: ukr512_mr(x, ldx, mr, w, MLA_V16_FN, K, nc, out, y); break;
-    case MLA_V16_FNUZ: ukr512_mr(x, ldx, mr, w, MLA_V16_FNUZ, K, nc, out, y); break;
-    default: ukr512_mr(x, ldx, mr, w, MLA_V16_F32, K, nc, out, y); break;
-    }
-}
-static const isa_fns fns_avx512 = {rows_avx512, ukr_avx512, store_avx512, 1};
-#endif
-
-static const isa_fns *pick(mla_cpu_isa isa)
-{
-#if MLA_CPU_X86
-    if (isa == MLA_CPU_ISA_AVX512)
-        return &fns_avx512;
-    if (isa == MLA_CPU_ISA_AVX2)
-        return &fns_avx2;
-#endif
-    (void)isa;
-    return &fns_generic;
-}
-
-/* Batch b, columns [n0, n0 + nc). buf: M * K floats for x[b] (+ K * nc for
- * the portable kernels' copy of W), then MR * NTILE for a tile. */
-static void task(const mla_batched_gemm_args *a, const isa_fns *f, int direct, int64_t b,
-                 int64_t n0, int64_t nc, float *buf)
-{
-    const int64_t M = a->x.shape[1], K = a->x.shape[2];
+    const mla_batched_gemm_args *a = pl->a;
+    const bg_fns *f = pl->f;
+    const int64_t M = pl->M, K = pl->K, P = pl->P;
     const mla_tensor *w = &a->w;
-    float *xr = buf, *wf = buf + M * K, *tile = wf + (direct ? 0 : K * nc);
+    float *xr = buf, *wf = xr + M * K, *tile = wf + (pl->direct ? 0 : K * nc);
+    uint32_t *xp = (uint32_t *)(tile + MR * NTILE), *wp = xp + M * P;
+    uint8_t *xe = (uint8_t *)(wp + P * pl->nc);
     f->rows(&a->x, b, 0, M, 0, K, xr, K);
+    int we = 0;
+    if (pl->dp) {
+        x_pairs(&a->x, b, M, K, P, xp);
+        w_pairs(pl, b, n0, nc, wp);
+        we = pl->lf->min_exp((const uint16_t *)wp, 2 * P * nc);
+        for (int64_t m0 = 0; m0 < M; m0 += MR)
+            xe[m0 / MR] = (uint8_t)pl->lf->min_exp((const uint16_t *)(xp + m0 * P),
+                                                   2 * P * (M - m0 < MR ? M - m0 : MR));
+    }
     bg_w wt;
-    if (direct) {
+    if (pl->direct) {
         const int64_t sz = (int64_t)mla_dtype_size(w->dtype);
         wt.p = (const char *)w->data + (b * w->stride[0] + n0) * sz;
         wt.ld = w->stride[1] * sz, wt.kind = mla_v16_kind_of(w->dtype);
@@ -254,11 +95,11 @@ static void task(const mla_batched_gemm_args *a, const isa_fns *f, int direct, i
         f->rows(w, b, 0, K, n0, nc, wf, nc);
         wt.p = (const char *)wf, wt.ld = nc * (int64_t)sizeof(float), wt.kind = MLA_V16_F32;
     }
-    const int64_t esz = direct ? MLA_V16_SIZE(wt.kind) : (int64_t)sizeof(float);
+    const int64_t esz = pl->direct ? MLA_V16_SIZE(wt.kind) : (int64_t)sizeof(float);
     const int64_t *ys = a->y.stride, ysz = (int64_t)mla_dtype_size(a->y.dtype);
-    const int ydirect = direct && ys[2] == 1; /* y is F32 or BF16 */
+    const int ydirect = pl->direct && ys[2] == 1; /* y is F32 or BF16 */
 #if defined(__GNUC__)
-    if (direct && M <= PREFETCH_MAX_M) /* few rows: W[b] is the stream; ask for all of it */
+    if (pl->direct && M <= PREFETCH_MAX_M) /* few rows: W[b] is the stream; ask for all of it */
         for (int64_t k = 0; k < K; ++k)
             for (int64_t c = 0; c < nc * esz; c += 64)
                 __builtin_prefetch(wt.p + k * wt.ld + c, 0, 2);
@@ -269,14 +110,15 @@ static void task(const mla_batched_gemm_args *a, const isa_fns *f, int direct, i
         wj.p += j * esz;
         for (int64_t m0 = 0; m0 < M; m0 += MR) {
             const int64_t mr = M - m0 < MR ? M - m0 : MR;
-            if (ydirect) {
-                bg_y yt = {(char *)a->y.data + ((b * ys[0] + m0 * ys[1] + n0 + j) * ysz),
-                           ys[1] * ysz, ysz == 2, a->w_scale};
-                f->ukr(xr + m0 * K, K, (int)mr, &wj, K, cols, tile, &yt);
-                continue;
-            }
-            f->ukr(xr + m0 * K, K, (int)mr, &wj, K, cols, tile, NULL);
-            f->store(a, b, m0, mr, n0 + j, cols, tile);
+            bg_y yt = {(char *)a->y.data + ((b * ys[0] + m0 * ys[1] + n0 + j) * ysz),
+                       ys[1] * ysz, ysz == 2, a->w_scale};
+            const bg_y *yd = ydirect ? &yt : NULL;
+            if (pl->dp && mla_cpu_dp_safe(xe[m0 / MR], we))
+                f->ukr_dp(xp + m0 * P, P, (int)mr, wp + j, nc, P, cols, tile, yd);
+            else
+                f->ukr(xr + m0 * K, K, (int)mr, &wj, K, cols, tile, yd);
+            if (!yd)
+                f->store(a, b, m0, mr, n0 + j, cols, tile);
         }
     }
 }
@@ -284,12 +126,17 @@ static void task(const mla_batched_gemm_args *a, const isa_fns *f, int direct, i
 mla_status mla_cpu_batched_gemm(mla_context *ctx, const mla_batched_gemm_args *a)
 {
     const int64_t B = a->x.shape[0], M = a->x.shape[1], K = a->x.shape[2], N = a->w.shape[2];
-    const isa_fns *f = pick(mla_cpu_isa_of(ctx));
-    const int direct = f->direct && a->w.stride[2] == 1;
-    const int64_t nc = N < NC ? N : NC, chunks = (N + nc - 1) / nc, tasks = B * chunks;
-    const int64_t per = M * K + (direct ? 0 : K * nc) + MR * NTILE;
+    const mla_cpu_isa isa = mla_cpu_isa_of(ctx);
+    bg_plan pl = {a, mla_cpu_bgemm_fns(isa), mla_cpu_linear_fns(isa), 0, 0, M, K, (K + 1) / 2,
+                  N < NC ? N : NC, 0};
+    pl.direct = pl.f->direct && a->w.stride[2] == 1;
+    pl.dp = pl.f->ukr_dp && pl.direct && M >= DP_MIN_M && a->x.dtype == MLA_DTYPE_BF16 &&
+            a->w.dtype == MLA_DTYPE_BF16;
+    pl.per = M * K + (pl.direct ? 0 : K * pl.nc) + MR * NTILE +
+             (pl.dp ? M * pl.P + pl.P * pl.nc + M : 0);
+    const int64_t chunks = (N + pl.nc - 1) / pl.nc, tasks = B * chunks;
     const int nt = mla_cpu_threads(ctx, tasks, B * M * N * K / 64);
-    float *bufs = malloc((size_t)(nt * per) * sizeof(float));
+    float *bufs = malloc((size_t)(nt * pl.per) * sizeof(float));
     if (!bufs)
         return mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, "x", "no memory for %d row buffers", nt);
 #if defined(MLA_HAVE_OPENMP)
@@ -300,8 +147,8 @@ mla_status mla_cpu_batched_gemm(mla_context *ctx, const mla_batched_gemm_args *a
 #if defined(MLA_HAVE_OPENMP)
         id = omp_get_thread_num();
 #endif
-        const int64_t b = k / chunks, n0 = (k % chunks) * nc;
-        task(a, f, direct, b, n0, N - n0 < nc ? N - n0 : nc, bufs + id * per);
+        const int64_t b = k / chunks, n0 = (k % chunks) * pl.nc;
+        task(&pl, b, n0, N - n0 < pl.nc ? N - n0 : pl.nc, bufs + id * pl.per);
     }
     free(bufs);
     return MLA_OK;

@@ -14,7 +14,7 @@
  * With AVX512-BF16, bf16 x and bf16 W (T >= DP_MIN_T), a micro-tile runs
  * vdpbf16ps instead: two exact products per lane per step, fp32 adds, twice
  * the FMA rate; a tile takes that path only when the exponents of its x and W
- * values rule out the instruction's subnormal flushing (dp_safe), so its
+ * values rule out the instruction's subnormal flushing (mla_cpu_dp_safe), so its
  * result is the exact fp32 summation of its own (pairwise) order.
  *
  * Blocking: up to KFULL_MAX_T tokens, W rows stream once, whole (the weight
@@ -116,17 +116,6 @@ static int w_min_exp(const lin_run *r, int64_t nb, int64_t nr)
     return m;
 }
 
-/* vdpbf16ps flushes subnormal inputs and results to zero; it computes the
- * exact answer when neither can occur. With ex, ew the smallest exponent
- * fields of the nonzero x and W values (8-bit significands), every product
- * and every partial sum is an integer multiple of 2^(ex + ew - 268): no
- * nonzero one is below 2^-126 when ex + ew >= 142, and no input is
- * subnormal when both fields are >= 1. */
-static int dp_safe(int ex, int ew)
-{
-    return ex >= 1 && ew >= 1 && ex + ew >= 142;
-}
-
 /* Tokens [t0, t1) x W rows [n0, n1); part: the lanes of every micro-tile. */
 static void own_block(const lin_run *r, int64_t t0, int64_t t1, int64_t n0, int64_t n1,
                       const float *wrows, float *part)
@@ -144,7 +133,7 @@ static void own_block(const lin_run *r, int64_t t0, int64_t t1, int64_t n0, int6
                 const int mt = (int)(t1 - tg < MT ? t1 - tg : MT);
                 float *lanes = part + (bi * groups + gi) * (MT * NR * LANES), sums[MT * NR];
                 const int last = k0 + kc == K;
-                if (r->xe && dp_safe(r->xe[tg / MT], we[bi]))
+                if (r->xe && mla_cpu_dp_safe(r->xe[tg / MT], we[bi]))
                     r->f->ukr_dp(r->xb + tg * r->ldxb + k0, r->ldxb, mt, &wt, kc, lanes, k0 == 0,
                                  last ? sums : NULL);
                 else

@@ -48,6 +48,17 @@ typedef struct lin_fns {
     int (*min_exp)(const uint16_t *p, int64_t n); /* mla_cpu_bf16_min_exp, vectorized */
 } lin_fns;
 
+/* vdpbf16ps flushes subnormal inputs and results to zero; it computes the
+ * exact answer when neither can occur. With ex, ew the smallest exponent
+ * fields of the nonzero x and W values (8-bit significands), every product
+ * and every partial sum is an integer multiple of 2^(ex + ew - 268): no
+ * nonzero one is below 2^-126 when ex + ew >= 142, and no input is
+ * subnormal when both fields are >= 1. */
+static inline int mla_cpu_dp_safe(int ex, int ew)
+{
+    return ex >= 1 && ew >= 1 && ex + ew >= 142;
+}
+
 /* The smallest exponent field (bits 14..7) of the nonzero bf16 values
  * p[0, n), or 255 when there are none. */
 static inline int mla_cpu_bf16_min_exp(const uint16_t *p, int64_t n)
