@@ -115,6 +115,12 @@ void hip_fini(mla_context *ctx)
             (void)hipStreamDestroy(s->stream);
         (void)hipGetLastError();
     }
+    if (s->scratch) {
+        const mla_hip_device_scope scope(s->device);
+        if (scope.error() == hipSuccess)
+            (void)hipFree(s->scratch);
+        (void)hipGetLastError();
+    }
     free(s);
     ctx->impl = NULL;
 }
@@ -244,6 +250,40 @@ const char *hip_supports(const mla_context *ctx, const mla_variant *v)
         if (!is_float(v->out_dtype))
             return "y.dtype";
         return v->group > 0 ? NULL : "group";
+    /* MXFP4 GEMM path: every valid variant runs here (matrix units where
+     * they reproduce fp32 arithmetic, FMA otherwise; hip/mxfp4_gemm.hip) */
+    case MLA_OP_GEMM_A16WFP4:
+        if (v->in_dtype != MLA_DTYPE_F32 && v->in_dtype != MLA_DTYPE_BF16)
+            return "x.dtype";
+        if (v->out_dtype != MLA_DTYPE_F32 && v->out_dtype != MLA_DTYPE_BF16)
+            return "y.dtype";
+        if (v->layout < 0 || v->layout >= MLA_SCALE_LAYOUT_COUNT)
+            return "w.layout";
+        return v->rule >= 0 && v->rule < MLA_MXFP4_RULE_COUNT ? NULL : "rule";
+    case MLA_OP_GEMM_A4W4:
+        if (v->out_dtype != MLA_DTYPE_F32 && v->out_dtype != MLA_DTYPE_BF16)
+            return "y.dtype";
+        return v->layout >= 0 && v->layout < MLA_SCALE_LAYOUT_COUNT ? NULL : "w.layout";
+    case MLA_OP_FLATTEN_MXFP4_QUANT:
+        if (!is_float(v->in_dtype))
+            return "x.dtype";
+        return v->rule >= 0 && v->rule < MLA_MXFP4_RULE_COUNT ? NULL : "rule";
+    case MLA_OP_FLATTEN_FP8_QUANT:
+        if (!is_float(v->in_dtype))
+            return "x.dtype";
+        return is_fp8(v->out_dtype) ? NULL : "codes.dtype";
+    /* DSA indexer: every valid variant runs here (the logits' plain path
+     * keeps a head of q in 32 KB of shared memory) */
+    case MLA_OP_LAYERNORM:
+    case MLA_OP_HADAMARD:
+    case MLA_OP_INDEXER_K_CACHE_WRITE:
+    case MLA_OP_INDEXER_K_GATHER:
+    case MLA_OP_INDEXER_HEAD_WEIGHTS:
+        return NULL;
+    case MLA_OP_INDEXER_LOGITS:
+        return v->cols <= 8192 ? NULL : "cache_desc.head_dim";
+    case MLA_OP_TOPK:
+        return v->cols <= 0x7FFFFFFF ? NULL : "logits.shape";
     default:
         return "op";
     }
@@ -282,6 +322,17 @@ const mla_backend_ops hip_ops = {
     no_kernel<mla_cache_write_args>,
     no_kernel<mla_cache_gather_args>,
     no_kernel<mla_rope_cache_op_args>,
+    mla_hip_gemm_a16wfp4,
+    mla_hip_gemm_a4w4,
+    mla_hip_flatten_mxfp4_quant,
+    mla_hip_flatten_fp8_quant,
+    mla_hip_layernorm,
+    mla_hip_hadamard,
+    mla_hip_indexer_k_cache_write,
+    mla_hip_indexer_k_gather,
+    mla_hip_indexer_logits,
+    mla_hip_topk,
+    mla_hip_indexer_head_weights,
 };
 
 } // namespace

@@ -15,6 +15,8 @@ struct mla_hip_state {
     int multiprocessors; /* CUs / SMs, to size grid-stride launches */
     hipStream_t stream;
     bool own_stream; /* created by init, destroyed by fini */
+    void *scratch;   /* device memory of the ops that need some (mla_hip_scratch); freed by fini */
+    size_t scratch_bytes;
 };
 
 static inline mla_hip_state *mla_hip_state_of(const mla_context *ctx)
@@ -90,5 +92,17 @@ mla_status mla_hip_mxfp4_quant(mla_context *ctx, const mla_mxfp4_quant_args *a);
 mla_status mla_hip_mxfp4_dequant(mla_context *ctx, const mla_mxfp4_dequant_args *a);
 mla_status mla_hip_fp8_group_quant(mla_context *ctx, const mla_fp8_group_quant_args *a);
 mla_status mla_hip_fp8_group_dequant(mla_context *ctx, const mla_fp8_group_dequant_args *a);
+mla_status mla_hip_layernorm(mla_context *ctx, const mla_layernorm_args *a);
+mla_status mla_hip_hadamard(mla_context *ctx, const mla_hadamard_args *a);
+mla_status mla_hip_indexer_k_cache_write(mla_context *ctx, const mla_indexer_cache_args *a);
+mla_status mla_hip_indexer_k_gather(mla_context *ctx, const mla_indexer_cache_args *a);
+mla_status mla_hip_indexer_logits(mla_context *ctx, const mla_indexer_logits_args *a);
+mla_status mla_hip_topk(mla_context *ctx, const mla_topk_args *a);
+mla_status mla_hip_indexer_head_weights(mla_context *ctx, const mla_head_weights_args *a);
+
+/* At least `bytes` of device memory owned by the context, zeroed when it is
+ * first allocated (or grown); ops that use it leave it as they need to find
+ * it. Ordered on the context's stream. */
+mla_status mla_hip_scratch(mla_context *ctx, size_t bytes, void **out);
 
 #endif

@@ -16,6 +16,8 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
 sources=(hip_backend convert mxfp4_quant mxfp4_dequant fp8_group_quant fp8_group_dequant)
+sources+=(mxfp4_gemm flatten_quant) # MXFP4 GEMM path
+sources+=(layernorm hadamard indexer_cache indexer_logits topk indexer_weights) # DSA indexer
 
 nvcc=""
 if [[ ${1:-} == --nvcc ]]; then

@@ -19,6 +19,8 @@ shift $(($# >= 2 ? 2 : $#))
 out="$build/emu$wave"
 mkdir -p "$out"
 sources=(hip_backend convert mxfp4_quant mxfp4_dequant fp8_group_quant fp8_group_dequant)
+sources+=(mxfp4_gemm flatten_quant) # MXFP4 GEMM path
+sources+=(layernorm hadamard indexer_cache indexer_logits topk indexer_weights) # DSA indexer
 
 if [[ $wave == 32 ]]; then
   defs=(-D__CUDACC__)
@@ -43,7 +45,7 @@ done
 
 # libmla.a with the emulated objects in place of the device ones.
 cp "$build/libmla.a" "$out/libmla.a"
-members=$(ar t "$out/libmla.a" | grep -E '^(hip_backend|convert|mxfp4_quant|mxfp4_dequant|fp8_group_quant|fp8_group_dequant)(\.hip)?\.o$' || true)
+members=$(ar t "$out/libmla.a" | grep -E "^($(IFS='|'; echo "${sources[*]}"))(\.hip)?\.o\$" || true)
 [[ -n $members ]] && ar d "$out/libmla.a" $members
 ar r "$out/libmla.a" "${objs[@]}" 2>/dev/null
 

@@ -12,6 +12,8 @@
 #ifndef MLA_HIP_EMU_HIP_COMPAT_H
 #define MLA_HIP_EMU_HIP_COMPAT_H
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
@@ -152,6 +154,7 @@ struct mla_emu_wave {
     int arrived = 0;
     unsigned generation = 0;
     uint64_t slot[MLA_EMU_WAVE];
+    alignas(16) unsigned char scratch[MLA_EMU_WAVE][64]; /* per-lane bytes for wave collectives */
     void barrier()
     {
         std::unique_lock<std::mutex> lk(m);
@@ -201,29 +204,117 @@ static inline int mla_wave_any(int pred)
     return any;
 }
 
-/* kernel<<<grid, block, shmem, stream>>>(args) is rewritten by hip/emu/run.sh
- * into mla_emu_launch(grid, block, shmem, stream, kernel, args). */
+/* ------------------------------------------------------------- blocks */
+
+/* A block: its barrier (__syncthreads) and its dynamic shared memory
+ * (extern __shared__, reached through mla_emu_dynamic_shared()). */
+struct mla_emu_block {
+    std::mutex m;
+    std::condition_variable cv;
+    unsigned arrived = 0, generation = 0, size = 0;
+    std::unique_ptr<unsigned char, void (*)(void *)> smem{nullptr, std::free};
+    void barrier()
+    {
+        std::unique_lock<std::mutex> lk(m);
+        const unsigned g = generation;
+        if (++arrived == size) {
+            arrived = 0;
+            ++generation;
+            cv.notify_all();
+        } else {
+            cv.wait(lk, [&] { return generation != g; });
+        }
+    }
+};
+inline thread_local mla_emu_block *mla_emu_my_block;
+
+static inline void __syncthreads() { mla_emu_my_block->barrier(); }
+static inline void *mla_emu_dynamic_shared() { return mla_emu_my_block->smem.get(); }
+
+/* Device-scope atomics and fences on host memory. */
+template <typename T> static inline T atomicAdd(T *p, T v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
+template <typename T> static inline T atomicOr(T *p, T v) { return __atomic_fetch_or(p, v, __ATOMIC_SEQ_CST); }
+template <typename T> static inline T atomicMax(T *p, T v)
+{
+    T cur = __atomic_load_n(p, __ATOMIC_SEQ_CST);
+    while (cur < v && !__atomic_compare_exchange_n(p, &cur, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+    }
+    return cur;
+}
+template <typename T> static inline T atomicExch(T *p, T v) { return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST); }
+template <typename T> static inline T atomicCAS(T *p, T cmp, T v)
+{
+    __atomic_compare_exchange_n(p, &cmp, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+    return cmp;
+}
+static inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+
+/* The threads of block b (one host thread per lane), joined before return. */
 template <typename... P, typename... A>
-static inline void mla_emu_launch(unsigned grid, unsigned block, size_t, hipStream_t,
+static inline void mla_emu_run_block(unsigned b, unsigned block, size_t shmem, void (*kernel)(P...),
+                                     A... args)
+{
+    std::vector<std::unique_ptr<mla_emu_wave>> waves((block + MLA_EMU_WAVE - 1) / MLA_EMU_WAVE);
+    for (auto &w : waves)
+        w = std::make_unique<mla_emu_wave>();
+    mla_emu_block blk;
+    blk.size = block;
+    blk.smem.reset(static_cast<unsigned char *>(std::aligned_alloc(64, (shmem + 63) / 64 * 64 + 64)));
+    std::vector<std::thread> threads;
+    for (unsigned t = 0; t < block; ++t)
+        threads.emplace_back([&, b, t] {
+            threadIdx = dim3{t, 0, 0};
+            blockIdx = dim3{b, 0, 0};
+            mla_emu_my_wave = waves[t / MLA_EMU_WAVE].get();
+            mla_emu_my_block = &blk;
+            kernel(args...);
+        });
+    for (auto &th : threads)
+        th.join();
+}
+
+/* kernel<<<grid, block, shmem, stream>>>(args) is rewritten by hip/emu/run.sh
+ * into mla_emu_launch(grid, block, shmem, stream, kernel, args): the blocks
+ * one after the other. */
+template <typename... P, typename... A>
+static inline void mla_emu_launch(unsigned grid, unsigned block, size_t shmem, hipStream_t,
                                   void (*kernel)(P...), A... args)
 {
     gridDim = dim3{grid, 1, 1};
     blockDim = dim3{block, 1, 1};
+    for (unsigned b = 0; b < grid; ++b)
+        mla_emu_run_block(b, block, shmem, kernel, args...);
+}
+
+/* For kernels whose blocks wait on each other (they must then be resident
+ * together, as on a GPU): up to `resident` blocks run at the same time, a new
+ * one starting in grid order as soon as one ends. Kernels call it directly,
+ * under #ifdef MLA_HIP_EMU_HIP_COMPAT_H. */
+template <typename... P, typename... A>
+static inline void mla_emu_launch_resident(unsigned grid, unsigned block, size_t shmem, unsigned resident,
+                                           void (*kernel)(P...), A... args)
+{
+    gridDim = dim3{grid, 1, 1};
+    blockDim = dim3{block, 1, 1};
+    std::mutex m;
+    std::condition_variable cv;
+    unsigned running = 0;
+    std::vector<std::thread> blocks;
     for (unsigned b = 0; b < grid; ++b) {
-        std::vector<std::unique_ptr<mla_emu_wave>> waves(block / MLA_EMU_WAVE);
-        for (auto &w : waves)
-            w = std::make_unique<mla_emu_wave>();
-        std::vector<std::thread> threads;
-        for (unsigned t = 0; t < block; ++t)
-            threads.emplace_back([&, b, t] {
-                threadIdx = dim3{t, 0, 0};
-                blockIdx = dim3{b, 0, 0};
-                mla_emu_my_wave = waves[t / MLA_EMU_WAVE].get();
-                kernel(args...);
-            });
-        for (auto &th : threads)
-            th.join();
+        {
+            std::unique_lock<std::mutex> lk(m);
+            cv.wait(lk, [&] { return running < (resident ? resident : 1); });
+            ++running;
+        }
+        blocks.emplace_back([&, b] {
+            mla_emu_run_block(b, block, shmem, kernel, args...);
+            std::lock_guard<std::mutex> g(m);
+            --running;
+            cv.notify_all();
+        });
     }
+    for (auto &th : blocks)
+        th.join();
 }
 
 #endif

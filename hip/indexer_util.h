@@ -1,0 +1,300 @@
+/* Device pieces of the DSA indexer kernels (hip/layernorm.hip ...
+ * hip/topk.hip): dynamic shared memory, block scans, spinning between
+ * blocks, indexed shuffles, fp8 -> f16 pairs, and the two matrix
+ * instructions the paged logits use, each with a CPU emulation for hip/emu
+ * (which runs these sources with one host thread per lane):
+ *
+ *   NVIDIA  mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 (sm_80+)
+ *   gfx9    v_mfma_f32_32x32x8_f16 (gfx908, gfx90a, gfx942, gfx950)
+ *
+ * fp8 e4m3 values (fn and fnuz) are exact f16 NORMAL numbers (4 significant
+ * bits, magnitudes 2^-10 .. 448), and the product of two has at most 8
+ * significant bits, exact in fp32: the matrix units then only round the
+ * fp32 sums, which is the summation the logits bound allows. The fp8 -> f16
+ * conversion is exact and uses no table: the 7 magnitude bits placed at f16
+ * bits 7..13 are an f16 of value fp8 * 2^-(15 - bias) (fp8 subnormals land
+ * on f16 subnormals by the same factor), then one packed f16 product by
+ * 2^(15 - bias) gives the exact normal f16 (so no subnormal ever reaches a
+ * matrix unit, whose subnormal handling differs between generations). The
+ * fp8 NaN codes (0x7F/0xFF e4m3fn, 0x80 e4m3fnuz) come out finite there;
+ * callers test for them separately (fp8_nan_bytes). */
+#ifndef MLA_HIP_INDEXER_UTIL_H
+#define MLA_HIP_INDEXER_UTIL_H
+
+#include "hip/device_util.h"
+
+#if defined(MLA_HIP_EMU_HIP_COMPAT_H)
+#define MLA_IDX_EMU 1
+#include <chrono>
+#include <thread>
+#else
+#define MLA_IDX_EMU 0
+#endif
+
+#if defined(__CUDACC__) && !MLA_IDX_EMU
+#include <cuda_fp16.h>
+#endif
+
+/* Which matrix instruction this device pass has (0: none, plain FMA). */
+#if MLA_IDX_EMU
+#define MLA_IDX_MMA_NV (MLA_WAVE_SIZE == 32)
+#define MLA_IDX_MMA_AMD (MLA_WAVE_SIZE == 64)
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define MLA_IDX_MMA_NV 1
+#define MLA_IDX_MMA_AMD 0
+#elif defined(__gfx908__) || defined(__gfx90a__) || defined(__gfx940__) ||                        \
+    defined(__gfx941__) || defined(__gfx942__) || defined(__gfx950__)
+#define MLA_IDX_MMA_NV 0
+#define MLA_IDX_MMA_AMD 1
+#else
+#define MLA_IDX_MMA_NV 0
+#define MLA_IDX_MMA_AMD 0
+#endif
+
+/* The kernel's dynamic shared memory (extern __shared__) as T *name. One
+ * array name for every kernel, so the declarations agree. */
+#if MLA_IDX_EMU
+#define MLA_IDX_SMEM(T, name) T *name = static_cast<T *>(mla_emu_dynamic_shared())
+#else
+#define MLA_IDX_SMEM(T, name)                                                                      \
+    extern __shared__ __attribute__((aligned(16))) unsigned char mla_idx_smem_[];                   \
+    T *name = reinterpret_cast<T *>(mla_idx_smem_)
+#endif
+
+/* __syncthreads and __threadfence. On AMD, ROCm 5.2's versions call an
+ * OpenCL library function that clang 22 does not link: the builtins
+ * (workgroup barrier between a release and an acquire fence; an agent-scope
+ * fence) are what newer headers emit. */
+MLA_DEV void idx_sync()
+{
+#if MLA_IDX_EMU || defined(__CUDACC__)
+    __syncthreads();
+#else
+    __builtin_amdgcn_fence(__ATOMIC_RELEASE, "workgroup");
+    __builtin_amdgcn_s_barrier();
+    __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "workgroup");
+#endif
+}
+
+MLA_DEV void idx_fence()
+{
+#if MLA_IDX_EMU || defined(__CUDACC__)
+    __threadfence();
+#else
+    __builtin_amdgcn_fence(__ATOMIC_SEQ_CST, "agent");
+#endif
+}
+
+/* Lets other blocks run while this one waits for them. */
+MLA_DEV void idx_pause()
+{
+#if MLA_IDX_EMU
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+#elif defined(__CUDA_ARCH__)
+    __nanosleep(64);
+#elif defined(__HIP_DEVICE_COMPILE__)
+    __builtin_amdgcn_s_sleep(2);
+#endif
+}
+
+/* A word other blocks write: read past this CU's caches. */
+MLA_DEV uint32_t ld_shared_u32(const uint32_t *p) { return *static_cast<const volatile uint32_t *>(p); }
+MLA_DEV uint64_t ld_shared_u64(const uint64_t *p) { return *static_cast<const volatile uint64_t *>(p); }
+
+/* v of lane src (every lane of the wave calls it). */
+MLA_DEV uint32_t shfl_u32(uint32_t v, int src)
+{
+#if MLA_IDX_EMU
+    return (uint32_t)mla_emu_exchange(v, src % MLA_EMU_WAVE);
+#elif defined(__CUDACC__)
+    return __shfl_sync(0xffffffffu, v, src);
+#else
+    return (uint32_t)__shfl((int)v, src);
+#endif
+}
+
+/* -------------------------------------------------------- block scans */
+
+/* Inclusive scan over the block of one value per thread (blockDim.x <= the
+ * scratch's size), from the top (suffix: sum over threads >= this one) or
+ * from the bottom. scratch: blockDim.x words of shared memory; the block
+ * must call it together. */
+template <bool SUFFIX> MLA_DEV uint32_t block_scan_u32(uint32_t v, uint32_t *scratch)
+{
+    const int n = (int)blockDim.x, t = (int)threadIdx.x;
+    scratch[t] = v;
+    idx_sync();
+    for (int off = 1; off < n; off *= 2) {
+        const int o = SUFFIX ? t + off : t - off;
+        const uint32_t x = (SUFFIX ? o < n : o >= 0) ? scratch[o] : 0u;
+        idx_sync();
+        scratch[t] += x;
+        idx_sync();
+    }
+    const uint32_t r = scratch[t];
+    idx_sync();
+    return r;
+}
+
+/* ------------------------------------------------------- fp8 -> f16 */
+
+/* Bytes of x (4 fp8 codes) that are NaN codes: 0x80 in their byte. */
+template <int FNUZ> MLA_DEV uint32_t fp8_nan_bytes(uint32_t x)
+{
+    if (FNUZ) {
+        const uint32_t v = x ^ 0x80808080u; /* zero byte <=> 0x80 */
+        return (v - 0x01010101u) & ~v & 0x80808080u;
+    }
+    return ((x & 0x7F7F7F7Fu) + 0x01010101u) & 0x80808080u; /* low 7 bits all ones */
+}
+
+/* Codes byte0 (low half) and byte1 (high half) of x as f16 bit patterns of
+ * value * 2^-(15 - bias): magnitude << 7, sign to bit 15. */
+MLA_DEV uint32_t fp8x2_f16_scaled(uint32_t x)
+{
+#if defined(__CUDA_ARCH__) && !MLA_IDX_EMU
+    uint32_t u;
+    /* [sign(b1) b1 sign(b0) b0]: the selector's msb replicates a byte's sign */
+    asm("prmt.b32 %0, %1, 0, 0x9180;" : "=r"(u) : "r"(x));
+    return (u << 7) & 0xBF80BF80u;
+#else
+    const uint32_t t = ((x & 0xFFu) | ((x & 0xFF00u) << 8)) << 7;
+    return (t & 0x3F803F80u) | ((t << 1) & 0x80008000u);
+#endif
+}
+
+/* Two f16 (bit patterns, low and high half) times 2^e (e = 7 or 8), exact:
+ * the results are fp8 values, normal f16 numbers. */
+MLA_DEV uint32_t f16x2_mul_pow2(uint32_t h, int e)
+{
+#if MLA_IDX_EMU
+    const float s = e == 8 ? 256.0f : 128.0f;
+    const uint32_t lo = mla_fb_f32_to_f16(mla_fb_f16_to_f32((uint16_t)(h & 0xFFFFu)) * s);
+    const uint32_t hi = mla_fb_f32_to_f16(mla_fb_f16_to_f32((uint16_t)(h >> 16)) * s);
+    return lo | (hi << 16);
+#elif defined(__CUDACC__)
+    __half2 v;
+    __builtin_memcpy(&v, &h, 4);
+    const __half s = __float2half_rn(e == 8 ? 256.0f : 128.0f);
+    v = __hmul2(v, __halves2half2(s, s));
+    uint32_t r;
+    __builtin_memcpy(&r, &v, 4);
+    return r;
+#else
+    typedef _Float16 h2_t __attribute__((ext_vector_type(2)));
+    h2_t v;
+    __builtin_memcpy(&v, &h, 4);
+    const _Float16 s = e == 8 ? (_Float16)256.0f : (_Float16)128.0f;
+    v = v * (h2_t){s, s};
+    uint32_t r;
+    __builtin_memcpy(&r, &v, 4);
+    return r;
+#endif
+}
+
+/* 4 fp8 codes (x's bytes 0..3) -> exact f16 pairs: lo = bytes 0, 1; hi =
+ * bytes 2, 3 (each pair: the lower byte in the low half). */
+template <int FNUZ> MLA_DEV void fp8x4_to_f16(uint32_t x, uint32_t &lo, uint32_t &hi)
+{
+    constexpr int e = FNUZ ? 7 : 8; /* 15 - bias */
+    lo = f16x2_mul_pow2(fp8x2_f16_scaled(x), e);
+    hi = f16x2_mul_pow2(fp8x2_f16_scaled(x >> 16), e);
+}
+
+/* ----------------------------------------------- matrix instructions */
+
+#if MLA_IDX_EMU
+/* The f16 value of half `which` of a packed pair. */
+static inline double emu_half(uint32_t pair, int which)
+{
+    return (double)mla_fb_f16_to_f32((uint16_t)(which ? pair >> 16 : pair & 0xFFFFu));
+}
+#endif
+
+#if MLA_IDX_MMA_NV
+/* d = a . b + d for one warp, PTX's m16n8k16 fragments (g = lane / 4, t =
+ * lane % 4, pairs hold two f16, the lower k in the low half):
+ *   a[0] = A[g][2t, 2t+1]   a[1] = A[g+8][2t, 2t+1]
+ *   a[2] = A[g][2t+8, +9]   a[3] = A[g+8][2t+8, +9]
+ *   b[0] = B[2t, 2t+1][g]   b[1] = B[2t+8, +9][g]
+ *   d[0], d[1] = D[g][2t, 2t+1]   d[2], d[3] = D[g+8][2t, 2t+1] */
+MLA_DEV void mma_16816(float d[4], const uint32_t a[4], const uint32_t b[2])
+{
+#if MLA_IDX_EMU
+    unsigned char(*s)[64] = mla_emu_my_wave->scratch;
+    const int lane = (int)(threadIdx.x % MLA_EMU_WAVE);
+    uint32_t *mine = reinterpret_cast<uint32_t *>(s[lane]);
+    for (int i = 0; i < 4; ++i)
+        mine[i] = a[i];
+    mine[4] = b[0];
+    mine[5] = b[1];
+    mla_emu_my_wave->barrier();
+    /* A[r][k]: lane (r % 8) * 4 + (k % 8) / 2, register (r / 8) + 2 (k / 8), half k % 2 */
+    const int g = lane / 4, t = lane % 4;
+    for (int q = 0; q < 4; ++q) {
+        const int r = g + 8 * (q / 2), n = 2 * t + q % 2;
+        double acc = d[q];
+        for (int k = 0; k < 16; ++k) {
+            const uint32_t *la = reinterpret_cast<const uint32_t *>(s[(r % 8) * 4 + (k % 8) / 2]);
+            const uint32_t *lb = reinterpret_cast<const uint32_t *>(s[n * 4 + (k % 8) / 2]);
+            acc += emu_half(la[(r / 8) + 2 * (k / 8)], k % 2) * emu_half(lb[4 + k / 8], k % 2);
+        }
+        d[q] = (float)acc;
+    }
+    mla_emu_my_wave->barrier();
+#else
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
+}
+#endif
+
+#if MLA_IDX_MMA_AMD
+/* d = A . B + d for one wave64, v_mfma_f32_32x32x8_f16: lane l, i = l % 32,
+ * h = l / 32; a (2 pairs) = A[i][4h .. 4h+3], b = B[4h .. 4h+3][i] (k
+ * ascending from the low half of the first pair); d[v] = D[8 (v / 4) + 4 h
+ * + v % 4][i]. */
+MLA_DEV void mfma_32x32x8(float d[16], const uint32_t a[2], const uint32_t b[2])
+{
+#if MLA_IDX_EMU
+    unsigned char(*s)[64] = mla_emu_my_wave->scratch;
+    const int lane = (int)(threadIdx.x % MLA_EMU_WAVE);
+    uint32_t *mine = reinterpret_cast<uint32_t *>(s[lane]);
+    mine[0] = a[0];
+    mine[1] = a[1];
+    mine[2] = b[0];
+    mine[3] = b[1];
+    mla_emu_my_wave->barrier();
+    const int j = lane % 32, h = lane / 32;
+    for (int v = 0; v < 16; ++v) {
+        const int i = 8 * (v / 4) + 4 * h + v % 4;
+        double acc = d[v];
+        for (int k = 0; k < 8; ++k) {
+            const uint32_t *la = reinterpret_cast<const uint32_t *>(s[i + 32 * (k / 4)]);
+            const uint32_t *lb = reinterpret_cast<const uint32_t *>(s[j + 32 * (k / 4)]);
+            acc += emu_half(la[(k % 4) / 2], k % 2) * emu_half(lb[2 + (k % 4) / 2], k % 2);
+        }
+        d[v] = (float)acc;
+    }
+    mla_emu_my_wave->barrier();
+#else
+    typedef _Float16 h4_t __attribute__((ext_vector_type(4)));
+    typedef float f16v_t __attribute__((ext_vector_type(16)));
+    h4_t av, bv;
+    f16v_t c;
+    __builtin_memcpy(&av, a, 8);
+    __builtin_memcpy(&bv, b, 8);
+#pragma unroll
+    for (int v = 0; v < 16; ++v)
+        c[v] = d[v];
+    c = __builtin_amdgcn_mfma_f32_32x32x8f16(av, bv, c, 0, 0, 0);
+#pragma unroll
+    for (int v = 0; v < 16; ++v)
+        d[v] = c[v];
+#endif
+}
+#endif
+
+#endif
