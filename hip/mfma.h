@@ -1,0 +1,181 @@
+/* Matrix-unit wrappers of the HIP backend, one small header per the vendor
+ * rule of hip/vendor.h: each wrapper exists only in the device pass of a
+ * target that has the instruction, announced by a macro, and the kernels
+ * keep a plain-FMA path for every other case (other targets, the host pass,
+ * the CPU emulation of hip/emu).
+ *
+ *   MLA_HAVE_MMA_BF16      NVIDIA sm_80+: mma.sync m16n8k16 bf16 -> f32
+ *   MLA_HAVE_MFMA_BF16     gfx90a/gfx942/gfx950: v_mfma_f32_32x32x8_bf16
+ *   MLA_HAVE_MFMA_SCALE_F4 gfx950: v_mfma_scale_f32_32x32x64_f8f6f4, both
+ *                          operands fp4 (e2m1) with e8m0 scales
+ *
+ * Operand layouts (lane l of the wave; every layout below is what the kernels
+ * rely on, and the emulation reproduces exactly that):
+ *
+ * mma m16n8k16 (wave32; g = l / 4, t = l % 4), bf16 pairs in 32-bit words,
+ * the lower half holding the lower k:
+ *   A 16x16: a[0] = A[g][2t, 2t+1], a[1] = A[g+8][2t, 2t+1],
+ *            a[2] = A[g][2t+8, 2t+9], a[3] = A[g+8][2t+8, 2t+9]
+ *   B 16x8:  b[0] = B[2t, 2t+1][g], b[1] = B[2t+8, 2t+9][g]
+ *   D 16x8:  d[0], d[1] = D[g][2t, 2t+1]; d[2], d[3] = D[g+8][2t, 2t+1]
+ *
+ * MFMA 32x32x8 bf16 (wave64; i = l % 32, h = l / 32), 4 bf16 per lane in two
+ * words (element 0 in the lower half of the first):
+ *   A 32x8:  A[i][4h + e], e = 0..3      B 8x32: B[4h + e][i]
+ *   D 32x32: acc[r] = D[8 (r / 4) + 4 h + r % 4][i], r = 0..15
+ *
+ * scaled MFMA 32x32x64, fp4 x fp4 (wave64): lane l holds 32 consecutive k of
+ * row i of A (16 bytes, element 2q in the low nibble of byte q) for the k
+ * half h, and one e8m0 scale byte for those 32 values; B likewise for column
+ * i; D as above. A product is fp4 * 2^(sa - 127) * fp4 * 2^(sb - 127).
+ *
+ * In every case the kernels only need A's and B's k orders to agree, so a
+ * k permutation inside a lane's (or a step's) share is free. */
+#ifndef MLA_HIP_MFMA_H
+#define MLA_HIP_MFMA_H
+
+#include <stdint.h>
+
+#include "hip/vendor.h"
+
+#if defined(__CUDACC__) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define MLA_HAVE_MMA_BF16 1
+#endif
+#if defined(__HIP_DEVICE_COMPILE__) && (defined(__gfx90a__) || defined(__gfx942__) || defined(__gfx950__))
+#define MLA_HAVE_MFMA_BF16 1
+#endif
+#if defined(__HIP_DEVICE_COMPILE__) && defined(__gfx950__)
+#define MLA_HAVE_MFMA_SCALE_F4 1
+#endif
+
+/* ------------------------------------------------ byte permutes */
+
+/* NVIDIA prmt.b32 (default mode): byte n of the result is byte (s >> 4n) & 7
+ * of the 8 bytes {b:a} (a = bytes 0-3), or, when bit 3 of that nibble is set,
+ * that byte's sign bit replicated (0x00 / 0xFF). */
+static __device__ __forceinline__ uint32_t mla_prmt(uint32_t a, uint32_t b, uint32_t s)
+{
+#if defined(__CUDA_ARCH__)
+    uint32_t d;
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(s));
+    return d;
+#else
+    const uint64_t v = ((uint64_t)b << 32) | a;
+    uint32_t d = 0;
+    for (int n = 0; n < 4; ++n) {
+        const uint32_t sel = (s >> (4 * n)) & 0xFu;
+        uint32_t byte = (uint32_t)(v >> (8 * (sel & 7u))) & 0xFFu;
+        if (sel & 8u)
+            byte = (byte & 0x80u) ? 0xFFu : 0u;
+        d |= byte << (8 * n);
+    }
+    return d;
+#endif
+}
+
+/* AMD v_perm_b32 for selector bytes 0-7: byte n of the result is byte
+ * (s >> 8n) & 0xFF of the 8 bytes {a:b} (b = bytes 0-3). */
+static __device__ __forceinline__ uint32_t mla_perm(uint32_t a, uint32_t b, uint32_t s)
+{
+#if defined(__HIP_DEVICE_COMPILE__) && defined(__GFX9__) && !defined(MLA_HIP_EMU_HIP_COMPAT_H)
+    return __builtin_amdgcn_perm(a, b, s);
+#else
+    const uint64_t v = ((uint64_t)a << 32) | b;
+    uint32_t d = 0;
+    for (int n = 0; n < 4; ++n)
+        d |= (uint32_t)((v >> (8 * ((s >> (8 * n)) & 7u))) & 0xFFu) << (8 * n);
+    return d;
+#endif
+}
+
+/* ------------------------------------------------ block barriers */
+
+/* __syncthreads() and __syncthreads_or() without library calls: ROCm 5.2's
+ * versions call the device library (__atomic_work_item_fence,
+ * __ockl_wgred_or_i32), and a call makes the AMD compiler assume the worst
+ * register use for the whole kernel (scratch and SGPR spills). Only the
+ * matrix paths use them (the CPU emulation has none of its own). */
+#if !defined(MLA_HIP_EMU_HIP_COMPAT_H)
+static __device__ __forceinline__ void mla_block_sync()
+{
+#if defined(__HIP_DEVICE_COMPILE__)
+    __builtin_amdgcn_fence(__ATOMIC_RELEASE, "workgroup");
+    __builtin_amdgcn_s_barrier();
+    __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "workgroup");
+#else
+    __syncthreads();
+#endif
+}
+
+/* 1 when pred holds on any thread of the block; every thread must call it. */
+static __device__ __forceinline__ int mla_block_any(int pred)
+{
+#if defined(__HIP_DEVICE_COMPILE__)
+    __shared__ int any;
+    mla_block_sync(); /* earlier readers of `any` are done */
+    if (threadIdx.x == 0)
+        any = 0;
+    mla_block_sync();
+    if (pred)
+        __hip_atomic_fetch_or(&any, 1, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_WORKGROUP);
+    mla_block_sync();
+    return any;
+#else
+    return __syncthreads_or(pred);
+#endif
+}
+#endif
+
+/* ------------------------------------------------ matrix operations */
+
+#if defined(MLA_HAVE_MMA_BF16)
+/* d += A B, one warp (layout above). */
+static __device__ __forceinline__ void mla_mma_bf16_16x8x16(float d[4], const uint32_t a[4],
+                                                           const uint32_t b[2])
+{
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+#endif
+
+#if defined(MLA_HAVE_MFMA_BF16) || defined(MLA_HAVE_MFMA_SCALE_F4)
+typedef float mla_f32x16 __attribute__((ext_vector_type(16)));
+#endif
+
+#if defined(MLA_HAVE_MFMA_BF16)
+typedef short mla_i16x4 __attribute__((ext_vector_type(4)));
+
+/* acc += A B: a0, a1 = this lane's 4 bf16 of A, b0, b1 of B (layout above). */
+static __device__ __forceinline__ mla_f32x16 mla_mfma_bf16_32x32x8(uint32_t a0, uint32_t a1,
+                                                                  uint32_t b0, uint32_t b1,
+                                                                  mla_f32x16 acc)
+{
+    mla_i16x4 a, b;
+    a[0] = (short)(a0 & 0xFFFFu), a[1] = (short)(a0 >> 16);
+    a[2] = (short)(a1 & 0xFFFFu), a[3] = (short)(a1 >> 16);
+    b[0] = (short)(b0 & 0xFFFFu), b[1] = (short)(b0 >> 16);
+    b[2] = (short)(b1 & 0xFFFFu), b[3] = (short)(b1 >> 16);
+    return __builtin_amdgcn_mfma_f32_32x32x8bf16_1k(a, b, acc, 0, 0, 0);
+}
+#endif
+
+#if defined(MLA_HAVE_MFMA_SCALE_F4)
+typedef int mla_i32x8 __attribute__((ext_vector_type(8)));
+
+/* acc += (A * 2^(sa - 127)) (B * 2^(sb - 127)): a, b = this lane's 16 code
+ * bytes (32 fp4), sa, sb its scale bytes (format 4 = e2m1 for both). */
+static __device__ __forceinline__ mla_f32x16 mla_mfma_scale_f4_32x32x64(const uint32_t a[4],
+                                                                       const uint32_t b[4],
+                                                                       uint32_t sa, uint32_t sb,
+                                                                       mla_f32x16 acc)
+{
+    const mla_i32x8 av = {(int)a[0], (int)a[1], (int)a[2], (int)a[3], 0, 0, 0, 0};
+    const mla_i32x8 bv = {(int)b[0], (int)b[1], (int)b[2], (int)b[3], 0, 0, 0, 0};
+    return __builtin_amdgcn_mfma_scale_f32_32x32x64_f8f6f4(av, bv, acc, 4, 4, 0, (int)sa, 0,
+                                                           (int)sb);
+}
+#endif
+
+#endif
