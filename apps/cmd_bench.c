@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "apps/cmd.h"
+#include "bench/bench_mxfp4.h"
 #include "bench/bench_prepare.h"
 #include "bench/ceilings.h"
 
@@ -17,14 +18,22 @@ void usage_bench(FILE *out)
 {
     fprintf(out,
             "usage: mla bench prepare [OPTIONS]\n"
-            "       mla bench ceilings [OPTIONS]\n\n"
+            "       mla bench ceilings [OPTIONS]\n"
+            "       mla bench mxfp4 [--tokens 1,16,128,1024] [OPTIONS]\n"
+            "       mla bench indexer [--contexts 4096,32768,131072] [--batch 1,16,64] [OPTIONS]\n\n"
             "prepare: times each op of the MLA prepare path (q_a/kv_a/q_b projections in bf16\n"
             "and fp8 block-scaled weights, the W_kc absorb, the fused QK RMSNorm, RoPE on\n"
             "q_pe and k_pe, the latent cache write in bf16 and fp8, the fused RoPE + concat +\n"
             "cache write, and the whole mla_prepare) for each token count, and reports the\n"
             "median time, GB/s, GFLOP/s and the ratio to the ceilings measured in the same\n"
             "run. Rows a backend cannot run print \"unsupported\".\n"
-            "ceilings: measures and prints only the two ceilings.\n\n"
+            "ceilings: measures and prints only the two ceilings.\n"
+            "mxfp4: mla_batched_gemm_a16wfp4 / _a4w4 next to the bf16 mla_batched_gemm on\n"
+            "DeepSeek-V3's W_kc / W_vc shapes (128 heads), and the fused flatten + MXFP4 /\n"
+            "fp8 quant of [T,128,128]; ratios to the ceilings and to bf16 (bench_mxfp4.c).\n"
+            "indexer: paged MQA logits (Hi 64, block 64, fp8) + top-k 2048 per context and\n"
+            "batch, as fractions of the roofline; slow cases are skipped per --max-call-s\n"
+            "(bench_indexer.c). Both take the options below except --config and --ops.\n\n"
             "options:\n"
             "  --backend B         auto|reference|cpu|hip (default auto)\n"
             "  --config NAME       model preset (default DeepSeek-V3)\n"
@@ -276,8 +285,12 @@ int cmd_bench(int argc, char **argv)
         return MLA_EXIT_USAGE;
     }
     const char *sub = argv[1];
+    if (!strcmp(sub, "mxfp4"))
+        return bench_mxfp4_cmd(argc, argv);
+    if (!strcmp(sub, "indexer"))
+        return bench_indexer_cmd(argc, argv);
     if (strcmp(sub, "prepare") && strcmp(sub, "ceilings")) {
-        fprintf(stderr, "mla bench: unknown benchmark '%s' (prepare, ceilings)\n", sub);
+        fprintf(stderr, "mla bench: unknown benchmark '%s' (prepare, ceilings, mxfp4, indexer)\n", sub);
         return MLA_EXIT_USAGE;
     }
     bench_args a;

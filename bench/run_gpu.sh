@@ -5,7 +5,7 @@
 #
 #   bash bench/run_gpu.sh [STAGE ...]      (default: all stages, in order)
 #
-# Stages: info build conformance peer bench cpu compare
+# Stages: info build conformance peer bench mxfp4 indexer cpu compare
 #   info        nvidia-smi, lscpu, torch version, git commit -> $OUT/machine.txt
 #   build       cmake -G Ninja into build/gpu (kept between calls on a warm machine)
 #   conformance mla conformance --backend hip
@@ -13,13 +13,18 @@
 #               bf16 matmul ceilings, then the same table)
 #   bench       mla bench prepare --backend hip --json $OUT/bench_hip.json, with the
 #               peer's bf16 matmul rate (same job) as the device matmul ceiling
+#   mxfp4       mla bench mxfp4 --backend hip --json $OUT/bench_mxfp4_hip.json (a16wfp4 /
+#               a4w4 vs bf16 batched GEMM on W_kc / W_vc, fused flatten quants)
+#   indexer     mla bench indexer --backend hip --json $OUT/bench_indexer_hip.json (paged
+#               MQA logits + top-k vs their roofline, contexts 4K..128K, batch 1..64)
+#               (both take the peer's bf16 matmul rate when peer.json is in $OUT)
 #   cpu         mla bench prepare --backend cpu on the GPU host's CPU
 #   compare     the side-by-side table: ours vs the peer
 # Each call of the device tool empties $OUT: run the stages that need each
 # other's files (peer -> bench -> compare) in one call. Logs: $OUT/*.log;
 # the summary tables are printed last. Stage time limits keep one call under
 # the tool's 10 minutes: build 420 s, conformance 300 s, peer 240 s,
-# bench 240 s, cpu 120 s (override with RUN_GPU_<STAGE>_S).
+# bench 240 s, mxfp4 120 s, indexer 120 s, cpu 120 s (override with RUN_GPU_<STAGE>_S).
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out/gpu}
@@ -27,7 +32,7 @@ mkdir -p "$OUT"
 BUILD=${BUILD_DIR:-build/gpu}
 MLA=$BUILD/apps/mla
 PY=${PYTHON:-python3}
-STAGES=${*:-info build conformance peer bench cpu compare}
+STAGES=${*:-info build conformance peer bench mxfp4 indexer cpu compare}
 FAILED=""
 
 note() { printf '\n=== %s (%s)\n' "$*" "$(date -u +%H:%M:%S)"; }
@@ -87,6 +92,35 @@ stage_bench() {
   return $rc
 }
 
+# The peer's bf16 matmul rate (same job) as the device matmul ceiling, when
+# peer.json is there: fills MM_ARGS.
+peer_mm_args() {
+  MM_ARGS=()
+  [ -f "$OUT/peer.json" ] || return 0
+  local mm
+  mm=$($PY -c "import json,sys; print(json.load(open(sys.argv[1]))['ceilings']['matmul_gflops'])" "$OUT/peer.json" 2>/dev/null)
+  [ -n "$mm" ] && MM_ARGS=(--matmul-gflops "$mm" --matmul-source "torch bf16 F.linear (peer_torch.py, this job)")
+  return 0
+}
+
+stage_mxfp4() {
+  peer_mm_args
+  timeout "$(limit mxfp4 120)" "$MLA" bench mxfp4 --backend hip --json "$OUT/bench_mxfp4_hip.json" \
+    ${MM_ARGS[@]+"${MM_ARGS[@]}"} > "$OUT/bench_mxfp4_hip.log" 2> "$OUT/bench_mxfp4_hip.err"
+  local rc=$?
+  tail -3 "$OUT/bench_mxfp4_hip.err"
+  return $rc
+}
+
+stage_indexer() {
+  peer_mm_args
+  timeout "$(limit indexer 120)" "$MLA" bench indexer --backend hip --json "$OUT/bench_indexer_hip.json" \
+    ${MM_ARGS[@]+"${MM_ARGS[@]}"} > "$OUT/bench_indexer_hip.log" 2> "$OUT/bench_indexer_hip.err"
+  local rc=$?
+  tail -3 "$OUT/bench_indexer_hip.err"
+  return $rc
+}
+
 stage_cpu() {
   timeout "$(limit cpu 120)" "$MLA" bench prepare --backend cpu --json "$OUT/bench_cpu.json" \
     > "$OUT/bench_cpu.log" 2> "$OUT/bench_cpu.err"
@@ -114,7 +148,7 @@ done
 for f in bench_cpu.log peer.log; do
   [ -f "$OUT/$f" ] && { note "$f (head; full table in \$OUT/$f)"; head -14 "$OUT/$f"; }
 done
-for f in bench_hip.log side_by_side.txt; do
+for f in bench_hip.log side_by_side.txt bench_mxfp4_hip.log bench_indexer_hip.log; do
   [ -f "$OUT/$f" ] && { note "$f"; cat "$OUT/$f"; }
 done
 note "done; failed stages:${FAILED:- none}"
