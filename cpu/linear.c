@@ -71,6 +71,8 @@ typedef struct lin_run {
     const uint16_t *xb; /* vdpbf16ps: x as bf16 rows (stride ldxb), and the */
     int64_t ldxb;       /* smallest exponent field of each token group's */
     const uint8_t *xe;  /* nonzero values (xe[t / MT]); NULL: not this path */
+    int dp8;            /* fp8 W through exact bf16 codes (ukr_dp8) */
+    int code_exp;       /* the exponent field of the smallest nonzero fp8 code */
 } lin_run;
 
 /* W rows [nb, nb + nr) from k0 on, as the micro-kernel reads them: straight
@@ -116,10 +118,42 @@ static int w_min_exp(const lin_run *r, int64_t nb, int64_t nr)
     return m;
 }
 
-/* Tokens [t0, t1) x W rows [n0, n1); part: the lanes of every micro-tile. */
+/* fp8 W rows [nb, nb + nr), values [k0, k0 + kc), as exact bf16 rows of
+ * tile (stride kcs + 2 LANES), and each row's scales from block k0 / WBLOCK. */
+static void dp8_tile(const lin_run *r, int64_t nb, int64_t nr, int64_t k0, int64_t kc,
+                     uint16_t *tile, const float **s)
+{
+    const mla_tensor *w = &r->a->w, *sc = &r->a->w_scale;
+    for (int j = 0; j < NR; ++j) {
+        const int64_t n = nb + (j < nr ? j : 0);
+        if (j < nr)
+            r->f->fp8_to_bf16((const uint8_t *)w->data + n * w->stride[0] + k0, kc,
+                              w->dtype == MLA_DTYPE_FP8_E4M3FNUZ, tile + j * (r->kcs + 2 * LANES));
+        else
+            memcpy(tile + j * (r->kcs + 2 * LANES), tile, (size_t)kc * sizeof(uint16_t));
+        s[j] = (const float *)sc->data + (n / WBLOCK) * sc->stride[0] + (k0 / WBLOCK) * sc->stride[1];
+    }
+}
+
+/* One micro-tile of fp8 W by ukr_dp8, in halves of MT / 2 tokens. */
+static void run_dp8(const lin_run *r, int64_t tg, int mt, int64_t k0, int64_t kc,
+                    const uint16_t *tile, const float *const *s, float *lanes, float *sums)
+{
+    for (int h = 0; h < mt; h += MT / 2) {
+        const int n = mt - h < MT / 2 ? mt - h : MT / 2;
+        r->f->ukr_dp8(r->xb + (tg + h) * r->ldxb + k0, r->ldxb, n, tile, r->kcs + 2 * LANES, s,
+                      r->a->w_scale.stride[1], kc, lanes + h * NR * LANES, k0 == 0,
+                      sums ? sums + h * NR : NULL);
+    }
+}
+
+/* Tokens [t0, t1) x W rows [n0, n1); part: the lanes of every micro-tile,
+ * then (dp8) a bf16 tile of NR rows. */
 static void own_block(const lin_run *r, int64_t t0, int64_t t1, int64_t n0, int64_t n1,
                       const float *wrows, float *part)
 {
+    uint16_t *tile = (uint16_t *)(part + (NS / NR) * (TB / MT) * MT * NR * LANES);
+    const float *s8[NR];
     const int64_t K = r->a->x.shape[1], groups = (t1 - t0 + MT - 1) / MT;
     uint8_t we[NS / NR]; /* w_min_exp of each row block (vdpbf16ps path) */
     for (int64_t k0 = 0; k0 < K; k0 += r->kcs) {
@@ -127,13 +161,17 @@ static void own_block(const lin_run *r, int64_t t0, int64_t t1, int64_t n0, int6
         for (int64_t nb = n0, bi = 0; nb < n1; nb += NR, ++bi) {
             const int64_t nr = n1 - nb < NR ? n1 - nb : NR;
             const lin_wtile wt = make_tile(r, nb, nr, k0, wrows, n0);
-            if (r->xe && k0 == 0) /* once per block of rows, for all its chunks */
+            if (r->dp8)
+                dp8_tile(r, nb, nr, k0, kc, tile, s8);
+            else if (r->xe && k0 == 0) /* once per block of rows, for all its chunks */
                 we[bi] = (uint8_t)w_min_exp(r, nb, nr);
             for (int64_t tg = t0, gi = 0; tg < t1; tg += MT, ++gi) {
                 const int mt = (int)(t1 - tg < MT ? t1 - tg : MT);
                 float *lanes = part + (bi * groups + gi) * (MT * NR * LANES), sums[MT * NR];
                 const int last = k0 + kc == K;
-                if (r->xe && mla_cpu_dp_safe(r->xe[tg / MT], we[bi]))
+                if (r->dp8 && mla_cpu_dp_safe(r->xe[tg / MT], r->code_exp))
+                    run_dp8(r, tg, mt, k0, kc, tile, s8, lanes, last ? sums : NULL);
+                else if (r->xe && !r->dp8 && mla_cpu_dp_safe(r->xe[tg / MT], we[bi]))
                     r->f->ukr_dp(r->xb + tg * r->ldxb + k0, r->ldxb, mt, &wt, kc, lanes, k0 == 0,
                                  last ? sums : NULL);
                 else
@@ -198,13 +236,16 @@ static mla_status own_path(mla_context *ctx, lin_run *r)
         r->direct = sp != NULL;
         r->sp = sp, r->sp_ld = a->w_scale.shape[1];
     }
+    if (!r->direct) /* the vdpbf16ps kernels read W in place too */
+        r->xe = NULL, r->dp8 = 0;
     /* few tokens: W rows stream once, whole; else chunks shared by the groups */
     r->kcs = (r->direct && T <= KFULL_MAX_T) || K <= KFULL_MAX_K ? K : KC;
     r->ldw = K + LANES; /* decoded rows: a stride that is no multiple of 4 KiB */
     r->ldw += (r->ldw * 4) % 4096 == 0 ? LANES : 0;
     const int64_t tn = (N + NS - 1) / NS, tasks = r->direct ? (T + TB - 1) / TB * tn : tn;
     const int nt = mla_cpu_threads(ctx, tasks, T * N * K / 64);
-    const int64_t per = (r->direct ? 0 : NS * r->ldw) + (NS / NR) * (TB / MT) * MT * NR * LANES;
+    const int64_t per = (r->direct ? 0 : NS * r->ldw) + (NS / NR) * (TB / MT) * MT * NR * LANES +
+                        NR * (r->kcs + 2 * LANES) / 2 + 1; /* the dp8 tile */
     float *bufs = malloc((size_t)(nt * per) * sizeof(float));
     if (!bufs) {
         free(sp);
@@ -234,7 +275,7 @@ mla_status mla_cpu_linear(mla_context *ctx, const mla_linear_args *a)
                 store_y(&a->y, t, n, 0.0f);
         return MLA_OK;
     }
-    lin_run r = {a, mla_cpu_linear_fns(mla_cpu_isa_of(ctx)), NULL, 0, NULL, 0, 0, 0, 0, NULL, 0, NULL};
+    lin_run r = {a, mla_cpu_linear_fns(mla_cpu_isa_of(ctx)), NULL, 0, NULL, 0, 0, 0, 0, NULL, 0, NULL, 0, 0};
     /* row stride: K rounded up to LANES, plus LANES when that is a multiple of 4 KiB */
     int64_t ldx = (K + LANES - 1) / LANES * LANES;
     ldx += (ldx * 4) % 4096 == 0 ? LANES : 0;
@@ -251,8 +292,8 @@ mla_status mla_cpu_linear(mla_context *ctx, const mla_linear_args *a)
     r.x = xf, r.ldx = ldx;
     uint16_t *xb = NULL;
     uint8_t *xe = NULL;
-    if (r.f->ukr_dp && T >= DP_MIN_T && a->x.dtype == MLA_DTYPE_BF16 &&
-        a->w.dtype == MLA_DTYPE_BF16 && a->w.stride[1] == 1) {
+    const int wbf16 = a->w.dtype == MLA_DTYPE_BF16;
+    if (r.f->ukr_dp && T >= DP_MIN_T && a->x.dtype == MLA_DTYPE_BF16 && a->w.stride[1] == 1) {
         int64_t ldxb = (K + 2 * LANES - 1) / (2 * LANES) * (2 * LANES);
         ldxb += (ldxb * 2) % 4096 == 0 ? 2 * LANES : 0;
         xb = malloc((size_t)(T * ldxb) * sizeof(uint16_t));
@@ -267,6 +308,8 @@ mla_status mla_cpu_linear(mla_context *ctx, const mla_linear_args *a)
                     xe[t / MT] = (uint8_t)e;
             }
             r.xb = xb, r.ldxb = ldxb, r.xe = xe;
+            r.dp8 = !wbf16; /* fp8 codes: down to 2^-9 (e4m3fn) or 2^-10 (e4m3fnuz) */
+            r.code_exp = a->w.dtype == MLA_DTYPE_FP8_E4M3FNUZ ? 117 : 118;
         }
     }
     const mla_status st = own_path(ctx, &r);

@@ -46,6 +46,16 @@ typedef struct lin_fns {
     void (*ukr_dp)(const uint16_t *x, int64_t ldx, int mt, const lin_wtile *w, int64_t kc,
                    float *lanes, int first, float *sums);
     int (*min_exp)(const uint16_t *p, int64_t n); /* mla_cpu_bf16_min_exp, vectorized */
+    /* fp8 W with AVX512-BF16: out[0, n rounded up to 32) = the exact values of
+     * the codes (fnuz: e4m3fnuz) as bf16, zeros past n */
+    void (*fp8_to_bf16)(const uint8_t *codes, int64_t n, int fnuz, uint16_t *out);
+    /* ... and the kernel over such a tile (w: NR rows, stride ldw): per block of
+     * WBLOCK values a vdpbf16ps partial sum of x * code, then one FMA adds it
+     * times the row's scale (s[j][b * ss] for block b of the chunk) to the
+     * lanes. mt <= MT / 2 (twice the accumulators). */
+    void (*ukr_dp8)(const uint16_t *x, int64_t ldx, int mt, const uint16_t *w, int64_t ldw,
+                    const float *const *s, int64_t ss, int64_t kc, float *lanes, int first,
+                    float *sums);
 } lin_fns;
 
 /* vdpbf16ps flushes subnormal inputs and results to zero; it computes the
