@@ -52,7 +52,9 @@ static uint32_t last_nan(const float *v, int64_t n)
     return a;
 }
 
-/* codes[0, D) of the fp32 row v for scale s; rule and fnuz constant per call site. */
+/* codes[0, D) of the fp32 row v for scale s: sat_fp8(fl(v / s)) (the DIV and
+ * UE8M0 rules divide; the reciprocal argument is AITER's only, unused here);
+ * rule and fnuz constant per call site. */
 MLA_CPU_INLINE void encode(const float *restrict v, int64_t D, float s, int32_t rule, int fnuz,
                            uint8_t *restrict codes)
 {
