@@ -11,11 +11,14 @@
  * through the folded scale) and uses FMA; the portable ones multiply a
  * decoded fp32 copy of the W rows, then add.
  *
- * With AVX512-BF16, bf16 x and bf16 W (T >= DP_MIN_T), a micro-tile runs
- * vdpbf16ps instead: two exact products per lane per step, fp32 adds, twice
- * the FMA rate; a tile takes that path only when the exponents of its x and W
- * values rule out the instruction's subnormal flushing (mla_cpu_dp_safe), so its
- * result is the exact fp32 summation of its own (pairwise) order.
+ * With AVX512-BF16 and bf16 x (T >= DP_MIN_T), micro-tiles run vdpbf16ps
+ * instead (cpu/linear_kernel_bf16.c): two exact products per lane per step,
+ * fp32 adds, twice the FMA rate. bf16 W is read in place; fp8 W is decoded
+ * per tile to its exact bf16 codes, and each 128-value block's sum is added
+ * times the block scale by one FMA. A tile takes that path only when the
+ * exponents of its x and W values rule out the instruction's subnormal
+ * flushing (mla_cpu_dp_safe), so its result is the exact fp32 summation of
+ * its own (pairwise) order; else the FMA kernel.
  *
  * Blocking: up to KFULL_MAX_T tokens, W rows stream once, whole (the weight
  * bandwidth case), in tasks of NS rows; above, tasks are TB tokens x NS

@@ -83,6 +83,22 @@ static inline int mla_cpu_bf16_min_exp(const uint16_t *p, int64_t n)
 
 const lin_fns *mla_cpu_linear_fns(mla_cpu_isa isa);
 
+#if MLA_CPU_X86
+/* Shared by the AVX-512 copies (cpu/linear_kernel.c, cpu/linear_kernel_bf16.c):
+ * sums[f] = mla_cpu_linear_reduce of the lanes at lanes[f][16], f < n <= 32. */
+void mla_cpu_linear_finish512(const float *lanes, int n, float *sums);
+/* The lin_fns fields of the AVX512-BF16 copy, and whether this CPU (and
+ * MLA_CPU_ISA, avx512-nobf16 turns it off) allows it. */
+int mla_cpu_linear_has_bf16(void);
+void mla_cpu_linear_ukr_dp(const uint16_t *x, int64_t ldx, int mt, const lin_wtile *w,
+                           int64_t kc, float *lanes, int first, float *sums);
+int mla_cpu_linear_min_exp(const uint16_t *p, int64_t n);
+void mla_cpu_linear_fp8_to_bf16(const uint8_t *codes, int64_t n, int fnuz, uint16_t *out);
+void mla_cpu_linear_ukr_dp8(const uint16_t *x, int64_t ldx, int mt, const uint16_t *w,
+                            int64_t ldw, const float *const *s, int64_t ss, int64_t kc,
+                            float *lanes, int first, float *sums);
+#endif
+
 /* The 16 lanes of one output added pairwise: lanes l and l + 8, then the
  * results l and l + 4, then l and l + 2, then the last two. */
 static inline float mla_cpu_linear_reduce(const float *lanes)
