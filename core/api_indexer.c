@@ -314,19 +314,6 @@ mla_status mla_layernorm(mla_context *ctx, const mla_tensor *x, const mla_tensor
     return ctx->ops->layernorm(ctx, &a);
 }
 
-static mla_tensor as_3d(const mla_tensor *t)
-{
-    mla_tensor r = *t;
-    if (t->ndim == 2) {
-        r.ndim = 3;
-        r.shape[2] = t->shape[1];
-        r.stride[2] = t->stride[1];
-        r.shape[1] = 1;
-        r.stride[1] = t->shape[1] * t->stride[1];
-    }
-    return r;
-}
-
 mla_status mla_hadamard(mla_context *ctx, const mla_tensor *x, mla_tensor *y)
 {
     MLA_TRY(mla_begin(ctx));
@@ -351,7 +338,7 @@ mla_status mla_hadamard(mla_context *ctx, const mla_tensor *x, mla_tensor *y)
     MLA_SLOT(ctx, hadamard);
     if (mla_tensor_numel(x) == 0)
         return MLA_OK;
-    mla_hadamard_args a = {as_3d(x), as_3d(y)};
+    mla_hadamard_args a = {mla_as_3d(x), mla_as_3d(y)};
     return ctx->ops->hadamard(ctx, &a);
 }
 

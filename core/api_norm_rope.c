@@ -165,20 +165,6 @@ mla_status mla_check_rope_table(mla_context *ctx, const mla_tensor *cos, const m
     return check_rope_table(ctx, cos, sin);
 }
 
-/* A 2-D [T, D] tensor seen as [T, 1, D]. */
-static mla_tensor as_3d(const mla_tensor *t)
-{
-    mla_tensor r = *t;
-    if (t->ndim == 2) {
-        r.ndim = 3;
-        r.shape[2] = t->shape[1];
-        r.stride[2] = t->stride[1];
-        r.shape[1] = 1;
-        r.stride[1] = t->shape[1] * t->stride[1];
-    }
-    return r;
-}
-
 mla_status mla_rope(mla_context *ctx, const mla_tensor *cos, const mla_tensor *sin,
                     const mla_tensor *positions, const mla_tensor *x, mla_tensor *y,
                     mla_rope_style style)
@@ -214,6 +200,6 @@ mla_status mla_rope(mla_context *ctx, const mla_tensor *cos, const mla_tensor *s
     MLA_SLOT(ctx, rope);
     if (mla_tensor_numel(x) == 0)
         return MLA_OK;
-    mla_rope_args a = {*cos, *sin, *positions, as_3d(x), as_3d(y), style, R};
+    mla_rope_args a = {*cos, *sin, *positions, mla_as_3d(x), mla_as_3d(y), style, R};
     return ctx->ops->rope(ctx, &a);
 }

@@ -46,22 +46,6 @@ mla_status mla_indexer_workspace_bytes(const mla_model_config *cfg, int64_t T, i
     return st;
 }
 
-static mla_tensor view(void *data, mla_dtype dtype, mla_memory mem, int32_t ndim,
-                       const int64_t *shape, const int64_t *stride)
-{
-    mla_tensor t;
-    memset(&t, 0, sizeof t);
-    t.data = data;
-    t.dtype = dtype;
-    t.memory = mem;
-    t.ndim = ndim;
-    for (int32_t i = 0; i < ndim; ++i) {
-        t.shape[i] = shape[i];
-        t.stride[i] = stride[i];
-    }
-    return t;
-}
-
 static const mla_tensor *scale_of(const mla_weight *w)
 {
     return w->w.dtype == MLA_DTYPE_BF16 ? NULL : &w->scale;
@@ -139,14 +123,14 @@ mla_status mla_indexer_prepare(mla_context *ctx, const mla_model_config *cfg,
     const mla_memory mem = mla_context_memory(ctx);
 
     /* q = q_lat_normed @ W_qb_idx^T, seen as [T, Hi, D] */
-    mla_tensor q2 = view(ws + w.q, act, mem, 2, (int64_t[]){T, Hi * D}, (int64_t[]){Hi * D, 1});
-    mla_tensor q3 = view(ws + w.q, act, mem, 3, (int64_t[]){T, Hi, D}, (int64_t[]){Hi * D, D, 1});
+    mla_tensor q2 = mla_view(ws + w.q, act, mem, 2, (int64_t[]){T, Hi * D}, (int64_t[]){Hi * D, 1});
+    mla_tensor q3 = mla_view(ws + w.q, act, mem, 3, (int64_t[]){T, Hi, D}, (int64_t[]){Hi * D, D, 1});
     MLA_TRY(mla_linear(ctx, q_lat, &wt->wq_b.w, scale_of(&wt->wq_b), &q2));
     /* k = LayerNorm(x @ W_k^T); w = x @ W_w^T in bf16 */
-    mla_tensor k_raw = view(ws + w.k_raw, act, mem, 2, (int64_t[]){T, D}, (int64_t[]){D, 1});
+    mla_tensor k_raw = mla_view(ws + w.k_raw, act, mem, 2, (int64_t[]){T, D}, (int64_t[]){D, 1});
     MLA_TRY(mla_linear(ctx, x, &wt->wk.w, scale_of(&wt->wk), &k_raw));
     MLA_TRY(mla_layernorm(ctx, &k_raw, &wt->k_norm_weight, &wt->k_norm_bias, INDEXER_LN_EPS, k));
-    mla_tensor wb = view(ws + w.w, MLA_DTYPE_BF16, mem, 2, (int64_t[]){T, Hi}, (int64_t[]){Hi, 1});
+    mla_tensor wb = mla_view(ws + w.w, MLA_DTYPE_BF16, mem, 2, (int64_t[]){T, Hi}, (int64_t[]){Hi, 1});
     MLA_TRY(mla_linear(ctx, x, &wt->weights_proj.w, scale_of(&wt->weights_proj), &wb));
     /* RoPE on the first R dims of q and k, in place (the op does not care) */
     MLA_TRY(mla_rope(ctx, cos, sin, positions, &q3, &q3, opt->style));
@@ -156,13 +140,13 @@ mla_status mla_indexer_prepare(mla_context *ctx, const mla_model_config *cfg,
         MLA_TRY(mla_hadamard(ctx, k, k));
     }
     /* q to fp8 per (token, head) with a power-of-two scale, then the head weights */
-    mla_tensor q_rows = view(ws + w.q, act, mem, 2, (int64_t[]){T * Hi, D}, (int64_t[]){D, 1});
-    mla_tensor codes = view(q_fp8->data, q_fp8->dtype, mem, 2, (int64_t[]){T * Hi, D},
+    mla_tensor q_rows = mla_view(ws + w.q, act, mem, 2, (int64_t[]){T * Hi, D}, (int64_t[]){D, 1});
+    mla_tensor codes = mla_view(q_fp8->data, q_fp8->dtype, mem, 2, (int64_t[]){T * Hi, D},
                             (int64_t[]){D, 1});
-    mla_tensor s_q = view(ws + w.s_q, MLA_DTYPE_F32, mem, 2, (int64_t[]){T * Hi, 1},
+    mla_tensor s_q = mla_view(ws + w.s_q, MLA_DTYPE_F32, mem, 2, (int64_t[]){T * Hi, 1},
                           (int64_t[]){1, 1});
     MLA_TRY(mla_fp8_group_quant(ctx, &q_rows, &codes, &s_q, D, MLA_FP8_SCALE_UE8M0));
-    mla_tensor s_q2 = view(ws + w.s_q, MLA_DTYPE_F32, mem, 2, (int64_t[]){T, Hi},
+    mla_tensor s_q2 = mla_view(ws + w.s_q, MLA_DTYPE_F32, mem, 2, (int64_t[]){T, Hi},
                            (int64_t[]){Hi, 1});
     return mla_indexer_head_weights(ctx, &wb, &s_q2, w_out);
 }

@@ -60,22 +60,6 @@ mla_status mla_prepare_workspace_bytes(const mla_plan *plan, int64_t T, mla_dtyp
     return st;
 }
 
-static mla_tensor view(void *data, mla_dtype dtype, mla_memory mem, int32_t ndim,
-                       const int64_t *shape, const int64_t *stride)
-{
-    mla_tensor t;
-    memset(&t, 0, sizeof t);
-    t.data = data;
-    t.dtype = dtype;
-    t.memory = mem;
-    t.ndim = ndim;
-    for (int32_t i = 0; i < ndim; ++i) {
-        t.shape[i] = shape[i];
-        t.stride[i] = stride[i];
-    }
-    return t;
-}
-
 /* A weight matrix [rows, cols] of the plan's weight dtype (bf16, or fp8 with
  * block scales). */
 static mla_status check_weight(mla_context *ctx, const mla_weight *w, const char *name,
@@ -186,14 +170,14 @@ mla_status mla_prepare(mla_context *ctx, const mla_plan *plan, const mla_layer_w
 
     /* 1. latent = x @ [W_qa ; W_kva]^T (V2-Lite: q = x @ W_q^T) */
     const int64_t qa_cols = c->q_lora ? c->q_lora : Hqk;
-    mla_tensor qa = view(ws + w.qa, act, mem, 2, (int64_t[]){T, qa_cols}, (int64_t[]){qa_cols, 1});
-    mla_tensor kv = view(ws + w.kv, act, mem, 2, (int64_t[]){T, D}, (int64_t[]){D, 1});
+    mla_tensor qa = mla_view(ws + w.qa, act, mem, 2, (int64_t[]){T, qa_cols}, (int64_t[]){qa_cols, 1});
+    mla_tensor kv = mla_view(ws + w.kv, act, mem, 2, (int64_t[]){T, D}, (int64_t[]){D, 1});
     const mla_weight *wq = c->q_lora ? &wt->q_a_proj : &wt->q_b_proj;
     MLA_TRY(mla_linear(ctx, x, &wq->w, scale_of(wq), &qa));
     MLA_TRY(mla_linear(ctx, x, &wt->kv_a_proj_with_mqa.w, scale_of(&wt->kv_a_proj_with_mqa), &kv));
 
     /* 2. q_lat = RMSNorm(q_lat), k_nope = RMSNorm(k_nope), in place */
-    mla_tensor k_nope = view(ws + w.kv, act, mem, 2, (int64_t[]){T, L}, (int64_t[]){D, 1});
+    mla_tensor k_nope = mla_view(ws + w.kv, act, mem, 2, (int64_t[]){T, L}, (int64_t[]){D, 1});
     if (c->q_lora)
         MLA_TRY(mla_fused_qk_rmsnorm(ctx, &qa, &wt->q_a_layernorm, eps, &k_nope,
                                      &wt->kv_a_layernorm, eps, &qa, NULL, &k_nope));
@@ -201,34 +185,34 @@ mla_status mla_prepare(mla_context *ctx, const mla_plan *plan, const mla_layer_w
         MLA_TRY(mla_rmsnorm(ctx, &k_nope, &wt->kv_a_layernorm, eps, &k_nope));
 
     /* 3. q = q_lat @ W_qb^T, seen as [T, H, nope + R] */
-    mla_tensor q = view(ws + w.q, act, mem, 2, (int64_t[]){T, Hqk}, (int64_t[]){Hqk, 1});
+    mla_tensor q = mla_view(ws + w.q, act, mem, 2, (int64_t[]){T, Hqk}, (int64_t[]){Hqk, 1});
     if (c->q_lora)
         MLA_TRY(mla_linear(ctx, &qa, &wt->q_b_proj.w, scale_of(&wt->q_b_proj), &q));
 
-    /* 4. q_lat_nope[h] = q_nope[:, h] @ W_kc[h], W_kc[h] = kv_b_proj.view(H, nope+v, L)[h, :nope] */
+    /* 4. q_lat_nope[h] = q_nope[:, h] @ W_kc[h], W_kc[h] = kv_b_proj.mla_view(H, nope+v, L)[h, :nope] */
     const int64_t nv = c->nope + c->v;
-    mla_tensor q_nope = view(ws + w.q, act, mem, 3, (int64_t[]){H, T, c->nope},
+    mla_tensor q_nope = mla_view(ws + w.q, act, mem, 3, (int64_t[]){H, T, c->nope},
                              (int64_t[]){qk, Hqk, 1});
-    mla_tensor w_kc = view(wt->kv_b_proj.w.data, MLA_DTYPE_BF16, wt->kv_b_proj.w.memory, 3,
+    mla_tensor w_kc = mla_view(wt->kv_b_proj.w.data, MLA_DTYPE_BF16, wt->kv_b_proj.w.memory, 3,
                            (int64_t[]){H, c->nope, L},
                            (int64_t[]){nv * wt->kv_b_proj.w.stride[0],
                                        wt->kv_b_proj.w.stride[0], wt->kv_b_proj.w.stride[1]});
     const int64_t *qs = q_cat->stride;
     mla_tensor absorbed; /* [T, H, L] */
     if (w.q_abs >= 0)
-        absorbed = view(ws + w.q_abs, MLA_DTYPE_F32, mem, 3, (int64_t[]){T, H, L},
+        absorbed = mla_view(ws + w.q_abs, MLA_DTYPE_F32, mem, 3, (int64_t[]){T, H, L},
                         (int64_t[]){H * L, L, 1});
     else
-        absorbed = view(q_cat->data, q_cat->dtype, mem, 3, (int64_t[]){T, H, L},
+        absorbed = mla_view(q_cat->data, q_cat->dtype, mem, 3, (int64_t[]){T, H, L},
                         (int64_t[]){qs[0], qs[1], qs[2]});
     mla_tensor absorbed_hm = absorbed; /* the same elements seen as [H, T, L] */
     mla_tensor_transpose(&absorbed_hm, 0, 1);
     MLA_TRY(mla_batched_gemm(ctx, &q_nope, &w_kc, 1.0f, &absorbed_hm));
 
     /* 5-6. RoPE once, at the plan's site, and the cache write */
-    mla_tensor q_pe = view((uint8_t *)ws + w.q + c->nope * mla_dtype_size(act), act, mem, 3,
+    mla_tensor q_pe = mla_view((uint8_t *)ws + w.q + c->nope * mla_dtype_size(act), act, mem, 3,
                            (int64_t[]){T, H, R}, (int64_t[]){Hqk, qk, 1});
-    mla_tensor k_pe = view(ws + w.kv + L * mla_dtype_size(act), act, mem, 2, (int64_t[]){T, R},
+    mla_tensor k_pe = mla_view(ws + w.kv + L * mla_dtype_size(act), act, mem, 2, (int64_t[]){T, R},
                            (int64_t[]){D, 1});
     if (mla_plan_rotates_at(plan, MLA_ROPE_SITE_FUSED_CACHE)) {
         mla_rope_cache_args f = {cos,   sin,   MLA_ROPE_INTERLEAVED, &absorbed, &q_pe,
@@ -237,10 +221,10 @@ mla_status mla_prepare(mla_context *ctx, const mla_plan *plan, const mla_layer_w
         return mla_fused_rope_concat_cache(ctx, &f);
     }
     /* separate site: q_pe rotated straight into q_cat, k_pe into fp32 */
-    mla_tensor q_cat_pe = view((uint8_t *)q_cat->data + L * qs[2] * mla_dtype_size(q_cat->dtype),
+    mla_tensor q_cat_pe = mla_view((uint8_t *)q_cat->data + L * qs[2] * mla_dtype_size(q_cat->dtype),
                                q_cat->dtype, mem, 3, (int64_t[]){T, H, R},
                                (int64_t[]){qs[0], qs[1], qs[2]});
-    mla_tensor k_rot = view(ws + w.k_rot, MLA_DTYPE_F32, mem, 2, (int64_t[]){T, R},
+    mla_tensor k_rot = mla_view(ws + w.k_rot, MLA_DTYPE_F32, mem, 2, (int64_t[]){T, R},
                             (int64_t[]){R, 1});
     MLA_TRY(mla_rope(ctx, cos, sin, positions, &q_pe, &q_cat_pe, MLA_ROPE_INTERLEAVED));
     MLA_TRY(mla_rope(ctx, cos, sin, positions, &k_pe, &k_rot, MLA_ROPE_INTERLEAVED));

@@ -3,6 +3,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 mla_status mla_fail_field(mla_context *ctx, mla_status status, const char *name, const char *field,
                           const char *fmt, ...)
@@ -174,4 +175,33 @@ mla_status mla_begin(mla_context *ctx)
         return MLA_ERR_NULL_POINTER;
     mla_clear_error(ctx);
     return MLA_OK;
+}
+
+mla_tensor mla_view(void *data, mla_dtype dtype, mla_memory mem, int32_t ndim,
+                    const int64_t *shape, const int64_t *stride)
+{
+    mla_tensor t;
+    memset(&t, 0, sizeof t);
+    t.data = data;
+    t.dtype = dtype;
+    t.memory = mem;
+    t.ndim = ndim;
+    for (int32_t i = 0; i < ndim; ++i) {
+        t.shape[i] = shape[i];
+        t.stride[i] = stride[i];
+    }
+    return t;
+}
+
+mla_tensor mla_as_3d(const mla_tensor *t)
+{
+    mla_tensor r = *t;
+    if (t->ndim == 2) {
+        r.ndim = 3;
+        r.shape[2] = t->shape[1];
+        r.stride[2] = t->stride[1];
+        r.shape[1] = 1;
+        r.stride[1] = t->shape[1] * t->stride[1];
+    }
+    return r;
 }

@@ -69,4 +69,10 @@ mla_status mla_check_rope_table(mla_context *ctx, const mla_tensor *cos, const m
 mla_status mla_check_positions(mla_context *ctx, const mla_tensor *pos, const char *name,
                                int64_t T, int64_t table_rows);
 
+/* A descriptor over existing memory (a view: no data moves). */
+mla_tensor mla_view(void *data, mla_dtype dtype, mla_memory mem, int32_t ndim,
+                    const int64_t *shape, const int64_t *stride);
+/* A 2-D [T, D] tensor seen as [T, 1, D]; 3-D tensors unchanged. */
+mla_tensor mla_as_3d(const mla_tensor *t);
+
 #endif
