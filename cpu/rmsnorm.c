@@ -1,6 +1,6 @@
 /* CPU RMSNorm and fused QK RMSNorm (spec section 2, step 2), fp32 math:
  *
- *     ss = sum_d x[t, d]^2      (16 lanes: lane l sums d = l, l + 16, ... in
+ *     ss = sum_d x[t, d]^2      (64 lanes: lane l sums d = l, l + 64, ... in
  *                                order; then a fixed pairwise tree)
  *     r  = 1.0f / sqrtf(ss / D + eps)
  *     y[t, d] = fl(fl(x[t, d] * r) * w[d]), then one rounding to y's dtype.
@@ -28,7 +28,7 @@
 #include "cpu/cpu_kernels.h"
 #include "cpu/cpu_rows.h"
 
-#define LANES 16
+#define LANES 64 /* four zmm, eight ymm or sixteen xmm accumulators: the same lanes */
 #define FP8_GROUP 128
 #define MX_BLOCK 32
 
@@ -42,7 +42,7 @@ typedef struct norm_job {
     out_kind kind;
 } norm_job;
 
-/* sum of v[i]^2 in LANES lanes, then the tree (8, 4, 2, 1). */
+/* sum of v[i]^2 in LANES lanes, then the pairwise tree (32, 16, ..., 1 apart). */
 MLA_CPU_INLINE float sum_squares(const float *restrict v, int64_t n)
 {
     float lane[LANES] = {0};
@@ -136,12 +136,22 @@ MLA_CPU_INLINE void norm_rows_body(const norm_job *j, int64_t t0, int64_t t1, fl
         mla_cpu_load_float((const char *)x->data + t * x->stride[0] * (int64_t)xsz, x->dtype,
                            x->stride[1], D, buf);
         const float r = 1.0f / sqrtf(sum_squares(buf, D) / (float)D + j->eps);
+        char *yrow = (char *)y->data + t * y->stride[0] * (int64_t)ysz;
+        if (j->kind == OUT_FLOAT && y->dtype == MLA_DTYPE_BF16 && y->stride[1] == 1) {
+            uint16_t *o = (uint16_t *)yrow; /* the common case in one pass */
+            MLA_SIMD for (int64_t d = 0; d < D; ++d)
+            {
+                const float xr = buf[d] * r;
+                const float v = xr * w[d];
+                o[d] = mla_fb_f32_to_bf16(v);
+            }
+            continue;
+        }
         MLA_SIMD for (int64_t d = 0; d < D; ++d)
         {
             const float xr = buf[d] * r;
             buf[d] = xr * w[d];
         }
-        char *yrow = (char *)y->data + t * y->stride[0] * (int64_t)ysz;
         if (j->kind == OUT_FLOAT) {
             mla_cpu_store_float(buf, yrow, y->dtype, y->stride[1], D);
         } else if (j->kind == OUT_FP8) {
