@@ -30,13 +30,29 @@
  * i; D as above. A product is fp4 * 2^(sa - 127) * fp4 * 2^(sb - 127).
  *
  * In every case the kernels only need A's and B's k orders to agree, so a
- * k permutation inside a lane's (or a step's) share is free. */
+ * k permutation inside a lane's (or a step's) share is free.
+ *
+ * CPU emulation (hip/emu): the same wrappers exist there, computed from the
+ * layouts above with the lanes' operands exchanged through the wave's
+ * scratch bytes (products and sums in double, rounded to fp32 per
+ * instruction): MLA_EMU_MATRIX_NV in the wave32 build, MLA_EMU_MATRIX_AMD
+ * and MLA_EMU_MATRIX_F4 in the wave64 one, with __shared__ as static storage
+ * (the emulation runs a launch's blocks one after the other) and the block
+ * barriers on the emulation's own. They check the kernels' staging, operand
+ * assembly, k orders and output mapping against these layouts; whether the
+ * layouts are the hardware's is for a GPU run to show. */
 #ifndef MLA_HIP_MFMA_H
 #define MLA_HIP_MFMA_H
 
 #include <stdint.h>
 
 #include "hip/vendor.h"
+
+#if defined(MLA_HIP_EMU_HIP_COMPAT_H)
+#include <cstring>
+
+#include "core/format_bits.h"
+#endif
 
 #if defined(__CUDACC__) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
 #define MLA_HAVE_MMA_BF16 1
@@ -123,6 +139,121 @@ static __device__ __forceinline__ int mla_block_any(int pred)
 #else
     return __syncthreads_or(pred);
 #endif
+}
+#endif
+
+#if defined(MLA_HIP_EMU_HIP_COMPAT_H)
+#define __shared__ static
+#if MLA_EMU_WAVE == 32
+#define MLA_EMU_MATRIX_NV 1
+#else
+#define MLA_EMU_MATRIX_AMD 1
+#define MLA_EMU_MATRIX_F4 1
+#endif
+
+static inline void mla_block_sync() { __syncthreads(); }
+
+static inline int mla_block_any(int pred)
+{
+    static int any;
+    __syncthreads(); /* earlier readers of `any` are done */
+    if (threadIdx.x == 0)
+        __atomic_store_n(&any, 0, __ATOMIC_SEQ_CST);
+    __syncthreads();
+    if (pred)
+        __atomic_fetch_or(&any, 1, __ATOMIC_SEQ_CST);
+    __syncthreads();
+    return __atomic_load_n(&any, __ATOMIC_SEQ_CST);
+}
+
+/* This lane's operand bytes into the wave's scratch, then the wave's. */
+static inline const unsigned char (*mla_emu_operands(const void *mine, size_t bytes))[64]
+{
+    std::memcpy(mla_emu_my_wave->scratch[threadIdx.x % MLA_EMU_WAVE], mine, bytes);
+    mla_emu_my_wave->barrier();
+    return mla_emu_my_wave->scratch;
+}
+
+static inline double mla_emu_bf16(uint32_t pair, int high)
+{
+    return (double)mla_fb_bf16_to_f32((uint16_t)(high ? pair >> 16 : pair & 0xFFFFu));
+}
+
+static inline void mla_mma_bf16_16x8x16(float d[4], const uint32_t a[4], const uint32_t b[2])
+{
+    const uint32_t mine[6] = {a[0], a[1], a[2], a[3], b[0], b[1]};
+    const unsigned char(*s)[64] = mla_emu_operands(mine, sizeof mine);
+    const int lane = (int)(threadIdx.x % 32), g = lane / 4, t = lane % 4;
+    double r[4];
+    for (int q = 0; q < 4; ++q) {
+        const int row = g + 8 * (q / 2), col = 2 * t + q % 2;
+        r[q] = d[q];
+        for (int k = 0; k < 16; ++k) {
+            /* A[row][k]: lane 4 (row % 8) + (k % 8) / 2, word row / 8 + 2 (k / 8);
+             * B[k][col]: lane 4 col + (k % 8) / 2, word 4 + k / 8; half k % 2 */
+            uint32_t wa, wb;
+            std::memcpy(&wa, s[4 * (row % 8) + (k % 8) / 2] + 4 * (row / 8 + 2 * (k / 8)), 4);
+            std::memcpy(&wb, s[4 * col + (k % 8) / 2] + 4 * (4 + k / 8), 4);
+            r[q] += mla_emu_bf16(wa, k % 2) * mla_emu_bf16(wb, k % 2);
+        }
+    }
+    mla_emu_my_wave->barrier();
+    for (int q = 0; q < 4; ++q)
+        d[q] = (float)r[q];
+}
+
+struct mla_f32x16 {
+    float v[16];
+    float &operator[](int i) { return v[i]; }
+    const float &operator[](int i) const { return v[i]; }
+};
+
+static inline mla_f32x16 mla_mfma_bf16_32x32x8(uint32_t a0, uint32_t a1, uint32_t b0, uint32_t b1,
+                                                mla_f32x16 acc)
+{
+    const uint32_t mine[4] = {a0, a1, b0, b1};
+    const unsigned char(*s)[64] = mla_emu_operands(mine, sizeof mine);
+    const int lane = (int)(threadIdx.x % 64), j = lane % 32, h = lane / 32;
+    mla_f32x16 out;
+    for (int r = 0; r < 16; ++r) {
+        const int i = 8 * (r / 4) + 4 * h + r % 4;
+        double v = acc[r];
+        for (int k = 0; k < 8; ++k) {
+            /* A[i][k]: lane i + 32 (k / 4), element k % 4; B[k][j]: lane j + 32 (k / 4) */
+            uint32_t wa, wb;
+            std::memcpy(&wa, s[i + 32 * (k / 4)] + 4 * ((k % 4) / 2), 4);
+            std::memcpy(&wb, s[j + 32 * (k / 4)] + 4 * (2 + (k % 4) / 2), 4);
+            v += mla_emu_bf16(wa, k % 2) * mla_emu_bf16(wb, k % 2);
+        }
+        out[r] = (float)v;
+    }
+    mla_emu_my_wave->barrier();
+    return out;
+}
+
+static inline mla_f32x16 mla_mfma_scale_f4_32x32x64(const uint32_t a[4], const uint32_t b[4],
+                                                     uint32_t sa, uint32_t sb, mla_f32x16 acc)
+{
+    const uint32_t mine[10] = {a[0], a[1], a[2], a[3], b[0], b[1], b[2], b[3], sa & 0xFFu, sb & 0xFFu};
+    const unsigned char(*s)[64] = mla_emu_operands(mine, sizeof mine);
+    const int lane = (int)(threadIdx.x % 64), j = lane % 32, h = lane / 32;
+    mla_f32x16 out;
+    for (int r = 0; r < 16; ++r) {
+        const int i = 8 * (r / 4) + 4 * h + r % 4;
+        double v = acc[r];
+        for (int k = 0; k < 64; ++k) {
+            /* A[i][k]: lane i + 32 (k / 32), byte (k % 32) / 2, nibble k % 2 */
+            const unsigned char *la = s[i + 32 * (k / 32)], *lb = s[j + 32 * (k / 32)];
+            const int q = (k % 32) / 2, sh = 4 * (k % 2);
+            const double va = (double)mla_fb_e2m1_scaled_to_f32((uint8_t)((la[q] >> sh) & 0xFu), la[32]);
+            const double vb =
+                (double)mla_fb_e2m1_scaled_to_f32((uint8_t)((lb[16 + q] >> sh) & 0xFu), lb[36]);
+            v += va * vb;
+        }
+        out[r] = (float)v;
+    }
+    mla_emu_my_wave->barrier();
+    return out;
 }
 #endif
 

@@ -58,6 +58,8 @@
  * 0.5, 1 or 2), clamped at 6, times 2^e: identical bits to format_bits' code +
  * dequant for every value of a clean block (the FMA path covers the others). */
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "hip/device_util.h"
 #include "hip/mfma.h"
@@ -69,6 +71,12 @@ namespace {
 #define MLA_MX_DEV static __device__ __forceinline__ __attribute__((unused))
 
 enum { MODE_PLAIN = 0, MODE_PREQUANT = 1, MODE_A4W4 = 2 };
+
+/* Path of the matrix kernel: the target's own (gfx950: the scaled MFMA for
+ * a4w4 and prequant), or MLA_HIP_MXFP4=fma (every tile by FMA: a check of
+ * one path against the other on a GPU) or f4 (the CPU emulation's wave64
+ * build runs gfx942's bodies, and gfx950's scaled one with f4). */
+enum { PATH_TARGET = 0, PATH_FMA = 1, PATH_F4 = 2 };
 
 constexpr int kBlk = 32;     /* MXFP4 block */
 #if defined(__CUDACC__)
@@ -89,18 +97,24 @@ constexpr uint32_t kFieldLo = 64, kFieldHi = 190;
 
 struct mx_operand_desc {
     const uint8_t *codes, *scales;
-    int64_t c0, c1, c2; /* code strides (bytes) */
-    int64_t s0, s1, s2; /* scale strides; pre-shuffled: s0 per batch, s1 per byte */
-    int32_t preshuffled;
-    int32_t vec; /* every block's 16 code bytes contiguous and 16-byte aligned */
+    /* Code strides (bytes); c2 = -1: stride 1 and every block's 16 bytes
+     * 16-byte aligned (one vector load). Scale strides; s2 = -1: the
+     * pre-shuffled layout (s0 per batch, s1 per byte). Strides are never
+     * negative, so the flags cost no registers of their own (the AMD
+     * compiler keeps separate flag words live and spills them). */
+    int64_t c0, c1, c2;
+    int64_t s0, s1, s2;
 };
+/* gemm_desc::flags */
+constexpr int32_t kXVec = 1;       /* every 32-block of x contiguous, 16-byte aligned */
+constexpr int32_t kProduction = 2; /* MLA_MXFP4_PRODUCTION */
 
 struct gemm_desc {
     int64_t B, M, N, K, nblk;
     const void *x; /* a16wfp4 */
     int64_t x0, x1, x2;
-    int32_t xvec; /* every 32-block of x contiguous and 16-byte aligned */
-    int32_t production;
+    int32_t flags; /* kXVec, kProduction */
+    int32_t path;  /* PATH_* */
     mx_operand_desc xq, w; /* a4w4 activations, weights */
     void *y;
     int64_t y0, y1, y2;
@@ -129,7 +143,7 @@ MLA_DEV void load_run(const void *base, int64_t off, int64_t st, float out[NV])
 
 MLA_DEV uint32_t scale_at(const mx_operand_desc &o, int64_t b, int64_t r, int64_t j, int64_t nblk)
 {
-    const int64_t off = o.preshuffled ? b * o.s0 + mla_fb_preshuffled_offset(r, j, nblk) * o.s1
+    const int64_t off = o.s2 < 0 ? b * o.s0 + mla_fb_preshuffled_offset(r, j, nblk) * o.s1
                                       : b * o.s0 + r * o.s1 + j * o.s2;
     return o.scales[off];
 }
@@ -140,15 +154,16 @@ MLA_DEV uint32_t scale_at(const mx_operand_desc &o, int64_t b, int64_t r, int64_
  * makes the AMD compiler keep 16 addresses live). */
 MLA_DEV void codes_at(const mx_operand_desc &o, int64_t b, int64_t r, int64_t j, uint32_t c[4])
 {
-    const uint8_t *p = o.codes + b * o.c0 + r * o.c1 + j * (kBlk / 2) * o.c2;
-    if (o.vec) {
-        const mla_u32x4 q = *reinterpret_cast<const mla_u32x4 *>(p);
+    const uint8_t *p = o.codes + b * o.c0 + r * o.c1;
+    if (o.c2 < 0) {
+        const mla_u32x4 q = *reinterpret_cast<const mla_u32x4 *>(p + j * (kBlk / 2));
 #pragma unroll
         for (int i = 0; i < 4; ++i)
             c[i] = q.v[i];
         return;
     }
     uint64_t lo = 0, hi = 0;
+    p += j * (kBlk / 2) * o.c2;
 #pragma unroll 1
     for (int q = 0; q < 16; ++q, p += o.c2) {
         const uint64_t v = (uint64_t)*p << (8 * (q % 8));
@@ -164,7 +179,7 @@ MLA_MX_DEV void codes_vec(const mx_operand_desc &o, int64_t b, int64_t r, int64_
 #pragma unroll
     for (int i = 0; i < 4; ++i)
         c[i] = 0;
-    if (o.vec) {
+    if (o.c2 < 0) {
         const mla_u32x4 q =
             *reinterpret_cast<const mla_u32x4 *>(o.codes + b * o.c0 + r * o.c1 + j * (kBlk / 2));
 #pragma unroll
@@ -208,7 +223,7 @@ MLA_DEV float dot_one(const gemm_desc &d, int64_t b, int64_t m, int64_t n)
                 const uint32_t u = mla_fb_bits(load_value<XDT>(d.x, base + i * d.x2)) & 0x7FFFFFFFu;
                 amax = u > amax ? u : amax;
             }
-            sb = mla_fb_mxfp4_scale_byte(amax, d.production);
+            sb = mla_fb_mxfp4_scale_byte(amax, (d.flags & kProduction) != 0);
             mask = mla_fb_mxfp4_code_mask(amax);
         }
 #pragma unroll
@@ -248,6 +263,10 @@ __global__ __launch_bounds__(MLA_HIP_BLOCK) void fma_kernel(gemm_desc d)
 /* ----------------------------------------------- matrix path pieces */
 
 /* The whole tile by FMA, outputs spread over the block's threads. */
+/* v, hidden from the optimizer: the fallback derives its addresses from its
+ * own copies of the tile's coordinates, so that the AMD compiler does not
+ * keep values it shares with the matrix body live in scalar registers
+ * across the whole kernel (it spills them otherwise). */
 MLA_DEV int64_t opaque(int64_t v)
 {
 #if defined(__HIP_DEVICE_COMPILE__) && defined(__GFX9__) && !defined(MLA_HIP_EMU_HIP_COMPAT_H)
@@ -286,7 +305,7 @@ MLA_MX_DEV float round_trip_fast(float x, float inv, float pw)
 template <int XDT>
 MLA_DEV void load_x8(const gemm_desc &d, int64_t base, int g, float v[8])
 {
-    if (d.xvec) {
+    if (d.flags & kXVec) {
         if constexpr (XDT == MLA_DTYPE_BF16) {
             const mla_u32x4 q =
                 *reinterpret_cast<const mla_u32x4 *>(static_cast<const uint16_t *>(d.x) + base + 8 * g);
@@ -379,7 +398,7 @@ MLA_DEV bool stage_bf16(const gemm_desc &d, int64_t b, int64_t m, int64_t j, uin
                     dst[p] = 0;
                 return true;
             }
-            const uint32_t sb = mla_fb_mxfp4_scale_byte(amax, d.production);
+            const uint32_t sb = mla_fb_mxfp4_scale_byte(amax, (d.flags & kProduction) != 0);
             if (sb - kScaleLo > kScaleHi - kScaleLo)
                 return false;
             inv = mla_fb_pow2(127 - (int32_t)sb);
@@ -471,7 +490,7 @@ MLA_DEV void decode4_nv(uint32_t w, int u, const bf16_lut &t, uint32_t &p0, uint
  * chunk gives it values 4 st .. 4 st + 3 of that block, for A (rows g, g + 8
  * from shared memory) and B alike. */
 template <int MODE, int XDT, int YDT>
-MLA_DEV void tile_nv(const gemm_desc &d, int64_t b, int64_t m0, int64_t nt0)
+MLA_DEV bool tile_nv(const gemm_desc &d, int64_t b, int64_t m0, int64_t nt0)
 {
     __shared__ uint32_t sa[kMT][kRowWords];
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -525,7 +544,7 @@ MLA_DEV void tile_nv(const gemm_desc &d, int64_t b, int64_t m0, int64_t nt0)
             bf16_lut lut[2];
 #pragma unroll
             for (int i = 0; i < 2; ++i) {
-                if (!d.w.vec && jb + 4 * c + t < d.nblk)
+                if (d.w.c2 >= 0 && jb + 4 * c + t < d.nblk)
                     codes_at(d.w, b, wrow[i], jb + 4 * c + t, raw[c][i]);
                 dirty |= !block_clean(raw[c][i], sw[c][i]);
                 lut[i] = lut_nv(sw[c][i]);
@@ -544,20 +563,19 @@ MLA_DEV void tile_nv(const gemm_desc &d, int64_t b, int64_t m0, int64_t nt0)
             }
         }
     }
-    if (mla_block_any(dirty)) {
-        tile_by_fma<MODE, XDT, YDT>(d, b, m0, nt0);
-        return;
+    if (mla_block_any(dirty))
+        return true;
+    if (busy) {
+#pragma unroll
+        for (int i = 0; i < 2; ++i)
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+                const int64_t m = m0 + g + 8 * (q / 2), n = n0 + 8 * i + 2 * t + q % 2;
+                if (m < d.M && n < d.N)
+                    store_value<YDT>(d.y, b * d.y0 + m * d.y1 + n * d.y2, acc[i][q], 1);
+            }
     }
-    if (!busy)
-        return;
-#pragma unroll
-    for (int i = 0; i < 2; ++i)
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-            const int64_t m = m0 + g + 8 * (q / 2), n = n0 + 8 * i + 2 * t + q % 2;
-            if (m < d.M && n < d.N)
-                store_value<YDT>(d.y, b * d.y0 + m * d.y1 + n * d.y2, acc[i][q], 1);
-        }
+    return false;
 }
 #endif
 
@@ -614,7 +632,7 @@ MLA_DEV void store_mfma(const gemm_desc &d, int64_t b, int64_t m0, int64_t n, in
  * lane / 32) loads weight row nt0 + 32 w + i and, in chunk c of a stage,
  * all of block 2 c + h; A row i comes from shared memory. */
 template <int MODE, int XDT, int YDT>
-MLA_DEV void tile_mfma_bf16(const gemm_desc &d, int64_t b, int64_t m0, int64_t nt0)
+MLA_DEV bool tile_mfma_bf16(const gemm_desc &d, int64_t b, int64_t m0, int64_t nt0)
 {
     __shared__ uint32_t sa[kMT][kRowWordsA];
     const int lane = threadIdx.x % 64, wave = threadIdx.x / 64;
@@ -654,7 +672,7 @@ MLA_DEV void tile_mfma_bf16(const gemm_desc &d, int64_t b, int64_t m0, int64_t n
         for (int c = 0; c < kChunksA; ++c) {
             if (jb + 2 * c >= d.nblk)
                 break;
-            if (!d.w.vec && jb + 2 * c + h < d.nblk)
+            if (d.w.c2 >= 0 && jb + 2 * c + h < d.nblk)
                 codes_at(d.w, b, wrow, jb + 2 * c + h, raw[c]);
             dirty |= !block_clean(raw[c], sw[c]);
             const bf16_lut lut = lut_amd(sw[c]);
@@ -668,10 +686,8 @@ MLA_DEV void tile_mfma_bf16(const gemm_desc &d, int64_t b, int64_t m0, int64_t n
             }
         }
     }
-    if (mla_block_any(dirty)) {
-        tile_by_fma<MODE, XDT, YDT>(d, b, m0, nt0);
-        return;
-    }
+    if (mla_block_any(dirty))
+        return true;
     if (busy) {
         float out[16];
 #pragma unroll
@@ -679,6 +695,7 @@ MLA_DEV void tile_mfma_bf16(const gemm_desc &d, int64_t b, int64_t m0, int64_t n
             out[r] = acc[r];
         store_mfma<YDT>(d, b, m0, n, h, out);
     }
+    return false;
 }
 #endif
 
@@ -727,7 +744,7 @@ MLA_DEV bool stage_fp4(const gemm_desc &d, int64_t b, int64_t m, int64_t j, uint
             *sdst = 127;
             return true;
         }
-        const uint32_t s = mla_fb_mxfp4_scale_byte(amax, d.production);
+        const uint32_t s = mla_fb_mxfp4_scale_byte(amax, (d.flags & kProduction) != 0);
         if (s - kScaleLo > kScaleHi - kScaleLo)
             return false;
         const float inv = mla_fb_pow2(127 - (int32_t)s), pw = mla_fb_pow2((int32_t)s - 127);
@@ -753,7 +770,7 @@ constexpr int kChunksF4 = kStageBlocks / 2;
 
 /* As tile_mfma_bf16, one scaled MFMA per chunk: no conversion at all. */
 template <int MODE, int XDT, int YDT>
-MLA_DEV void tile_mfma_f4(const gemm_desc &d, int64_t b, int64_t m0, int64_t nt0)
+MLA_DEV bool tile_mfma_f4(const gemm_desc &d, int64_t b, int64_t m0, int64_t nt0)
 {
     __shared__ uint32_t sc[kMT][kRowWordsF4];
     __shared__ uint8_t ss[kMT][kStageBlocks];
@@ -794,7 +811,7 @@ MLA_DEV void tile_mfma_f4(const gemm_desc &d, int64_t b, int64_t m0, int64_t nt0
         for (int c = 0; c < kChunksF4; ++c) {
             if (jb + 2 * c >= d.nblk)
                 break;
-            if (!d.w.vec && jb + 2 * c + h < d.nblk)
+            if (d.w.c2 >= 0 && jb + 2 * c + h < d.nblk)
                 codes_at(d.w, b, wrow, jb + 2 * c + h, raw[c]);
             dirty |= !block_clean(raw[c], sw[c]);
             const uint32_t *ra = &sc[i][(2 * c + h) * kBlockWordsF4];
@@ -802,10 +819,8 @@ MLA_DEV void tile_mfma_f4(const gemm_desc &d, int64_t b, int64_t m0, int64_t nt0
             acc = mla_mfma_scale_f4_32x32x64(a, raw[c], ss[i][2 * c + h], sw[c], acc);
         }
     }
-    if (mla_block_any(dirty)) {
-        tile_by_fma<MODE, XDT, YDT>(d, b, m0, nt0);
-        return;
-    }
+    if (mla_block_any(dirty))
+        return true;
     if (busy) {
         float out[16];
 #pragma unroll
@@ -813,6 +828,7 @@ MLA_DEV void tile_mfma_f4(const gemm_desc &d, int64_t b, int64_t m0, int64_t nt0
             out[r] = acc[r];
         store_mfma<YDT>(d, b, m0, n, h, out);
     }
+    return false;
 }
 #endif
 
@@ -827,21 +843,45 @@ __global__ __launch_bounds__(MLA_HIP_BLOCK) void matrix_kernel(gemm_desc d)
     divmod64((int64_t)blockIdx.x, nt, rest, ntile);
     divmod64(rest, mt, b, mtile);
     const int64_t m0 = mtile * kMT, n0 = ntile * kNB;
+    /* Every thread takes the same branches: the tile bodies' barriers. */
+    bool redo = d.path == PATH_FMA;
 #if defined(MLA_HAVE_MMA_BF16) || defined(MLA_EMU_MATRIX_NV)
-    tile_nv<MODE, XDT, YDT>(d, b, m0, n0);
-#elif defined(MLA_HAVE_MFMA_SCALE_F4) || defined(MLA_EMU_MATRIX_F4)
-    if constexpr (MODE == MODE_PLAIN)
-        tile_mfma_bf16<MODE, XDT, YDT>(d, b, m0, n0);
-    else
-        tile_mfma_f4<MODE, XDT, YDT>(d, b, m0, n0);
-#elif defined(MLA_HAVE_MFMA_BF16) || defined(MLA_EMU_MATRIX_AMD)
-    tile_mfma_bf16<MODE, XDT, YDT>(d, b, m0, n0);
+    if (!redo)
+        redo = tile_nv<MODE, XDT, YDT>(d, b, m0, n0);
+#elif defined(MLA_HAVE_MFMA_SCALE_F4)
+    if (redo) {
+    } else if constexpr (MODE == MODE_PLAIN) {
+        redo = tile_mfma_bf16<MODE, XDT, YDT>(d, b, m0, n0);
+    } else {
+        redo = tile_mfma_f4<MODE, XDT, YDT>(d, b, m0, n0);
+    }
+#elif defined(MLA_EMU_MATRIX_F4) /* wave64 emulation: gfx942's bodies, or gfx950's by PATH_F4 */
+    if (redo) {
+    } else if constexpr (MODE == MODE_PLAIN) {
+        redo = tile_mfma_bf16<MODE, XDT, YDT>(d, b, m0, n0);
+    } else {
+        redo = d.path == PATH_F4 ? tile_mfma_f4<MODE, XDT, YDT>(d, b, m0, n0)
+                                 : tile_mfma_bf16<MODE, XDT, YDT>(d, b, m0, n0);
+    }
+#elif defined(MLA_HAVE_MFMA_BF16)
+    if (!redo)
+        redo = tile_mfma_bf16<MODE, XDT, YDT>(d, b, m0, n0);
 #else
-    tile_by_fma<MODE, XDT, YDT>(d, b, m0, n0);
+    redo = true;
 #endif
+    if (redo)
+        tile_by_fma<MODE, XDT, YDT>(d, b, m0, n0);
 }
 
 /* --------------------------------------------------------------- host */
+
+int32_t path_from_env()
+{
+    const char *p = getenv("MLA_HIP_MXFP4");
+    if (!p)
+        return PATH_TARGET;
+    return !strcmp(p, "fma") ? PATH_FMA : !strcmp(p, "f4") ? PATH_F4 : PATH_TARGET;
+}
 
 mx_operand_desc operand_desc(const mla_mxfp4_operand &o)
 {
@@ -851,12 +891,13 @@ mx_operand_desc operand_desc(const mla_mxfp4_operand &o)
     r.c0 = o.codes.stride[0];
     r.c1 = o.codes.stride[1];
     r.c2 = o.codes.stride[2];
-    r.preshuffled = o.layout == MLA_SCALE_PRESHUFFLED_GFX950;
+    const bool preshuffled = o.layout == MLA_SCALE_PRESHUFFLED_GFX950;
     r.s0 = o.scales.stride[0];
     r.s1 = o.scales.stride[1];
-    r.s2 = r.preshuffled ? 0 : o.scales.stride[2];
-    r.vec = r.c2 == 1 && r.c0 % 16 == 0 && r.c1 % 16 == 0 &&
-            reinterpret_cast<uintptr_t>(r.codes) % 16 == 0;
+    r.s2 = preshuffled ? -1 : o.scales.stride[2];
+    const bool vec = r.c2 == 1 && r.c0 % 16 == 0 && r.c1 % 16 == 0 &&
+                     reinterpret_cast<uintptr_t>(r.codes) % 16 == 0;
+    r.c2 = vec ? -1 : r.c2;
     return r;
 }
 
@@ -916,7 +957,8 @@ mla_status run(mla_context *ctx, const mla_mxfp4_gemm_args *a, int a4w4)
     d.N = a->N;
     d.K = a->K;
     d.nblk = a->K / kBlk;
-    d.production = a->rule == MLA_MXFP4_PRODUCTION;
+    d.flags = a->rule == MLA_MXFP4_PRODUCTION ? kProduction : 0;
+    d.path = path_from_env();
     d.w = operand_desc(a->w);
     d.y = a->y.data;
     d.y0 = a->y.stride[0];
@@ -931,8 +973,9 @@ mla_status run(mla_context *ctx, const mla_mxfp4_gemm_args *a, int a4w4)
     d.x1 = a->x.stride[1];
     d.x2 = a->x.stride[2];
     const int64_t per16 = 16 / (int64_t)mla_dtype_size(a->x.dtype); /* values per 16 bytes */
-    d.xvec = d.x2 == 1 && d.x0 % per16 == 0 && d.x1 % per16 == 0 &&
+    const bool xvec = d.x2 == 1 && d.x0 % per16 == 0 && d.x1 % per16 == 0 &&
              reinterpret_cast<uintptr_t>(d.x) % 16 == 0;
+    d.flags |= xvec ? kXVec : 0;
     const bool f32 = a->x.dtype == MLA_DTYPE_F32;
     if (a->prequant)
         return f32 ? launch_y<MODE_PREQUANT, MLA_DTYPE_F32>(ctx, a, d)
