@@ -49,7 +49,7 @@
 
 namespace {
 
-constexpr int kThreads = 256;
+constexpr int kThreads = 256; /* whole waves on either vendor */
 constexpr int kHeadDimFast = 128;
 constexpr int kMaxHeadsFast = 64;
 constexpr int kGenericQFloats = 8192; /* shared q of the plain path: 32 KB */
@@ -94,6 +94,17 @@ MLA_DEV const uint8_t *key_block(const lg_desc &d, const uint8_t *cache, const i
 }
 
 MLA_DEV float relu(float v) { return v < 0.0f ? 0.0f : v; }
+
+/* 4 codes of q from element off on, dims stride qs2: one word load when
+ * they are contiguous and aligned. */
+[[maybe_unused]] MLA_DEV uint32_t load_q4(const uint8_t *q, int64_t off, int64_t qs2)
+{
+    const uint8_t *p = q + off;
+    if (qs2 == 1 && (reinterpret_cast<uintptr_t>(p) & 3) == 0)
+        return *reinterpret_cast<const uint32_t *>(p);
+    return (uint32_t)p[0] | ((uint32_t)p[qs2] << 8) | ((uint32_t)p[2 * qs2] << 16) |
+           ((uint32_t)p[3 * qs2] << 24);
+}
 
 MLA_DEV float fp8_value(uint8_t c, int fnuz)
 {
@@ -161,86 +172,120 @@ MLA_DEV void generic_block(const lg_desc &d, const lg_block &k, const uint8_t *c
 
 /* ------------------------------------------------- NVIDIA: mma.sync */
 
+/* Shared memory of the NVIDIA body: q's fragments, w, a flag, then per warp
+ * two stages of 32 keys (4 n-tiles x 2 halves x 32 lanes x 16 bytes) and
+ * their 32 scales (84 KB for 64 heads). Each warp keeps two tiles of keys
+ * (8 KB) in flight without holding them in registers. */
+constexpr int64_t kNvStageBytes = 4 * 2 * 32 * 16;
+[[maybe_unused]] constexpr int64_t nv_smem_bytes(int mt)
+{
+    return mt * 8 * 32 * 16 + (kMaxHeadsFast + 4) * 4 + (kThreads / 32) * 2 * (kNvStageBytes + 32 * 4);
+}
+
 #if MLA_IDX_MMA_NV
+
+/* Keys [tile0, tile0 + 32) of the warp into stage buffer `st` (bytes) and
+ * scales `sc`, with cp.async: lane (g, t) copies dims [32 t, 32 t + 32) of
+ * key tile0 + 8 j + g for every j, and the scale of key tile0 + 8 t + g.
+ * Keys at or past nc are zero (their results are not stored). */
+template <int LAYOUT, bool A16>
+MLA_DEV void nv_issue(const lg_desc &d, const uint8_t *cache, const int32_t *trow, int32_t tile0,
+                      int32_t nc, uint32_t bs, int lane, uint8_t *st, float *sc)
+{
+    const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        const int32_t n = tile0 + 8 * j + g;
+        const bool valid = n < nc;
+        const uint8_t *p0 = cache, *p1 = cache, *ps = cache;
+        if (valid) {
+            const uint32_t jb = (uint32_t)n / bs, tok = (uint32_t)n - jb * bs;
+            const uint8_t *blk = cache + (int64_t)trow[(int64_t)jb * d.bts1] * d.cs0;
+            if (LAYOUT == MLA_IL_SHUFFLE) {
+                const uint8_t *tb = blk + (tok / 16) * 16 * kHeadDimFast + (tok % 16) * 16;
+                p0 = tb + (2 * t) * 256;
+                p1 = tb + (2 * t + 1) * 256;
+            } else {
+                p0 = blk + tok * kHeadDimFast + 32 * t;
+                p1 = p0 + 16;
+            }
+            ps = blk + (int64_t)bs * kHeadDimFast + 4 * tok;
+        }
+        uint8_t *s0 = st + ((j * 2 + 0) * 32 + lane) * 16, *s1 = st + ((j * 2 + 1) * 32 + lane) * 16;
+        if (A16) {
+            cp_async<16>(s0, p0, valid);
+            cp_async<16>(s1, p1, valid);
+        } else {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                cp_async<4>(s0 + 4 * e, p0 + 4 * e, valid);
+                cp_async<4>(s1 + 4 * e, p1 + 4 * e, valid);
+            }
+        }
+        if (j == t)
+            cp_async<4>(sc + lane, ps, valid);
+    }
+    cp_async_commit();
+}
+
 template <int FNUZ, int LAYOUT, int MT, bool A16>
 MLA_DEV void nv_block(const lg_desc &d, const lg_block &k, const uint8_t *cache, const uint8_t *q,
                       const float *w, const int32_t *table, float *out, uint32_t *qs)
 {
     float *wsm = reinterpret_cast<float *>(qs + MT * 8 * 32 * 4);
     uint32_t *rownan = reinterpret_cast<uint32_t *>(wsm + kMaxHeadsFast);
+    uint8_t *stages = reinterpret_cast<uint8_t *>(rownan + 4);
+    float *scales = reinterpret_cast<float *>(stages + (kThreads / 32) * 2 * kNvStageBytes);
     const int tid = (int)threadIdx.x;
+    const int lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
+    /* key positions are below a context length (I32): 32-bit index math; a
+     * block size past it behaves as INT32_MAX (one block holds every key) */
+    const int32_t nc = (int32_t)(k.bound < k.n1 ? k.bound : k.n1);
+    const uint32_t bs = d.bs < 0x7FFFFFFF ? (uint32_t)d.bs : 0x7FFFFFFFu;
+    const int32_t *trow = table + k.b * d.bts0;
+    uint8_t *st = stages + warp * 2 * kNvStageBytes;
+    float *sc = scales + warp * 2 * 32;
+    constexpr int32_t kStep = 32 * (kThreads / 32);
+    int32_t tile0 = (int32_t)k.n0 + 32 * warp;
+    /* the first keys are on their way while q is converted */
+    if (tile0 < nc)
+        nv_issue<LAYOUT, A16>(d, cache, trow, tile0, nc, bs, lane, st, sc);
     if (tid == 0)
         *rownan = 0;
     idx_sync();
-    /* q in fragment order: word ((i * 8 + c) * 32 + lane) * 4 + reg */
-    for (int idx = tid; idx < MT * 8 * 32 * 4; idx += kThreads) {
-        const int reg = idx & 3, ln = (idx >> 2) & 31, c = (idx >> 7) & 7, i = idx >> 10;
-        const int64_t head = 16 * i + (ln >> 2) + ((reg & 1) ? 8 : 0);
-        const int64_t dim = 32 * (ln & 3) + 4 * c + ((reg & 2) ? 2 : 0);
-        uint32_t x = 0;
-        if (head < d.Hi) {
-            const uint8_t *p = q + k.r * d.qs0 + head * d.qs1 + dim * d.qs2;
-            x = (uint32_t)p[0] | ((uint32_t)p[d.qs2] << 8);
-        }
-        if (fp8_nan_bytes<FNUZ>(x & 0xFFFFu))
+    /* q in fragment order, word ((i * 8 + c) * 32 + lane) * 4 + reg: dims
+     * 32 t + 4 c + 0..3 of head h are one word of q (quad x = h * 32 + 8 t +
+     * c, so a warp reads whole rows), split into the fragment's words for
+     * dims + 0, 1 (reg 0 | 1) and + 2, 3 (reg 2 | 3) */
+    for (int x = tid; x < MT * 16 * 32; x += kThreads) {
+        const int h = x >> 5, tq = (x >> 3) & 3, c = x & 7;
+        uint32_t v = 0;
+        if (h < d.Hi)
+            v = load_q4(q, k.r * d.qs0 + h * d.qs1 + (32 * tq + 4 * c) * d.qs2, d.qs2);
+        if (fp8_nan_bytes<FNUZ>(v))
             *rownan = 1;
         uint32_t lo, hi;
-        fp8x4_to_f16<FNUZ>(x, lo, hi);
-        qs[idx] = lo;
+        fp8x4_to_f16<FNUZ>(v, lo, hi);
+        const int i = h >> 4, up = (h >> 3) & 1, ln = (h & 7) * 4 + tq;
+        const int word = ((i * 8 + c) * 32 + ln) * 4;
+        qs[word + up] = lo;
+        qs[word + 2 + up] = hi;
     }
     if (tid < kMaxHeadsFast)
         wsm[tid] = tid < d.Hi ? w[k.r * d.ws0 + tid * d.ws1] : 0.0f;
     idx_sync();
     const bool nan_row = *rownan != 0;
-    const int lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
-    float wr[MT][2];
-#pragma unroll
-    for (int i = 0; i < MT; ++i) {
-        wr[i][0] = wsm[16 * i + g];
-        wr[i][1] = wsm[16 * i + g + 8];
-    }
-    const int64_t nc = k.bound < k.n1 ? k.bound : k.n1;
     const u32x4 *qf = reinterpret_cast<const u32x4 *>(qs);
-    for (int64_t tile0 = k.n0 + 32 * warp; tile0 < nc; tile0 += 32 * (kThreads / 32)) {
-        /* the bytes of key 8 j + g, dims [32 t, 32 t + 32), and their NaN codes */
-        uint32_t raw[4][8];
-        uint32_t nanmask = 0;
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            const int64_t n = tile0 + 8 * j + g;
-            u32x4 v0 = {}, v1 = {};
-            if (n < nc) {
-                int64_t tok;
-                const uint8_t *blk = key_block(d, cache, table, k.b, n, tok);
-                const uint8_t *p0, *p1;
-                if (LAYOUT == MLA_IL_SHUFFLE) {
-                    const uint8_t *tb = blk + (tok / 16) * 16 * kHeadDimFast + (tok % 16) * 16;
-                    p0 = tb + (2 * t) * 256;
-                    p1 = tb + (2 * t + 1) * 256;
-                } else {
-                    p0 = blk + tok * kHeadDimFast + 32 * t;
-                    p1 = p0 + 16;
-                }
-                if (A16) {
-                    v0 = *reinterpret_cast<const u32x4 *>(p0);
-                    v1 = *reinterpret_cast<const u32x4 *>(p1);
-                } else {
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) {
-                        v0.v[e] = reinterpret_cast<const uint32_t *>(p0)[e];
-                        v1.v[e] = reinterpret_cast<const uint32_t *>(p1)[e];
-                    }
-                }
-            }
-            uint32_t nb = 0;
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                raw[j][e] = v0.v[e];
-                raw[j][4 + e] = v1.v[e];
-                nb |= fp8_nan_bytes<FNUZ>(v0.v[e]) | fp8_nan_bytes<FNUZ>(v1.v[e]);
-            }
-            nanmask |= nb ? 1u << j : 0u;
-        }
+    float *orow = out + k.r * d.ls0;
+    for (int buf = 0; tile0 < nc; tile0 += kStep, buf ^= 1) {
+        /* the next tile's keys go out before this one's are used */
+        if (tile0 + kStep < nc)
+            nv_issue<LAYOUT, A16>(d, cache, trow, tile0 + kStep, nc, bs, lane,
+                                  st + (buf ^ 1) * kNvStageBytes, sc + (buf ^ 1) * 32);
+        else
+            cp_async_commit(); /* an empty group keeps the count */
+        cp_async_wait<1>();
+        const u32x4 *kb = reinterpret_cast<const u32x4 *>(st + buf * kNvStageBytes);
         float acc[MT][4][4];
 #pragma unroll
         for (int i = 0; i < MT; ++i)
@@ -249,33 +294,54 @@ MLA_DEV void nv_block(const lg_desc &d, const lg_block &k, const uint8_t *cache,
 #pragma unroll
                 for (int e = 0; e < 4; ++e)
                     acc[i][j][e] = 0.0f;
+        uint32_t nanbits = 0;
 #pragma unroll
-        for (int c = 0; c < 8; ++c) {
-            uint32_t bf[4][2];
+        for (int half = 0; half < 2; ++half) {
+            /* this lane's words of key 8 j + g, dims 32 t + 16 half + 0..15 */
+            u32x4 raw[4];
 #pragma unroll
-            for (int j = 0; j < 4; ++j)
-                fp8x4_to_f16<FNUZ>(raw[j][c], bf[j][0], bf[j][1]);
+            for (int j = 0; j < 4; ++j) {
+                raw[j] = kb[(j * 2 + half) * 32 + lane];
 #pragma unroll
-            for (int i = 0; i < MT; ++i) {
-                const u32x4 a = qf[(i * 8 + c) * 32 + lane];
+                for (int e = 0; e < 4; ++e)
+                    nanbits |= fp8_nan_bytes<FNUZ>(raw[j].v[e]) ? 1u << j : 0u;
+            }
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int c = 4 * half + e;
+                uint32_t bf[4][2];
 #pragma unroll
                 for (int j = 0; j < 4; ++j)
-                    mma_16816(acc[i][j], a.v, bf[j]);
+                    fp8x4_to_f16<FNUZ>(raw[j].v[e], bf[j][0], bf[j][1]);
+#pragma unroll
+                for (int i = 0; i < MT; ++i) {
+                    const u32x4 a = qf[(i * 8 + c) * 32 + lane];
+#pragma unroll
+                    for (int j = 0; j < 4; ++j)
+                        mma_16816(acc[i][j], a.v, bf[j]);
+                }
             }
         }
+        /* a NaN code in the key (any of its 4 loaders) or in q: its scale
+         * becomes NaN, and so does the logit */
+        nanbits |= mla_shfl_xor(nanbits, 1);
+        nanbits |= mla_shfl_xor(nanbits, 2);
+        float scale = sc[buf * 32 + lane]; /* key 8 t + g */
+        if (nan_row || ((nanbits >> t) & 1u))
+            scale = mla_fb_float(MLA_FB_F32_QNAN);
         /* sums over this lane's heads: value 2 j + p is key 8 j + 2 t + p */
         float P[8];
 #pragma unroll
         for (int j = 0; j < 4; ++j)
 #pragma unroll
             for (int p = 0; p < 2; ++p) {
-                float s = 0.0f;
+                float sum = 0.0f;
 #pragma unroll
                 for (int i = 0; i < MT; ++i) {
-                    s = fmaf(wr[i][0], relu(acc[i][j][p]), s);
-                    s = fmaf(wr[i][1], relu(acc[i][j][2 + p]), s);
+                    sum = fmaf(wsm[16 * i + g], relu(acc[i][j][p]), sum);
+                    sum = fmaf(wsm[16 * i + g + 8], relu(acc[i][j][2 + p]), sum);
                 }
-                P[2 * j + p] = s;
+                P[2 * j + p] = sum;
             }
         /* over the 8 lanes of a column: the half a lane keeps follows g's bits */
         const bool b2 = (g & 4) != 0, b1 = (g & 2) != 0, b0 = (g & 1) != 0;
@@ -291,21 +357,14 @@ MLA_DEV void nv_block(const lg_desc &d, const lg_block &k, const uint8_t *cache,
             Q2[i] = keep + mla_shfl_xor(send, 8);
         }
         const float S = (b0 ? Q2[1] : Q2[0]) + mla_shfl_xor(b0 ? Q2[0] : Q2[1], 4);
-        /* NaN codes of the key this lane stores: its loaders are the lanes
-         * (2 t + g % 2) * 4 + 0..3 of n-tile g / 2 */
-        nanmask |= mla_shfl_xor(nanmask, 1);
-        nanmask |= mla_shfl_xor(nanmask, 2);
-        const uint32_t theirs = shfl_u32(nanmask, 4 * (2 * t + (g & 1)));
-        const int64_t n = tile0 + 8 * (g >> 1) + 2 * t + (g & 1);
-        if (n < nc) {
-            int64_t tok;
-            const uint8_t *blk = key_block(d, cache, table, k.b, n, tok);
-            const float scale = mla_fb_float(
-                *reinterpret_cast<const uint32_t *>(blk + mla_il_scale_byte(tok, d.bs, kHeadDimFast)));
-            const bool nan = nan_row || ((theirs >> (g >> 1)) & 1u);
-            out[k.r * d.ls0 + n * d.ls1] = nan ? mla_fb_float(MLA_FB_F32_QNAN) : S * scale;
-        }
+        /* this lane stores key 8 (g / 2) + 2 t + g % 2, whose scale lane
+         * (2 t + g % 2, g / 2) fetched */
+        const float ks = mla_fb_float(shfl_u32(mla_fb_bits(scale), 4 * (2 * t + (g & 1)) + (g >> 1)));
+        const int32_t n = tile0 + 8 * (g >> 1) + 2 * t + (g & 1);
+        if (n < nc)
+            orow[(int64_t)n * d.ls1] = S * ks;
     }
+    cp_async_wait<0>();
 }
 #endif
 
@@ -328,12 +387,9 @@ MLA_DEV void amd_block(const lg_desc &d, const lg_block &k, const uint8_t *cache
         const int64_t head = 32 * tt + i;
 #pragma unroll
         for (int c = 0; c < 16; ++c) {
-            uint32_t x = 0;
-            if (head < d.Hi) {
-                const uint8_t *p = q + k.r * d.qs0 + head * d.qs1 + (64 * h + 4 * c) * d.qs2;
-                x = (uint32_t)p[0] | ((uint32_t)p[d.qs2] << 8) | ((uint32_t)p[2 * d.qs2] << 16) |
-                    ((uint32_t)p[3 * d.qs2] << 24);
-            }
+            const uint32_t x =
+                head < d.Hi ? load_q4(q, k.r * d.qs0 + head * d.qs1 + (64 * h + 4 * c) * d.qs2, d.qs2)
+                            : 0u;
             nan_q |= fp8_nan_bytes<FNUZ>(x) != 0;
             fp8x4_to_f16<FNUZ>(x, qr[tt][c][0], qr[tt][c][1]);
         }
@@ -410,10 +466,21 @@ MLA_DEV void amd_block(const lg_desc &d, const lg_block &k, const uint8_t *cache
 }
 #endif
 
+/* ptxas keeps the NVIDIA body near 128 registers with small spills unless
+ * told it may use more: 168 at most (160 used for 64 heads: one block of 8
+ * warps per SM, each with two tiles of keys in flight in shared memory). */
+#if defined(__CUDACC__) && !MLA_IDX_EMU &&                                                         \
+    (__CUDACC_VER_MAJOR__ > 12 || (__CUDACC_VER_MAJOR__ == 12 && __CUDACC_VER_MINOR__ >= 4))
+#define MLA_IDX_LOGITS_BOUNDS __maxnreg__(168)
+#else
+#define MLA_IDX_LOGITS_BOUNDS __launch_bounds__(kThreads)
+#endif
+
 /* FAST: 0 the plain body; 1, 2 the matrix body of this device (the plain
  * one where it has none) for key rows aligned to 4 or 16 bytes. */
+
 template <int FAST, int FNUZ, int LAYOUT, int MT>
-__global__ __launch_bounds__(kThreads) void logits_kernel(const uint8_t *cache, const uint8_t *q,
+__global__ MLA_IDX_LOGITS_BOUNDS void logits_kernel(const uint8_t *cache, const uint8_t *q,
                                                            const float *w, const int32_t *table,
                                                            const int32_t *ctx_lens, float *out,
                                                            lg_desc d, int64_t smem_bytes)
@@ -441,9 +508,25 @@ __global__ __launch_bounds__(kThreads) void logits_kernel(const uint8_t *cache, 
 template <int FAST, int FNUZ, int LAYOUT, int MT>
 mla_status launch(mla_context *ctx, const mla_indexer_logits_args *a, const lg_desc &d)
 {
-    /* the NVIDIA body's q fragments, w and a flag; the plain body's q */
-    const int64_t smem = FAST ? MT * 8 * 32 * 4 * 4 + (kMaxHeadsFast + 4) * 4
-                              : (256 + kGenericQFloats) * 4;
+    /* the NVIDIA body's q fragments, w, a flag and key stages; the plain
+     * body's code table and q (also what the fast kernel falls back to on a
+     * device without matrix instructions) */
+    int64_t smem = (256 + kGenericQFloats) * 4;
+    if (FAST) {
+#if defined(__CUDACC__)
+        smem = nv_smem_bytes(MT);
+#if !MLA_IDX_EMU
+        /* past 48 KB needs the kernel's consent (per device: every launch) */
+        const cudaError_t err = cudaFuncSetAttribute(logits_kernel<FAST, FNUZ, LAYOUT, MT>,
+                                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                     (int)smem);
+        if (err != cudaSuccess)
+            return mla_hip_fail(ctx, err, "cudaFuncSetAttribute (logits shared memory)");
+#endif
+#else
+        smem = (256 + 1024) * 4; /* the MFMA body needs none; a fallback's q */
+#endif
+    }
     const int64_t blocks = d.R * d.chunks;
     logits_kernel<FAST, FNUZ, LAYOUT, MT>
         <<<(unsigned)blocks, kThreads, (size_t)smem, mla_hip_state_of(ctx)->stream>>>(

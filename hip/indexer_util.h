@@ -201,6 +201,45 @@ template <int FNUZ> MLA_DEV void fp8x4_to_f16(uint32_t x, uint32_t &lo, uint32_t
     hi = f16x2_mul_pow2(fp8x2_f16_scaled(x >> 16), e);
 }
 
+/* --------------------------------------- asynchronous copies (NVIDIA) */
+
+/* cp.async (sm_80+): BYTES (4 or 16) from global src to shared dst without
+ * registers, zero-filled when !valid; commit closes a group, wait<N> returns
+ * once at most N of this thread's groups are still in flight. Only the
+ * issuing thread reads what it copied. The emulation copies at once. */
+#if MLA_IDX_MMA_NV
+template <int BYTES> MLA_DEV void cp_async(void *dst, const void *src, bool valid)
+{
+#if MLA_IDX_EMU
+    if (valid)
+        memcpy(dst, src, BYTES);
+    else
+        memset(dst, 0, BYTES);
+#else
+    const uint32_t d = (uint32_t)__cvta_generic_to_shared(dst);
+    const int n = valid ? BYTES : 0;
+    if constexpr (BYTES == 16)
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(n) : "memory");
+    else
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(d), "l"(src), "r"(n) : "memory");
+#endif
+}
+
+MLA_DEV void cp_async_commit()
+{
+#if !MLA_IDX_EMU
+    asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+
+template <int N> MLA_DEV void cp_async_wait()
+{
+#if !MLA_IDX_EMU
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+#endif
+}
+#endif
+
 /* ----------------------------------------------- matrix instructions */
 
 #if MLA_IDX_EMU
@@ -243,7 +282,7 @@ MLA_DEV void mma_16816(float d[4], const uint32_t a[4], const uint32_t b[2])
     }
     mla_emu_my_wave->barrier();
 #else
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
                  "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
