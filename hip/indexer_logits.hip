@@ -257,22 +257,32 @@ MLA_DEV void nv_block(const lg_desc &d, const lg_block &k, const uint8_t *cache,
      * 32 t + 4 c + 0..3 of head h are one word of q (quad x = h * 32 + 8 t +
      * c, so a warp reads whole rows), split into the fragment's words for
      * dims + 0, 1 (reg 0 | 1) and + 2, 3 (reg 2 | 3) */
-    for (int x = tid; x < MT * 16 * 32; x += kThreads) {
-        const int h = x >> 5, tq = (x >> 3) & 3, c = x & 7;
-        uint32_t v = 0;
-        if (h < d.Hi)
-            v = load_q4(q, k.r * d.qs0 + h * d.qs1 + (32 * tq + 4 * c) * d.qs2, d.qs2);
-        if (fp8_nan_bytes<FNUZ>(v))
-            *rownan = 1;
+    constexpr int kQW = MT * 16 * 32 / kThreads; /* q words per thread */
+    static_assert(kQW * kThreads == MT * 16 * 32, "whole q words per thread");
+    uint32_t qv[kQW];
+#pragma unroll
+    for (int u = 0; u < kQW; ++u) { /* all loads first: one latency */
+        const int x = tid + u * kThreads, h = x >> 5, tq = (x >> 3) & 3, c = x & 7;
+        qv[u] = h < d.Hi ? load_q4(q, k.r * d.qs0 + h * d.qs1 + (32 * tq + 4 * c) * d.qs2, d.qs2)
+                         : 0u;
+    }
+    const float wv = tid < d.Hi && tid < kMaxHeadsFast ? w[k.r * d.ws0 + tid * d.ws1] : 0.0f;
+    bool qnan = false;
+#pragma unroll
+    for (int u = 0; u < kQW; ++u) {
+        const int x = tid + u * kThreads, h = x >> 5, tq = (x >> 3) & 3, c = x & 7;
+        qnan |= fp8_nan_bytes<FNUZ>(qv[u]) != 0;
         uint32_t lo, hi;
-        fp8x4_to_f16<FNUZ>(v, lo, hi);
+        fp8x4_to_f16<FNUZ>(qv[u], lo, hi);
         const int i = h >> 4, up = (h >> 3) & 1, ln = (h & 7) * 4 + tq;
         const int word = ((i * 8 + c) * 32 + ln) * 4;
         qs[word + up] = lo;
         qs[word + 2 + up] = hi;
     }
+    if (qnan)
+        *rownan = 1;
     if (tid < kMaxHeadsFast)
-        wsm[tid] = tid < d.Hi ? w[k.r * d.ws0 + tid * d.ws1] : 0.0f;
+        wsm[tid] = wv;
     idx_sync();
     const bool nan_row = *rownan != 0;
     const u32x4 *qf = reinterpret_cast<const u32x4 *>(qs);
@@ -385,13 +395,16 @@ MLA_DEV void amd_block(const lg_desc &d, const lg_block &k, const uint8_t *cache
 #pragma unroll
     for (int tt = 0; tt < HT; ++tt) {
         const int64_t head = 32 * tt + i;
+        uint32_t xv[16];
+#pragma unroll
+        for (int c = 0; c < 16; ++c) /* all loads first: one latency */
+            xv[c] = head < d.Hi
+                        ? load_q4(q, k.r * d.qs0 + head * d.qs1 + (64 * h + 4 * c) * d.qs2, d.qs2)
+                        : 0u;
 #pragma unroll
         for (int c = 0; c < 16; ++c) {
-            const uint32_t x =
-                head < d.Hi ? load_q4(q, k.r * d.qs0 + head * d.qs1 + (64 * h + 4 * c) * d.qs2, d.qs2)
-                            : 0u;
-            nan_q |= fp8_nan_bytes<FNUZ>(x) != 0;
-            fp8x4_to_f16<FNUZ>(x, qr[tt][c][0], qr[tt][c][1]);
+            nan_q |= fp8_nan_bytes<FNUZ>(xv[c]) != 0;
+            fp8x4_to_f16<FNUZ>(xv[c], qr[tt][c][0], qr[tt][c][1]);
         }
 #pragma unroll
         for (int v = 0; v < 16; ++v) {
@@ -628,12 +641,14 @@ mla_status mla_hip_indexer_logits(mla_context *ctx, const mla_indexer_logits_arg
     d.layout = (int32_t)a->desc.layout;
     if (d.R == 0 || d.N == 0)
         return MLA_OK;
-    /* chunks: about 8 blocks per multiprocessor over the whole call, each a
-     * multiple of the 256 keys one pass of the block covers */
-    const int64_t target = (int64_t)mla_hip_state_of(ctx)->multiprocessors * 8;
+    /* chunks: about 2 blocks per multiprocessor over the whole call (a
+     * block's q costs one conversion, so long chunks amortize it; the
+     * NVIDIA body runs one block per SM), each a multiple of the 256 keys
+     * one pass of the block covers */
+    const int64_t target = (int64_t)mla_hip_state_of(ctx)->multiprocessors * 2;
     int64_t chunk = (d.N * d.R + target - 1) / target;
     chunk = (chunk + kThreads - 1) / kThreads * kThreads;
-    chunk = chunk < kThreads ? kThreads : chunk > 16 * kThreads ? 16 * kThreads : chunk;
+    chunk = chunk < kThreads ? kThreads : chunk > 128 * kThreads ? 128 * kThreads : chunk;
     d.chunk = chunk;
     d.chunks = (d.N + chunk - 1) / chunk;
     if (d.R * d.chunks > 0x7FFFFFFF)
