@@ -423,3 +423,33 @@ int cmd_op(int argc, char **argv)
     mla_context_destroy(r.ctx);
     return rc;
 }
+
+/* An output dtype parameter that defaults to a given dtype. */
+int op_param_dtype_or(op_run *r, const char *key, unsigned allowed, mla_dtype def, mla_dtype *out)
+{
+    *out = def;
+    return op_param(r, key) ? op_param_dtype(r, key, allowed, out) : MLA_EXIT_OK;
+}
+
+/* The values of an I32 / I64 tensor in context memory, on the host. */
+int op_host_indices(op_run *r, const mla_tensor *t, int64_t **out)
+{
+    const int64_t n = mla_tensor_numel(t);
+    const size_t es = mla_dtype_size(t->dtype);
+    unsigned char *raw = malloc((size_t)n * es + 1);
+    *out = malloc((size_t)n * sizeof **out + 1);
+    mla_status st = raw && *out ? mla_memcpy(op_ctx(r), raw, t->data, (size_t)n * es,
+                                             MLA_COPY_CONTEXT_TO_HOST)
+                                : MLA_ERR_OUT_OF_MEMORY;
+    for (int64_t i = 0; st == MLA_OK && i < n; ++i) {
+        if (es == 4) {
+            int32_t v;
+            memcpy(&v, raw + 4 * i, 4);
+            (*out)[i] = v;
+        } else {
+            memcpy(&(*out)[i], raw + 8 * i, 8);
+        }
+    }
+    free(raw);
+    return op_check(r, st);
+}

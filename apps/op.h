@@ -60,6 +60,10 @@ int op_output(op_run *r, const char *name, mla_dtype dtype, int32_t ndim, const 
               int transposed, mla_tensor *t);
 /* Reports a failed library call (status, parameter, detail); returns the exit code. */
 int op_check(op_run *r, mla_status st);
+/* An output dtype parameter that defaults to def. */
+int op_param_dtype_or(op_run *r, const char *key, unsigned allowed, mla_dtype def, mla_dtype *out);
+/* The values of an I32 / I64 tensor in context memory, on the host (free() them). */
+int op_host_indices(op_run *r, const mla_tensor *t, int64_t **out);
 /* Prints a usage error for this op; returns the usage exit code. */
 int op_usage_error(op_run *r, const char *fmt, ...)
 #if defined(__GNUC__)

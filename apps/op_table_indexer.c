@@ -21,36 +21,6 @@ static const char *const layouts[] = {"auto", "normal", "shuffle"};
             return rc_;                                                                           \
     } while (0)
 
-/* An output dtype parameter that defaults to a given dtype. */
-static int dtype_or(op_run *r, const char *key, unsigned allowed, mla_dtype def, mla_dtype *out)
-{
-    *out = def;
-    return op_param(r, key) ? op_param_dtype(r, key, allowed, out) : MLA_EXIT_OK;
-}
-
-/* The values of an I32 / I64 tensor in context memory, on the host. */
-static int host_indices(op_run *r, const mla_tensor *t, int64_t **out)
-{
-    const int64_t n = mla_tensor_numel(t);
-    const size_t es = mla_dtype_size(t->dtype);
-    unsigned char *raw = malloc((size_t)n * es + 1);
-    *out = malloc((size_t)n * sizeof **out + 1);
-    mla_status st = raw && *out ? mla_memcpy(op_ctx(r), raw, t->data, (size_t)n * es,
-                                             MLA_COPY_CONTEXT_TO_HOST)
-                                : MLA_ERR_OUT_OF_MEMORY;
-    for (int64_t i = 0; st == MLA_OK && i < n; ++i) {
-        if (es == 4) {
-            int32_t v;
-            memcpy(&v, raw + 4 * i, 4);
-            (*out)[i] = v;
-        } else {
-            memcpy(&(*out)[i], raw + 8 * i, 8);
-        }
-    }
-    free(raw);
-    return op_check(r, st);
-}
-
 /* The cache descriptor from the parameters (num_blocks set by the caller). */
 static int cache_desc(op_run *r, mla_indexer_cache_desc *d)
 {
@@ -86,7 +56,7 @@ static int run_layernorm(op_run *r)
     TRY(op_input(r, "x", MLA_DTYPE_COUNT, "in_dtype", 0, &x));
     TRY(op_input(r, "w", MLA_DTYPE_F32, NULL, 0, &w));
     TRY(op_input(r, "b", MLA_DTYPE_F32, NULL, 0, &b));
-    TRY(dtype_or(r, "dtype", FLOATS, x.dtype, &yd));
+    TRY(op_param_dtype_or(r, "dtype", FLOATS, x.dtype, &yd));
     TRY(op_output(r, "y", yd, x.ndim, x.shape, 0, &y));
     return op_check(r, mla_layernorm(op_ctx(r), &x, &w, &b, (float)eps, &y));
 }
@@ -96,7 +66,7 @@ static int run_hadamard(op_run *r)
     mla_tensor x, y;
     mla_dtype yd;
     TRY(op_input(r, "x", MLA_DTYPE_COUNT, "in_dtype", 0, &x));
-    TRY(dtype_or(r, "dtype", DT(MLA_DTYPE_F32) | DT(MLA_DTYPE_BF16), x.dtype, &yd));
+    TRY(op_param_dtype_or(r, "dtype", DT(MLA_DTYPE_F32) | DT(MLA_DTYPE_BF16), x.dtype, &yd));
     TRY(op_output(r, "y", yd, x.ndim, x.shape, 0, &y));
     return op_check(r, mla_hadamard(op_ctx(r), &x, &y));
 }
@@ -115,7 +85,7 @@ static int run_k_cache_write(op_run *r)
         TRY(cache_input(r, &d, &old));
     } else {
         int64_t *s = NULL, top = -1;
-        int rc = host_indices(r, &slots, &s);
+        int rc = op_host_indices(r, &slots, &s);
         for (int64_t i = 0; rc == MLA_EXIT_OK && i < slots.shape[0]; ++i)
             top = s[i] > top ? s[i] : top;
         free(s);
@@ -147,7 +117,7 @@ static int run_k_gather(op_run *r)
     TRY(op_input(r, "cu_seq_lens", MLA_DTYPE_I32, NULL, 0, &cu));
     if (cu.ndim != 1 || cu.shape[0] < 1)
         return op_usage_error(r, "cu_seq_lens [S + 1]");
-    TRY(host_indices(r, &cu, &c));
+    TRY(op_host_indices(r, &cu, &c));
     const int64_t rows = c[cu.shape[0] - 1] > 0 ? c[cu.shape[0] - 1] : 0;
     free(c);
     const int64_t ks[2] = {rows, d.head_dim}, ss[1] = {rows};
@@ -173,7 +143,7 @@ static int run_logits(op_run *r)
     if (op_param(r, "max_len")) {
         TRY(op_param_i64(r, "max_len", &max_len));
     } else { /* the longest context */
-        TRY(host_indices(r, &lens, &n));
+        TRY(op_host_indices(r, &lens, &n));
         for (int64_t b = 0; b < lens.shape[0]; ++b)
             max_len = n[b] > max_len ? n[b] : max_len;
         free(n);

@@ -20,36 +20,6 @@ static const char *const layouts[] = {"normal", "shuffled", "fp8_scaled"};
             return rc_;                                                                           \
     } while (0)
 
-/* An output dtype parameter that defaults to a given dtype. */
-static int dtype_or(op_run *r, const char *key, unsigned allowed, mla_dtype def, mla_dtype *out)
-{
-    *out = def;
-    return op_param(r, key) ? op_param_dtype(r, key, allowed, out) : MLA_EXIT_OK;
-}
-
-/* The values of an I32 / I64 tensor in context memory, on the host. */
-static int host_indices(op_run *r, const mla_tensor *t, int64_t **out)
-{
-    const int64_t n = mla_tensor_numel(t);
-    const size_t es = mla_dtype_size(t->dtype);
-    unsigned char *raw = malloc((size_t)n * es + 1);
-    *out = malloc((size_t)n * sizeof **out + 1);
-    mla_status st = raw && *out ? mla_memcpy(op_ctx(r), raw, t->data, (size_t)n * es,
-                                             MLA_COPY_CONTEXT_TO_HOST)
-                                : MLA_ERR_OUT_OF_MEMORY;
-    for (int64_t i = 0; st == MLA_OK && i < n; ++i) {
-        if (es == 4) {
-            int32_t v;
-            memcpy(&v, raw + 4 * i, 4);
-            (*out)[i] = v;
-        } else {
-            memcpy(&(*out)[i], raw + 8 * i, 8);
-        }
-    }
-    free(raw);
-    return op_check(r, st);
-}
-
 static int run_rmsnorm(op_run *r)
 {
     mla_tensor x, w, y;
@@ -58,7 +28,7 @@ static int run_rmsnorm(op_run *r)
     TRY(op_param_f64(r, "eps", &eps));
     TRY(op_input(r, "x", MLA_DTYPE_COUNT, "in_dtype", 0, &x));
     TRY(op_input(r, "w", MLA_DTYPE_COUNT, NULL, 0, &w));
-    TRY(dtype_or(r, "dtype", FLOATS, x.dtype, &yd));
+    TRY(op_param_dtype_or(r, "dtype", FLOATS, x.dtype, &yd));
     TRY(op_output(r, "y", yd, x.ndim, x.shape, 0, &y));
     return op_check(r, mla_rmsnorm(op_ctx(r), &x, &w, (float)eps, &y));
 }
@@ -74,8 +44,8 @@ static int run_qk_rmsnorm(op_run *r)
     TRY(op_input(r, "q_w", MLA_DTYPE_COUNT, NULL, 0, &qw));
     TRY(op_input(r, "kv", MLA_DTYPE_COUNT, "in_dtype", 0, &kv));
     TRY(op_input(r, "kv_w", MLA_DTYPE_COUNT, NULL, 0, &kvw));
-    TRY(dtype_or(r, "dtype", FLOATS | FP8S | DT(MLA_DTYPE_FP4X2), q.dtype, &qd));
-    TRY(dtype_or(r, "kv_dtype", FLOATS, kv.dtype, &kvd));
+    TRY(op_param_dtype_or(r, "dtype", FLOATS | FP8S | DT(MLA_DTYPE_FP4X2), q.dtype, &qd));
+    TRY(op_param_dtype_or(r, "kv_dtype", FLOATS, kv.dtype, &kvd));
     if (q.ndim != 2 || kv.ndim != 2)
         return op_usage_error(r, "q and kv must be 2-D [T, D]");
     const int fp4 = qd == MLA_DTYPE_FP4X2, quant = fp4 || (DT(qd) & FP8S);
@@ -139,7 +109,7 @@ static int run_rope(op_run *r)
         TRY(op_param_i64(r, "rope_dim", &R));
     int rc = rope_table(r, R, &cos, &sin, &host);
     if (rc == MLA_EXIT_OK)
-        rc = dtype_or(r, "dtype", FLOATS, x.dtype, &yd);
+        rc = op_param_dtype_or(r, "dtype", FLOATS, x.dtype, &yd);
     if (rc == MLA_EXIT_OK)
         rc = op_output(r, "y", yd, x.ndim, x.shape, 0, &y);
     if (rc == MLA_EXIT_OK)
@@ -162,7 +132,7 @@ static int run_linear(op_run *r)
     const int fp8 = w.dtype != MLA_DTYPE_BF16;
     if (fp8)
         TRY(op_input(r, "w_scale", MLA_DTYPE_F32, NULL, 0, &s));
-    TRY(dtype_or(r, "dtype", DT(MLA_DTYPE_F32) | DT(MLA_DTYPE_BF16), x.dtype, &yd));
+    TRY(op_param_dtype_or(r, "dtype", DT(MLA_DTYPE_F32) | DT(MLA_DTYPE_BF16), x.dtype, &yd));
     if (x.ndim != 2 || w.ndim != 2)
         return op_usage_error(r, "x [T, K] and w [N, K] must be 2-D");
     int64_t ys[2] = {x.shape[0], w.shape[0]};
@@ -178,7 +148,7 @@ static int run_batched_gemm(op_run *r)
     TRY(op_param_f64(r, "w_scale", &ws));
     TRY(op_input(r, "x", MLA_DTYPE_COUNT, "in_dtype", 0, &x));
     TRY(op_input(r, "w", MLA_DTYPE_COUNT, "w_dtype", 0, &w));
-    TRY(dtype_or(r, "dtype", DT(MLA_DTYPE_F32) | DT(MLA_DTYPE_BF16), x.dtype, &yd));
+    TRY(op_param_dtype_or(r, "dtype", DT(MLA_DTYPE_F32) | DT(MLA_DTYPE_BF16), x.dtype, &yd));
     if (x.ndim != 3 || w.ndim != 3)
         return op_usage_error(r, "x [B, M, K] and w [B, K, N] must be 3-D");
     int64_t ys[3] = {x.shape[0], x.shape[1], w.shape[2]};
@@ -219,7 +189,7 @@ static int run_cache_write(op_run *r)
         d.num_blocks = old.ndim == 2 ? old.shape[0] : 0;
     } else {
         int64_t *s = NULL, top = -1;
-        int rc = host_indices(r, &slots, &s);
+        int rc = op_host_indices(r, &slots, &s);
         for (int64_t i = 0; rc == MLA_EXIT_OK && i < slots.shape[0]; ++i)
             top = s[i] > top ? s[i] : top;
         free(s);
@@ -256,7 +226,7 @@ static int run_cache_gather(op_run *r)
     if (cache.ndim != 2 || lens.ndim != 1)
         return op_usage_error(r, "cache [blocks, block_bytes] and seq_lens [S]");
     d.num_blocks = cache.shape[0];
-    int rc = host_indices(r, &lens, &n);
+    int rc = op_host_indices(r, &lens, &n);
     for (int64_t s = 0; rc == MLA_EXIT_OK && s < lens.shape[0]; ++s)
         rows += n[s] > 0 ? n[s] : 0;
     free(n);
