@@ -9,19 +9,20 @@
  *
  * Two paths.
  *
- * FMA (always correct; the only path of the CPU emulation, of f32 x without
- * prequant, and the fallback below): a thread owns one column n and up to a
- * few rows; per 32-block it decodes its weights to fp32 (fp4 * 2^(s - 127),
- * exact, core/format_bits.h), builds the activation block (x as is; the MXFP4
+ * FMA (always correct: f32 x without prequant, the fallback below, and
+ * MLA_HIP_MXFP4=fma): a thread computes one output, k ascending, one fmaf per
+ * term, each weight decoded to fp32 where it is used (fp4 * 2^(s - 127),
+ * exact, core/format_bits.h) and each activation too (x as is; the MXFP4
  * round trip of x from format_bits' scale byte and codes; or the a4w4
- * dequant) and accumulates 32 fmaf per row, k ascending.
+ * dequant).
  *
- * Matrix (bf16 x without prequant, prequant with either x dtype, a4w4): a
- * block of 256 threads owns a tile of kMT rows x kNB columns of one batch. It
- * stages the tile's activations into shared memory once per 512 values of K
- * (as exact bf16 values, or as fp4 codes + scales for gfx950's scaled MFMA),
- * then each wave streams its weight columns from global memory and runs the
- * matrix unit:
+ * Matrix (bf16 x without prequant, prequant with either x dtype, a4w4): one
+ * block of 256 threads per tile of kMT rows x kNB = 128 columns of one batch.
+ * Per stage of K (NVIDIA 512 values, AMD 256) each lane first issues the
+ * loads of its weights for the whole stage, then the block stages the tile's
+ * activations into shared memory, one 32-block per thread (as exact bf16, or
+ * as fp4 codes + e8m0 scales for gfx950's scaled MFMA), and each wave runs
+ * the matrix unit over its columns:
  *   NVIDIA sm_90: mma.sync m16n8k16 bf16 (rows 16, two n8 tiles per warp);
  *   gfx942 (and gfx950 for bf16 x): MFMA 32x32x8 bf16;
  *   gfx950, a4w4 and prequant: MFMA scale 32x32x64 fp4 x fp4 with the e8m0
@@ -38,7 +39,7 @@
  * [65, 187] (|fp4 * 2^(s-127)| in [2^-63, 1.5 * 2^63)) or all its codes are
  * +-0 (and the scale is not NaN); a bf16 x value when it is zero or its
  * exponent field lies in [64, 190]. Then every nonzero product lies in
- * [2^-127 * 2, 2^127) and no flush-to-zero or overflow inside the unit can
+ * [2^-126, 2^127) and no flush-to-zero or overflow inside the unit can
  * matter (AMD's MI200 matrix units flush bf16 subnormals; later ones are not
  * documented here). A tile that meets anything else (NaN or Inf values, NaN
  * scales, extreme scales, subnormal activations) is recomputed by the FMA
