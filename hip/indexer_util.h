@@ -85,6 +85,21 @@ MLA_DEV void idx_fence()
 #endif
 }
 
+/* The lanes of one wave see each other's shared-memory writes after it
+ * (every lane calls it). */
+MLA_DEV void idx_wave_sync()
+{
+#if MLA_IDX_EMU
+    mla_emu_my_wave->barrier();
+#elif defined(__CUDACC__)
+    __syncwarp();
+#else
+    __builtin_amdgcn_fence(__ATOMIC_RELEASE, "wavefront");
+    __builtin_amdgcn_wave_barrier();
+    __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "wavefront");
+#endif
+}
+
 /* Lets other blocks run while this one waits for them. */
 MLA_DEV void idx_pause()
 {

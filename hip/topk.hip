@@ -8,30 +8,31 @@
  *     key32: NaN -> 0; -0 -> +0; x >= +0 -> bits | 2^31; x < 0 -> ~bits
  * (the CPU backend's key; the index half makes every K distinct and puts
  * the lower index first among equal values). The answer is the m = min(k,
- * len) largest K, sorted descending. K = 0 marks "no element" (n >= len):
- * every real K is above it.
+ * len) largest K, sorted descending. Threads hold key32 in registers; the
+ * index half comes from the element's position.
  *
- * Radix select over K, 11 bits a level (6 levels at most), cooperatively:
- * G blocks share a row, each holding its slice of the row in registers
- * (TILE = 8192 keys of 16 per thread; longer slices re-read their tiles).
- * A level: every block histograms the digit of its keys that match the
- * prefix so far (shared-memory atomics), adds the non-zero bins into the
- * row's global histogram, and arrives; the last block to arrive finds the
- * digit of the m-th largest, publishes the new prefix and zeroes the
- * histogram; the others wait for that. As soon as the bucket of the m-th
- * largest holds at most CAND keys, every block writes its keys above the
- * bucket ("sure", fewer than m) and in it ("candidates") to the row's
- * lists, and the last block to arrive sorts the two lists together
- * (bitonic, descending, in shared memory) and writes the first m indices
- * and the -1 padding. Different bucket contents give the same answer: the
- * sort is over distinct keys, so the bits never depend on timing.
+ * Radix select over K, 11 bits a level (6 levels at most): a level
+ * histograms (shared-memory atomics) the digit of the keys that match the
+ * prefix chosen so far, and a block scan finds the digit of the m-th
+ * largest. As soon as the bucket of the m-th largest holds at most CAND
+ * keys, the keys above the bucket ("sure", fewer than m) and in it
+ * ("candidates") are collected and sorted together, descending (bitonic,
+ * strides below a wave's segment without block barriers), and the first m
+ * are the answer. The sort is over distinct keys: the bits never depend on
+ * timing or on which thread wrote first.
  *
- * Blocks that wait for other blocks must be resident with them: a block
- * takes a ticket when it starts, and its row is ticket / G, so the blocks a
- * row waits for started earlier or alongside it (the rows before it need
- * nothing later), and G is at most the number of multiprocessors. The
- * per-row state lives in the context's scratch, zeroed once, and every
- * launch leaves it zeroed (the last blocks reset what they used).
+ * A row is one block (its slice in registers, TILE = 8192 keys of 16 per
+ * thread, longer rows re-read their tiles each level) when the rows alone
+ * fill the device; otherwise G blocks share a row: at each level they add
+ * their histograms into the row's histogram for that level in the context's
+ * scratch, count themselves in, and, once all G have, each reads the whole
+ * histogram (no block waits on another's decision); at the end they append
+ * their sure keys and candidates to the row's lists and the last to arrive
+ * sorts. Blocks that wait for each other must be resident together: a block
+ * takes a ticket when it starts and its row is ticket / G, so the blocks a
+ * row waits for started earlier or alongside it, and G is at most the
+ * number of multiprocessors. The last block of a row zeroes what the row
+ * used; the scratch is zeroed once, when allocated.
  *
  * k > KMAX = 2048 (beyond the model) runs in batches of KMAX positions: a
  * batch takes the largest K below the last one the previous batch chose. */
@@ -58,16 +59,22 @@ constexpr int kGmax = 64;
 constexpr int64_t kTile = (int64_t)kThreads * kPer;
 constexpr int kBits = 11;
 constexpr int kBins = 1 << kBits;
-constexpr int kSort = kKmax + kCand; /* a power of two */
+constexpr int kLevels = 6; /* ceil(64 / 11) */
+constexpr int kSort = kKmax + kCand;
+constexpr int kWaves = kThreads / MLA_WAVE_SIZE;
+constexpr int kSeg = kSort / kWaves; /* elements of a wave's sort segment */
 constexpr int kRowsPerLaunch = 128;
 static_assert((kSort & (kSort - 1)) == 0, "the sort buffer is a power of two");
+static_assert(kBins % (4 * kThreads) == 0 || (4 * kThreads) % kBins == 0, "histogram words");
 static_assert(kBins % kThreads == 0, "whole bins per thread");
+static_assert(kSeg >= 2 * MLA_WAVE_SIZE, "a wave's segment gives each lane a pair");
 
-/* Per row, in the scratch. Zero between launches, except ceil. */
+/* Per row, in the scratch: zero between launches, except ceil. */
 struct tk_row {
-    uint32_t hist[kBins];
-    uint32_t arrive, release, nsure, ncand;
-    uint32_t res_bin, res_above, res_mode, pad;
+    uint32_t hist[kLevels][kBins];
+    uint32_t arrive[kLevels + 1];
+    uint32_t nsure, ncand;
+    uint32_t pad;
     uint64_t ceil; /* the last key the previous batch chose */
     uint64_t sure[kKmax];
     uint64_t cand[kCand];
@@ -78,9 +85,9 @@ struct tk_global {
     uint32_t pad[62];
 };
 
-struct tk_desc {
-    int64_t N, k, base; /* row length, k, first output position of the batch */
-    int64_t row0, G, S, tiles;
+struct tk_desc { /* positions fit 31 bits (indices are I32, supports() checks N) */
+    int32_t N, k, base; /* row length, k, first output position of the batch */
+    int32_t row0, G, S, tiles;
     int64_t ls0, ls1, lens, is0, is1;
 };
 
@@ -88,8 +95,8 @@ struct tk_desc {
 struct tk_smem {
     uint32_t hist[kBins];
     uint64_t sort[kSort];
-    uint32_t scan[kThreads];
-    uint32_t ticket, finisher, bin, above, mode;
+    uint32_t wsum[kWaves];
+    uint32_t ticket, bin, above, ns, nc;
 };
 
 MLA_DEV uint32_t order_key(float v)
@@ -100,65 +107,92 @@ MLA_DEV uint32_t order_key(float v)
     return (u & 0x7FFFFFFFu) > 0x7F800000u ? 0u : k;
 }
 
-/* Keys of tile `tile` of this block's slice [lo, hi): element e of thread
- * t is index lo + tile * TILE + e * THREADS + t; 0 outside the slice and at
- * or above the ceiling. */
-MLA_DEV void load_tile(const float *row, int64_t ls1, int64_t lo, int64_t hi, int64_t tile,
-                       uint64_t ceil, uint64_t kk[kPer])
+/* The tile's positions: element e of thread t is lo + tile * TILE + e *
+ * THREADS + t. */
+MLA_DEV int32_t pos_of(int32_t lo, int32_t tile, int e)
+{
+    return lo + tile * (int32_t)kTile + e * kThreads + (int32_t)threadIdx.x;
+}
+
+MLA_DEV void load_tile(const float *row, int64_t ls1, int32_t lo, int32_t hi, int32_t tile,
+                       uint32_t kk[kPer])
 {
 #pragma unroll
     for (int e = 0; e < kPer; ++e) {
-        const int64_t n = lo + tile * kTile + (int64_t)e * kThreads + threadIdx.x;
-        uint64_t K = 0;
-        if (n < hi) {
-            K = ((uint64_t)order_key(row[n * ls1]) << 32) | (uint64_t)(0xFFFFFFFFu - (uint32_t)n);
-            K = K < ceil ? K : 0;
-        }
-        kk[e] = K;
+        const int32_t n = pos_of(lo, tile, e);
+        kk[e] = n < hi ? order_key(row[n * ls1]) : 0u;
     }
 }
 
-/* Waits until the row's stage counter passes `stage` (thread 0 only). */
-MLA_DEV void wait_release(const tk_row *st, uint32_t stage)
+/* K of position n with key32 kk, or 0 when it is outside [.., hi) or not
+ * below the ceiling. */
+MLA_DEV uint64_t full_key(uint32_t kk, int32_t n, int32_t hi, uint64_t ceil)
 {
-    while (ld_shared_u32(&st->release) <= stage)
-        idx_pause();
-    idx_fence();
+    const uint64_t K = ((uint64_t)kk << 32) | (uint64_t)(0xFFFFFFFFu - (uint32_t)n);
+    return (n < hi && K < ceil) ? K : 0ull;
 }
 
-/* The last block of the row to arrive at a stage gets true (every thread). */
-MLA_DEV bool arrive(tk_row *st, tk_smem &sm, int64_t G)
+/* Inclusive suffix sum over the block (thread t: sum over threads >= t). */
+MLA_DEV uint32_t block_suffix_sum(uint32_t v, tk_smem &sm)
 {
-    idx_fence();
+    const int lane = (int)threadIdx.x % MLA_WAVE_SIZE, wave = (int)threadIdx.x / MLA_WAVE_SIZE;
+    for (int off = 1; off < MLA_WAVE_SIZE; off *= 2) {
+        const uint32_t t = shfl_u32(v, lane + off < MLA_WAVE_SIZE ? lane + off : lane);
+        v += lane + off < MLA_WAVE_SIZE ? t : 0u;
+    }
+    if (lane == 0)
+        sm.wsum[wave] = v;
     idx_sync();
-    if (threadIdx.x == 0)
-        sm.finisher = atomicAdd(&st->arrive, 1u) == (uint32_t)(G - 1);
+    uint32_t after = 0;
+    for (int w = wave + 1; w < kWaves; ++w)
+        after += sm.wsum[w];
     idx_sync();
-    const bool last = sm.finisher != 0;
-    if (last)
-        idx_fence();
-    return last;
+    return v + after;
 }
 
-/* Bitonic sort of sort[0, n) descending, n a power of two. */
-MLA_DEV void sort_desc(uint64_t *s, int n)
+/* One compare-exchange stage of the bitonic sort (descending) over
+ * s[0, kSort): pairs (lo, lo + j), lo = 2 j (i / j) + i % j, for the pair
+ * indices i given. */
+MLA_DEV void bitonic_pair(uint64_t *s, int i, int j, int size)
 {
-    for (int size = 2; size <= n; size *= 2)
-        for (int stride = size / 2; stride > 0; stride /= 2) {
-            for (int i = (int)threadIdx.x; i < n / 2; i += kThreads) {
-                const int lo = 2 * stride * (i / stride) + i % stride, hi = lo + stride;
-                const bool desc = (lo & size) == 0;
-                const uint64_t a = s[lo], b = s[hi];
-                if ((a < b) == desc) {
-                    s[lo] = b;
-                    s[hi] = a;
-                }
+    const int lo = 2 * j * (i / j) + i % j, hi = lo + j;
+    const bool desc = (lo & size) == 0;
+    const uint64_t a = s[lo], b = s[hi];
+    if ((a < b) == desc) {
+        s[lo] = b;
+        s[hi] = a;
+    }
+}
+
+/* Bitonic sort of s[0, kSort) descending. Strides below a wave's segment
+ * pair elements of the same segment: that wave alone does them. */
+MLA_DEV void sort_desc(uint64_t *s)
+{
+    const int lane = (int)threadIdx.x % MLA_WAVE_SIZE, wave = (int)threadIdx.x / MLA_WAVE_SIZE;
+    idx_sync(); /* the block's writes are in */
+    for (int size = 2; size <= kSort; size *= 2)
+        for (int j = size / 2; j > 0; j /= 2) {
+            if (j >= kSeg) {
+                idx_sync();
+                for (int i = (int)threadIdx.x; i < kSort / 2; i += kThreads)
+                    bitonic_pair(s, i, j, size);
+                idx_sync();
+            } else {
+                for (int p = lane; p < kSeg / 2; p += MLA_WAVE_SIZE)
+                    bitonic_pair(s, wave * (kSeg / 2) + p, j, size);
+                idx_wave_sync();
             }
-            idx_sync();
         }
+    idx_sync();
 }
 
-enum { MODE_NEXT = 0, MODE_COLLECT = 1 };
+/* The m largest of s (sorted) to positions base .. of the output, -1 up to
+ * `positions`. */
+MLA_DEV void write_out(const uint64_t *s, int32_t m, int32_t positions, int32_t *out, int64_t is1)
+{
+    for (int32_t c = (int32_t)threadIdx.x; c < positions; c += kThreads)
+        out[c * is1] = c < m ? (int32_t)(0xFFFFFFFFu - (uint32_t)s[c]) : -1;
+}
 
 __global__ __launch_bounds__(kThreads) void topk_kernel(const float *logits, const int32_t *lengths,
                                                         int32_t *indices, tk_global *glob,
@@ -167,170 +201,198 @@ __global__ __launch_bounds__(kThreads) void topk_kernel(const float *logits, con
     MLA_IDX_SMEM(tk_smem, smp);
     tk_smem &sm = *smp;
     const int tid = (int)threadIdx.x;
-    if (tid == 0)
-        sm.ticket = atomicAdd(&glob->ticket, 1u);
-    idx_sync();
-    const int64_t ticket = sm.ticket, rl = ticket / d.G, part = ticket - rl * d.G;
+    const bool coop = d.G > 1;
+    if (coop) {
+        if (tid == 0)
+            sm.ticket = atomicAdd(&glob->ticket, 1u);
+        idx_sync();
+    }
+    const int32_t ticket = coop ? (int32_t)sm.ticket : (int32_t)blockIdx.x, rl = ticket / d.G,
+                  part = ticket - rl * d.G;
     const int64_t r = d.row0 + rl;
-    const int64_t len = lengths[r * d.lens];
-    const int64_t m_total = d.k < len ? d.k : len;
-    const int64_t m = m_total - d.base < kKmax ? m_total - d.base : kKmax;
-    const int64_t positions = d.k - d.base < kKmax ? d.k - d.base : kKmax;
-    int32_t *out = indices + r * d.is0;
+    const int32_t len = lengths[r * d.lens];
+    const int32_t m_total = d.k < len ? d.k : len;
+    const int32_t m = m_total - d.base < kKmax ? m_total - d.base : kKmax;
+    const int32_t positions = d.k - d.base < kKmax ? d.k - d.base : kKmax;
+    int32_t *out = indices + r * d.is0 + d.base * d.is1;
     tk_row *st = rows + rl;
 
     if (m <= 0) {
-        for (int64_t c = tid; part == 0 && c < positions; c += kThreads)
-            out[(d.base + c) * d.is1] = -1;
+        if (part == 0)
+            for (int32_t c = tid; c < positions; c += kThreads)
+                out[c * d.is1] = -1;
     } else {
         const float *row = logits + r * d.ls0;
         const uint64_t ceil = d.base > 0 ? ld_shared_u64(&st->ceil) : ~0ull;
-        const int64_t lo = part * d.S, hi = lo + d.S < len ? lo + d.S : len;
-        uint64_t kk[kPer];
+        const int32_t lo = part * d.S, hi = d.S < len - lo ? lo + d.S : len;
+        uint32_t kk[kPer];
         if (d.tiles == 1)
-            load_tile(row, d.ls1, lo, hi, 0, ceil, kk);
+            load_tile(row, d.ls1, lo, hi, 0, kk);
 
-        /* ---- levels: the prefix P (bits above `shift`) of the m-th largest */
+        /* ---- levels: the prefix P (the bits of mask) of the m-th largest */
         uint64_t P = 0, mask = 0;
-        int shift = 64;
-        uint32_t need = (uint32_t)m, stage = 0;
-        for (;;) {
+        int shift = 64, lv = 0;
+        uint32_t need = (uint32_t)m;
+        for (;; ++lv) {
             const int b = shift > kBits ? kBits : shift, ds = shift - b;
             const uint32_t dmask = (1u << b) - 1u;
             for (int i = tid; i < kBins; i += kThreads)
                 sm.hist[i] = 0;
             idx_sync();
-            for (int64_t tile = 0; tile < d.tiles; ++tile) {
+            for (int32_t tile = 0; tile < d.tiles; ++tile) {
                 if (d.tiles > 1)
-                    load_tile(row, d.ls1, lo, hi, tile, ceil, kk);
+                    load_tile(row, d.ls1, lo, hi, tile, kk);
 #pragma unroll
-                for (int e = 0; e < kPer; ++e)
-                    if (kk[e] != 0 && (kk[e] & mask) == P)
-                        atomicAdd(&sm.hist[(uint32_t)(kk[e] >> ds) & dmask], 1u);
+                for (int e = 0; e < kPer; ++e) {
+                    const uint64_t K = full_key(kk[e], pos_of(lo, tile, e), hi, ceil);
+                    if (K != 0 && (K & mask) == P)
+                        atomicAdd(&sm.hist[(uint32_t)(K >> ds) & dmask], 1u);
+                }
             }
             idx_sync();
-            for (int i = tid; i < kBins; i += kThreads)
-                if (sm.hist[i])
-                    atomicAdd(&st->hist[i], sm.hist[i]);
-            if (arrive(st, sm, d.G)) {
-                /* the row's histogram, zeroed behind us for the next level */
-                for (int i = tid; i < kBins; i += kThreads) {
-                    sm.hist[i] = ld_shared_u32(&st->hist[i]);
-                    st->hist[i] = 0;
-                }
-                idx_sync();
-                /* thread t owns bins [t q, t q + q); the bin of the need-th largest */
-                constexpr int q = kBins / kThreads;
-                uint32_t s = 0;
-                for (int i = 0; i < q; ++i)
-                    s += sm.hist[tid * q + i];
-                const uint32_t incl = block_scan_u32<true>(s, sm.scan);
-                uint32_t acc = incl - s;
-                if (s != 0 && acc < need && need <= incl)
-                    for (int i = q - 1; i >= 0; --i) {
-                        const uint32_t h = sm.hist[tid * q + i];
-                        if (acc + h >= need) {
-                            sm.bin = (uint32_t)(tid * q + i);
-                            sm.above = acc;
-                            break;
-                        }
-                        acc += h;
-                    }
+            if (coop) {
+                /* the row's histogram of this level: add ours, wait for all,
+                 * read the sum */
+                uint32_t *gh = st->hist[lv];
+                for (int i = tid; i < kBins; i += kThreads)
+                    if (sm.hist[i])
+                        atomicAdd(&gh[i], sm.hist[i]);
+                idx_fence();
                 idx_sync();
                 if (tid == 0) {
-                    st->res_bin = sm.bin;
-                    st->res_above = sm.above;
-                    st->res_mode = sm.hist[sm.bin] <= (uint32_t)kCand ? MODE_COLLECT : MODE_NEXT;
-                    st->arrive = 0;
+                    atomicAdd(&st->arrive[lv], 1u);
+                    while (ld_shared_u32(&st->arrive[lv]) < (uint32_t)d.G)
+                        idx_pause();
                     idx_fence();
-                    atomicExch(&st->release, stage + 1u);
                 }
-            } else if (tid == 0) {
-                wait_release(st, stage);
+                idx_sync();
+                constexpr int kW = kBins / kThreads;
+                uint32_t hv[kW];
+#pragma unroll
+                for (int u = 0; u < kW; ++u) /* all loads first */
+                    hv[u] = ld_shared_u32(&gh[tid * kW + u]);
+#pragma unroll
+                for (int u = 0; u < kW; ++u)
+                    sm.hist[tid * kW + u] = hv[u];
+                idx_sync();
             }
-            if (tid == 0) {
-                sm.bin = ld_shared_u32(&st->res_bin);
-                sm.above = ld_shared_u32(&st->res_above);
-                sm.mode = ld_shared_u32(&st->res_mode);
-            }
+            /* thread t owns bins [t q, t q + q); the bin of the need-th largest */
+            constexpr int q = kBins / kThreads;
+            uint32_t s = 0;
+#pragma unroll
+            for (int i = 0; i < q; ++i)
+                s += sm.hist[tid * q + i];
+            const uint32_t incl = block_suffix_sum(s, sm);
+            uint32_t acc = incl - s;
+            if (s != 0 && acc < need && need <= incl)
+                for (int i = q - 1; i >= 0; --i) {
+                    const uint32_t h = sm.hist[tid * q + i];
+                    if (acc + h >= need) {
+                        sm.bin = (uint32_t)(tid * q + i);
+                        sm.above = acc;
+                        break;
+                    }
+                    acc += h;
+                }
             idx_sync();
-            P |= (uint64_t)sm.bin << ds;
+            const uint32_t bin = sm.bin, cnt = sm.hist[bin];
+            P |= (uint64_t)bin << ds;
             mask |= (uint64_t)dmask << ds;
             need -= sm.above;
             shift = ds;
-            ++stage;
-            const uint32_t mode = sm.mode;
-            idx_sync(); /* sm.bin etc. are rewritten by the next level */
-            if (mode == MODE_COLLECT)
+            idx_sync(); /* sm.bin and the histogram are rewritten next */
+            if (cnt <= (uint32_t)kCand)
                 break;
         }
 
-        /* ---- collect: keys above the bucket (sure) and in it (candidates),
-         * staged in shared memory, then appended to the row's lists */
+        /* ---- collect: keys above the bucket (sure) at sort[0, ..) and in
+         * it (candidates) at sort[KMAX, ..); zeros elsewhere sort last */
+        for (int i = tid; i < kSort; i += kThreads)
+            sm.sort[i] = 0;
         if (tid == 0) {
-            sm.bin = 0;   /* sure, staged at sort[0, kKmax) */
-            sm.above = 0; /* candidates, staged at sort[kKmax, kSort) */
+            sm.ns = 0;
+            sm.nc = 0;
         }
         idx_sync();
-        for (int64_t tile = 0; tile < d.tiles; ++tile) {
+        for (int32_t tile = 0; tile < d.tiles; ++tile) {
             if (d.tiles > 1)
-                load_tile(row, d.ls1, lo, hi, tile, ceil, kk);
+                load_tile(row, d.ls1, lo, hi, tile, kk);
 #pragma unroll
             for (int e = 0; e < kPer; ++e) {
-                const uint64_t K = kk[e], top = K & mask;
+                const uint64_t K = full_key(kk[e], pos_of(lo, tile, e), hi, ceil), top = K & mask;
                 if (K == 0 || top < P)
                     continue;
                 if (top > P)
-                    sm.sort[atomicAdd(&sm.bin, 1u)] = K;
+                    sm.sort[atomicAdd(&sm.ns, 1u)] = K;
                 else
-                    sm.sort[kKmax + atomicAdd(&sm.above, 1u)] = K;
+                    sm.sort[kKmax + atomicAdd(&sm.nc, 1u)] = K;
             }
         }
         idx_sync();
-        const uint32_t ns = sm.bin, nc = sm.above;
-        idx_sync(); /* everyone has the counts before thread 0 reuses the words */
-        if (tid == 0) {
-            sm.bin = atomicAdd(&st->nsure, ns);
-            sm.above = atomicAdd(&st->ncand, nc);
-        }
-        idx_sync();
-        for (uint32_t i = tid; i < ns; i += kThreads)
-            st->sure[sm.bin + i] = sm.sort[i];
-        for (uint32_t i = tid; i < nc; i += kThreads)
-            st->cand[sm.above + i] = sm.sort[kKmax + i];
-        if (arrive(st, sm, d.G)) {
-            const uint32_t tns = ld_shared_u32(&st->nsure), tnc = ld_shared_u32(&st->ncand);
-            const uint32_t total = tns + tnc;
-            int n2 = 1;
-            while ((uint32_t)n2 < total)
-                n2 *= 2;
-            for (int i = tid; i < n2; i += kThreads)
-                sm.sort[i] = (uint32_t)i < tns ? ld_shared_u64(&st->sure[i])
-                             : (uint32_t)i < total ? ld_shared_u64(&st->cand[i - tns])
-                                                   : 0ull;
-            idx_sync();
-            sort_desc(sm.sort, n2);
-            for (int64_t c = tid; c < positions; c += kThreads)
-                out[(d.base + c) * d.is1] =
-                    c < m ? (int32_t)(0xFFFFFFFFu - (uint32_t)sm.sort[c]) : -1;
+        bool finish = true;
+        if (coop) {
+            const uint32_t ns = sm.ns, nc = sm.nc;
+            idx_sync(); /* everyone has the counts before thread 0 reuses the words */
             if (tid == 0) {
-                st->ceil = sm.sort[m - 1];
-                st->nsure = 0;
-                st->ncand = 0;
-                st->arrive = 0;
-                st->release = 0;
-                idx_fence();
+                sm.ns = atomicAdd(&st->nsure, ns);
+                sm.nc = atomicAdd(&st->ncand, nc);
             }
+            idx_sync();
+            for (uint32_t i = tid; i < ns; i += kThreads)
+                st->sure[sm.ns + i] = sm.sort[i];
+            for (uint32_t i = tid; i < nc; i += kThreads)
+                st->cand[sm.nc + i] = sm.sort[kKmax + i];
+            idx_fence();
+            idx_sync();
+            if (tid == 0)
+                sm.bin = atomicAdd(&st->arrive[kLevels], 1u) == (uint32_t)(d.G - 1);
+            idx_sync();
+            finish = sm.bin != 0;
+            if (finish) { /* the last block of the row: every list is in */
+                idx_fence();
+                const uint32_t tns = ld_shared_u32(&st->nsure), tnc = ld_shared_u32(&st->ncand);
+                constexpr int kL = kSort / kThreads;
+                uint64_t lv64[kL];
+#pragma unroll
+                for (int u = 0; u < kL; ++u) { /* all loads first */
+                    const int i = tid + u * kThreads, c = i - kKmax;
+                    lv64[u] = i < kKmax ? ((uint32_t)i < tns ? ld_shared_u64(&st->sure[i]) : 0ull)
+                                        : ((uint32_t)c < tnc ? ld_shared_u64(&st->cand[c]) : 0ull);
+                }
+#pragma unroll
+                for (int u = 0; u < kL; ++u)
+                    sm.sort[tid + u * kThreads] = lv64[u];
+            }
+        }
+        if (finish) {
+            sort_desc(sm.sort); /* begins with a block barrier: every thread has read the lists */
+            write_out(sm.sort, m, positions, out, d.is1);
+            if (coop) { /* zero what the row used, for the next call */
+                for (int l = 0; l <= lv; ++l)
+                    for (int i = tid; i < kBins; i += kThreads)
+                        st->hist[l][i] = 0;
+                if (tid <= kLevels)
+                    st->arrive[tid] = 0;
+                if (tid == 0) {
+                    st->nsure = 0;
+                    st->ncand = 0;
+                }
+            }
+            if (tid == 0)
+                st->ceil = sm.sort[m - 1];
+            idx_fence();
         }
     }
     /* the launch's last block resets the tickets */
-    idx_sync();
-    if (tid == 0) {
-        idx_fence();
-        if (atomicAdd(&glob->done, 1u) == gridDim.x - 1) {
-            glob->ticket = 0;
-            glob->done = 0;
+    if (coop) {
+        idx_sync();
+        if (tid == 0) {
             idx_fence();
+            if (atomicAdd(&glob->done, 1u) == gridDim.x - 1) {
+                glob->ticket = 0;
+                glob->done = 0;
+                idx_fence();
+            }
         }
     }
 }
@@ -383,25 +445,13 @@ mla_status mla_hip_topk(mla_context *ctx, const mla_topk_args *a)
     if (R == 0)
         return MLA_OK;
     tk_desc d = {};
-    d.N = N;
-    d.k = a->k;
+    d.N = (int32_t)N;
+    d.k = (int32_t)a->k;
     d.ls0 = a->logits.stride[0];
     d.ls1 = a->logits.stride[1];
     d.lens = a->lengths.stride[0];
     d.is0 = a->indices.stride[0];
     d.is1 = a->indices.stride[1];
-    /* blocks per row: one per tile, at most one per multiprocessor (a row's
-     * blocks wait for each other, so they must fit on the device at once) */
-    int64_t gmax = kGmax;
-#if !MLA_IDX_EMU
-    gmax = mla_hip_state_of(ctx)->multiprocessors < gmax ? mla_hip_state_of(ctx)->multiprocessors
-                                                         : gmax;
-#endif
-    d.G = (N + kTile - 1) / kTile;
-    d.G = d.G < 1 ? 1 : d.G > gmax ? gmax : d.G;
-    d.S = (N + d.G - 1) / d.G;
-    d.tiles = (d.S + kTile - 1) / kTile;
-    d.tiles = d.tiles < 1 ? 1 : d.tiles;
 
     void *scratch = NULL;
     mla_status st = mla_hip_scratch(
@@ -411,11 +461,29 @@ mla_status mla_hip_topk(mla_context *ctx, const mla_topk_args *a)
     tk_global *glob = static_cast<tk_global *>(scratch);
     tk_row *rows = reinterpret_cast<tk_row *>(glob + 1);
     const size_t smem = sizeof(tk_smem);
+    const int64_t sms = mla_hip_state_of(ctx)->multiprocessors;
     for (int64_t row0 = 0; row0 < R; row0 += kRowsPerLaunch) {
         const int64_t nr = R - row0 < kRowsPerLaunch ? R - row0 : kRowsPerLaunch;
-        d.row0 = row0;
+        /* blocks per row: one per tile, while the rows alone do not fill
+         * the device (a block per multiprocessor: 512 threads, 42 KB of
+         * shared memory), and at most one per multiprocessor (a row's blocks
+         * wait for each other, so they must fit on the device at once) */
+        int64_t G = (N + kTile - 1) / kTile;
+#if MLA_IDX_EMU
+        (void)sms; /* both paths: cooperative rows, and one block (odd row counts) */
+        G = nr % 2 == 1 && nr > 1 ? 1 : G > kGmax ? kGmax : G;
+#else
+        const int64_t fill = sms / nr;
+        G = G > fill ? fill : G;
+        G = G > kGmax ? kGmax : G > sms ? sms : G;
+#endif
+        d.G = (int32_t)(G < 1 ? 1 : G);
+        d.S = (int32_t)((N + d.G - 1) / d.G);
+        d.tiles = (int32_t)((d.S + kTile - 1) / kTile);
+        d.tiles = d.tiles < 1 ? 1 : d.tiles;
+        d.row0 = (int32_t)row0;
         for (int64_t base = 0; base < d.k; base += kKmax) {
-            d.base = base;
+            d.base = (int32_t)base;
             const unsigned blocks = (unsigned)(nr * d.G);
 #if MLA_IDX_EMU
             mla_emu_launch_resident(blocks, kThreads, smem, 2 * kGmax, topk_kernel,
