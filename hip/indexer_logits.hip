@@ -188,8 +188,20 @@ constexpr int64_t kNvStageBytes = 4 * 2 * 32 * 16;
  * scales `sc`, with cp.async: lane (g, t) copies dims [32 t, 32 t + 32) of
  * key tile0 + 8 j + g for every j, and the scale of key tile0 + 8 t + g.
  * Keys at or past nc are zero (their results are not stored). */
+/* The cache blocks of keys tile0 + 8 j + g (j = 0..3): loaded a tile ahead
+ * of their use, so that issuing a tile never waits for the block table. */
+MLA_DEV void nv_block_ids(const lg_desc &d, const int32_t *trow, int32_t tile0, int32_t nc,
+                          uint32_t bs, int g, int32_t ids[4])
+{
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        const int32_t n = tile0 + 8 * j + g;
+        ids[j] = n < nc ? trow[(int64_t)((uint32_t)n / bs) * d.bts1] : 0;
+    }
+}
+
 template <int LAYOUT, bool A16>
-MLA_DEV void nv_issue(const lg_desc &d, const uint8_t *cache, const int32_t *trow, int32_t tile0,
+MLA_DEV void nv_issue(const lg_desc &d, const uint8_t *cache, const int32_t ids[4], int32_t tile0,
                       int32_t nc, uint32_t bs, int lane, uint8_t *st, float *sc)
 {
     const int g = lane >> 2, t = lane & 3;
@@ -199,8 +211,8 @@ MLA_DEV void nv_issue(const lg_desc &d, const uint8_t *cache, const int32_t *tro
         const bool valid = n < nc;
         const uint8_t *p0 = cache, *p1 = cache, *ps = cache;
         if (valid) {
-            const uint32_t jb = (uint32_t)n / bs, tok = (uint32_t)n - jb * bs;
-            const uint8_t *blk = cache + (int64_t)trow[(int64_t)jb * d.bts1] * d.cs0;
+            const uint32_t tok = (uint32_t)n % bs;
+            const uint8_t *blk = cache + (int64_t)ids[j] * d.cs0;
             if (LAYOUT == MLA_IL_SHUFFLE) {
                 const uint8_t *tb = blk + (tok / 16) * 16 * kHeadDimFast + (tok % 16) * 16;
                 p0 = tb + (2 * t) * 256;
@@ -209,7 +221,7 @@ MLA_DEV void nv_issue(const lg_desc &d, const uint8_t *cache, const int32_t *tro
                 p0 = blk + tok * kHeadDimFast + 32 * t;
                 p1 = p0 + 16;
             }
-            ps = blk + (int64_t)bs * kHeadDimFast + 4 * tok;
+            ps = blk + d.bs * kHeadDimFast + 4 * (int64_t)tok;
         }
         uint8_t *s0 = st + ((j * 2 + 0) * 32 + lane) * 16, *s1 = st + ((j * 2 + 1) * 32 + lane) * 16;
         if (A16) {
@@ -247,9 +259,13 @@ MLA_DEV void nv_block(const lg_desc &d, const lg_block &k, const uint8_t *cache,
     float *sc = scales + warp * 2 * 32;
     constexpr int32_t kStep = 32 * (kThreads / 32);
     int32_t tile0 = (int32_t)k.n0 + 32 * warp;
-    /* the first keys are on their way while q is converted */
+    /* the first keys are on their way while q is converted; the block ids
+     * of the tile after are loaded one step ahead */
+    int32_t ids[4];
+    nv_block_ids(d, trow, tile0, nc, bs, g, ids);
     if (tile0 < nc)
-        nv_issue<LAYOUT, A16>(d, cache, trow, tile0, nc, bs, lane, st, sc);
+        nv_issue<LAYOUT, A16>(d, cache, ids, tile0, nc, bs, lane, st, sc);
+    nv_block_ids(d, trow, tile0 + kStep, nc, bs, g, ids);
     if (tid == 0)
         *rownan = 0;
     idx_sync();
@@ -290,10 +306,11 @@ MLA_DEV void nv_block(const lg_desc &d, const lg_block &k, const uint8_t *cache,
     for (int buf = 0; tile0 < nc; tile0 += kStep, buf ^= 1) {
         /* the next tile's keys go out before this one's are used */
         if (tile0 + kStep < nc)
-            nv_issue<LAYOUT, A16>(d, cache, trow, tile0 + kStep, nc, bs, lane,
+            nv_issue<LAYOUT, A16>(d, cache, ids, tile0 + kStep, nc, bs, lane,
                                   st + (buf ^ 1) * kNvStageBytes, sc + (buf ^ 1) * 32);
         else
             cp_async_commit(); /* an empty group keeps the count */
+        nv_block_ids(d, trow, tile0 + 2 * kStep, nc, bs, g, ids); /* lands during this tile */
         cp_async_wait<1>();
         const u32x4 *kb = reinterpret_cast<const u32x4 *>(st + buf * kNvStageBytes);
         float acc[MT][4][4];
@@ -413,14 +430,23 @@ MLA_DEV void amd_block(const lg_desc &d, const lg_block &k, const uint8_t *cache
         }
     }
     const bool nan_row = mla_wave_any(nan_q);
-    const int64_t nc = k.bound < k.n1 ? k.bound : k.n1;
-    for (int64_t tile0 = k.n0 + 32 * wave; tile0 < nc; tile0 += 32 * (kThreads / 64)) {
-        const int64_t n = tile0 + i;
+    /* 32-bit key positions (below an I32 context length); the block id of
+     * this lane's key in the next tile is loaded a tile ahead */
+    const int32_t nc = (int32_t)(k.bound < k.n1 ? k.bound : k.n1);
+    const uint32_t bs = d.bs < 0x7FFFFFFF ? (uint32_t)d.bs : 0x7FFFFFFFu;
+    const int32_t *trow = table + k.b * d.bts0;
+    constexpr int32_t kStep = 32 * (kThreads / 64);
+    int32_t tile0 = (int32_t)k.n0 + 32 * wave;
+    int32_t id = tile0 + i < nc ? trow[(int64_t)((uint32_t)(tile0 + i) / bs) * d.bts1] : 0;
+    for (; tile0 < nc; tile0 += kStep) {
+        const int32_t n = tile0 + i, nn = n + kStep;
+        const int32_t id_next = nn < nc ? trow[(int64_t)((uint32_t)nn / bs) * d.bts1] : 0;
         uint32_t raw[16];
         const uint8_t *blk = cache;
-        int64_t tok = 0;
+        uint32_t tok = 0;
         if (n < nc) {
-            blk = key_block(d, cache, table, k.b, n, tok);
+            tok = (uint32_t)n % bs;
+            blk = cache + (int64_t)id * d.cs0;
 #pragma unroll
             for (int qq = 0; qq < 4; ++qq) {
                 const uint8_t *p = LAYOUT == MLA_IL_SHUFFLE
@@ -471,10 +497,11 @@ MLA_DEV void amd_block(const lg_desc &d, const lg_block &k, const uint8_t *cache
         nb |= mla_shfl_xor(nb, 32);
         if (h == 0 && n < nc) {
             const float scale = mla_fb_float(
-                *reinterpret_cast<const uint32_t *>(blk + mla_il_scale_byte(tok, d.bs, kHeadDimFast)));
-            out[k.r * d.ls0 + n * d.ls1] =
+                *reinterpret_cast<const uint32_t *>(blk + d.bs * kHeadDimFast + 4 * (int64_t)tok));
+            out[k.r * d.ls0 + (int64_t)n * d.ls1] =
                 (nan_row || nb != 0) ? mla_fb_float(MLA_FB_F32_QNAN) : S * scale;
         }
+        id = id_next;
     }
 }
 #endif
