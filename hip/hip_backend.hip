@@ -284,17 +284,47 @@ const char *hip_supports(const mla_context *ctx, const mla_variant *v)
         return v->cols <= 8192 ? NULL : "cache_desc.head_dim";
     case MLA_OP_TOPK:
         return v->cols <= 0x7FFFFFFF ? NULL : "logits.shape";
+    /* prepare path: every valid variant runs here */
+    case MLA_OP_RMSNORM:
+        if (!is_float(v->in_dtype))
+            return "x.dtype";
+        return is_float(v->out_dtype) ? NULL : "y.dtype";
+    case MLA_OP_QK_RMSNORM:
+        if (!is_float(v->in_dtype))
+            return "q.dtype";
+        return is_float(v->out_dtype) || is_fp8(v->out_dtype) || v->out_dtype == MLA_DTYPE_FP4X2
+                   ? NULL
+                   : "q_out.dtype";
+    case MLA_OP_ROPE:
+        if (!is_float(v->in_dtype))
+            return "x.dtype";
+        if (!is_float(v->out_dtype))
+            return "y.dtype";
+        return v->rule >= 0 && v->rule < MLA_ROPE_STYLE_COUNT ? NULL : "style";
+    case MLA_OP_LINEAR:
+    case MLA_OP_BATCHED_GEMM:
+        if (v->in_dtype != MLA_DTYPE_BF16 && !is_fp8(v->in_dtype))
+            return "w.dtype";
+        return v->out_dtype == MLA_DTYPE_F32 || v->out_dtype == MLA_DTYPE_BF16 ? NULL : "y.dtype";
+    case MLA_OP_CACHE_WRITE:
+    case MLA_OP_CACHE_GATHER:
+    case MLA_OP_ROPE_CACHE:
+        if (v->in_dtype != MLA_DTYPE_BF16 && !is_fp8(v->in_dtype))
+            return "cache_desc.dtype";
+        if (v->layout < 0 || v->layout >= MLA_CACHE_LAYOUT_COUNT)
+            return "cache_desc.layout";
+        if (v->op == MLA_OP_CACHE_GATHER && v->out_dtype != MLA_DTYPE_F32 &&
+            v->out_dtype != MLA_DTYPE_BF16)
+            return "out.dtype";
+        if (v->op == MLA_OP_ROPE_CACHE && v->out_dtype != MLA_DTYPE_F32 &&
+            v->out_dtype != MLA_DTYPE_BF16 && !is_fp8(v->out_dtype))
+            return "q_cat.dtype";
+        if (v->op == MLA_OP_ROPE_CACHE && (v->rule < 0 || v->rule >= MLA_ROPE_STYLE_COUNT))
+            return "style";
+        return NULL;
     default:
         return "op";
     }
-}
-
-/* Ops without a HIP kernel yet: supports() refuses them ("op"), so the
- * dispatcher never calls these; the slot still answers rather than crash. */
-template <typename Args> mla_status no_kernel(mla_context *ctx, const Args *a)
-{
-    (void)a;
-    return mla_fail(ctx, MLA_ERR_UNSUPPORTED, "op", "the hip backend has no kernel for this op");
 }
 
 const mla_backend_ops hip_ops = {
@@ -314,14 +344,14 @@ const mla_backend_ops hip_ops = {
     mla_hip_mxfp4_dequant,
     mla_hip_fp8_group_quant,
     mla_hip_fp8_group_dequant,
-    no_kernel<mla_rmsnorm_args>,
-    no_kernel<mla_qk_rmsnorm_args>,
-    no_kernel<mla_rope_args>,
-    no_kernel<mla_linear_args>,
-    no_kernel<mla_batched_gemm_args>,
-    no_kernel<mla_cache_write_args>,
-    no_kernel<mla_cache_gather_args>,
-    no_kernel<mla_rope_cache_op_args>,
+    mla_hip_rmsnorm,
+    mla_hip_qk_rmsnorm,
+    mla_hip_rope,
+    mla_hip_linear,
+    mla_hip_batched_gemm,
+    mla_hip_cache_write,
+    mla_hip_cache_gather,
+    mla_hip_rope_cache,
     mla_hip_gemm_a16wfp4,
     mla_hip_gemm_a4w4,
     mla_hip_flatten_mxfp4_quant,

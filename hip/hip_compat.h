@@ -62,6 +62,10 @@ template <typename T> static __device__ __forceinline__ T mla_shfl_xor(T v, int 
 /* 1 when pred holds on any lane of the wave; every lane must call it. */
 static __device__ __forceinline__ int mla_wave_any(int pred) { return __any_sync(0xffffffffu, pred); }
 
+/* v, which the caller knows to be the same on every lane of the wave (a
+ * wave index): NVIDIA needs no hint. */
+static __device__ __forceinline__ int mla_wave_uniform(int v) { return v; }
+
 #else /* AMD */
 
 #include <hip/hip_runtime.h>
@@ -73,6 +77,43 @@ template <typename T> static __device__ __forceinline__ T mla_shfl_xor(T v, int 
 
 static __device__ __forceinline__ int mla_wave_any(int pred) { return __any(pred); }
 
+/* v, which the caller knows to be the same on every lane of the wave (a
+ * wave index), moved to a scalar register: the compiler cannot prove that
+ * threadIdx.x / wave size is uniform, and would otherwise keep everything
+ * derived from it in vector registers. */
+static __device__ __forceinline__ int mla_wave_uniform(int v)
+{
+    return __builtin_amdgcn_readfirstlane(v);
+}
+
+#endif
+
+/* fp32 add, subtract and multiply, each rounded once to nearest even and
+ * never fused with a neighbour into an FMA, whatever -ffp-contract says:
+ * the bit-defined ops (RoPE) spell their arithmetic with these. CUDA has the
+ * intrinsics; on AMD the pragma keeps the `contract` flag off these
+ * operations (HIP's own __fmul_rn is a plain `x * y`, contractible under
+ * -ffp-contract=fast). */
+#if defined(__CUDACC__)
+static __device__ __forceinline__ float mla_fadd_rn(float a, float b) { return __fadd_rn(a, b); }
+static __device__ __forceinline__ float mla_fsub_rn(float a, float b) { return __fsub_rn(a, b); }
+static __device__ __forceinline__ float mla_fmul_rn(float a, float b) { return __fmul_rn(a, b); }
+#else
+static __device__ __forceinline__ float mla_fadd_rn(float a, float b)
+{
+#pragma clang fp contract(off)
+    return a + b;
+}
+static __device__ __forceinline__ float mla_fsub_rn(float a, float b)
+{
+#pragma clang fp contract(off)
+    return a - b;
+}
+static __device__ __forceinline__ float mla_fmul_rn(float a, float b)
+{
+#pragma clang fp contract(off)
+    return a * b;
+}
 #endif
 
 /* 1 when ptr is device (or managed) memory of the given device. The pointer

@@ -32,4 +32,14 @@
 #error "MLA_WAVE_SIZE_MAX must be a multiple of every wave size"
 #endif
 
+/* Launch bounds with a floor of resident blocks per multiprocessor, for a
+ * kernel where ptxas' own register target would spill (it caps registers at
+ * 64K / (threads * blocks) instead). HIP's second argument means minimum
+ * waves per execution unit, so AMD takes the block size alone. */
+#if defined(__CUDACC__)
+#define MLA_LAUNCH_BOUNDS_BLOCKS(threads, blocks) __launch_bounds__(threads, blocks)
+#else
+#define MLA_LAUNCH_BOUNDS_BLOCKS(threads, blocks) __launch_bounds__(threads)
+#endif
+
 #endif

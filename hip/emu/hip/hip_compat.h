@@ -12,6 +12,8 @@
 #ifndef MLA_HIP_EMU_HIP_COMPAT_H
 #define MLA_HIP_EMU_HIP_COMPAT_H
 
+#include <math.h>
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -29,6 +31,10 @@
 #define __host__
 #define __forceinline__ inline
 #define __launch_bounds__(...)
+/* Static shared memory (the prepare path's GEMM tiles): under mla_emu_launch
+ * the blocks run one after the other, so a function-local static is exactly
+ * one block's shared memory. (Not for mla_emu_launch_resident kernels.) */
+#define __shared__ static
 
 #if defined(__CUDACC__)
 #define MLA_EMU_WAVE 32
@@ -145,6 +151,15 @@ static inline int mla_hip_is_device_pointer(const void *ptr, int device)
     --it;
     return p < it->first + (it->second ? it->second : 1);
 }
+
+/* fp32 operations rounded once each (hip/hip_compat.h): x86-64 SSE
+ * arithmetic without FMA is that already. */
+static inline float mla_fadd_rn(float a, float b) { return a + b; }
+static inline float mla_fsub_rn(float a, float b) { return a - b; }
+static inline float mla_fmul_rn(float a, float b) { return a * b; }
+
+/* A value the caller knows to be wave-uniform (hip/hip_compat.h). */
+static inline int mla_wave_uniform(int v) { return v; }
 
 /* -------------------------------------------------------------- waves */
 
