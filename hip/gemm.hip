@@ -114,4 +114,3 @@ mla_status mla_hip_gemm(mla_context *ctx, const gemm_desc &g, const char *what)
         return mla_hip_check_launch(ctx, what);
     });
 }
-
