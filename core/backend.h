@@ -171,6 +171,8 @@ typedef struct mla_head_weights_args {
     mla_tensor w, s_q, w_out;
 } mla_head_weights_args;
 
+struct mla_attention_op_args; /* core/attention_plan.h */
+
 typedef struct mla_backend_ops {
     const char *name;
     mla_backend backend;
@@ -219,6 +221,8 @@ typedef struct mla_backend_ops {
     mla_status (*indexer_logits)(mla_context *ctx, const mla_indexer_logits_args *a);
     mla_status (*topk)(mla_context *ctx, const mla_topk_args *a);
     mla_status (*indexer_head_weights)(mla_context *ctx, const mla_head_weights_args *a);
+
+    mla_status (*attention)(mla_context *ctx, const struct mla_attention_op_args *a);
 } mla_backend_ops;
 
 struct mla_context {
@@ -226,6 +230,7 @@ struct mla_context {
     mla_backend backend;
     mla_target target;   /* set by init; the HIP backend reads it off the device */
     int32_t num_threads; /* host backends: OpenMP threads to use (>= 1) */
+    int32_t compute_units; /* parallel units the split-KV planner fills (threads, GPU CUs/SMs) */
     void *impl;          /* backend-private state (HIP: device, stream) */
     char fallback_reason[256];
     char device_name[128];

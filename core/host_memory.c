@@ -20,6 +20,7 @@ mla_status mla_host_init(mla_context *ctx, const mla_context_options *opt, char 
         threads = omp_get_max_threads();
 #endif
     ctx->num_threads = threads > 0 ? threads : 1;
+    ctx->compute_units = ctx->num_threads;
     snprintf(ctx->device_name, sizeof ctx->device_name, "host CPU, %d thread%s", ctx->num_threads,
              ctx->num_threads == 1 ? "" : "s");
     return MLA_OK;

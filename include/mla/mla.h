@@ -266,6 +266,7 @@ typedef enum mla_op {
     MLA_OP_INDEXER_LOGITS = 21,
     MLA_OP_TOPK = 22,
     MLA_OP_INDEXER_HEAD_WEIGHTS = 23,
+    MLA_OP_ATTENTION = 24, /* dense or sparse MLA attention over the latent cache */
     MLA_OP_COUNT
 } mla_op;
 
@@ -348,5 +349,6 @@ MLA_API mla_status mla_gpu_name(int device, char *buf, size_t len);
 #include "mla/mla_prepare.h"
 #include "mla/mla_mxfp4.h"
 #include "mla/mla_indexer.h"
+#include "mla/mla_attention.h"
 
 #endif /* MLA_MLA_H */

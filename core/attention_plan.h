@@ -1,0 +1,60 @@
+/* Internal: the attention plan (include/mla/mla_attention.h) as the kernels
+ * read it, and the op argument record of the attention slot. */
+#ifndef MLA_CORE_ATTENTION_PLAN_H
+#define MLA_CORE_ATTENTION_PLAN_H
+
+#include "core/backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One unit of split-KV work: keys kv_begin .. kv_end-1 of sequence seq for
+ * all its query rows and heads, written to partial slot `split` of each row.
+ * Dense: key positions; sparse: columns of topk_indices. */
+typedef struct mla_attention_work {
+    int32_t seq, split, kv_begin, kv_end;
+} mla_attention_work;
+
+struct mla_attention_plan {
+    mla_context *ctx;
+    mla_attention_desc desc;
+    int64_t block_bytes;
+    int64_t S, T, max_blocks; /* max_blocks: block_table columns (1 when not paged) */
+    int64_t max_q_len;        /* largest n_s */
+    int32_t max_splits;       /* largest split count of a sequence; 1 = no split */
+    int64_t num_work, work_capacity;
+    /* Host copies (what the plan computed) and the same arrays in context
+     * memory (equal pointers for host backends). */
+    mla_attention_work *work_host, *work_dev; /* [work_capacity] */
+    int32_t *cu_q_host, *cu_q_dev;            /* [S + 1] */
+    int32_t *splits_host, *splits_dev;        /* [S]: splits of sequence s */
+    /* Workspace carve-up (byte offsets; 256-byte aligned). */
+    int64_t part_o_offset;   /* F32 [T, H, max_splits, L] when max_splits > 1 */
+    int64_t part_lse_offset; /* F32 [T, H, max_splits] */
+    int64_t q_rot_offset;    /* rotated q copy [T, H, L + R] (rope inside attention) */
+    int64_t workspace_bytes;
+};
+
+/* Validated: kernels trust it. cu_q_lens is always valid (the plan's array
+ * when the caller passed next_n); block_table, topk_indices, sinks and lse
+ * have data NULL when absent. */
+typedef struct mla_attention_op_args {
+    const mla_attention_plan *plan;
+    mla_tensor q;            /* [T, H, L + R] (the rotated copy with rope inside attention) */
+    mla_tensor cache;        /* U8 [num_blocks, block_bytes] */
+    mla_tensor block_table;  /* [S, max_blocks] I32 */
+    mla_tensor context_lens; /* [S] I32 */
+    mla_tensor cu_q_lens;    /* [S + 1] I32 */
+    mla_tensor topk_indices; /* [T, topk] I32 */
+    mla_tensor sinks;        /* [H] F32 */
+    mla_tensor o;            /* [T, H, L] */
+    mla_tensor lse;          /* [T, H] F32 */
+    void *workspace;         /* context memory, plan->workspace_bytes */
+} mla_attention_op_args;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
