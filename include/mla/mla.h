@@ -350,5 +350,6 @@ MLA_API mla_status mla_gpu_name(int device, char *buf, size_t len);
 #include "mla/mla_mxfp4.h"
 #include "mla/mla_indexer.h"
 #include "mla/mla_attention.h"
+#include "mla/mla_weights.h"
 
 #endif /* MLA_MLA_H */

@@ -1,0 +1,209 @@
+/* libmla: safetensors files, the DeepSeek attention-layer weight loader and
+ * the seeded weight generator (spec sections 2, 5 and 7).
+ * Included by mla/mla.h; conventions are those of mla.h.
+ *
+ * Errors: every call here takes an mla_context *ctx first. For calls that
+ * touch only host memory ctx may be NULL; then only the status comes back.
+ * When ctx is given, a failure records the refused item (a tensor name, a
+ * header field, a path) in mla_context_error_param() and a sentence in
+ * mla_context_error_detail(), as for every op. A failed call writes nothing
+ * to its outputs. */
+#ifndef MLA_MLA_WEIGHTS_H
+#define MLA_MLA_WEIGHTS_H
+
+#ifndef MLA_MLA_H
+#error "include mla/mla.h"
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------ safetensors */
+
+/* A safetensors file open for reading: [8-byte little-endian header length
+ * N][N bytes of JSON][data]. The header is parsed and validated at open; the
+ * data is read on demand (files may be far larger than memory).
+ *
+ * File dtypes and the library dtype their bytes are read as:
+ *   F64 F32 F16 BF16 -> the same; F8_E4M3 -> FP8_E4M3FN; F8_E8M0 -> E8M0;
+ *   U8 -> U8; I8 -> U8 (raw bytes); I32, I64 -> the same.
+ * MXFP4 checkpoints (AMD Quark, e.g. Kimi-K2.6-MXFP4; vLLM/SGLang's
+ * QuarkW4A4MXFP4) store both the packed fp4 codes ([out, in/2], element 2i
+ * in the low nibble) and the e8m0 scales ([out, in/32]) as U8; the layer
+ * loader reinterprets them as FP4X2 and E8M0. Any other dtype string is
+ * refused with MLA_ERR_DTYPE.
+ *
+ * Refused at open: a file shorter than 8 bytes or than its header
+ * (MLA_ERR_FORMAT), malformed JSON or a missing / mistyped field
+ * (MLA_ERR_FORMAT), an unknown dtype (MLA_ERR_DTYPE), data_offsets whose
+ * length is not product(shape) * element size (MLA_ERR_SHAPE), offsets that
+ * overlap, leave holes, or run past the data (MLA_ERR_FORMAT: the layout
+ * safetensors itself requires), duplicate names (MLA_ERR_FORMAT), sizes that
+ * overflow 64 bits (MLA_ERR_OVERFLOW). An unreadable file is MLA_ERR_IO. */
+typedef struct mla_safetensors mla_safetensors;
+
+typedef struct mla_safetensors_info {
+    const char *name;     /* owned by the file handle */
+    char file_dtype[12];  /* the header's dtype string, e.g. "F8_E4M3" */
+    mla_dtype dtype;      /* what the bytes are read as (table above) */
+    int32_t ndim;
+    int64_t shape[MLA_MAX_DIMS];
+    int64_t offset;       /* absolute byte offset of the data in the file */
+    int64_t bytes;
+} mla_safetensors_info;
+
+MLA_API mla_status mla_safetensors_open(mla_context *ctx, const char *path,
+                                        mla_safetensors **out);
+MLA_API void mla_safetensors_close(mla_safetensors *file);
+/* Tensors in header order. */
+MLA_API int64_t mla_safetensors_count(const mla_safetensors *file);
+MLA_API mla_status mla_safetensors_info_at(const mla_safetensors *file, int64_t index,
+                                           mla_safetensors_info *out);
+/* 1 when the file holds a tensor of that name. */
+MLA_API int mla_safetensors_has(const mla_safetensors *file, const char *name);
+/* MLA_ERR_FORMAT (param: the name) when there is no such tensor. */
+MLA_API mla_status mla_safetensors_find(mla_context *ctx, const mla_safetensors *file,
+                                        const char *name, mla_safetensors_info *out);
+/* The __metadata__ value of key, NULL when absent. */
+MLA_API const char *mla_safetensors_metadata(const mla_safetensors *file, const char *key);
+
+/* Reads tensor `name` into dst: a contiguous tensor of the same shape whose
+ * dtype is the read-as dtype, or any dtype of the same byte size with the
+ * same number of bytes per row (U8 <-> FP4X2 / E8M0 reinterpretation).
+ * dst may live in host memory (ctx may be NULL) or in the context's memory
+ * (read through a bounded host buffer and mla_memcpy). */
+MLA_API mla_status mla_safetensors_read(mla_context *ctx, mla_safetensors *file, const char *name,
+                                        mla_tensor *dst);
+
+/* A writer: tensors are added in order and written in that order (header
+ * in insertion order, data section 8-byte aligned by padding the header with
+ * spaces, as the format prescribes). The library dtype maps to the file
+ * dtype by the table above; E8M0 and FP4X2 are written as U8 (Quark's
+ * convention); FP8_E4M3FNUZ has no safetensors dtype (MLA_ERR_DTYPE). */
+typedef struct mla_safetensors_writer mla_safetensors_writer;
+
+MLA_API mla_status mla_safetensors_writer_create(mla_context *ctx, mla_safetensors_writer **out);
+MLA_API void mla_safetensors_writer_destroy(mla_safetensors_writer *writer);
+/* Copies the host bytes of a contiguous [shape] tensor of dtype. */
+MLA_API mla_status mla_safetensors_writer_add(mla_context *ctx, mla_safetensors_writer *writer,
+                                              const char *name, mla_dtype dtype, int32_t ndim,
+                                              const int64_t *shape, const void *data);
+/* The same without a copy: fill(user, name, buf, bytes) is called during
+ * save to produce the bytes (nonzero return: the save fails with MLA_ERR_IO),
+ * so a file larger than memory can be written one tensor at a time. */
+typedef int (*mla_safetensors_fill_fn)(void *user, const char *name, void *buf, size_t bytes);
+MLA_API mla_status mla_safetensors_writer_add_fill(mla_context *ctx,
+                                                   mla_safetensors_writer *writer,
+                                                   const char *name, mla_dtype dtype,
+                                                   int32_t ndim, const int64_t *shape,
+                                                   mla_safetensors_fill_fn fill, void *user);
+MLA_API mla_status mla_safetensors_writer_metadata(mla_context *ctx,
+                                                   mla_safetensors_writer *writer,
+                                                   const char *key, const char *value);
+MLA_API mla_status mla_safetensors_writer_save(mla_context *ctx, mla_safetensors_writer *writer,
+                                               const char *path);
+
+/* ---------------------------------------------------- DeepSeek layer weights */
+
+/* How one projection weight is stored (and the form its GEMM consumes):
+ *   BF16:      w BF16 [out, in]; scale.data NULL.
+ *   FP8_BLOCK: w FP8_E4M3FN [out, in] + `*.weight_scale_inv` F32
+ *              [ceil(out/128), ceil(in/128)] (weight = code * scale).
+ *   MXFP4:     w FP4X2 [out, in/2] (file: `*.weight` U8) + scale E8M0
+ *              [out, in/32] row-major (file: `*.weight_scale` U8), blocks
+ *              of 32 along in; in % 32 == 0. */
+typedef enum mla_weight_format {
+    MLA_WEIGHT_BF16 = 0,
+    MLA_WEIGHT_FP8_BLOCK = 1,
+    MLA_WEIGHT_MXFP4 = 2,
+    MLA_WEIGHT_FORMAT_COUNT
+} mla_weight_format;
+
+MLA_API const char *mla_weight_format_name(mla_weight_format format);
+
+/* One format per projection (the generator's choice; what the loader found). */
+typedef struct mla_layer_weight_formats {
+    mla_weight_format q_a_proj;   /* unused without q_lora */
+    mla_weight_format q_b_proj;   /* q_proj without q_lora */
+    mla_weight_format kv_a_proj_with_mqa;
+    mla_weight_format kv_b_proj;
+    mla_weight_format o_proj;
+    mla_weight_format idx_wq_b;   /* the V3.2 indexer's projections */
+    mla_weight_format idx_wk;
+    mla_weight_format idx_weights_proj;
+} mla_layer_weight_formats;
+
+/* A loaded attention layer. One allocation in context memory holds every
+ * tensor; free it with mla_layer_weights_free.
+ *
+ * W_kc and W_vc (spec section 2) in the form their GEMMs consume:
+ * - kv_b_proj BF16 or FP8_BLOCK: w_kc [H, nope, L] and w_vc [H, L, v] are
+ *   strided views of kv_b_proj.w (no copy) for mla_batched_gemm; fp8 block
+ *   scales stay in kv_b_proj.scale.
+ * - kv_b_proj MXFP4: w_vc_fp4 is a view of kv_b_proj: codes [H, v, L/2]
+ *   (rows nope .. nope+v of head h, packed along L) and scales [H, v, L/32]
+ *   ROW_MAJOR, ready for mla_batched_gemm_a16wfp4 (x = o_lat [H, T, L]).
+ *   The absorb contracts over nope, which the checkpoint does not pack, so
+ *   w_kc_fp4 ([H, L, nope/2] codes + [H, L, nope/32] scales, ROW_MAJOR) is
+ *   made at load: kv_b_proj's W_kc rows are dequantized and re-quantized
+ *   along nope with options->kc_rule. This is a deliberate load-time
+ *   transform (like aiter's weight preshuffle) and the only one the loader
+ *   does; w_kc / w_vc are then empty (data NULL). */
+typedef struct mla_layer_weights_ex {
+    mla_layer_weights base;           /* what mla_prepare takes */
+    mla_layer_weight_formats formats; /* as found in the file */
+    mla_tensor w_kc;                  /* [H, nope, L] view; data NULL for MXFP4 */
+    mla_tensor w_vc;                  /* [H, L, v] view; data NULL for MXFP4 */
+    mla_mxfp4_operand w_kc_fp4;       /* MXFP4 kv_b_proj only (made at load) */
+    mla_mxfp4_operand w_vc_fp4;       /* MXFP4 kv_b_proj only (a view) */
+    int32_t has_indexer;              /* cfg->index_heads > 0 */
+    mla_indexer_weights indexer;      /* k_norm weight and bias converted to F32 */
+    void *storage;                    /* the allocation (context memory) */
+    int64_t storage_bytes;
+} mla_layer_weights_ex;
+
+typedef struct mla_layer_load_options {
+    mla_mxfp4_rule kc_rule; /* rule of the W_kc re-quantization; PRODUCTION by default */
+    const char *prefix;     /* NULL: "model.layers.%d.self_attn." */
+} mla_layer_load_options;
+
+MLA_API void mla_layer_load_options_default(mla_layer_load_options *out);
+
+/* Loads layer `layer` of cfg from file (names of spec section 2 under the
+ * prefix: q_a_proj, q_a_layernorm, q_b_proj (or q_proj without q_lora),
+ * kv_a_proj_with_mqa, kv_a_layernorm, kv_b_proj, o_proj, and with
+ * cfg->index_heads > 0 indexer.wq_b, indexer.wk, indexer.k_norm.weight /
+ * .bias, indexer.weights_proj; each projection's `.weight` plus its
+ * `.weight_scale_inv` (fp8) or `.weight_scale` (MXFP4)). Every shape is
+ * checked against cfg. A missing tensor is MLA_ERR_FORMAT, a mis-shaped one
+ * MLA_ERR_SHAPE, an unusable dtype MLA_ERR_DTYPE, each naming the tensor.
+ * options may be NULL (defaults). */
+MLA_API mla_status mla_layer_weights_load(mla_context *ctx, mla_safetensors *file,
+                                          const mla_model_config *cfg, int64_t layer,
+                                          const mla_layer_load_options *options,
+                                          mla_layer_weights_ex *out);
+MLA_API void mla_layer_weights_free(mla_context *ctx, mla_layer_weights_ex *weights);
+
+/* -------------------------------------------------------------- generator */
+
+/* Writes seeded random weights of layers first .. first + count - 1 of cfg
+ * to a safetensors file with DeepSeek's names, each projection in its
+ * format (formats NULL: all BF16). Values are scaled like real checkpoints:
+ * projections ~ N(0, 1/in) (std 1/sqrt(in), so activations stay O(1)),
+ * norm weights 1 + N(0, 0.05^2), the indexer's k_norm bias N(0, 0.05^2).
+ * fp8 weights get one e4m3fn scale per 128 x 128 block (amax / 448); MXFP4
+ * weights are quantized along in with the production rule. Value i of a
+ * tensor depends only on (seed, tensor name, i): a counter-based generator
+ * (splitmix64's mixer), so the file is the same on every machine. The
+ * metadata records the config name, seed and formats. */
+MLA_API mla_status mla_weights_generate(mla_context *ctx, const char *path,
+                                        const mla_model_config *cfg, int64_t first,
+                                        int64_t count, uint64_t seed,
+                                        const mla_layer_weight_formats *formats);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MLA_MLA_WEIGHTS_H */
