@@ -44,17 +44,16 @@ extern "C" {
 typedef struct mla_safetensors mla_safetensors;
 
 typedef struct mla_safetensors_info {
-    const char *name;     /* owned by the file handle */
-    char file_dtype[12];  /* the header's dtype string, e.g. "F8_E4M3" */
-    mla_dtype dtype;      /* what the bytes are read as (table above) */
+    const char *name;    /* owned by the file handle */
+    char file_dtype[12]; /* the header's dtype string, e.g. "F8_E4M3" */
+    mla_dtype dtype;     /* what the bytes are read as (table above) */
     int32_t ndim;
     int64_t shape[MLA_MAX_DIMS];
-    int64_t offset;       /* absolute byte offset of the data in the file */
+    int64_t offset; /* absolute byte offset of the data in the file */
     int64_t bytes;
 } mla_safetensors_info;
 
-MLA_API mla_status mla_safetensors_open(mla_context *ctx, const char *path,
-                                        mla_safetensors **out);
+MLA_API mla_status mla_safetensors_open(mla_context *ctx, const char *path, mla_safetensors **out);
 MLA_API void mla_safetensors_close(mla_safetensors *file);
 /* Tensors in header order. */
 MLA_API int64_t mla_safetensors_count(const mla_safetensors *file);
@@ -93,13 +92,11 @@ MLA_API mla_status mla_safetensors_writer_add(mla_context *ctx, mla_safetensors_
  * save to produce the bytes (nonzero return: the save fails with MLA_ERR_IO),
  * so a file larger than memory can be written one tensor at a time. */
 typedef int (*mla_safetensors_fill_fn)(void *user, const char *name, void *buf, size_t bytes);
-MLA_API mla_status mla_safetensors_writer_add_fill(mla_context *ctx,
-                                                   mla_safetensors_writer *writer,
-                                                   const char *name, mla_dtype dtype,
-                                                   int32_t ndim, const int64_t *shape,
+MLA_API mla_status mla_safetensors_writer_add_fill(mla_context *ctx, mla_safetensors_writer *writer,
+                                                   const char *name, mla_dtype dtype, int32_t ndim,
+                                                   const int64_t *shape,
                                                    mla_safetensors_fill_fn fill, void *user);
-MLA_API mla_status mla_safetensors_writer_metadata(mla_context *ctx,
-                                                   mla_safetensors_writer *writer,
+MLA_API mla_status mla_safetensors_writer_metadata(mla_context *ctx, mla_safetensors_writer *writer,
                                                    const char *key, const char *value);
 MLA_API mla_status mla_safetensors_writer_save(mla_context *ctx, mla_safetensors_writer *writer,
                                                const char *path);
@@ -124,12 +121,12 @@ MLA_API const char *mla_weight_format_name(mla_weight_format format);
 
 /* One format per projection (the generator's choice; what the loader found). */
 typedef struct mla_layer_weight_formats {
-    mla_weight_format q_a_proj;   /* unused without q_lora */
-    mla_weight_format q_b_proj;   /* q_proj without q_lora */
+    mla_weight_format q_a_proj; /* unused without q_lora */
+    mla_weight_format q_b_proj; /* q_proj without q_lora */
     mla_weight_format kv_a_proj_with_mqa;
     mla_weight_format kv_b_proj;
     mla_weight_format o_proj;
-    mla_weight_format idx_wq_b;   /* the V3.2 indexer's projections */
+    mla_weight_format idx_wq_b; /* the V3.2 indexer's projections */
     mla_weight_format idx_wk;
     mla_weight_format idx_weights_proj;
 } mla_layer_weight_formats;
@@ -165,7 +162,7 @@ typedef struct mla_layer_weights_ex {
 
 typedef struct mla_layer_load_options {
     mla_mxfp4_rule kc_rule; /* rule of the W_kc re-quantization; PRODUCTION by default */
-    const char *prefix;     /* NULL: "model.layers.%d.self_attn." */
+    const char *prefix;     /* NULL: "model.layers.<layer>.self_attn."; else used as given */
 } mla_layer_load_options;
 
 MLA_API void mla_layer_load_options_default(mla_layer_load_options *out);
@@ -198,9 +195,8 @@ MLA_API void mla_layer_weights_free(mla_context *ctx, mla_layer_weights_ex *weig
  * (splitmix64's mixer), so the file is the same on every machine. The
  * metadata records the config name, seed and formats. */
 MLA_API mla_status mla_weights_generate(mla_context *ctx, const char *path,
-                                        const mla_model_config *cfg, int64_t first,
-                                        int64_t count, uint64_t seed,
-                                        const mla_layer_weight_formats *formats);
+                                        const mla_model_config *cfg, int64_t first, int64_t count,
+                                        uint64_t seed, const mla_layer_weight_formats *formats);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,428 @@
+/* The DeepSeek attention-layer loader (spec section 2 names, section 5
+ * formats, section 7 MXFP4 operands): find and check every tensor first,
+ * then one allocation in context memory, then the reads. The only
+ * transform is the MXFP4 W_kc re-quantization along nope. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/safetensors.h"
+#include "core/validate.h"
+
+enum { NAME_LEN = 192, ALIGN = 256 };
+
+typedef enum slot_kind { SLOT_PROJ, SLOT_VEC } slot_kind;
+
+typedef struct slot {
+    slot_kind kind;
+    char base[NAME_LEN]; /* PROJ: name without ".weight"; VEC: the full name */
+    int64_t out, in;     /* PROJ: [out, in]; VEC: [out] */
+    int force_f32;       /* VEC: converted to F32 at load */
+    mla_weight *w;       /* PROJ destination */
+    mla_weight_format *fmt;
+    mla_tensor *v; /* VEC destination */
+    /* resolved by the check pass */
+    mla_safetensors_info wi, si;
+    mla_dtype w_dtype, s_dtype, v_dtype;
+    int64_t w_shape[2], s_shape[2];
+    int64_t w_off, s_off, w_bytes, s_bytes;
+} slot;
+
+const char *mla_weight_format_name(mla_weight_format format)
+{
+    switch (format) {
+    case MLA_WEIGHT_BF16:
+        return "bf16";
+    case MLA_WEIGHT_FP8_BLOCK:
+        return "fp8";
+    case MLA_WEIGHT_MXFP4:
+        return "mxfp4";
+    default:
+        return "unknown";
+    }
+}
+
+void mla_layer_load_options_default(mla_layer_load_options *out)
+{
+    if (!out)
+        return;
+    memset(out, 0, sizeof *out);
+    out->kc_rule = MLA_MXFP4_PRODUCTION;
+}
+
+static int64_t ceil_div(int64_t a, int64_t b)
+{
+    return (a + b - 1) / b;
+}
+
+static int name_of(char *dst, const char *prefix, const char *base, const char *suffix)
+{
+    int n = snprintf(dst, NAME_LEN, "%s%s%s", prefix, base, suffix);
+    return n > 0 && n < NAME_LEN;
+}
+
+/* Finds a tensor, naming it when absent. */
+static mla_status need(mla_context *ctx, mla_safetensors *f, const char *name,
+                       mla_safetensors_info *out)
+{
+    if (!mla_safetensors_has(f, name))
+        return mla_fail(ctx, MLA_ERR_FORMAT, name, "the file has no tensor '%s'", name);
+    return mla_safetensors_find(ctx, f, name, out);
+}
+
+static mla_status check_2d(mla_context *ctx, const mla_safetensors_info *i, int64_t r, int64_t c)
+{
+    if (i->ndim != 2 || i->shape[0] != r || i->shape[1] != c)
+        return mla_fail(ctx, MLA_ERR_SHAPE, i->name, "tensor '%s': expected [%lld, %lld]", i->name,
+                        (long long)r, (long long)c);
+    return MLA_OK;
+}
+
+/* A projection: its format from the weight's file dtype, and its scale. */
+static mla_status check_proj(mla_context *ctx, mla_safetensors *f, slot *s)
+{
+    char nm[NAME_LEN];
+    if (!name_of(nm, "", s->base, ".weight"))
+        return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "prefix", "tensor name too long");
+    MLA_TRY(need(ctx, f, nm, &s->wi));
+    const char *fd = s->wi.file_dtype;
+    if (!strcmp(fd, "BF16")) {
+        *s->fmt = MLA_WEIGHT_BF16;
+        MLA_TRY(check_2d(ctx, &s->wi, s->out, s->in));
+        s->w_dtype = MLA_DTYPE_BF16;
+        s->w_shape[0] = s->out, s->w_shape[1] = s->in;
+        return MLA_OK;
+    }
+    if (!strcmp(fd, "F8_E4M3")) {
+        *s->fmt = MLA_WEIGHT_FP8_BLOCK;
+        MLA_TRY(check_2d(ctx, &s->wi, s->out, s->in));
+        s->w_dtype = MLA_DTYPE_FP8_E4M3FN;
+        s->w_shape[0] = s->out, s->w_shape[1] = s->in;
+        name_of(nm, "", s->base, ".weight_scale_inv");
+        MLA_TRY(need(ctx, f, nm, &s->si));
+        if (s->si.dtype != MLA_DTYPE_F32)
+            return mla_fail(ctx, MLA_ERR_DTYPE, s->si.name, "tensor '%s' is %s, expected F32",
+                            s->si.name, s->si.file_dtype);
+        s->s_dtype = MLA_DTYPE_F32;
+        s->s_shape[0] = ceil_div(s->out, 128), s->s_shape[1] = ceil_div(s->in, 128);
+        return check_2d(ctx, &s->si, s->s_shape[0], s->s_shape[1]);
+    }
+    if (!strcmp(fd, "U8")) { /* Quark MXFP4: packed codes and e8m0 scales as bytes */
+        *s->fmt = MLA_WEIGHT_MXFP4;
+        if (s->in % 32 != 0)
+            return mla_fail(ctx, MLA_ERR_SHAPE, s->wi.name,
+                            "tensor '%s': MXFP4 needs in (%lld) a multiple of 32", s->wi.name,
+                            (long long)s->in);
+        MLA_TRY(check_2d(ctx, &s->wi, s->out, s->in / 2));
+        s->w_dtype = MLA_DTYPE_FP4X2;
+        s->w_shape[0] = s->out, s->w_shape[1] = s->in / 2;
+        name_of(nm, "", s->base, ".weight_scale");
+        MLA_TRY(need(ctx, f, nm, &s->si));
+        if (s->si.dtype != MLA_DTYPE_U8 && s->si.dtype != MLA_DTYPE_E8M0)
+            return mla_fail(ctx, MLA_ERR_DTYPE, s->si.name, "tensor '%s' is %s, expected U8 (e8m0)",
+                            s->si.name, s->si.file_dtype);
+        s->s_dtype = MLA_DTYPE_E8M0;
+        s->s_shape[0] = s->out, s->s_shape[1] = s->in / 32;
+        return check_2d(ctx, &s->si, s->s_shape[0], s->s_shape[1]);
+    }
+    return mla_fail(ctx, MLA_ERR_DTYPE, s->wi.name,
+                    "tensor '%s' is %s: expected BF16, F8_E4M3 (+weight_scale_inv) or U8 "
+                    "(MXFP4, +weight_scale)",
+                    s->wi.name, fd);
+}
+
+static mla_status check_vec(mla_context *ctx, mla_safetensors *f, slot *s)
+{
+    MLA_TRY(need(ctx, f, s->base, &s->wi));
+    mla_dtype d = s->wi.dtype;
+    if (d != MLA_DTYPE_F32 && d != MLA_DTYPE_BF16 && d != MLA_DTYPE_F16)
+        return mla_fail(ctx, MLA_ERR_DTYPE, s->wi.name, "tensor '%s' is %s, expected a float",
+                        s->wi.name, s->wi.file_dtype);
+    if (s->wi.ndim != 1 || s->wi.shape[0] != s->out)
+        return mla_fail(ctx, MLA_ERR_SHAPE, s->wi.name, "tensor '%s': expected [%lld]", s->wi.name,
+                        (long long)s->out);
+    s->v_dtype = s->force_f32 ? MLA_DTYPE_F32 : d;
+    return MLA_OK;
+}
+
+/* Places n bytes at the next 256-byte boundary of the storage plan. */
+static mla_status place(mla_context *ctx, int64_t *total, int64_t bytes, int64_t *off)
+{
+    int64_t at = ceil_div(*total, ALIGN) * ALIGN;
+    if (bytes > INT64_MAX - at)
+        return mla_fail(ctx, MLA_ERR_OVERFLOW, "weights", "layer storage overflows int64");
+    *off = at;
+    *total = at + bytes;
+    return MLA_OK;
+}
+
+static mla_tensor tensor2(void *data, mla_dtype dt, mla_memory mem, int32_t ndim,
+                          const int64_t *shape)
+{
+    mla_tensor t;
+    mla_tensor_init(&t, data, dt, mem, ndim, shape);
+    return t;
+}
+
+/* Reads a VEC slot, converting bf16 / f16 to f32 on the host when asked. */
+static mla_status read_vec(mla_context *ctx, mla_safetensors *f, slot *s, unsigned char *base,
+                           mla_memory mem)
+{
+    mla_tensor dst = tensor2(base + s->w_off, s->v_dtype, mem, 1, &s->out);
+    if (s->v_dtype == s->wi.dtype)
+        return mla_safetensors_read(ctx, f, s->base, &dst);
+    size_t n = (size_t)s->out;
+    uint16_t *raw = malloc(n * 2 + 1);
+    float *val = malloc(n * 4 + 1);
+    mla_status st = raw && val ? MLA_OK : MLA_ERR_OUT_OF_MEMORY;
+    if (st != MLA_OK)
+        st = mla_fail(ctx, st, s->base, "out of memory");
+    if (st == MLA_OK) {
+        mla_tensor tmp = tensor2(raw, s->wi.dtype, MLA_MEMORY_HOST, 1, &s->out);
+        st = mla_safetensors_read(ctx, f, s->base, &tmp);
+    }
+    for (size_t i = 0; st == MLA_OK && i < n; ++i)
+        val[i] = s->wi.dtype == MLA_DTYPE_BF16 ? mla_bf16_to_f32(raw[i]) : mla_f16_to_f32(raw[i]);
+    if (st == MLA_OK)
+        st = mla_memcpy(ctx, dst.data, val, n * 4, MLA_COPY_HOST_TO_CONTEXT);
+    free(raw);
+    free(val);
+    return st;
+}
+
+/* W_kc in MXFP4 along nope: kv_b_proj's rows h*(nope+v) + i (i < nope) are
+ * dequantized and, for each latent column l, the nope values re-quantized
+ * in blocks of 32 -> codes [H, L, nope/2], scales [H, L, nope/32]. The
+ * checkpoint packs along L, the absorb contracts over nope: there is no
+ * view that serves, so this is made once at load. */
+static mla_status make_w_kc(mla_context *ctx, mla_safetensors *f, const slot *kvb,
+                            const mla_model_config *cfg, mla_mxfp4_rule rule, void *codes_dst,
+                            void *scales_dst)
+{
+    const int64_t H = cfg->heads, L = cfg->kv_lora, nope = cfg->nope, dv = cfg->nope + cfg->v;
+    size_t cb = (size_t)kvb->w_bytes, sb = (size_t)kvb->s_bytes;
+    size_t ob = (size_t)(H * L * nope / 2), osb = (size_t)(H * L * nope / 32);
+    uint8_t *codes = malloc(cb + 1), *scales = malloc(sb + 1);
+    uint8_t *oc = malloc(ob + 1), *os = malloc(osb + 1);
+    mla_status st = MLA_OK;
+    if (!codes || !scales || !oc || !os)
+        st = mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, "kv_b_proj", "out of memory for W_kc");
+    if (st == MLA_OK) {
+        mla_tensor t = tensor2(codes, MLA_DTYPE_U8, MLA_MEMORY_HOST, 2, kvb->w_shape);
+        st = mla_safetensors_read(ctx, f, kvb->wi.name, &t);
+    }
+    if (st == MLA_OK) {
+        mla_tensor t = tensor2(scales, MLA_DTYPE_U8, MLA_MEMORY_HOST, 2, kvb->s_shape);
+        st = mla_safetensors_read(ctx, f, kvb->si.name, &t);
+    }
+    for (int64_t h = 0; st == MLA_OK && h < H; ++h) {
+        for (int64_t l = 0; l < L; ++l) {
+            for (int64_t b = 0; b < nope / 32; ++b) {
+                float x[32];
+                for (int k = 0; k < 32; ++k) {
+                    int64_t row = h * dv + b * 32 + k;
+                    uint8_t byte = codes[row * (L / 2) + l / 2];
+                    uint8_t code = (l & 1) ? (uint8_t)(byte >> 4) : (uint8_t)(byte & 0xF);
+                    x[k] = mla_fp4_to_f32(code) * mla_e8m0_to_f32(scales[row * (L / 32) + l / 32]);
+                }
+                int64_t r = h * L + l;
+                mla_mxfp4_quantize_block(x, rule, oc + r * (nope / 2) + b * 16,
+                                         os + r * (nope / 32) + b);
+            }
+        }
+    }
+    if (st == MLA_OK)
+        st = mla_memcpy(ctx, codes_dst, oc, ob, MLA_COPY_HOST_TO_CONTEXT);
+    if (st == MLA_OK)
+        st = mla_memcpy(ctx, scales_dst, os, osb, MLA_COPY_HOST_TO_CONTEXT);
+    free(codes);
+    free(scales);
+    free(oc);
+    free(os);
+    return st;
+}
+
+mla_status mla_st_check_config(mla_context *ctx, const mla_model_config *c)
+{
+    if (c->hidden <= 0 || c->heads <= 0 || c->q_lora < 0 || c->kv_lora <= 0 || c->nope <= 0 ||
+        c->rope <= 0 || c->v <= 0 || c->index_heads < 0 ||
+        (c->index_heads > 0 && (c->index_head_dim <= 0 || c->q_lora == 0)))
+        return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "cfg", "config '%.32s' has bad extents",
+                        c->name);
+    /* Every weight extent below is a product of two of these: keep each
+     * product, and the whole layer, far inside int64. */
+    const int64_t lim = (int64_t)1 << 24;
+    if (c->hidden > lim || c->heads > 4096 || c->q_lora > lim || c->kv_lora > lim ||
+        c->nope > lim || c->rope > lim || c->v > lim || c->index_heads > 4096 ||
+        c->index_head_dim > lim)
+        return mla_fail(ctx, MLA_ERR_OVERFLOW, "cfg", "config '%.32s' is too large", c->name);
+    return MLA_OK;
+}
+
+mla_status mla_layer_weights_load(mla_context *ctx, mla_safetensors *f, const mla_model_config *cfg,
+                                  int64_t layer, const mla_layer_load_options *options,
+                                  mla_layer_weights_ex *out)
+{
+    if (!ctx)
+        return MLA_ERR_NULL_POINTER;
+    mla_clear_error(ctx);
+    if (!f || !cfg || !out)
+        return mla_fail(ctx, MLA_ERR_NULL_POINTER,
+                        !f     ? "file"
+                        : !cfg ? "cfg"
+                               : "out",
+                        "null argument");
+    if (layer < 0)
+        return mla_fail(ctx, MLA_ERR_OUT_OF_RANGE, "layer", "negative layer index");
+    mla_layer_load_options opt;
+    mla_layer_load_options_default(&opt);
+    if (options)
+        opt = *options;
+    if ((unsigned)opt.kc_rule >= MLA_MXFP4_RULE_COUNT)
+        return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "options.kc_rule", "unknown rule");
+    MLA_TRY(mla_st_check_config(ctx, cfg));
+
+    char prefix[NAME_LEN];
+    if (opt.prefix)
+        snprintf(prefix, sizeof prefix, "%s", opt.prefix);
+    else
+        snprintf(prefix, sizeof prefix, "model.layers.%lld.self_attn.", (long long)layer);
+    if (strlen(prefix) > NAME_LEN - 48)
+        return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "options.prefix", "prefix too long");
+
+    mla_layer_weights_ex w;
+    memset(&w, 0, sizeof w);
+    mla_layer_weights *b = &w.base;
+    const int64_t H = cfg->heads, L = cfg->kv_lora, R = cfg->rope, hid = cfg->hidden;
+    const int64_t qk = cfg->nope + R, Hi = cfg->index_heads, Di = cfg->index_head_dim;
+    slot s[12];
+    int n = 0;
+#define PROJ(nm, o, i, dst, fm)                                                                    \
+    s[n] = (slot){.kind = SLOT_PROJ, .out = (o), .in = (i), .w = (dst), .fmt = (fm)};              \
+    name_of(s[n++].base, prefix, nm, "")
+#define VEC(nm, o, f32, dst)                                                                       \
+    s[n] = (slot){.kind = SLOT_VEC, .out = (o), .force_f32 = (f32), .v = (dst)};                   \
+    name_of(s[n++].base, prefix, nm, "")
+    if (cfg->q_lora > 0) {
+        PROJ("q_a_proj", cfg->q_lora, hid, &b->q_a_proj, &w.formats.q_a_proj);
+        VEC("q_a_layernorm.weight", cfg->q_lora, 0, &b->q_a_layernorm);
+        PROJ("q_b_proj", H * qk, cfg->q_lora, &b->q_b_proj, &w.formats.q_b_proj);
+    } else {
+        PROJ("q_proj", H * qk, hid, &b->q_b_proj, &w.formats.q_b_proj);
+    }
+    PROJ("kv_a_proj_with_mqa", L + R, hid, &b->kv_a_proj_with_mqa, &w.formats.kv_a_proj_with_mqa);
+    VEC("kv_a_layernorm.weight", L, 0, &b->kv_a_layernorm);
+    slot *kvb = &s[n];
+    PROJ("kv_b_proj", H * (cfg->nope + cfg->v), L, &b->kv_b_proj, &w.formats.kv_b_proj);
+    PROJ("o_proj", hid, H * cfg->v, &b->o_proj, &w.formats.o_proj);
+    if (Hi > 0) {
+        mla_indexer_weights *x = &w.indexer;
+        PROJ("indexer.wq_b", Hi * Di, cfg->q_lora, &x->wq_b, &w.formats.idx_wq_b);
+        PROJ("indexer.wk", Di, hid, &x->wk, &w.formats.idx_wk);
+        VEC("indexer.k_norm.weight", Di, 1, &x->k_norm_weight);
+        VEC("indexer.k_norm.bias", Di, 1, &x->k_norm_bias);
+        PROJ("indexer.weights_proj", Hi, hid, &x->weights_proj, &w.formats.idx_weights_proj);
+        w.has_indexer = 1;
+    }
+#undef PROJ
+#undef VEC
+
+    /* Pass 1: every tensor present and shaped right, the storage planned. */
+    int64_t total = 0;
+    for (int i = 0; i < n; ++i) {
+        slot *t = &s[i];
+        if (t->kind == SLOT_VEC) {
+            MLA_TRY(check_vec(ctx, f, t));
+            MLA_TRY(mla_st_bytes(t->v_dtype, 1, &t->out, &t->w_bytes));
+            MLA_TRY(place(ctx, &total, t->w_bytes, &t->w_off));
+            continue;
+        }
+        MLA_TRY(check_proj(ctx, f, t));
+        MLA_TRY(mla_st_bytes(t->w_dtype, 2, t->w_shape, &t->w_bytes));
+        MLA_TRY(place(ctx, &total, t->w_bytes, &t->w_off));
+        if (*t->fmt != MLA_WEIGHT_BF16) {
+            MLA_TRY(mla_st_bytes(t->s_dtype, 2, t->s_shape, &t->s_bytes));
+            MLA_TRY(place(ctx, &total, t->s_bytes, &t->s_off));
+        }
+    }
+    int kc_fp4 = w.formats.kv_b_proj == MLA_WEIGHT_MXFP4;
+    int64_t kc_codes_off = 0, kc_scales_off = 0;
+    if (kc_fp4) {
+        if (cfg->nope % 32 != 0)
+            return mla_fail(ctx, MLA_ERR_SHAPE, kvb->wi.name,
+                            "MXFP4 kv_b_proj needs nope (%lld) a multiple of 32 for W_kc",
+                            (long long)cfg->nope);
+        MLA_TRY(place(ctx, &total, H * L * cfg->nope / 2, &kc_codes_off));
+        MLA_TRY(place(ctx, &total, H * L * cfg->nope / 32, &kc_scales_off));
+    }
+    if ((uint64_t)total > (uint64_t)SIZE_MAX)
+        return mla_fail(ctx, MLA_ERR_OVERFLOW, "weights", "layer storage beyond size_t");
+
+    /* Pass 2: one allocation, then the reads. */
+    void *storage = NULL;
+    MLA_TRY(mla_malloc(ctx, (size_t)(total ? total : 1), &storage));
+    unsigned char *base = storage;
+    mla_memory mem = mla_context_memory(ctx);
+    mla_status st = MLA_OK;
+    for (int i = 0; i < n && st == MLA_OK; ++i) {
+        slot *t = &s[i];
+        if (t->kind == SLOT_VEC) {
+            st = read_vec(ctx, f, t, base, mem);
+            if (st == MLA_OK)
+                *t->v = tensor2(base + t->w_off, t->v_dtype, mem, 1, &t->out);
+            continue;
+        }
+        t->w->w = tensor2(base + t->w_off, t->w_dtype, mem, 2, t->w_shape);
+        st = mla_safetensors_read(ctx, f, t->wi.name, &t->w->w);
+        if (st == MLA_OK && *t->fmt != MLA_WEIGHT_BF16) {
+            t->w->scale = tensor2(base + t->s_off, t->s_dtype, mem, 2, t->s_shape);
+            st = mla_safetensors_read(ctx, f, t->si.name, &t->w->scale);
+        } else if (st == MLA_OK) {
+            /* No scale: a descriptor with NULL data, as mla_weight documents. */
+            int64_t zero[2] = {0, 0};
+            t->w->scale = tensor2(NULL, MLA_DTYPE_F32, mem, 2, zero);
+        }
+    }
+    if (st == MLA_OK && kc_fp4)
+        st = make_w_kc(ctx, f, kvb, cfg, opt.kc_rule, base + kc_codes_off, base + kc_scales_off);
+    if (st != MLA_OK) {
+        mla_free(ctx, storage);
+        return st;
+    }
+
+    const mla_weight *kv = &b->kv_b_proj;
+    const int64_t dv = cfg->nope + cfg->v;
+    if (kc_fp4) {
+        int64_t cs[3] = {H, L, cfg->nope / 2}, ss[3] = {H, L, cfg->nope / 32};
+        w.w_kc_fp4.codes = tensor2(base + kc_codes_off, MLA_DTYPE_FP4X2, mem, 3, cs);
+        w.w_kc_fp4.scales = tensor2(base + kc_scales_off, MLA_DTYPE_E8M0, mem, 3, ss);
+        w.w_kc_fp4.layout = MLA_SCALE_ROW_MAJOR;
+        int64_t vc[3] = {H, cfg->v, L / 2}, vcs[3] = {dv * L / 2, L / 2, 1};
+        int64_t vs[3] = {H, cfg->v, L / 32}, vss[3] = {dv * L / 32, L / 32, 1};
+        w.w_vc_fp4.codes = mla_view((unsigned char *)kv->w.data + cfg->nope * L / 2,
+                                    MLA_DTYPE_FP4X2, mem, 3, vc, vcs);
+        w.w_vc_fp4.scales = mla_view((unsigned char *)kv->scale.data + cfg->nope * L / 32,
+                                     MLA_DTYPE_E8M0, mem, 3, vs, vss);
+        w.w_vc_fp4.layout = MLA_SCALE_ROW_MAJOR;
+    } else {
+        size_t es = mla_dtype_size(kv->w.dtype);
+        int64_t kc[3] = {H, cfg->nope, L}, kcs[3] = {dv * L, L, 1};
+        int64_t vc[3] = {H, L, cfg->v}, vcs[3] = {dv * L, 1, L};
+        w.w_kc = mla_view(kv->w.data, kv->w.dtype, mem, 3, kc, kcs);
+        w.w_vc = mla_view((unsigned char *)kv->w.data + (size_t)(cfg->nope * L) * es, kv->w.dtype,
+                          mem, 3, vc, vcs);
+    }
+    w.storage = storage;
+    w.storage_bytes = total;
+    *out = w;
+    return MLA_OK;
+}
+
+void mla_layer_weights_free(mla_context *ctx, mla_layer_weights_ex *weights)
+{
+    if (!weights)
+        return;
+    if (ctx && weights->storage)
+        mla_free(ctx, weights->storage);
+    memset(weights, 0, sizeof *weights);
+}
