@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "core/cache_checks.h"
 #include "core/indices.h"
 #include "core/validate.h"
 
@@ -73,7 +74,7 @@ mla_status mla_cache_block_bytes(const mla_cache_desc *desc, int64_t *block_byte
 }
 
 /* The cache tensor: U8 [num_blocks, >= block_bytes] with unit inner stride. */
-static mla_status check_cache(mla_context *ctx, const mla_cache_desc *d, const mla_tensor *cache,
+mla_status mla_check_cache(mla_context *ctx, const mla_cache_desc *d, const mla_tensor *cache,
                               int64_t *block_bytes)
 {
     MLA_TRY(desc_block_bytes(ctx, d, block_bytes));
@@ -88,7 +89,7 @@ static mla_status check_cache(mla_context *ctx, const mla_cache_desc *d, const m
 }
 
 /* k_nope [T, L] and k_pe [T, R], float. */
-static mla_status check_k(mla_context *ctx, const mla_cache_desc *d, const mla_tensor *k_nope,
+mla_status mla_check_cache_k(mla_context *ctx, const mla_cache_desc *d, const mla_tensor *k_nope,
                           const mla_tensor *k_pe)
 {
     MLA_TRY(mla_check_tensor(ctx, k_nope, "k_nope", 2));
@@ -108,7 +109,7 @@ static int cmp_i64(const void *a, const void *b)
 
 /* slots [T]: each < capacity; negative = skip; no slot written twice (two
  * writers of one slot would race on a GPU). */
-static mla_status check_slots(mla_context *ctx, const mla_cache_desc *d, const mla_tensor *slots,
+mla_status mla_check_cache_slots(mla_context *ctx, const mla_cache_desc *d, const mla_tensor *slots,
                               int64_t T)
 {
     MLA_TRY(mla_check_tensor(ctx, slots, "slots", 1));
@@ -134,15 +135,15 @@ mla_status mla_cache_write(mla_context *ctx, const mla_cache_desc *desc, mla_ten
 {
     MLA_TRY(mla_begin(ctx));
     int64_t block_bytes = 0;
-    MLA_TRY(check_cache(ctx, desc, cache, &block_bytes));
-    MLA_TRY(check_k(ctx, desc, k_nope, k_pe));
+    MLA_TRY(mla_check_cache(ctx, desc, cache, &block_bytes));
+    MLA_TRY(mla_check_cache_k(ctx, desc, k_nope, k_pe));
     const int64_t T = k_nope->shape[0];
     MLA_TRY(mla_check_output(ctx, cache, "cache"));
     MLA_TRY(mla_check_disjoint(ctx, cache, "cache", k_nope, "k_nope"));
     MLA_TRY(mla_check_disjoint(ctx, cache, "cache", k_pe, "k_pe"));
     MLA_TRY(mla_check_tensor(ctx, slots, "slots", 1));
     MLA_TRY(mla_check_disjoint(ctx, cache, "cache", slots, "slots"));
-    MLA_TRY(check_slots(ctx, desc, slots, T));
+    MLA_TRY(mla_check_cache_slots(ctx, desc, slots, T));
     mla_variant v = {MLA_OP_CACHE_WRITE, desc->dtype,      desc->dtype, (int32_t)desc->layout, 0,
                      desc->block_size,   T, desc->kv_lora + desc->rope};
     MLA_TRY(mla_check_supported(ctx, &v));
@@ -159,7 +160,7 @@ mla_status mla_cache_gather(mla_context *ctx, const mla_cache_desc *desc, const 
 {
     MLA_TRY(mla_begin(ctx));
     int64_t block_bytes = 0;
-    MLA_TRY(check_cache(ctx, desc, cache, &block_bytes));
+    MLA_TRY(mla_check_cache(ctx, desc, cache, &block_bytes));
     MLA_TRY(mla_check_tensor(ctx, block_table, "block_table", 2));
     MLA_TRY(mla_check_dtype(ctx, block_table, "block_table", MLA_DT(MLA_DTYPE_I32)));
     MLA_TRY(mla_check_tensor(ctx, seq_lens, "seq_lens", 1));
@@ -236,7 +237,7 @@ mla_status mla_fused_rope_concat_cache(mla_context *ctx, const mla_rope_cache_ar
     if (!a)
         return mla_fail(ctx, MLA_ERR_NULL_POINTER, "args", "args is NULL");
     int64_t block_bytes = 0;
-    MLA_TRY(check_cache(ctx, a->cache_desc, a->cache, &block_bytes));
+    MLA_TRY(mla_check_cache(ctx, a->cache_desc, a->cache, &block_bytes));
     const mla_cache_desc *d = a->cache_desc;
     MLA_TRY(mla_check_rope_table(ctx, a->cos, a->sin));
     if (2 * a->cos->shape[1] != d->rope)
@@ -255,7 +256,7 @@ mla_status mla_fused_rope_concat_cache(mla_context *ctx, const mla_rope_cache_ar
     MLA_TRY(mla_check_extent(ctx, a->q_pe, "q_pe", 0, T));
     MLA_TRY(mla_check_extent(ctx, a->q_pe, "q_pe", 1, H));
     MLA_TRY(mla_check_extent(ctx, a->q_pe, "q_pe", 2, d->rope));
-    MLA_TRY(check_k(ctx, d, a->k_nope, a->k_pe));
+    MLA_TRY(mla_check_cache_k(ctx, d, a->k_nope, a->k_pe));
     const int64_t Tk = a->k_nope->shape[0];
     if (Tk < T)
         return mla_fail_field(ctx, MLA_ERR_SHAPE, "k_nope", "shape[0]",
@@ -293,7 +294,7 @@ mla_status mla_fused_rope_concat_cache(mla_context *ctx, const mla_rope_cache_ar
     }
     MLA_TRY(mla_check_positions(ctx, a->q_pos, "q_pos", T, a->cos->shape[0]));
     MLA_TRY(mla_check_positions(ctx, a->k_pos, "k_pos", Tk, a->cos->shape[0]));
-    MLA_TRY(check_slots(ctx, d, a->slots, Tk));
+    MLA_TRY(mla_check_cache_slots(ctx, d, a->slots, Tk));
     mla_variant v = {MLA_OP_ROPE_CACHE, d->dtype,     a->q_cat->dtype, (int32_t)d->layout,
                      (int32_t)a->style, d->block_size, T,              d->kv_lora + d->rope};
     MLA_TRY(mla_check_supported(ctx, &v));

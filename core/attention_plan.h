@@ -22,7 +22,9 @@ struct mla_attention_plan {
     int64_t block_bytes;
     int64_t S, T, max_blocks; /* max_blocks: block_table columns (1 when not paged) */
     int64_t max_q_len;        /* largest n_s */
-    int32_t max_splits;       /* largest split count of a sequence; 1 = no split */
+    /* Split capacity, fixed at create: every splits[s] <= max_splits, and the
+     * split dimension of the partial buffers. 1 = no split. */
+    int32_t max_splits;
     int64_t num_work, work_capacity;
     /* Host copies (what the plan computed) and the same arrays in context
      * memory (equal pointers for host backends). */
@@ -34,7 +36,26 @@ struct mla_attention_plan {
     int64_t part_lse_offset; /* F32 [T, H, max_splits] */
     int64_t q_rot_offset;    /* rotated q copy [T, H, L + R] (rope inside attention) */
     int64_t workspace_bytes;
+    /* Added by core/api_attention.c (offsets are -1 for an absent region):
+     * the rotated k_pe F32 [Tk, R] (rope inside attention) and what the plan
+     * was made for, so that a run with other shapes is refused. */
+    int64_t k_rot_offset;
+    int64_t Tk;          /* rope: new key tokens; 0 without rope */
+    int32_t has_rope;    /* planned with args->rope */
+    int32_t has_cu_q;    /* planned with cu_q_lens (else next_n rows each) */
 };
+
+/* The work list (written by core/attention_planner.c):
+ * - items ordered by sequence, then split; sequence s owns splits[s]
+ *   consecutive items (0 for a padding sequence, c_s == 0, whose rows the
+ *   kernel writes as o = 0, lse = -inf);
+ * - dense: kv_begin .. kv_end-1 are key positions < c_s; sparse: columns of
+ *   topk_indices (< topk); chunks are multiples of 64 keys / columns except
+ *   the last; an item may be empty (kv_begin == kv_end, forced splits): its
+ *   partial gets zero weight (lse -inf);
+ * - when splits[s] > 1 the kernel writes partial slot `split` of each row
+ *   (part_o, part_lse; lse natural-log, -inf for no visible key) and a
+ *   combine writes o and lse; when splits[s] == 1 it may write o directly. */
 
 /* Validated: kernels trust it. cu_q_lens is always valid (the plan's array
  * when the caller passed next_n); block_table, topk_indices, sinks and lse

@@ -157,21 +157,37 @@ mla_status mla_ref_cache_write(mla_context *ctx, const mla_cache_write_args *a)
 
 /* ---------------------------------------------------------- the gather */
 
-/* Dim i of token t of a block, dequantized in fp32. */
-static float read_value(const mla_cache_desc *d, const uint8_t *blk, int64_t t, int64_t i)
+/* Dim i of token t of a block, dequantized exactly in float64: an fp8 code
+ * (4 significant bits) times an fp32 scale is exact in 53 bits. */
+static double read_value_f64(const mla_cache_desc *d, const uint8_t *blk, int64_t t, int64_t i)
 {
     const int64_t L = d->kv_lora, R = d->rope;
     if (d->layout == MLA_CACHE_FP8_SCALED) {
         if (i >= L)
             return mla_bf16_to_f32(get_u16(blk + mla_cl_fp8s_rope_byte(t, i - L, L, R)));
         const float s = get_f32(blk + mla_cl_fp8s_scale_byte(t, i / MLA_CL_SCALE_GROUP, L, R));
-        return mla_fp8_to_f32(blk[mla_cl_fp8s_value_byte(t, i, L, R)], d->dtype) * s;
+        return (double)mla_fp8_to_f32(blk[mla_cl_fp8s_value_byte(t, i, L, R)], d->dtype) * s;
     }
     const int64_t eb = (int64_t)mla_dtype_size(d->dtype);
     const uint8_t *p = blk + mla_cl_elem_byte((int32_t)d->layout, t, i, L, R, d->block_size, eb);
     if (d->dtype == MLA_DTYPE_BF16)
         return mla_bf16_to_f32(get_u16(p));
-    return mla_fp8_to_f32(*p, d->dtype) * d->k_scale;
+    return (double)mla_fp8_to_f32(*p, d->dtype) * d->k_scale;
+}
+
+/* Dim i of token t of a block, dequantized in fp32: the exact value rounded
+ * once, the same bits as fp8 * scale computed in fp32. */
+static float read_value(const mla_cache_desc *d, const uint8_t *blk, int64_t t, int64_t i)
+{
+    return (float)read_value_f64(d, blk, t, i);
+}
+
+void mla_ref_cache_read_row(const mla_cache_desc *desc, const mla_tensor *cache, int64_t block,
+                            int64_t t, double *row)
+{
+    const uint8_t *blk = block_at(cache, block);
+    for (int64_t i = 0; i < desc->kv_lora + desc->rope; ++i)
+        row[i] = read_value_f64(desc, blk, t, i);
 }
 
 /* out row n = token j of sequence s, for s in order and j < seq_lens[s]:

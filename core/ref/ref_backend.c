@@ -47,4 +47,5 @@ const mla_backend_ops mla_reference_ops = {
     .indexer_logits = mla_ref_indexer_logits,
     .topk = mla_ref_topk,
     .indexer_head_weights = mla_ref_indexer_head_weights,
+    .attention = mla_ref_attention,
 };

@@ -59,6 +59,17 @@ void mla_ref_rope_row(const mla_tensor *x, int64_t base, int64_t step, const mla
 void mla_ref_cache_write_slot(const mla_cache_desc *desc, const mla_tensor *cache, int64_t slot,
                               const float *row);
 
+/* The cache reader of the reference (cache.c), used by the gather and the
+ * attention: row[0, L + R) = token t of block `block`, dequantized exactly
+ * in float64 (bf16 as is, fp8 code * k_scale, FP8_SCALED code * its group's
+ * scale and the rope part bf16; spec section 4). */
+void mla_ref_cache_read_row(const mla_cache_desc *desc, const mla_tensor *cache, int64_t block,
+                            int64_t t, double *row);
+
+/* Attention core (attention.c; include/mla/mla_attention.h, spec section 2
+ * step 7). The argument record is core/attention_plan.h's. */
+mla_status mla_ref_attention(mla_context *ctx, const struct mla_attention_op_args *a);
+
 #ifdef __cplusplus
 }
 #endif
