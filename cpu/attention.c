@@ -1,0 +1,823 @@
+/* CPU attention core (include/mla/mla_attention.h; spec section 2, step 7):
+ * absorbed MQA of q_cat [T, H, L + R] over the latent cache, dense or sparse,
+ * split-KV with a combine.
+ *
+ * Work: a task is one work item of the plan ({seq, split, kv_begin, kv_end})
+ * times one chunk of at most MT (row, head) pairs of that sequence (dense:
+ * consecutive pairs in row-major order, so rows of several heads share every
+ * key; sparse: heads of one row, whose keys are that row's top-k list). Tasks
+ * are handed out dynamically over the threads; a second pass (after the
+ * barrier) combines the split rows and writes the padding rows.
+ *
+ * Layout inside a task: (row, head) pairs lie on the vector lanes (VL = 16 per
+ * vector), so the softmax of every pair is lane-wise:
+ *   Qt [D][mp]   the chunk's q, transposed (fp8 q: fl(code * q_scale));
+ *   Kt [NKT][KS] a tile of keys dequantized to fp32 rows (bf16 as is, fp8
+ *                NORMAL / SHUFFLED fl(code * k_scale), FP8_SCALED fl(code * s)
+ *                and its bf16 rope dims: the reference's values, through the
+ *                offsets of core/ref/cache_layout.h);
+ *   St [NKT][mp] scores, then probabilities;
+ *   Ot [L][mp]   the unnormalized output.
+ * Per tile of NKT keys (online softmax, fp32):
+ *   St[a][m] = scale * sum_d Qt[d][m] * Kt[a][d]   (-inf where masked)
+ *   mx' = max(mx, max_a St[a]);  alpha = e^(mx - mx');  P = e^(St - mx')
+ *   l = l * alpha + sum_a P[a];  Ot[v][m] = alpha * Ot[v][m] + sum_a P[a][m] Kt[a][v]
+ * (mx' is replaced by 0 while it is -inf, so that nothing is inf - inf.) A key
+ * is masked when its position exceeds the row's causal limit p = c - n + j;
+ * sparse: a -1 index (or one above p) gets position INT32_MAX, whose key row
+ * is zeros. Both products are FMA register tiles: a block of MV vectors x NA
+ * keys (or NA value dims) of accumulators, one vector load per MV and one
+ * broadcast per NA per step (AVX-512 intrinsics); the AVX2 and portable copies
+ * compile plain C loops over the lanes. exp: SLEEF's Sleef_expf16_u10 (1 ulp)
+ * when the build has SLEEF, else the polynomial of exp_avx512 below; the
+ * portable copies call the C library's expf.
+ *
+ * End of a task: with one split (and no sinks in play for the partials) the
+ * row is final:
+ *   M = max(mx, sink) (mx without sinks); Z = l e^(mx - M) (+ e^(sink - M))
+ *   o = Ot * (e^(mx - M) / Z);  lse = M + ln Z;  no visible key: o = 0, lse = -inf
+ * With several splits it writes the normalized partial o_i = Ot / l and
+ * lse_i = mx + ln l (-inf, o_i = 0 when empty) to slot `split`; the combine:
+ *   M = max(max_i lse_i, sink); w_i = e^(lse_i - M); Z = sum_i w_i (+ e^(sink - M))
+ *   o = sum_i w_i o_i / Z; lse = M + ln Z; every lse_i = -inf: o = 0, lse = -inf.
+ * The order of every sum is fixed by the plan and the tile sizes, never by the
+ * thread count.
+ *
+ * Scratch: each thread's buffers come from the run's workspace
+ * (mla_cpu_attention_scratch_bytes per thread); the run allocates nothing. */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#if defined(MLA_HAVE_OPENMP)
+#include <omp.h>
+#endif
+
+#include "core/attention_plan.h"
+#include "core/ref/cache_layout.h"
+#include "cpu/cpu_kernels.h"
+#include "cpu/cpu_rows.h"
+
+#if MLA_CPU_X86
+#include <immintrin.h>
+#endif
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the CPU cache kernels read multi-byte fields in host order: little-endian hosts only"
+#endif
+
+#define VL 16  /* (row, head) pairs per vector */
+#define MT 128 /* (row, head) pairs per task, at most: 8 vectors */
+#define NKT 64 /* keys per tile */
+
+MLA_CPU_INLINE int64_t round16(int64_t n)
+{
+    return (n + VL - 1) / VL * VL;
+}
+
+/* fp32 values of one thread's scratch for L + R = D (KS = D rounded up to 16). */
+static int64_t scratch_floats(int64_t L, int64_t R)
+{
+    const int64_t KS = round16(L + R);
+    return MT * KS + MT * round16(L) + NKT * KS + NKT * MT + 4 * MT + NKT + KS;
+}
+
+int64_t mla_cpu_attention_scratch_bytes(int64_t L, int64_t R)
+{
+    return (scratch_floats(L, R) * (int64_t)sizeof(float) + 255) / 256 * 256;
+}
+
+/* The three hot kernels of one ISA. */
+typedef struct attn_kernels {
+    /* st[a][m] = sum_{d < D} qt[d][m] * kt[a][d], a < nk, m < 16 nv (row strides mp, ks) */
+    void (*qk)(const float *qt, int64_t mp, int nv, const float *kt, int64_t ks, int nk, int64_t D,
+               float *st);
+    /* The online-softmax step of the header on st (a < nk), updating mx, l, alpha. */
+    void (*softmax)(float *st, int64_t mp, int nv, int nk, float scale, const int32_t *kpos,
+                    const int32_t *plim, int mask, float *mx, float *l, float *alpha);
+    /* ot[v][m] = (alpha ? alpha[m] ot[v][m] : 0) + sum_{a < nk} pt[a][m] kt[a][v], v < L */
+    void (*pv)(const float *pt, int64_t mp, int nv, const float *kt, int64_t ks, int nk, int64_t L,
+               float *ot, const float *alpha);
+} attn_kernels;
+
+/* Everything a task needs, fixed for the call. */
+typedef struct attn_job {
+    const mla_attention_op_args *a;
+    const mla_attention_plan *p;
+    const attn_kernels *k;
+    int64_t H, L, R, D, KS, bs;
+    int64_t max_chunks, hc; /* chunks per item; sparse: chunks per row */
+    int layout, sparse, paged;
+    mla_dtype kdt;
+    float k_scale, scale;
+    char *scratch;
+    int64_t scratch_bytes; /* per thread */
+} attn_job;
+
+typedef struct attn_scratch {
+    float *qt, *ot, *kt, *st, *mx, *l, *alpha, *row;
+    int32_t *plim, *kpos;
+} attn_scratch;
+
+static attn_scratch carve(const attn_job *jb, int tid)
+{
+    float *f = (float *)(jb->scratch + (int64_t)tid * jb->scratch_bytes);
+    attn_scratch s;
+    s.qt = f;
+    f += MT * jb->KS;
+    s.ot = f;
+    f += MT * round16(jb->L);
+    s.kt = f;
+    f += NKT * jb->KS;
+    s.st = f;
+    f += NKT * MT;
+    s.mx = f;
+    s.l = f + MT;
+    s.alpha = f + 2 * MT;
+    s.plim = (int32_t *)(f + 3 * MT);
+    f += 4 * MT;
+    s.kpos = (int32_t *)f;
+    f += NKT;
+    s.row = f;
+    return s;
+}
+
+MLA_CPU_INLINE int32_t i32_at(const mla_tensor *t, int64_t i)
+{
+    return ((const int32_t *)t->data)[i * t->stride[0]];
+}
+
+/* ------------------------------------------------------------ key decode */
+
+MLA_CPU_INLINE float fp8_value(uint8_t c, mla_dtype dt)
+{
+    return dt == MLA_DTYPE_FP8_E4M3FN ? mla_fb_e4m3fn_to_f32(c) : mla_fb_e4m3fnuz_to_f32(c);
+}
+
+/* n contiguous cache elements at p as fp32 (bf16 as is; fp8 fl(code * s)). */
+MLA_CPU_INLINE void decode_run(const uint8_t *restrict p, int64_t n, mla_dtype dt, float s,
+                               float *restrict out)
+{
+    if (dt == MLA_DTYPE_BF16) {
+        MLA_SIMD for (int64_t i = 0; i < n; ++i)
+        {
+            uint16_t h;
+            memcpy(&h, p + 2 * i, sizeof h); /* the cache need not be 2-byte aligned */
+            out[i] = mla_fb_bf16_to_f32(h);
+        }
+    } else if (dt == MLA_DTYPE_FP8_E4M3FN) {
+        MLA_SIMD for (int64_t i = 0; i < n; ++i) out[i] =
+            mla_fb_mul(fp8_value(p[i], MLA_DTYPE_FP8_E4M3FN), s);
+    } else {
+        MLA_SIMD for (int64_t i = 0; i < n; ++i) out[i] =
+            mla_fb_mul(fp8_value(p[i], MLA_DTYPE_FP8_E4M3FNUZ), s);
+    }
+}
+
+/* Token t of block blk as the fp32 row [k_nope | k_pe], zeros to KS. */
+MLA_CPU_INLINE void decode_key(const attn_job *jb, const uint8_t *blk, int64_t t,
+                               float *restrict out)
+{
+    const int64_t L = jb->L, R = jb->R, D = jb->D;
+    if (jb->layout == MLA_CL_FP8_SCALED) {
+        for (int64_t g = 0; g < L / MLA_CL_SCALE_GROUP; ++g) {
+            float s;
+            memcpy(&s, blk + mla_cl_fp8s_scale_byte(t, g, L, R), sizeof s);
+            decode_run(blk + mla_cl_fp8s_value_byte(t, g * MLA_CL_SCALE_GROUP, L, R),
+                       MLA_CL_SCALE_GROUP, jb->kdt, s, out + g * MLA_CL_SCALE_GROUP);
+        }
+        decode_run(blk + mla_cl_fp8s_rope_byte(t, 0, L, R), R, MLA_DTYPE_BF16, 1.0f, out + L);
+    } else {
+        const int64_t eb = jb->kdt == MLA_DTYPE_BF16 ? 2 : 1;
+        if (jb->layout == MLA_CL_NORMAL) {
+            decode_run(blk + mla_cl_elem_byte(MLA_CL_NORMAL, t, 0, L, R, jb->bs, eb), D, jb->kdt,
+                       jb->k_scale, out);
+        } else { /* L and R are multiples of K (validated): whole 16-byte tile rows */
+            const int64_t K = mla_cl_shuffle_k(eb);
+            for (int64_t i = 0; i < D; i += K)
+                decode_run(blk + mla_cl_elem_byte(MLA_CL_SHUFFLED, t, i, L, R, jb->bs, eb), K,
+                           jb->kdt, jb->k_scale, out + i);
+        }
+    }
+    for (int64_t d = D; d < jb->KS; ++d)
+        out[d] = 0.0f;
+}
+
+MLA_CPU_INLINE const uint8_t *block_of(const attn_job *jb, int64_t s, int64_t t)
+{
+    const mla_tensor *bt = &jb->a->block_table;
+    int64_t blk = s;
+    if (jb->paged)
+        blk = ((const int32_t *)bt->data)[s * bt->stride[0] + (t / jb->bs) * bt->stride[1]];
+    return (const uint8_t *)jb->a->cache.data + blk * jb->a->cache.stride[0];
+}
+
+/* ------------------------------------------------------------------ task */
+
+/* The chunk's q: pair m < mc is (row r0 + (m0 + m) / H, head (m0 + m) % H);
+ * lanes past mc are zero. */
+MLA_CPU_INLINE void pack_q(const attn_job *jb, int64_t r0, int64_t m0, int64_t mc, int64_t mp,
+                           const attn_scratch *s)
+{
+    const mla_tensor *q = &jb->a->q;
+    const int64_t D = jb->D, es = (int64_t)mla_dtype_size(q->dtype);
+    const int fp8 = q->dtype == MLA_DTYPE_FP8_E4M3FN || q->dtype == MLA_DTYPE_FP8_E4M3FNUZ;
+    const float qs = jb->p->desc.q_scale;
+    for (int64_t m = 0; m < mc; ++m) {
+        const int64_t r = r0 + (m0 + m) / jb->H, h = (m0 + m) % jb->H;
+        const char *src = (const char *)q->data + (r * q->stride[0] + h * q->stride[1]) * es;
+        mla_cpu_load(src, q->dtype, q->stride[2], D, s->row);
+        if (fp8)
+            for (int64_t d = 0; d < D; ++d)
+                s->row[d] = mla_fb_mul(s->row[d], qs);
+        for (int64_t d = 0; d < D; ++d)
+            s->qt[d * mp + m] = s->row[d];
+    }
+    for (int64_t d = 0; d < D; ++d)
+        for (int64_t m = mc; m < mp; ++m)
+            s->qt[d * mp + m] = 0.0f;
+}
+
+/* The end of a task for pair m (row r, head h): the final o and lse, or the
+ * partial of slot `split`. */
+MLA_CPU_INLINE void finish_pair(const attn_job *jb, int64_t r, int64_t h, int64_t m, int64_t mp,
+                                int split, int nsplit, const attn_scratch *s)
+{
+    const mla_attention_op_args *a = jb->a;
+    const int64_t L = jb->L;
+    const float mx = s->mx[m], l = s->l[m];
+    float *row = s->row;
+    if (nsplit > 1) {
+        const int64_t i = (r * jb->H + h) * jb->p->max_splits + split;
+        float *po = (float *)((char *)a->workspace + jb->p->part_o_offset) + i * L;
+        float *pl = (float *)((char *)a->workspace + jb->p->part_lse_offset) + i;
+        if (!(l > 0.0f)) {
+            for (int64_t v = 0; v < L; ++v)
+                po[v] = 0.0f;
+            *pl = -INFINITY;
+            return;
+        }
+        const float inv = 1.0f / l;
+        for (int64_t v = 0; v < L; ++v)
+            po[v] = s->ot[v * mp + m] * inv;
+        *pl = mx + logf(l);
+        return;
+    }
+    float lse = -INFINITY, f = 0.0f;
+    if (l > 0.0f) {
+        float M = mx, z = l, e = 1.0f;
+        if (a->sinks.data) {
+            const float sk = ((const float *)a->sinks.data)[h * a->sinks.stride[0]];
+            M = sk > mx ? sk : mx;
+            e = expf(mx - M);
+            z = l * e + expf(sk - M);
+        }
+        f = e / z;
+        lse = M + logf(z);
+    }
+    for (int64_t v = 0; v < L; ++v)
+        row[v] = l > 0.0f ? s->ot[v * mp + m] * f : 0.0f;
+    const mla_tensor *o = &a->o;
+    const int64_t es = (int64_t)mla_dtype_size(o->dtype);
+    mla_cpu_store_float(row, (char *)o->data + (r * o->stride[0] + h * o->stride[1]) * es, o->dtype,
+                        o->stride[2], L);
+    if (a->lse.data)
+        ((float *)a->lse.data)[r * a->lse.stride[0] + h * a->lse.stride[1]] = lse;
+}
+
+/* Task (item w, chunk c). */
+MLA_CPU_INLINE void task_body(const attn_job *jb, int64_t w, int64_t c, const attn_scratch *s)
+{
+    const mla_attention_op_args *a = jb->a;
+    const mla_attention_work it = jb->p->work_host[w];
+    const int64_t seq = it.seq, H = jb->H;
+    const int64_t r0 = i32_at(&a->cu_q_lens, seq), n = i32_at(&a->cu_q_lens, seq + 1) - r0;
+    const int64_t ctx = i32_at(&a->context_lens, seq);
+    const int nsplit = jb->p->splits_host[seq];
+    int64_t m0, mc, row_sparse = 0;
+    if (!jb->sparse) {
+        m0 = c * MT;
+        if (m0 >= n * H)
+            return;
+        mc = n * H - m0 < MT ? n * H - m0 : MT;
+    } else {
+        row_sparse = c / jb->hc;
+        if (row_sparse >= n)
+            return;
+        m0 = row_sparse * H + (c % jb->hc) * MT;
+        mc = H - (c % jb->hc) * MT < MT ? H - (c % jb->hc) * MT : MT;
+    }
+    const int nv = (int)((mc + VL - 1) / VL);
+    const int64_t mp = (int64_t)nv * VL;
+    int32_t pmin = INT32_MAX, pmax = -1;
+    for (int64_t m = 0; m < mp; ++m) {
+        /* padding lanes take the last pair's limit (their q is zero) */
+        const int64_t j = (m0 + (m < mc ? m : mc - 1)) / H;
+        const int32_t p = (int32_t)(ctx - n + j);
+        s->plim[m] = p;
+        pmin = p < pmin ? p : pmin;
+        pmax = p > pmax ? p : pmax;
+    }
+    int64_t kb = it.kv_begin, ke = it.kv_end;
+    if (!jb->sparse && ke > (int64_t)pmax + 1)
+        ke = (int64_t)pmax + 1; /* keys no row of the chunk sees */
+    for (int64_t m = 0; m < mp; ++m)
+        s->mx[m] = -INFINITY, s->l[m] = 0.0f;
+    int first = 1;
+    if (kb < ke) {
+        pack_q(jb, r0, m0, mc, mp, s);
+        const mla_tensor *ti = &a->topk_indices;
+        for (int64_t k0 = kb; k0 < ke; k0 += NKT) {
+            const int nk = (int)(ke - k0 < NKT ? ke - k0 : NKT);
+            int32_t kmax = -1;
+            for (int i = 0; i < nk; ++i) {
+                float *kr = s->kt + i * jb->KS;
+                int64_t t = k0 + i;
+                if (jb->sparse) {
+                    t = ((const int32_t *)ti
+                             ->data)[(r0 + row_sparse) * ti->stride[0] + (k0 + i) * ti->stride[1]];
+                    if (t < 0 || t > pmax) {
+                        s->kpos[i] = INT32_MAX;
+                        kmax = INT32_MAX;
+                        for (int64_t d = 0; d < jb->KS; ++d)
+                            kr[d] = 0.0f;
+                        continue;
+                    }
+                }
+                s->kpos[i] = (int32_t)t;
+                kmax = (int32_t)t > kmax ? (int32_t)t : kmax;
+                decode_key(jb, block_of(jb, seq, t), t % jb->bs, kr);
+            }
+            jb->k->qk(s->qt, mp, nv, s->kt, jb->KS, nk, jb->D, s->st);
+            jb->k->softmax(s->st, mp, nv, nk, jb->scale, s->kpos, s->plim, kmax > pmin, s->mx, s->l,
+                           s->alpha);
+            if (first) { /* the step's alpha is e^(-inf - mx') = 0: start from zero */
+                jb->k->pv(s->st, mp, nv, s->kt, jb->KS, nk, jb->L, s->ot, NULL);
+            } else {
+                jb->k->pv(s->st, mp, nv, s->kt, jb->KS, nk, jb->L, s->ot, s->alpha);
+            }
+            first = 0;
+        }
+    }
+    for (int64_t m = 0; m < mc; ++m) {
+        const int64_t pair = m0 + m;
+        finish_pair(jb, r0 + pair / H, pair % H, m, mp, it.split, nsplit, s);
+    }
+}
+
+/* Row r of the output after every task: the combine of a split sequence's
+ * partials, or zeros for a padding sequence. tmp: L floats. */
+MLA_CPU_INLINE void finish_row(const attn_job *jb, int64_t r, int64_t seq, float *tmp)
+{
+    const mla_attention_op_args *a = jb->a;
+    const int64_t H = jb->H, L = jb->L, ms = jb->p->max_splits;
+    const int64_t ctx = i32_at(&a->context_lens, seq);
+    const int nsplit = ctx == 0 ? 0 : jb->p->splits_host[seq];
+    if (nsplit == 1)
+        return;
+    const mla_tensor *o = &a->o;
+    const int64_t es = (int64_t)mla_dtype_size(o->dtype);
+    const float *po_all = (const float *)((const char *)a->workspace + jb->p->part_o_offset);
+    const float *pl_all = (const float *)((const char *)a->workspace + jb->p->part_lse_offset);
+    for (int64_t h = 0; h < H; ++h) {
+        const float *pl = nsplit > 1 ? pl_all + (r * H + h) * ms : NULL;
+        float M = -INFINITY;
+        for (int i = 0; i < nsplit; ++i)
+            M = pl[i] > M ? pl[i] : M;
+        float lse = -INFINITY;
+        for (int64_t v = 0; v < L; ++v)
+            tmp[v] = 0.0f;
+        if (M > -INFINITY) {
+            if (a->sinks.data) {
+                const float sk = ((const float *)a->sinks.data)[h * a->sinks.stride[0]];
+                M = sk > M ? sk : M;
+            }
+            float z = 0.0f;
+            for (int i = 0; i < nsplit; ++i) {
+                if (!(pl[i] > -INFINITY))
+                    continue; /* weight 0; its partial is zeros */
+                const float wi = expf(pl[i] - M);
+                const float *po = po_all + ((r * H + h) * ms + i) * L;
+                MLA_SIMD for (int64_t v = 0; v < L; ++v) tmp[v] += wi * po[v];
+                z += wi;
+            }
+            if (a->sinks.data)
+                z += expf(((const float *)a->sinks.data)[h * a->sinks.stride[0]] - M);
+            const float inv = 1.0f / z;
+            MLA_SIMD for (int64_t v = 0; v < L; ++v) tmp[v] *= inv;
+            lse = M + logf(z);
+        }
+        mla_cpu_store_float(tmp, (char *)o->data + (r * o->stride[0] + h * o->stride[1]) * es,
+                            o->dtype, o->stride[2], L);
+        if (a->lse.data)
+            ((float *)a->lse.data)[r * a->lse.stride[0] + h * a->lse.stride[1]] = lse;
+    }
+}
+
+/* ------------------------------------------------- portable kernels (C) */
+
+MLA_CPU_INLINE void qk_c(const float *qt, int64_t mp, int nv, const float *kt, int64_t ks, int nk,
+                         int64_t D, float *st)
+{
+    const int64_t w = (int64_t)nv * VL;
+    for (int a = 0; a < nk; ++a) {
+        const float *kr = kt + a * ks;
+        float *sr = st + a * mp;
+        for (int64_t m = 0; m < w; ++m)
+            sr[m] = 0.0f;
+        for (int64_t d = 0; d < D; ++d) {
+            const float kv = kr[d];
+            const float *qr = qt + d * mp;
+            MLA_SIMD for (int64_t m = 0; m < w; ++m) sr[m] += qr[m] * kv;
+        }
+    }
+}
+
+MLA_CPU_INLINE void softmax_c(float *st, int64_t mp, int nv, int nk, float scale,
+                              const int32_t *kpos, const int32_t *plim, int mask, float *mx,
+                              float *l, float *alpha)
+{
+    const int64_t w = (int64_t)nv * VL;
+    for (int64_t m = 0; m < w; ++m) {
+        const float old = mx[m];
+        float t = -INFINITY;
+        for (int a = 0; a < nk; ++a) {
+            float v = st[a * mp + m] * scale;
+            if (mask && kpos[a] > plim[m])
+                v = -INFINITY;
+            st[a * mp + m] = v;
+            t = v > t ? v : t;
+        }
+        const float nm = t > old ? t : old, safe = nm == -INFINITY ? 0.0f : nm;
+        const float al = expf(old - safe);
+        float sum = 0.0f;
+        for (int a = 0; a < nk; ++a) {
+            const float p = expf(st[a * mp + m] - safe);
+            st[a * mp + m] = p;
+            sum += p;
+        }
+        l[m] = l[m] * al + sum;
+        mx[m] = nm;
+        alpha[m] = al;
+    }
+}
+
+MLA_CPU_INLINE void pv_c(const float *pt, int64_t mp, int nv, const float *kt, int64_t ks, int nk,
+                         int64_t L, float *ot, const float *alpha)
+{
+    const int64_t w = (int64_t)nv * VL;
+    for (int64_t v = 0; v < L; ++v) {
+        float *orow = ot + v * mp;
+        if (alpha) {
+            MLA_SIMD for (int64_t m = 0; m < w; ++m) orow[m] *= alpha[m];
+        } else {
+            for (int64_t m = 0; m < w; ++m)
+                orow[m] = 0.0f;
+        }
+        for (int a = 0; a < nk; ++a) {
+            const float kv = kt[a * ks + v];
+            const float *pr = pt + a * mp;
+            MLA_SIMD for (int64_t m = 0; m < w; ++m) orow[m] += pr[m] * kv;
+        }
+    }
+}
+
+/* The softmax step needs no first-tile flag: the task sets mx = -inf and
+ * l = 0 before the first tile. */
+#define MLA_ATTN_C_KERNELS(SUFFIX, TARGET)                                                         \
+    MLA_ATTN_C_DRIVER(SUFFIX, TARGET)                                                              \
+    TARGET static void qk_##SUFFIX(const float *qt, int64_t mp, int nv, const float *kt,           \
+                                   int64_t ks, int nk, int64_t D, float *st)                       \
+    {                                                                                              \
+        qk_c(qt, mp, nv, kt, ks, nk, D, st);                                                       \
+    }                                                                                              \
+    TARGET static void softmax_##SUFFIX(float *st, int64_t mp, int nv, int nk, float scale,        \
+                                        const int32_t *kpos, const int32_t *plim, int mask,        \
+                                        float *mx, float *l, float *alpha)                         \
+    {                                                                                              \
+        softmax_c(st, mp, nv, nk, scale, kpos, plim, mask, mx, l, alpha);                          \
+    }                                                                                              \
+    TARGET static void pv_##SUFFIX(const float *pt, int64_t mp, int nv, const float *kt,           \
+                                   int64_t ks, int nk, int64_t L, float *ot, const float *alpha)   \
+    {                                                                                              \
+        pv_c(pt, mp, nv, kt, ks, nk, L, ot, alpha);                                                \
+    }
+
+/* The task and the row pass, one copy per ISA (the decode loops vectorize). */
+#define MLA_ATTN_C_DRIVER(SUFFIX, TARGET)                                                          \
+    TARGET static void task_##SUFFIX(const attn_job *jb, int64_t w, int64_t c,                     \
+                                     const attn_scratch *s)                                        \
+    {                                                                                              \
+        task_body(jb, w, c, s);                                                                    \
+    }                                                                                              \
+    TARGET static void row_##SUFFIX(const attn_job *jb, int64_t r, int64_t seq, float *tmp)        \
+    {                                                                                              \
+        finish_row(jb, r, seq, tmp);                                                               \
+    }
+
+#define MLA_TARGET_NONE
+MLA_ATTN_C_KERNELS(generic, MLA_TARGET_NONE)
+#if MLA_CPU_X86
+MLA_ATTN_C_KERNELS(avx2, MLA_TARGET_AVX2)
+MLA_ATTN_C_DRIVER(avx512c, MLA_TARGET_AVX512)
+#endif
+
+static const attn_kernels kernels_generic = {qk_generic, softmax_generic, pv_generic};
+#if MLA_CPU_X86
+static const attn_kernels kernels_avx2 = {qk_avx2, softmax_avx2, pv_avx2};
+#endif
+
+/* -------------------------------------------------- AVX-512 kernels */
+
+#if MLA_CPU_X86
+#define MLA_UNROLL _Pragma("GCC unroll 32")
+
+#if defined(MLA_HAVE_SLEEF)
+/* sleef.h declares its __m512 functions only under __AVX512F__; the library
+ * is built without it (run-time dispatch), so the one used is declared here. */
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,avx512cd")
+__m512 Sleef_expf16_u10avx512f(__m512 x);
+#pragma GCC pop_options
+#endif
+
+/* e^x, 16 lanes. SLEEF (1-ulp) when built with it; else: n = round(x log2 e),
+ * r = x - n ln2 (Cody-Waite, ln2 = C1 + C2), e^r by cephes expf's polynomial
+ * on |r| <= ln2 / 2 (about 2 ulp), times 2^n by vscalefps; results below
+ * 2^-150 (x < -104, -inf included) are +0. */
+MLA_TARGET_AVX512 static inline __m512 exp_avx512(__m512 x)
+{
+#if defined(MLA_HAVE_SLEEF)
+    return Sleef_expf16_u10avx512f(x);
+#else
+    const __m512 xc =
+        _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-104.0f)), _mm512_set1_ps(88.72f));
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), xc);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    const __m512 y = _mm512_scalef_ps(p, n);
+    const __mmask16 tiny = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-104.0f), _CMP_LE_OQ);
+    return _mm512_mask_mov_ps(y, tiny, _mm512_setzero_ps());
+#endif
+}
+
+MLA_TARGET_AVX512 static void softmax_avx512(float *st, int64_t mp, int nv, int nk, float scale,
+                                             const int32_t *kpos, const int32_t *plim, int mask,
+                                             float *mx, float *l, float *alpha)
+{
+    const __m512 ninf = _mm512_set1_ps(-INFINITY), sc = _mm512_set1_ps(scale);
+    for (int v = 0; v < nv; ++v) {
+        const __m512 old = _mm512_loadu_ps(mx + VL * v);
+        const __m512i pl = _mm512_loadu_si512(plim + VL * v);
+        __m512 t = ninf;
+        for (int a = 0; a < nk; ++a) {
+            float *p = st + a * mp + VL * v;
+            __m512 x = _mm512_mul_ps(_mm512_loadu_ps(p), sc);
+            if (mask)
+                x = _mm512_mask_mov_ps(x, _mm512_cmpgt_epi32_mask(_mm512_set1_epi32(kpos[a]), pl),
+                                       ninf);
+            _mm512_storeu_ps(p, x);
+            t = _mm512_max_ps(t, x);
+        }
+        const __m512 nm = _mm512_max_ps(t, old);
+        const __m512 safe =
+            _mm512_mask_mov_ps(nm, _mm512_cmp_ps_mask(nm, ninf, _CMP_EQ_OQ), _mm512_setzero_ps());
+        const __m512 al = exp_avx512(_mm512_sub_ps(old, safe));
+        __m512 sum = _mm512_setzero_ps();
+        for (int a = 0; a < nk; ++a) {
+            float *p = st + a * mp + VL * v;
+            const __m512 e = exp_avx512(_mm512_sub_ps(_mm512_loadu_ps(p), safe));
+            _mm512_storeu_ps(p, e);
+            sum = _mm512_add_ps(sum, e);
+        }
+        _mm512_storeu_ps(l + VL * v, _mm512_fmadd_ps(_mm512_loadu_ps(l + VL * v), al, sum));
+        _mm512_storeu_ps(mx + VL * v, nm);
+        _mm512_storeu_ps(alpha + VL * v, al);
+    }
+}
+
+/* Scores: MV vectors of pairs x NA keys of accumulators, over all D dims:
+ * per dim MV loads of q and NA broadcasts of key values. */
+#define MLA_ATTN_QK_TILE(MV, NA)                                                                   \
+    MLA_TARGET_AVX512 static void qk_tile_##MV##_##NA(                                             \
+        const float *qt, int64_t mp, const float *kt, int64_t ks, int64_t D, float *st)            \
+    {                                                                                              \
+        __m512 acc[NA][MV];                                                                        \
+        const float *kr[NA];                                                                       \
+        MLA_UNROLL for (int i = 0; i < NA; ++i)                                                    \
+        {                                                                                          \
+            kr[i] = kt + i * ks;                                                                   \
+            MLA_UNROLL for (int v = 0; v < MV; ++v) acc[i][v] = _mm512_setzero_ps();               \
+        }                                                                                          \
+        for (int64_t d = 0; d < D; ++d) {                                                          \
+            __m512 q[MV];                                                                          \
+            MLA_UNROLL for (int v = 0; v < MV; ++v) q[v] = _mm512_loadu_ps(qt + d * mp + VL * v);  \
+            MLA_UNROLL for (int i = 0; i < NA; ++i)                                                \
+            {                                                                                      \
+                const __m512 b = _mm512_set1_ps(kr[i][d]);                                         \
+                MLA_UNROLL for (int v = 0; v < MV; ++v) acc[i][v] =                                \
+                    _mm512_fmadd_ps(q[v], b, acc[i][v]);                                           \
+            }                                                                                      \
+        }                                                                                          \
+        MLA_UNROLL for (int i = 0; i < NA; ++i) MLA_UNROLL for (int v = 0; v < MV; ++v)            \
+            _mm512_storeu_ps(st + i * mp + VL * v, acc[i][v]);                                     \
+    }
+
+/* Values: MV vectors of pairs x NA value dims, over the tile's keys: per key
+ * MV loads of P and NA broadcasts of the key's values; alpha rescales the
+ * running output as it is loaded. */
+#define MLA_ATTN_PV_TILE(MV, NA)                                                                   \
+    MLA_TARGET_AVX512 static void pv_tile_##MV##_##NA(const float *pt, int64_t mp,                 \
+                                                      const float *kt, int64_t ks, int nk,         \
+                                                      float *ot, const float *alpha)               \
+    {                                                                                              \
+        __m512 acc[NA][MV];                                                                        \
+        if (alpha) {                                                                               \
+            MLA_UNROLL for (int v = 0; v < MV; ++v)                                                \
+            {                                                                                      \
+                const __m512 al = _mm512_loadu_ps(alpha + VL * v);                                 \
+                MLA_UNROLL for (int i = 0; i < NA; ++i) acc[i][v] =                                \
+                    _mm512_mul_ps(_mm512_loadu_ps(ot + i * mp + VL * v), al);                      \
+            }                                                                                      \
+        } else {                                                                                   \
+            MLA_UNROLL for (int i = 0; i < NA; ++i) MLA_UNROLL for (int v = 0; v < MV; ++v)        \
+                acc[i][v] = _mm512_setzero_ps();                                                   \
+        }                                                                                          \
+        for (int a = 0; a < nk; ++a) {                                                             \
+            __m512 p[MV];                                                                          \
+            const float *kr = kt + a * ks;                                                         \
+            MLA_UNROLL for (int v = 0; v < MV; ++v) p[v] = _mm512_loadu_ps(pt + a * mp + VL * v);  \
+            MLA_UNROLL for (int i = 0; i < NA; ++i)                                                \
+            {                                                                                      \
+                const __m512 b = _mm512_set1_ps(kr[i]);                                            \
+                MLA_UNROLL for (int v = 0; v < MV; ++v) acc[i][v] =                                \
+                    _mm512_fmadd_ps(p[v], b, acc[i][v]);                                           \
+            }                                                                                      \
+        }                                                                                          \
+        MLA_UNROLL for (int i = 0; i < NA; ++i) MLA_UNROLL for (int v = 0; v < MV; ++v)            \
+            _mm512_storeu_ps(ot + i * mp + VL * v, acc[i][v]);                                     \
+    }
+
+MLA_ATTN_QK_TILE(1, 8)
+MLA_ATTN_QK_TILE(2, 8)
+MLA_ATTN_QK_TILE(4, 4)
+MLA_ATTN_QK_TILE(8, 2)
+MLA_ATTN_QK_TILE(1, 1)
+MLA_ATTN_QK_TILE(2, 1)
+MLA_ATTN_QK_TILE(4, 1)
+MLA_ATTN_QK_TILE(8, 1)
+MLA_ATTN_PV_TILE(1, 16)
+MLA_ATTN_PV_TILE(2, 8)
+MLA_ATTN_PV_TILE(4, 4)
+MLA_ATTN_PV_TILE(8, 2)
+MLA_ATTN_PV_TILE(1, 1)
+MLA_ATTN_PV_TILE(2, 1)
+MLA_ATTN_PV_TILE(4, 1)
+MLA_ATTN_PV_TILE(8, 1)
+
+typedef void (*qk_tile_fn)(const float *, int64_t, const float *, int64_t, int64_t, float *);
+typedef void (*pv_tile_fn)(const float *, int64_t, const float *, int64_t, int, float *,
+                           const float *);
+
+/* Tiles by vector count: [0] 1, [1] 2, [2] 4, [3] 8 vectors; NA and the
+ * one-row tail tile of each. */
+static const qk_tile_fn qk_full[4] = {qk_tile_1_8, qk_tile_2_8, qk_tile_4_4, qk_tile_8_2};
+static const qk_tile_fn qk_tail[4] = {qk_tile_1_1, qk_tile_2_1, qk_tile_4_1, qk_tile_8_1};
+static const int qk_na[4] = {8, 8, 4, 2};
+static const pv_tile_fn pv_full[4] = {pv_tile_1_16, pv_tile_2_8, pv_tile_4_4, pv_tile_8_2};
+static const pv_tile_fn pv_tail[4] = {pv_tile_1_1, pv_tile_2_1, pv_tile_4_1, pv_tile_8_1};
+static const int pv_na[4] = {16, 8, 4, 2};
+
+/* The largest tile width (index into the tables) that fits `left` vectors. */
+static int width_index(int left)
+{
+    return left >= 8 ? 3 : left >= 4 ? 2 : left >= 2 ? 1 : 0;
+}
+
+static void qk_avx512(const float *qt, int64_t mp, int nv, const float *kt, int64_t ks, int nk,
+                      int64_t D, float *st)
+{
+    for (int v = 0; v < nv;) {
+        const int wi = width_index(nv - v), na = qk_na[wi];
+        int a = 0;
+        for (; a + na <= nk; a += na)
+            qk_full[wi](qt + VL * v, mp, kt + a * ks, ks, D, st + a * mp + VL * v);
+        for (; a < nk; ++a)
+            qk_tail[wi](qt + VL * v, mp, kt + a * ks, ks, D, st + a * mp + VL * v);
+        v += 1 << wi;
+    }
+}
+
+static void pv_avx512(const float *pt, int64_t mp, int nv, const float *kt, int64_t ks, int nk,
+                      int64_t L, float *ot, const float *alpha)
+{
+    for (int v = 0; v < nv;) {
+        const int wi = width_index(nv - v), na = pv_na[wi];
+        const float *al = alpha ? alpha + VL * v : NULL;
+        int64_t d = 0;
+        for (; d + na <= L; d += na)
+            pv_full[wi](pt + VL * v, mp, kt + d, ks, nk, ot + d * mp + VL * v, al);
+        for (; d < L; ++d)
+            pv_tail[wi](pt + VL * v, mp, kt + d, ks, nk, ot + d * mp + VL * v, al);
+        v += 1 << wi;
+    }
+}
+
+static const attn_kernels kernels_avx512 = {qk_avx512, softmax_avx512, pv_avx512};
+#endif /* MLA_CPU_X86 */
+
+/* ------------------------------------------------------------------ run */
+
+typedef void (*task_fn)(const attn_job *, int64_t, int64_t, const attn_scratch *);
+typedef void (*row_fn)(const attn_job *, int64_t, int64_t, float *);
+
+/* The sequence owning row r: the last s with cu_q[s] <= r (rows of empty
+ * sequences share their start with the next one). */
+static int64_t seq_of_row(const mla_tensor *cu, int64_t S, int64_t r)
+{
+    int64_t lo = 0, hi = S - 1;
+    while (lo < hi) {
+        const int64_t mid = (lo + hi + 1) / 2;
+        if (i32_at(cu, mid) <= r)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
+mla_status mla_cpu_attention_with_scratch(mla_context *ctx, const mla_attention_op_args *a,
+                                          void *scratch)
+{
+    const mla_attention_plan *p = a->plan;
+    const mla_attention_desc *d = &p->desc;
+    attn_job jb;
+    jb.a = a;
+    jb.p = p;
+    jb.H = d->heads;
+    jb.L = d->cache.kv_lora;
+    jb.R = d->cache.rope;
+    jb.D = jb.L + jb.R;
+    jb.KS = round16(jb.D);
+    jb.bs = d->cache.block_size;
+    jb.layout = (int)d->cache.layout;
+    jb.sparse = d->topk > 0;
+    jb.paged = d->paged != 0;
+    jb.kdt = d->cache.dtype;
+    jb.k_scale = d->cache.k_scale;
+    jb.scale = d->softmax_scale;
+    jb.hc = (jb.H + MT - 1) / MT;
+    jb.max_chunks = jb.sparse ? p->max_q_len * jb.hc : (p->max_q_len * jb.H + MT - 1) / MT;
+    if (jb.max_chunks < 1)
+        jb.max_chunks = 1;
+    jb.scratch = (char *)scratch;
+    jb.scratch_bytes = mla_cpu_attention_scratch_bytes(jb.L, jb.R);
+
+    task_fn task = task_generic;
+    row_fn row = row_generic;
+    jb.k = &kernels_generic;
+#if MLA_CPU_X86
+    switch (mla_cpu_isa_of(ctx)) {
+    case MLA_CPU_ISA_AVX512:
+        task = task_avx512c, row = row_avx512c, jb.k = &kernels_avx512;
+        break;
+    case MLA_CPU_ISA_AVX2:
+        task = task_avx2, row = row_avx2, jb.k = &kernels_avx2;
+        break;
+    default:
+        break;
+    }
+#endif
+    const int64_t tasks = p->num_work * jb.max_chunks, T = p->T;
+    /* every task is at least one tile of MT pairs x NKT keys x D dims: heavy */
+    const int nt = mla_cpu_threads(ctx, tasks > T ? tasks : T, (tasks > T ? tasks : T) * 32768);
+#if defined(MLA_HAVE_OPENMP)
+#pragma omp parallel num_threads(nt) if (nt > 1)
+#endif
+    {
+        int tid = 0;
+#if defined(MLA_HAVE_OPENMP)
+        tid = omp_get_thread_num();
+#endif
+        const attn_scratch s = carve(&jb, tid);
+#if defined(MLA_HAVE_OPENMP)
+#pragma omp for schedule(dynamic, 1)
+#endif
+        for (int64_t t = 0; t < tasks; ++t)
+            task(&jb, t / jb.max_chunks, t % jb.max_chunks, &s);
+#if defined(MLA_HAVE_OPENMP)
+#pragma omp for schedule(static)
+#endif
+        for (int64_t r = 0; r < T; ++r)
+            row(&jb, r, seq_of_row(&a->cu_q_lens, p->S, r), s.ot);
+    }
+    return MLA_OK;
+}
