@@ -29,6 +29,8 @@ int cmd_bench(int argc, char **argv);
 void usage_bench(FILE *out);
 int cmd_plan(int argc, char **argv);
 void usage_plan(FILE *out);
+int cmd_weights(int argc, char **argv);
+void usage_weights(FILE *out);
 
 /* "auto", "reference", "cpu", "hip" -> backend; 0 on success. */
 int mla_app_parse_backend(const char *s, mla_backend *out);

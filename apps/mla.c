@@ -17,6 +17,8 @@ static const mla_cmd commands[] = {
      usage_bench},
     {"plan", "a config's shapes, RoPE site and per-stage kernels on a target", cmd_plan,
      usage_plan},
+    {"weights", "seeded DeepSeek layer weights as safetensors; list a safetensors file",
+     cmd_weights, usage_weights},
     {"help", "this text, or a command's usage", cmd_help, usage_help},
 };
 #define NCOMMANDS ((int)(sizeof commands / sizeof commands[0]))
