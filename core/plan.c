@@ -62,18 +62,18 @@ static mla_status check_options(const mla_model_config *c, const mla_plan_option
 
 /* The single decision. The fused kernel runs RoPE, the concat into q_cat and
  * the cache write in one pass over q_pe and k_pe, on every target, layout and
- * element type, so it is the default; a separate RoPE is kept for callers
- * that force it. Rotation inside attention is not available in this
- * version. */
+ * element type, so it is the default; a separate RoPE and RoPE inside the
+ * attention call (which then also writes the new keys to the cache: only
+ * the whole layer, mla_layer_forward, runs that site) are kept for callers
+ * that force them. */
 static mla_status choose_site(const mla_plan_options *o, mla_rope_site *site)
 {
     mla_rope_site s = o->force_rope_site < 0 ? MLA_ROPE_SITE_FUSED_CACHE
                                              : (mla_rope_site)o->force_rope_site;
-    if (s == MLA_ROPE_SITE_ATTENTION)
-        return MLA_ERR_UNSUPPORTED;
     /* The separate path writes q_cat's rope part straight from the RoPE op,
-     * which rounds to bf16/f32 only; an fp8 q_cat needs the fused kernel. */
-    if (s == MLA_ROPE_SITE_SEPARATE && is_fp8(o->q_dtype))
+     * which rounds to bf16/f32 only; an fp8 q_cat needs the fused kernel.
+     * The attention call rotates only bf16 / f32 q as well. */
+    if (s != MLA_ROPE_SITE_FUSED_CACHE && is_fp8(o->q_dtype))
         return MLA_ERR_UNSUPPORTED;
     *site = s;
     return MLA_OK;
@@ -100,7 +100,10 @@ static void name_kernels(mla_plan *p)
     else
         KERNEL(MLA_STAGE_Q_B_PROJ, "none (q_proj is in qkv_a_proj)");
     KERNEL(MLA_STAGE_ABSORB, "batched_gemm/bf16 (W_kc view of kv_b_proj) @%s", tgt);
-    if (p->site == MLA_ROPE_SITE_SEPARATE) {
+    if (p->site == MLA_ROPE_SITE_ATTENTION) {
+        KERNEL(MLA_STAGE_ROPE, "none (rotated once, inside attention)");
+        KERNEL(MLA_STAGE_CACHE_WRITE, "none (the attention call writes %s/%s)", layout, cdt);
+    } else if (p->site == MLA_ROPE_SITE_SEPARATE) {
         KERNEL(MLA_STAGE_ROPE, "rope/%s (q_pe, k_pe) @%s",
                mla_rope_style_name(MLA_ROPE_INTERLEAVED), tgt);
         KERNEL(MLA_STAGE_CACHE_WRITE, "cache_write/%s/%s @%s", layout, cdt, tgt);
@@ -109,7 +112,9 @@ static void name_kernels(mla_plan *p)
         KERNEL(MLA_STAGE_CACHE_WRITE, "fused_rope_concat_cache/%s/%s -> q_cat %s @%s", layout,
                cdt, mla_dtype_name(p->opt.q_dtype), tgt);
     }
-    KERNEL(MLA_STAGE_ATTENTION, "none (attention is not in this version)");
+    KERNEL(MLA_STAGE_ATTENTION, "attention/%s/%s%s (q %s) @%s", layout, cdt,
+           p->site == MLA_ROPE_SITE_ATTENTION ? " + rope + cache_write" : "",
+           mla_dtype_name(p->opt.q_dtype), tgt);
 #undef KERNEL
 }
 

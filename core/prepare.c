@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/indices.h"
+#include "core/prepare_internal.h"
 #include "core/validate.h"
 
 #define WS_ALIGN 256
@@ -142,6 +143,19 @@ static mla_status check_inputs(mla_context *ctx, const mla_plan *plan,
     return st;
 }
 
+void mla_prepare_key_views(const mla_plan *plan, int64_t T, mla_dtype act, void *workspace,
+                           mla_memory mem, mla_tensor *k_nope, mla_tensor *k_pe)
+{
+    const mla_model_config *c = mla_plan_config(plan);
+    const int64_t L = c->kv_lora, R = c->rope, D = L + R;
+    ws_layout w;
+    layout_workspace(plan, T, act, &w);
+    uint8_t *kv = (uint8_t *)workspace + w.kv;
+    *k_nope = mla_view(kv, act, mem, 2, (int64_t[]){T, L}, (int64_t[]){D, 1});
+    *k_pe = mla_view(kv + L * (int64_t)mla_dtype_size(act), act, mem, 2, (int64_t[]){T, R},
+                     (int64_t[]){D, 1});
+}
+
 mla_status mla_prepare(mla_context *ctx, const mla_plan *plan, const mla_layer_weights *wt,
                        const mla_tensor *x, const mla_tensor *positions, const mla_tensor *slots,
                        const mla_tensor *cos, const mla_tensor *sin,
@@ -149,6 +163,22 @@ mla_status mla_prepare(mla_context *ctx, const mla_plan *plan, const mla_layer_w
                        mla_tensor *workspace)
 {
     MLA_TRY(mla_begin(ctx));
+    /* At the ATTENTION site the new keys go to the attention call, which
+     * rotates and caches them: only the layer (mla_layer_forward) can hand
+     * them over, so a lone prepare there would leave the cache unwritten. */
+    if (plan && mla_plan_rotates_at(plan, MLA_ROPE_SITE_ATTENTION))
+        return mla_fail(ctx, MLA_ERR_UNSUPPORTED, "plan",
+                        "RoPE inside attention: run the layer (mla_layer_forward)");
+    return mla_prepare_run(ctx, plan, wt, x, positions, slots, cos, sin, cache_desc, cache, q_cat,
+                           workspace, NULL);
+}
+
+mla_status mla_prepare_run(mla_context *ctx, const mla_plan *plan, const mla_layer_weights *wt,
+                           const mla_tensor *x, const mla_tensor *positions,
+                           const mla_tensor *slots, const mla_tensor *cos, const mla_tensor *sin,
+                           const mla_cache_desc *cache_desc, mla_tensor *cache,
+                           mla_tensor *q_cat, mla_tensor *workspace, mla_prepare_views *views)
+{
     if (!plan || !wt)
         return mla_fail(ctx, MLA_ERR_NULL_POINTER, plan ? "weights" : "plan", "NULL argument");
     MLA_TRY(check_inputs(ctx, plan, wt, x, positions, slots, cos, cache_desc, q_cat));
@@ -214,6 +244,19 @@ mla_status mla_prepare(mla_context *ctx, const mla_plan *plan, const mla_layer_w
                            (int64_t[]){T, H, R}, (int64_t[]){Hqk, qk, 1});
     mla_tensor k_pe = mla_view(ws + w.kv + L * mla_dtype_size(act), act, mem, 2, (int64_t[]){T, R},
                            (int64_t[]){D, 1});
+    if (views) {
+        views->q_lat = qa;
+        views->k_nope = k_nope;
+        views->k_pe = k_pe;
+    }
+    mla_tensor q_cat_pe = mla_view((uint8_t *)q_cat->data + L * qs[2] * mla_dtype_size(q_cat->dtype),
+                               q_cat->dtype, mem, 3, (int64_t[]){T, H, R},
+                               (int64_t[]){qs[0], qs[1], qs[2]});
+    /* ATTENTION site: q_pe goes into q_cat unrotated and the keys stay in the
+     * workspace for the attention call, which rotates both and writes the
+     * cache (the layer passes them on) */
+    if (mla_plan_rotates_at(plan, MLA_ROPE_SITE_ATTENTION))
+        return mla_convert(ctx, &q_pe, &q_cat_pe, MLA_SATURATE);
     if (mla_plan_rotates_at(plan, MLA_ROPE_SITE_FUSED_CACHE)) {
         mla_rope_cache_args f = {cos,   sin,   MLA_ROPE_INTERLEAVED, &absorbed, &q_pe,
                                  positions, &k_nope, &k_pe, positions, slots,
@@ -221,9 +264,6 @@ mla_status mla_prepare(mla_context *ctx, const mla_plan *plan, const mla_layer_w
         return mla_fused_rope_concat_cache(ctx, &f);
     }
     /* separate site: q_pe rotated straight into q_cat, k_pe into fp32 */
-    mla_tensor q_cat_pe = mla_view((uint8_t *)q_cat->data + L * qs[2] * mla_dtype_size(q_cat->dtype),
-                               q_cat->dtype, mem, 3, (int64_t[]){T, H, R},
-                               (int64_t[]){qs[0], qs[1], qs[2]});
     mla_tensor k_rot = mla_view(ws + w.k_rot, MLA_DTYPE_F32, mem, 2, (int64_t[]){T, R},
                             (int64_t[]){R, 1});
     MLA_TRY(mla_rope(ctx, cos, sin, positions, &q_pe, &q_cat_pe, MLA_ROPE_INTERLEAVED));

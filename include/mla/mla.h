@@ -351,5 +351,6 @@ MLA_API mla_status mla_gpu_name(int device, char *buf, size_t len);
 #include "mla/mla_indexer.h"
 #include "mla/mla_attention.h"
 #include "mla/mla_weights.h"
+#include "mla/mla_layer.h"
 
 #endif /* MLA_MLA_H */

@@ -1,0 +1,260 @@
+/* mla_layer_forward: spec section 2 end to end for one planned step,
+ * composed from the public ops on the caller's context. RoPE happens at the
+ * plan's one site: prepare's fused kernel or separate RoPE, or inside the
+ * attention call, which then gets q_pe and the new keys unrotated and
+ * writes the cache itself. W_vc writes straight into the [T, H, v] buffer
+ * through a [H, T, v] view, so the flatten to [T, H*v] for o_proj is a
+ * view too: nothing is copied between the two GEMMs. */
+#include <string.h>
+
+#include "core/layer_internal.h"
+#include "core/prepare_internal.h"
+#include "core/validate.h"
+
+/* --------------------------------------------------------------- views */
+
+static mla_tensor ws_view(const mla_layer_plan *lp, int64_t off, mla_dtype dt, int32_t ndim,
+                          const int64_t *shape, const int64_t *stride)
+{
+    return mla_view((uint8_t *)lp->workspace.data + off, dt, lp->workspace.memory, ndim, shape,
+                    stride);
+}
+
+static const mla_model_config *cfg_of(const mla_layer_plan *lp)
+{
+    return mla_plan_config(lp->plan);
+}
+
+static mla_tensor q_cat_view(const mla_layer_plan *lp)
+{
+    const int64_t H = cfg_of(lp)->heads, D = cfg_of(lp)->kv_lora + cfg_of(lp)->rope;
+    return ws_view(lp, lp->ws.q_cat, mla_plan_options_get(lp->plan)->q_dtype, 3,
+                   (int64_t[]){lp->T, H, D}, (int64_t[]){H * D, D, 1});
+}
+
+static mla_tensor o_lat_view(const mla_layer_plan *lp)
+{
+    const int64_t H = cfg_of(lp)->heads, L = cfg_of(lp)->kv_lora;
+    return ws_view(lp, lp->ws.o_lat, lp->opt.act, 3, (int64_t[]){lp->T, H, L},
+                   (int64_t[]){H * L, L, 1});
+}
+
+/* The W_vc output [T, H, v]. */
+static mla_tensor o_view(const mla_layer_plan *lp)
+{
+    const int64_t H = cfg_of(lp)->heads, v = cfg_of(lp)->v;
+    return ws_view(lp, lp->ws.o, lp->opt.act, 3, (int64_t[]){lp->T, H, v},
+                   (int64_t[]){H * v, v, 1});
+}
+
+/* The attention call's arguments, the same at planning and at the run
+ * (the run checks its arguments against the plan's). */
+typedef struct attn_call {
+    mla_attention_args a;
+    mla_attention_rope rope;
+    mla_tensor q, o, work, k_nope, k_pe, topk;
+} attn_call;
+
+static void attention_call(mla_layer_plan *lp, attn_call *k)
+{
+    memset(k, 0, sizeof *k);
+    k->q = q_cat_view(lp);
+    k->o = o_lat_view(lp);
+    k->work =
+        ws_view(lp, lp->ws.attn, MLA_DTYPE_U8, 1, (int64_t[]){lp->ws.attn_cap}, (int64_t[]){1});
+    k->a.q = &k->q;
+    k->a.cache = &lp->cache;
+    k->a.block_table = &lp->block_table;
+    k->a.context_lens = &lp->context_lens;
+    k->a.cu_q_lens = lp->has_cu_q ? &lp->cu_q : NULL;
+    k->a.o = &k->o;
+    k->a.workspace = &k->work;
+    if (lp->ws.sparse) {
+        const int64_t K = cfg_of(lp)->index_topk;
+        k->topk =
+            ws_view(lp, lp->ws.topk, MLA_DTYPE_I32, 2, (int64_t[]){lp->T, K}, (int64_t[]){K, 1});
+        k->a.topk_indices = &k->topk;
+    }
+    if (mla_plan_rotates_at(lp->plan, MLA_ROPE_SITE_ATTENTION) || lp->test_rotate_twice) {
+        mla_prepare_key_views(lp->plan, lp->T, lp->opt.act,
+                              (uint8_t *)lp->workspace.data + lp->ws.prep, lp->workspace.memory,
+                              &k->k_nope, &k->k_pe);
+        k->rope = (mla_attention_rope){&lp->cos,   &lp->sin, MLA_ROPE_INTERLEAVED, &lp->positions,
+                                       &k->k_nope, &k->k_pe, &lp->positions,       &lp->slots};
+        k->a.rope = &k->rope;
+    }
+}
+
+mla_status mla_layer_plan_attention(mla_context *ctx, mla_layer_plan *lp, int update)
+{
+    attn_call k;
+    attention_call(lp, &k);
+    if (update)
+        return mla_attention_plan_update(ctx, lp->attn, &k.a);
+    const mla_model_config *c = cfg_of(lp);
+    mla_attention_desc d;
+    MLA_TRY(mla_attention_desc_default(c, &lp->cache_desc, &d));
+    d.q_dtype = mla_plan_options_get(lp->plan)->q_dtype;
+    d.out_dtype = lp->opt.act;
+    d.topk = lp->ws.sparse ? c->index_topk : 0;
+    d.next_n = lp->has_cu_q ? 1 : lp->next_n;
+    d.num_splits = lp->opt.num_splits > 0 ? lp->opt.num_splits : 8;
+    MLA_TRY(mla_attention_plan_create(ctx, &d, &k.a, &lp->attn));
+    if (mla_attention_plan_workspace_bytes(lp->attn) > lp->ws.attn_cap)
+        return mla_fail(ctx, MLA_ERR_SHAPE, "buffers.workspace",
+                        "the attention needs %lld bytes of scratch, the layer reserved %lld",
+                        (long long)mla_attention_plan_workspace_bytes(lp->attn),
+                        (long long)lp->ws.attn_cap);
+    return MLA_OK;
+}
+
+/* -------------------------------------------------------------- checks */
+
+static mla_status check_weight(mla_context *ctx, const mla_weight *w, const char *name,
+                               int64_t rows, int64_t cols)
+{
+    MLA_TRY(mla_check_tensor(ctx, &w->w, name, 2));
+    if (w->w.shape[0] != rows || w->w.shape[1] != cols)
+        return mla_fail(
+            ctx, MLA_ERR_SHAPE, name, "%s is [%lld, %lld], the config needs [%lld, %lld]", name,
+            (long long)w->w.shape[0], (long long)w->w.shape[1], (long long)rows, (long long)cols);
+    if (w->w.dtype != MLA_DTYPE_BF16 && w->w.dtype != MLA_DTYPE_FP8_E4M3FN)
+        return mla_fail_field(ctx, MLA_ERR_DTYPE, name, "dtype", "bf16 or fp8 e4m3fn with scales");
+    if (w->w.dtype != MLA_DTYPE_BF16)
+        MLA_TRY(mla_check_tensor(ctx, &w->scale, name, 2));
+    return MLA_OK;
+}
+
+/* What the stages after the prepare read, checked before the prepare
+ * writes anything (the prepare checks its own inputs first). */
+static mla_status check_forward(mla_context *ctx, const mla_layer_plan *lp,
+                                const mla_layer_weights_ex *p, const mla_tensor *x,
+                                const mla_tensor *y)
+{
+    const mla_model_config *c = cfg_of(lp);
+    if (!p)
+        return mla_fail(ctx, MLA_ERR_NULL_POINTER, "weights", "NULL argument");
+    MLA_TRY(mla_check_tensor(ctx, x, "x", 2));
+    if (x->dtype != lp->opt.act)
+        return mla_fail_field(ctx, MLA_ERR_DTYPE, "x", "dtype", "x must be %s as planned",
+                              mla_dtype_name(lp->opt.act));
+    MLA_TRY(mla_check_extent(ctx, x, "x", 0, lp->T));
+    MLA_TRY(mla_check_tensor(ctx, y, "y", 2));
+    MLA_TRY(mla_check_dtype(ctx, y, "y", MLA_DT(MLA_DTYPE_BF16) | MLA_DT(MLA_DTYPE_F32)));
+    MLA_TRY(mla_check_extent(ctx, y, "y", 0, lp->T));
+    MLA_TRY(mla_check_extent(ctx, y, "y", 1, c->hidden));
+    MLA_TRY(mla_check_output(ctx, y, "y"));
+    MLA_TRY(mla_check_disjoint(ctx, y, "y", &lp->workspace, "workspace"));
+    MLA_TRY(mla_check_disjoint(ctx, y, "y", &lp->cache, "cache"));
+    MLA_TRY(mla_check_disjoint(ctx, x, "x", &lp->workspace, "workspace"));
+    MLA_TRY(check_weight(ctx, &p->base.o_proj, "weights.o_proj", c->hidden, c->heads * c->v));
+    if (!lp->ws.sparse)
+        return MLA_OK;
+    const mla_indexer_weights *iw = &p->indexer;
+    if (!p->has_indexer)
+        return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "weights.has_indexer",
+                        "the layer is sparse: it needs the indexer weights");
+    const int64_t Hi = c->index_heads, D = c->index_head_dim;
+    MLA_TRY(check_weight(ctx, &iw->wq_b, "indexer.wq_b", Hi * D, c->q_lora));
+    MLA_TRY(check_weight(ctx, &iw->wk, "indexer.wk", D, c->hidden));
+    MLA_TRY(check_weight(ctx, &iw->weights_proj, "indexer.weights_proj", Hi, c->hidden));
+    MLA_TRY(mla_check_tensor(ctx, &iw->k_norm_weight, "indexer.k_norm_weight", 1));
+    MLA_TRY(mla_check_extent(ctx, &iw->k_norm_weight, "indexer.k_norm_weight", 0, D));
+    MLA_TRY(mla_check_tensor(ctx, &iw->k_norm_bias, "indexer.k_norm_bias", 1));
+    return mla_check_extent(ctx, &iw->k_norm_bias, "indexer.k_norm_bias", 0, D);
+}
+
+/* -------------------------------------------------------------- stages */
+
+/* The V3.2 indexer for the step's tokens: its K into the indexer cache,
+ * logits per sequence (each with its own next_n = its new tokens, causal
+ * among them), top-k per row over its p + 1 causal keys. */
+static mla_status run_indexer(mla_context *ctx, mla_layer_plan *lp, const mla_indexer_weights *iw,
+                              const mla_tensor *q_lat, const mla_tensor *x)
+{
+    const mla_model_config *c = cfg_of(lp);
+    const int64_t T = lp->T, Hi = c->index_heads, D = c->index_head_dim, K = c->index_topk;
+    const int64_t M = lp->max_context;
+    mla_tensor q = ws_view(lp, lp->ws.idx_q, lp->opt.indexer.fp8, 3, (int64_t[]){T, Hi, D},
+                           (int64_t[]){Hi * D, D, 1});
+    mla_tensor w =
+        ws_view(lp, lp->ws.idx_w, MLA_DTYPE_F32, 2, (int64_t[]){T, Hi}, (int64_t[]){Hi, 1});
+    mla_tensor k = ws_view(lp, lp->ws.idx_k, lp->opt.act, 2, (int64_t[]){T, D}, (int64_t[]){D, 1});
+    int64_t iws = 0;
+    mla_indexer_workspace_bytes(c, T, &iws);
+    mla_tensor work = ws_view(lp, lp->ws.idx_ws, MLA_DTYPE_U8, 1, (int64_t[]){iws}, (int64_t[]){1});
+    MLA_TRY(mla_indexer_prepare(ctx, c, iw, &lp->opt.indexer, q_lat, x, &lp->positions, &lp->cos,
+                                &lp->sin, &q, &w, &k, &work));
+    MLA_TRY(mla_indexer_k_cache_write(ctx, &lp->opt.index_cache, &lp->index_cache, &k, &lp->slots));
+    mla_tensor logits =
+        ws_view(lp, lp->ws.logits, MLA_DTYPE_F32, 2, (int64_t[]){T, M}, (int64_t[]){M, 1});
+    for (int64_t s = 0; s < lp->S; ++s) {
+        const int64_t r0 = lp->cu_host[s], n = lp->cu_host[s + 1] - r0;
+        if (n == 0 || lp->ctx_host[s] == 0)
+            continue; /* padding rows: top-k length 0, all -1 */
+        mla_tensor qs = q, ws = w, ls = logits, bt = lp->block_table, cl = lp->context_lens;
+        qs.data = (uint8_t *)q.data + r0 * Hi * D, qs.shape[0] = n;
+        ws.data = (float *)w.data + r0 * Hi, ws.shape[0] = n;
+        ls.data = (float *)logits.data + r0 * M, ls.shape[0] = n;
+        bt.data = (int32_t *)bt.data + s * bt.stride[0], bt.shape[0] = 1;
+        cl.data = (int32_t *)cl.data + s * cl.stride[0], cl.shape[0] = 1;
+        MLA_TRY(mla_indexer_logits(ctx, &lp->opt.index_cache, &lp->index_cache, &qs, &ws, &bt, &cl,
+                                   (int32_t)n, &ls));
+    }
+    mla_tensor len = ws_view(lp, lp->ws.topk_len, MLA_DTYPE_I32, 1, (int64_t[]){T}, (int64_t[]){1});
+    mla_tensor idx =
+        ws_view(lp, lp->ws.topk, MLA_DTYPE_I32, 2, (int64_t[]){T, K}, (int64_t[]){K, 1});
+    MLA_TRY(mla_topk(ctx, &logits, &len, K, &idx));
+    /* the attention plan validated the indices it was built with; these are
+     * new (in range by construction), so it re-plans over them */
+    return mla_layer_plan_attention(ctx, lp, 1);
+}
+
+/* o[h] = o_lat[:, h] @ W_vc[h] into [T, H, v] through a [H, T, v] view;
+ * W_vc[h] = kv_b_proj.view(H, nope + v, L)[h, nope:]^T, a [H, L, v] view. */
+static mla_status w_vc(mla_context *ctx, const mla_layer_plan *lp, const mla_layer_weights *wt)
+{
+    const mla_model_config *c = cfg_of(lp);
+    const int64_t H = c->heads, L = c->kv_lora, nv = c->nope + c->v;
+    const mla_tensor *kvb = &wt->kv_b_proj.w;
+    const int64_t s0 = kvb->stride[0], s1 = kvb->stride[1];
+    mla_tensor wvc = mla_view((uint16_t *)kvb->data + c->nope * s0, MLA_DTYPE_BF16, kvb->memory, 3,
+                              (int64_t[]){H, L, c->v}, (int64_t[]){nv * s0, s1, s0});
+    mla_tensor x = o_lat_view(lp), y = o_view(lp);
+    mla_tensor_transpose(&x, 0, 1);
+    mla_tensor_transpose(&y, 0, 1);
+    return mla_batched_gemm(ctx, &x, &wvc, 1.0f, &y);
+}
+
+mla_status mla_layer_forward(mla_context *ctx, const mla_layer_plan *lpc,
+                             const mla_layer_weights_ex *p, const mla_tensor *x, mla_tensor *y)
+{
+    MLA_TRY(mla_begin(ctx));
+    if (!lpc)
+        return mla_fail(ctx, MLA_ERR_NULL_POINTER, "lp", "NULL argument");
+    /* the plan is the caller's const object; only the sparse re-plan of the
+     * attention (its own buffers) changes through it */
+    mla_layer_plan *lp = (mla_layer_plan *)lpc;
+    MLA_TRY(check_forward(ctx, lp, p, x, y));
+    const mla_model_config *c = cfg_of(lp);
+    if (lp->T == 0)
+        return MLA_OK;
+    mla_tensor q_cat = q_cat_view(lp);
+    mla_tensor prep = ws_view(lp, lp->ws.prep, MLA_DTYPE_U8, 1,
+                              (int64_t[]){lp->ws.q_cat - lp->ws.prep}, (int64_t[]){1});
+    mla_prepare_views v;
+    MLA_TRY(mla_prepare_run(ctx, lp->plan, &p->base, x, &lp->positions, &lp->slots, &lp->cos,
+                            &lp->sin, &lp->cache_desc, &lp->cache, &q_cat, &prep, &v));
+    if (lp->ws.sparse)
+        MLA_TRY(run_indexer(ctx, lp, &p->indexer, &v.q_lat, x));
+    attn_call k;
+    attention_call(lp, &k);
+    MLA_TRY(mla_attention_run(ctx, lp->attn, &k.a));
+    MLA_TRY(w_vc(ctx, lp, &p->base));
+    /* the flatten: [T, H, v] is [T, H*v] row-major, the same bytes */
+    const int64_t Hv = c->heads * c->v;
+    mla_tensor o2 =
+        ws_view(lp, lp->ws.o, lp->opt.act, 2, (int64_t[]){lp->T, Hv}, (int64_t[]){Hv, 1});
+    const mla_weight *wo = &p->base.o_proj;
+    return mla_linear(ctx, &o2, &wo->w, wo->w.dtype == MLA_DTYPE_BF16 ? NULL : &wo->scale, y);
+}

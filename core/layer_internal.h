@@ -1,0 +1,54 @@
+/* Internal: the layer plan (include/mla/mla_layer.h) and its workspace
+ * carve-up, shared by core/layer.c, core/layer_plan.c and the tests. */
+#ifndef MLA_CORE_LAYER_INTERNAL_H
+#define MLA_CORE_LAYER_INTERNAL_H
+
+#include "core/backend.h"
+
+/* Byte offsets into the layer workspace, each 256-byte aligned. */
+typedef struct mla_layer_ws {
+    int64_t prep;     /* mla_prepare's own workspace */
+    int64_t q_cat;    /* [T, H, L + R] plan's q dtype */
+    int64_t o_lat;    /* [T, H, L] act: the attention output */
+    int64_t o;        /* [T, H, v] act: W_vc's output, flattened in place for o_proj */
+    int sparse;       /* the indexer regions below exist */
+    int64_t idx_ws;   /* mla_indexer_prepare's workspace */
+    int64_t idx_q;    /* [T, Hi, 128] fp8 */
+    int64_t idx_w;    /* [T, Hi] F32 */
+    int64_t idx_k;    /* [T, 128] act */
+    int64_t logits;   /* [T, max_context] F32 */
+    int64_t topk;     /* [T, topk] I32 */
+    int64_t topk_len; /* [T] I32 */
+    int64_t attn;     /* the attention call's scratch */
+    int64_t attn_cap; /* its size */
+    int64_t bytes;
+} mla_layer_ws;
+
+struct mla_layer_plan {
+    const mla_plan *plan;
+    mla_cache_desc cache_desc;
+    mla_layer_options opt;
+    mla_layer_ws ws;
+    int64_t T, S, max_context;
+    mla_tensor positions, slots, block_table, context_lens, cu_q;
+    int has_cu_q;
+    int32_t next_n;
+    int32_t *cu_host, *ctx_host; /* [S + 1] and [S], read at planning */
+    mla_tensor cos, sin, cache, index_cache, workspace;
+    int has_index_cache;
+    mla_attention_plan *attn;
+    int test_rotate_twice; /* tests only: the attention rotates too (seed 000's
+                              bug) */
+};
+
+mla_status mla_layer_layout(const mla_plan *plan, const mla_layer_options *opt, int64_t T,
+                            int64_t S, int64_t max_context, mla_layer_ws *w);
+/* The attention (re)plan over the planned buffers (core/layer.c). */
+mla_status mla_layer_plan_attention(mla_context *ctx, mla_layer_plan *lp, int update);
+
+/* Negative control for the RoPE-once tests: make a plan's attention call
+ * rotate q and the new keys as well, whatever the site (plan before the
+ * first forward; re-plans the attention). */
+mla_status mla_layer_test_rotate_twice(mla_context *ctx, mla_layer_plan *lp);
+
+#endif

@@ -1,0 +1,329 @@
+/* The layer plan: the workspace carve-up, the batch read once on the host,
+ * and the attention plan over the layer's buffers. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/indices.h"
+#include "core/layer_internal.h"
+#include "core/validate.h"
+
+#define WS_ALIGN 256
+#define DEFAULT_SPLITS 8
+
+static int64_t place(int64_t *cursor, int64_t bytes)
+{
+    int64_t at = *cursor;
+    *cursor += (bytes + WS_ALIGN - 1) / WS_ALIGN * WS_ALIGN;
+    return at;
+}
+
+static int32_t splits_of(const mla_layer_options *o)
+{
+    return o->num_splits > 0 ? o->num_splits : DEFAULT_SPLITS;
+}
+
+/* The attention call's scratch for T rows (core/attention_plan.h: partial
+ * outputs and log-sum-exps of up to `splits` splits, the rotated q copy in
+ * at most 4-byte elements, the rotated k_pe in fp32), each region 256-byte
+ * aligned. Checked against the attention plan's own figure at planning. */
+static int64_t attention_bytes_bound(const mla_model_config *c, int64_t T, int32_t splits)
+{
+    const int64_t H = c->heads, L = c->kv_lora, R = c->rope;
+    int64_t cur = 0;
+    place(&cur, T * H * splits * L * 4);
+    place(&cur, T * H * splits * 4);
+    place(&cur, T * H * (L + R) * 4);
+    place(&cur, T * R * 4);
+    return cur + WS_ALIGN;
+}
+
+mla_status mla_layer_layout(const mla_plan *plan, const mla_layer_options *opt, int64_t T,
+                            int64_t S, int64_t max_context, mla_layer_ws *w)
+{
+    const mla_model_config *c = mla_plan_config(plan);
+    const mla_plan_options *po = mla_plan_options_get(plan);
+    if (T < 0 || S < 0 || max_context < 0 || T > ((int64_t)1 << 24) ||
+        max_context > ((int64_t)1 << 31))
+        return MLA_ERR_OVERFLOW;
+    if (opt->act != MLA_DTYPE_BF16 && opt->act != MLA_DTYPE_F32)
+        return MLA_ERR_DTYPE;
+    const int64_t es = (int64_t)mla_dtype_size(opt->act), H = c->heads, L = c->kv_lora;
+    int64_t prep = 0, cur = 0;
+    MLA_TRY(mla_prepare_workspace_bytes(plan, T, opt->act, &prep));
+    memset(w, 0, sizeof *w);
+    w->prep = place(&cur, prep);
+    w->q_cat = place(&cur, T * H * (L + c->rope) * (int64_t)mla_dtype_size(po->q_dtype));
+    w->o_lat = place(&cur, T * H * L * es);
+    w->o = place(&cur, T * H * c->v * es);
+    w->sparse = c->index_heads > 0 && c->q_lora > 0 && !opt->dense;
+    if (w->sparse) {
+        const int64_t Hi = c->index_heads, D = c->index_head_dim;
+        int64_t iws = 0;
+        MLA_TRY(mla_indexer_workspace_bytes(c, T, &iws));
+        w->idx_ws = place(&cur, iws);
+        w->idx_q = place(&cur, T * Hi * D);
+        w->idx_w = place(&cur, T * Hi * 4);
+        w->idx_k = place(&cur, T * D * es);
+        w->logits = place(&cur, T * (max_context > 0 ? max_context : 1) * 4);
+        w->topk = place(&cur, T * c->index_topk * 4);
+        w->topk_len = place(&cur, T * 4);
+    }
+    w->attn_cap = attention_bytes_bound(c, T, splits_of(opt));
+    w->attn = place(&cur, w->attn_cap);
+    w->bytes = cur;
+    return MLA_OK;
+}
+
+void mla_layer_options_default(const mla_model_config *cfg, const mla_cache_desc *cache,
+                               mla_layer_options *out)
+{
+    if (!out)
+        return;
+    memset(out, 0, sizeof *out);
+    out->act = MLA_DTYPE_BF16;
+    out->indexer.style = MLA_ROPE_NEOX;
+    out->indexer.fp8 = MLA_DTYPE_FP8_E4M3FN;
+    out->index_cache.dtype = MLA_DTYPE_FP8_E4M3FN;
+    out->index_cache.layout = MLA_INDEXER_LAYOUT_AUTO;
+    out->index_cache.ue8m0 = 1;
+    out->index_cache.head_dim = cfg && cfg->index_head_dim ? cfg->index_head_dim : 128;
+    if (cache) {
+        out->index_cache.num_blocks = cache->num_blocks;
+        out->index_cache.block_size = cache->block_size;
+    }
+}
+
+mla_status mla_layer_workspace_bytes(const mla_plan *plan, const mla_layer_options *opt, int64_t T,
+                                     int64_t S, int64_t max_context, int64_t *bytes)
+{
+    if (!plan || !opt || !bytes)
+        return MLA_ERR_NULL_POINTER;
+    mla_layer_ws w;
+    MLA_TRY(mla_layer_layout(plan, opt, T, S, max_context, &w));
+    *bytes = w.bytes;
+    return MLA_OK;
+}
+
+int mla_layer_plan_sparse(const mla_layer_plan *lp) { return lp && lp->ws.sparse; }
+
+void mla_layer_plan_destroy(mla_layer_plan *lp)
+{
+    if (!lp)
+        return;
+    mla_attention_plan_destroy(lp->attn);
+    free(lp->cu_host);
+    free(lp);
+}
+
+/* ------------------------------------------------------------ the batch */
+
+static mla_status take_tensor(mla_context *ctx, const mla_tensor *t, const char *name, int32_t ndim,
+                              mla_tensor *out)
+{
+    if (!t)
+        return mla_fail(ctx, MLA_ERR_NULL_POINTER, name, "NULL argument");
+    MLA_TRY(mla_check_tensor(ctx, t, name, ndim));
+    *out = *t;
+    return MLA_OK;
+}
+
+/* Reads cu_q (or next_n) and the context lengths to the host: the sparse
+ * path runs the indexer logits per sequence and needs each row's causal
+ * length for the top-k. The attention plan validates them again. */
+static mla_status read_batch(mla_context *ctx, mla_layer_plan *lp)
+{
+    const int64_t S = lp->S;
+    int64_t *cl = NULL, *cu = NULL;
+    MLA_TRY(mla_read_indices(ctx, &lp->context_lens, "batch.context_lens", &cl));
+    mla_status st = MLA_OK;
+    if (lp->has_cu_q)
+        st = mla_read_indices(ctx, &lp->cu_q, "batch.cu_q_lens", &cu);
+    for (int64_t s = 0; st == MLA_OK && s <= S; ++s) {
+        const int64_t q0 = lp->has_cu_q ? cu[s] : s * lp->next_n;
+        if (q0 < 0 || q0 > lp->T || (s > 0 && q0 < lp->cu_host[s - 1]))
+            st = mla_fail(ctx, MLA_ERR_OUT_OF_RANGE, "batch.cu_q_lens",
+                          "entry %lld is not a split of the %lld tokens", (long long)s,
+                          (long long)lp->T);
+        else
+            lp->cu_host[s] = (int32_t)q0;
+    }
+    if (st == MLA_OK && lp->cu_host[S] != lp->T)
+        st = mla_fail(ctx, MLA_ERR_SHAPE, lp->has_cu_q ? "batch.cu_q_lens" : "batch.next_n",
+                      "the rows add up to %lld, not T = %lld", (long long)lp->cu_host[S],
+                      (long long)lp->T);
+    for (int64_t s = 0; st == MLA_OK && s < S; ++s) {
+        const int64_t n = lp->cu_host[s + 1] - lp->cu_host[s];
+        if (cl[s] < 0 || cl[s] > lp->max_context || (cl[s] > 0 && cl[s] < n))
+            st = mla_fail(ctx, MLA_ERR_OUT_OF_RANGE, "batch.context_lens",
+                          "sequence %lld: length %lld with %lld new tokens (max_context %lld)",
+                          (long long)s, (long long)cl[s], (long long)n, (long long)lp->max_context);
+        else
+            lp->ctx_host[s] = (int32_t)cl[s];
+    }
+    free(cl);
+    free(cu);
+    return st;
+}
+
+/* Each row's top-k length, its causal key count p + 1 (0 for padding), and
+ * all-absent indices for the attention plan to validate before the first
+ * top-k has run. */
+static mla_status write_topk_rows(mla_context *ctx, mla_layer_plan *lp)
+{
+    if (!lp->ws.sparse || lp->T == 0)
+        return MLA_OK;
+    int32_t *len = malloc((size_t)lp->T * sizeof *len);
+    if (!len)
+        return mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, "batch", "no host memory");
+    for (int64_t s = 0; s < lp->S; ++s)
+        for (int32_t r = lp->cu_host[s]; r < lp->cu_host[s + 1]; ++r)
+            len[r] = lp->ctx_host[s] == 0 ? 0 : lp->ctx_host[s] - (lp->cu_host[s + 1] - r) + 1;
+    uint8_t *ws = lp->workspace.data;
+    mla_status st =
+        mla_memcpy(ctx, ws + lp->ws.topk_len, len, (size_t)lp->T * 4, MLA_COPY_HOST_TO_CONTEXT);
+    if (st == MLA_OK)
+        st = mla_memset(ctx, ws + lp->ws.topk, 0xFF,
+                        (size_t)(lp->T * mla_plan_config(lp->plan)->index_topk * 4));
+    free(len);
+    return st;
+}
+
+static mla_status take_batch(mla_context *ctx, mla_layer_plan *lp, const mla_layer_batch *b)
+{
+    if (!b)
+        return mla_fail(ctx, MLA_ERR_NULL_POINTER, "batch", "NULL argument");
+    mla_layer_plan next = *lp; /* a refused update leaves the plan as it was */
+    MLA_TRY(take_tensor(ctx, b->positions, "batch.positions", 1, &next.positions));
+    MLA_TRY(take_tensor(ctx, b->slots, "batch.slots", 1, &next.slots));
+    MLA_TRY(take_tensor(ctx, b->block_table, "batch.block_table", 2, &next.block_table));
+    MLA_TRY(take_tensor(ctx, b->context_lens, "batch.context_lens", 1, &next.context_lens));
+    next.has_cu_q = b->cu_q_lens != NULL;
+    if (next.has_cu_q)
+        MLA_TRY(take_tensor(ctx, b->cu_q_lens, "batch.cu_q_lens", 1, &next.cu_q));
+    else if (b->next_n < 1)
+        return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "batch.next_n", "next_n must be >= 1");
+    next.next_n = b->next_n;
+    if (next.positions.shape[0] != lp->T || next.context_lens.shape[0] != lp->S)
+        return mla_fail(ctx, MLA_ERR_SHAPE, "batch", "the plan is for T = %lld, S = %lld",
+                        (long long)lp->T, (long long)lp->S);
+    MLA_TRY(mla_check_extent(ctx, &next.slots, "batch.slots", 0, lp->T));
+    if (next.has_cu_q)
+        MLA_TRY(mla_check_extent(ctx, &next.cu_q, "batch.cu_q_lens", 0, lp->S + 1));
+    if (!(next.cu_host = calloc((size_t)(2 * lp->S + 2), sizeof(int32_t))))
+        return mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, "batch", "no host memory");
+    next.ctx_host = next.cu_host + lp->S + 1;
+    mla_status st = read_batch(ctx, &next);
+    if (st != MLA_OK) {
+        free(next.cu_host);
+        return st;
+    }
+    free(lp->cu_host);
+    *lp = next;
+    return write_topk_rows(ctx, lp);
+}
+
+/* ------------------------------------------------------------ creation */
+
+static mla_status take_buffers(mla_context *ctx, mla_layer_plan *lp, const mla_layer_buffers *b)
+{
+    if (!b || !b->cos || !b->sin || !b->cache || !b->workspace)
+        return mla_fail(ctx, MLA_ERR_NULL_POINTER, "buffers", "cos, sin, cache and workspace");
+    lp->cos = *b->cos, lp->sin = *b->sin;
+    MLA_TRY(mla_check_rope_table(ctx, &lp->cos, &lp->sin));
+    int64_t bb = 0;
+    if (mla_cache_block_bytes(&lp->cache_desc, &bb) != MLA_OK)
+        return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "cache", "a bad cache descriptor");
+    MLA_TRY(take_tensor(ctx, b->cache, "buffers.cache", 2, &lp->cache));
+    MLA_TRY(mla_check_extent(ctx, &lp->cache, "buffers.cache", 0, lp->cache_desc.num_blocks));
+    MLA_TRY(mla_check_extent(ctx, &lp->cache, "buffers.cache", 1, bb));
+    if (lp->ws.sparse) {
+        if (mla_indexer_cache_block_bytes(&lp->opt.index_cache, &bb) != MLA_OK)
+            return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "opt.index_cache", "a bad descriptor");
+        if (!b->index_cache)
+            return mla_fail(ctx, MLA_ERR_NULL_POINTER, "buffers.index_cache",
+                            "the layer is sparse: it needs the indexer K cache");
+        MLA_TRY(take_tensor(ctx, b->index_cache, "buffers.index_cache", 2, &lp->index_cache));
+        MLA_TRY(mla_check_extent(ctx, &lp->index_cache, "buffers.index_cache", 0,
+                                 lp->opt.index_cache.num_blocks));
+        MLA_TRY(mla_check_extent(ctx, &lp->index_cache, "buffers.index_cache", 1, bb));
+    }
+    MLA_TRY(take_tensor(ctx, b->workspace, "buffers.workspace", 1, &lp->workspace));
+    if (lp->workspace.shape[0] < lp->ws.bytes || mla_dtype_size(lp->workspace.dtype) != 1 ||
+        lp->workspace.stride[0] != 1)
+        return mla_fail(ctx, MLA_ERR_SHAPE, "buffers.workspace", "needs %lld contiguous bytes",
+                        (long long)lp->ws.bytes);
+    return MLA_OK;
+}
+
+static mla_status create(mla_context *ctx, mla_layer_plan *lp, const mla_layer_batch *batch,
+                         const mla_layer_buffers *buffers)
+{
+    if (!batch || !batch->positions || !batch->context_lens)
+        return mla_fail(ctx, MLA_ERR_NULL_POINTER, "batch", "positions and context_lens");
+    MLA_TRY(mla_check_tensor(ctx, batch->positions, "batch.positions", 1));
+    MLA_TRY(mla_check_tensor(ctx, batch->context_lens, "batch.context_lens", 1));
+    lp->T = batch->positions->shape[0];
+    lp->S = batch->context_lens->shape[0];
+    if (mla_layer_layout(lp->plan, &lp->opt, lp->T, lp->S, lp->max_context, &lp->ws) != MLA_OK)
+        return mla_fail(ctx, MLA_ERR_OVERFLOW, "max_context", "sizes out of range");
+    MLA_TRY(take_buffers(ctx, lp, buffers));
+    MLA_TRY(take_batch(ctx, lp, batch));
+    return mla_layer_plan_attention(ctx, lp, 0);
+}
+
+mla_status mla_layer_plan_create(mla_context *ctx, const mla_plan *plan,
+                                 const mla_cache_desc *cache, const mla_layer_options *opt,
+                                 const mla_layer_batch *batch, int64_t max_context,
+                                 const mla_layer_buffers *buffers, mla_layer_plan **out)
+{
+    MLA_TRY(mla_begin(ctx));
+    if (!plan || !cache || !opt || !out)
+        return mla_fail(ctx, MLA_ERR_NULL_POINTER,
+                        !plan    ? "plan"
+                        : !cache ? "cache"
+                        : !opt   ? "opt"
+                                 : "out",
+                        "NULL argument");
+    *out = NULL;
+    const mla_plan_options *po = mla_plan_options_get(plan);
+    const mla_model_config *c = mla_plan_config(plan);
+    if (cache->layout != po->cache_layout || cache->dtype != po->cache_dtype ||
+        cache->kv_lora != c->kv_lora || cache->rope != c->rope)
+        return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "cache",
+                        "the cache descriptor does not match the plan");
+    if (opt->act != MLA_DTYPE_BF16 && opt->act != MLA_DTYPE_F32)
+        return mla_fail(ctx, MLA_ERR_DTYPE, "opt.act", "activations are bf16 or f32");
+    if (max_context < 1)
+        return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "max_context", "must be >= 1");
+    mla_layer_plan *lp = calloc(1, sizeof *lp);
+    if (!lp)
+        return mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, "out", "no host memory");
+    lp->plan = plan;
+    lp->cache_desc = *cache;
+    lp->opt = *opt;
+    lp->max_context = max_context;
+    mla_status st = create(ctx, lp, batch, buffers);
+    if (st != MLA_OK) {
+        mla_layer_plan_destroy(lp);
+        return st;
+    }
+    *out = lp;
+    return MLA_OK;
+}
+
+mla_status mla_layer_plan_update(mla_context *ctx, mla_layer_plan *lp, const mla_layer_batch *batch)
+{
+    MLA_TRY(mla_begin(ctx));
+    if (!lp)
+        return mla_fail(ctx, MLA_ERR_NULL_POINTER, "lp", "NULL argument");
+    MLA_TRY(take_batch(ctx, lp, batch));
+    return mla_layer_plan_attention(ctx, lp, 1);
+}
+
+mla_status mla_layer_test_rotate_twice(mla_context *ctx, mla_layer_plan *lp)
+{
+    lp->test_rotate_twice = 1;
+    mla_attention_plan_destroy(lp->attn);
+    lp->attn = NULL;
+    return mla_layer_plan_attention(ctx, lp, 0);
+}

@@ -1,0 +1,31 @@
+/* Internal: the prepare as the layer runs it (core/layer.c). The layer
+ * needs what the public mla_prepare keeps in its workspace: the normed
+ * q_lat (the indexer's input) and the new tokens' k_nope / unrotated k_pe
+ * (the attention call's input when RoPE happens inside attention). */
+#ifndef MLA_CORE_PREPARE_INTERNAL_H
+#define MLA_CORE_PREPARE_INTERNAL_H
+
+#include "core/backend.h"
+
+typedef struct mla_prepare_views {
+    mla_tensor q_lat;  /* [T, q_lora] normed (q_lora > 0); [T, H*(nope+R)] q otherwise */
+    mla_tensor k_nope; /* [T, L] normed */
+    mla_tensor k_pe;   /* [T, R] unrotated */
+} mla_prepare_views;
+
+/* mla_prepare without the context's error reset, for any plan site; at the
+ * ATTENTION site q_cat's rope part is q_pe unrotated and the cache is not
+ * written. views (may be NULL) receive the workspace views above. */
+mla_status mla_prepare_run(mla_context *ctx, const mla_plan *plan, const mla_layer_weights *wt,
+                           const mla_tensor *x, const mla_tensor *positions,
+                           const mla_tensor *slots, const mla_tensor *cos, const mla_tensor *sin,
+                           const mla_cache_desc *cache_desc, mla_tensor *cache, mla_tensor *q_cat,
+                           mla_tensor *workspace, mla_prepare_views *views);
+
+/* The k_nope / k_pe views mla_prepare_run will use in a workspace at base
+ * (for planning the attention call before the prepare has run). The plan,
+ * T and act must be ones mla_prepare_workspace_bytes accepts. */
+void mla_prepare_key_views(const mla_plan *plan, int64_t T, mla_dtype act, void *workspace,
+                           mla_memory mem, mla_tensor *k_nope, mla_tensor *k_pe);
+
+#endif

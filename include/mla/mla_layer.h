@@ -1,0 +1,98 @@
+/* libmla: the whole MLA attention layer (spec section 2, steps 1-9) for a
+ * batch of sequences, prefill chunks and decode steps alike: prepare, the
+ * DeepSeek-V3.2 indexer when the config has one, attention over the paged
+ * latent cache, W_vc and o_proj. RoPE happens once, at the plan's site.
+ * Included by mla/mla.h; conventions are those of mla.h. */
+#ifndef MLA_MLA_LAYER_H
+#define MLA_MLA_LAYER_H
+
+#ifndef MLA_MLA_H
+#error "include mla/mla.h"
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The step's sequences, as the attention call reads them
+ * (include/mla/mla_attention.h): S sequences, T new tokens in all. */
+typedef struct mla_layer_batch {
+    const mla_tensor *positions;    /* [T] I32/I64: each new token's position */
+    const mla_tensor *slots;        /* [T] I32/I64: its cache slot (negative: not written) */
+    const mla_tensor *block_table;  /* [S, max_blocks] I32 */
+    const mla_tensor *context_lens; /* [S] I32, this step's tokens included */
+    const mla_tensor *cu_q_lens;    /* [S + 1] I32, or NULL: next_n tokens per sequence */
+    int32_t next_n;                 /* used when cu_q_lens is NULL */
+} mla_layer_batch;
+
+typedef struct mla_layer_options {
+    int32_t dense;                      /* 1: dense attention even when the config has an indexer */
+    int32_t num_splits;                 /* attention split-KV cap per sequence; 0: 8 */
+    mla_dtype act;                      /* activations x, y and the intermediates: BF16 or F32 */
+    mla_indexer_options indexer;        /* V3.2 only */
+    mla_indexer_cache_desc index_cache; /* V3.2 only: its K cache, same block table and slots */
+} mla_layer_options;
+
+/* Defaults: the indexer runs when the config has one (NeoX RoPE, no
+ * Hadamard, e4m3fn, ue8m0 K scales, layout chosen by block size), bf16
+ * activations, splits capped at 8. */
+MLA_API void mla_layer_options_default(const mla_model_config *cfg, const mla_cache_desc *cache,
+                                       mla_layer_options *out);
+
+typedef struct mla_layer_plan mla_layer_plan;
+
+/* Workspace bytes for a step of up to T tokens over S sequences whose
+ * contexts are at most max_context long (one caller buffer holds every
+ * intermediate and the attention's scratch). */
+MLA_API mla_status mla_layer_workspace_bytes(const mla_plan *plan, const mla_layer_options *opt,
+                                             int64_t T, int64_t S, int64_t max_context,
+                                             int64_t *bytes);
+
+/* The buffers a planned step runs on. cos, sin: the model's RoPE table;
+ * cache: U8 [num_blocks, block_bytes] latent cache; index_cache: the V3.2
+ * indexer K cache (U8 [num_blocks, block_bytes]) when the layer is sparse,
+ * else NULL; workspace: U8 [>= mla_layer_workspace_bytes], contiguous, in
+ * context memory. The plan keeps the descriptors: the forward runs on
+ * these exact buffers. */
+typedef struct mla_layer_buffers {
+    const mla_tensor *cos, *sin;
+    mla_tensor *cache;
+    mla_tensor *index_cache;
+    mla_tensor *workspace;
+} mla_layer_buffers;
+
+/* Plans one step: validates the batch's index data (positions, slots,
+ * block table, context lengths, cu_q_lens) and builds the attention plan
+ * over the buffers. Allocates (the attention plan's buffers); may
+ * synchronize. max_context bounds every context length (the sparse
+ * logits rows are that long). */
+MLA_API mla_status mla_layer_plan_create(mla_context *ctx, const mla_plan *plan,
+                                         const mla_cache_desc *cache, const mla_layer_options *opt,
+                                         const mla_layer_batch *batch, int64_t max_context,
+                                         const mla_layer_buffers *buffers, mla_layer_plan **out);
+/* Re-plans for the next step with the same T and S (a decode loop): new
+ * positions, slots, lengths; nothing is allocated. */
+MLA_API mla_status mla_layer_plan_update(mla_context *ctx, mla_layer_plan *lp,
+                                         const mla_layer_batch *batch);
+MLA_API void mla_layer_plan_destroy(mla_layer_plan *lp);
+/* 1 when the forward runs the indexer and sparse attention. */
+MLA_API int mla_layer_plan_sparse(const mla_layer_plan *lp);
+
+/* One layer for the planned step: x [T, hidden] (opt.act) -> y [T, hidden]
+ * (BF16 or F32), writing every new token's latent row into the planned
+ * cache (and its indexer K into the index cache when sparse). weights: the
+ * loader's struct (include/mla/mla_weights.h): BF16 or FP8_BLOCK
+ * projections, kv_b_proj BF16 (the absorb and W_vc take per-head views of
+ * it, which 128 x 128 block scales do not factor into), the indexer's when
+ * sparse. Allocates nothing; the intermediates live in the planned
+ * workspace. Sparse steps re-plan the attention for the fresh top-k
+ * indices (a synchronization). */
+MLA_API mla_status mla_layer_forward(mla_context *ctx, const mla_layer_plan *lp,
+                                     const mla_layer_weights_ex *weights, const mla_tensor *x,
+                                     mla_tensor *y);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MLA_MLA_LAYER_H */

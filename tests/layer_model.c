@@ -1,0 +1,206 @@
+/* A random layer for the layer tests (tests/layer_model.h). */
+#include "tests/layer_model.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static float rnd(uint32_t *s)
+{
+    *s ^= *s << 13, *s ^= *s >> 17, *s ^= *s << 5;
+    return (float)(*s >> 8) / 8388608.0f - 1.0f; /* [-1, 1) */
+}
+
+size_t lm_bytes(const mla_tensor *t)
+{
+    return (size_t)mla_tensor_numel(t) * mla_dtype_size(t->dtype);
+}
+
+mla_tensor lm_tensor(mla_context *ctx, mla_dtype dt, int32_t ndim, const int64_t *shape,
+                     const void *host)
+{
+    mla_tensor t;
+    mla_tensor_init(&t, NULL, dt, mla_context_memory(ctx), ndim, shape);
+    size_t b = lm_bytes(&t);
+    void *p = NULL;
+    if (mla_malloc(ctx, b ? b : 1, &p) != MLA_OK)
+        return t;
+    if (host)
+        mla_memcpy(ctx, p, host, b, MLA_COPY_HOST_TO_CONTEXT);
+    else
+        mla_memset(ctx, p, 0, b ? b : 1);
+    t.data = p;
+    return t;
+}
+
+void lm_free_tensor(mla_context *ctx, mla_tensor *t)
+{
+    if (t->data)
+        mla_free(ctx, t->data);
+    t->data = NULL;
+}
+
+void *lm_download(mla_context *ctx, const mla_tensor *t)
+{
+    size_t b = lm_bytes(t);
+    void *h = malloc(b ? b : 1);
+    mla_memcpy(ctx, h, t->data, b, MLA_COPY_CONTEXT_TO_HOST);
+    return h;
+}
+
+void lm_random_bf16(uint32_t *state, int64_t n, float scale, uint16_t *bits, double *values)
+{
+    for (int64_t i = 0; i < n; ++i) {
+        bits[i] = mla_f32_to_bf16(scale * rnd(state));
+        if (values)
+            values[i] = mla_bf16_to_f32(bits[i]);
+    }
+}
+
+static void keep(layer_model *m, void *p) { m->bufs[m->nbufs++].p = p; }
+
+/* A projection [out, in], uniform with std 1/sqrt(in), as bf16 or as fp8
+ * codes with one scale per 128 x 128 block (amax / 448, DeepSeek's). */
+static mla_weight projection(layer_model *m, uint32_t *st, int64_t out, int64_t in, int fp8,
+                             double **host)
+{
+    const float a = (float)sqrt(3.0 / (double)in);
+    float *v = malloc((size_t)(out * in) * sizeof *v);
+    double *h = malloc((size_t)(out * in) * sizeof *h);
+    for (int64_t i = 0; i < out * in; ++i)
+        v[i] = mla_bf16_to_f32(mla_f32_to_bf16(a * rnd(st)));
+    mla_weight w;
+    memset(&w, 0, sizeof w);
+    if (!fp8) {
+        uint16_t *b = malloc((size_t)(out * in) * 2);
+        for (int64_t i = 0; i < out * in; ++i)
+            b[i] = mla_f32_to_bf16(v[i]), h[i] = v[i];
+        w.w = lm_tensor(m->ctx, MLA_DTYPE_BF16, 2, (int64_t[]){out, in}, b);
+        free(b);
+    } else {
+        const int64_t bo = (out + 127) / 128, bi = (in + 127) / 128;
+        float *s = malloc((size_t)(bo * bi) * sizeof *s);
+        uint8_t *c = malloc((size_t)(out * in));
+        for (int64_t br = 0; br < bo; ++br)
+            for (int64_t bc = 0; bc < bi; ++bc) {
+                float amax = 0;
+                for (int64_t r = br * 128; r < out && r < br * 128 + 128; ++r)
+                    for (int64_t k = bc * 128; k < in && k < bc * 128 + 128; ++k)
+                        amax = fmaxf(amax, fabsf(v[r * in + k]));
+                s[br * bi + bc] = amax > 0 ? amax / 448.0f : 1.0f;
+            }
+        for (int64_t r = 0; r < out; ++r)
+            for (int64_t k = 0; k < in; ++k) {
+                const float sc = s[(r / 128) * bi + k / 128];
+                c[r * in + k] =
+                    mla_f32_to_fp8(v[r * in + k] / sc, MLA_DTYPE_FP8_E4M3FN, MLA_SATURATE);
+                h[r * in + k] = (double)mla_fp8_to_f32(c[r * in + k], MLA_DTYPE_FP8_E4M3FN) * sc;
+            }
+        w.w = lm_tensor(m->ctx, MLA_DTYPE_FP8_E4M3FN, 2, (int64_t[]){out, in}, c);
+        w.scale = lm_tensor(m->ctx, MLA_DTYPE_F32, 2, (int64_t[]){bo, bi}, s);
+        keep(m, w.scale.data);
+        free(s), free(c);
+    }
+    keep(m, w.w.data);
+    free(v);
+    *host = h;
+    return w;
+}
+
+/* A norm weight [n] near 1 in bf16, or F32 when f32. */
+static mla_tensor norm_weight(layer_model *m, uint32_t *st, int64_t n, float centre, int f32,
+                              double **host)
+{
+    double *h = malloc((size_t)n * sizeof *h);
+    uint16_t *b = malloc((size_t)n * 2);
+    float *f = malloc((size_t)n * 4);
+    for (int64_t i = 0; i < n; ++i) {
+        b[i] = mla_f32_to_bf16(centre + 0.25f * rnd(st));
+        f[i] = mla_bf16_to_f32(b[i]);
+        h[i] = f[i];
+    }
+    mla_tensor t =
+        lm_tensor(m->ctx, f32 ? MLA_DTYPE_F32 : MLA_DTYPE_BF16, 1, &n, f32 ? (void *)f : (void *)b);
+    keep(m, t.data);
+    free(b), free(f);
+    if (host)
+        *host = h;
+    else
+        free(h);
+    return t;
+}
+
+static void make_indexer(layer_model *m, uint32_t *st)
+{
+    const mla_model_config *c = &m->cfg;
+    const int64_t Hi = c->index_heads, D = c->index_head_dim;
+    double *h = NULL;
+    m->w.has_indexer = 1;
+    m->w.indexer.wq_b = projection(m, st, Hi * D, c->q_lora, 0, &h);
+    free(h);
+    m->w.indexer.wk = projection(m, st, D, c->hidden, 0, &h);
+    free(h);
+    m->w.indexer.weights_proj = projection(m, st, Hi, c->hidden, 0, &h);
+    free(h);
+    m->w.indexer.k_norm_weight = norm_weight(m, st, D, 1.0f, 1, NULL);
+    m->w.indexer.k_norm_bias = norm_weight(m, st, D, 0.0f, 1, NULL);
+}
+
+int layer_model_make(mla_context *ctx, const char *cfg_name, int fp8, uint32_t seed, layer_model *m)
+{
+    memset(m, 0, sizeof *m);
+    m->ctx = ctx;
+    if (mla_model_config_preset(cfg_name, &m->cfg) != MLA_OK)
+        return -1;
+    mla_model_config *c = &m->cfg;
+    c->max_pos = c->max_pos < 4096 ? c->max_pos : 4096;
+    uint32_t st = seed ? seed : 1;
+    const int64_t H = c->heads, qk = c->nope + c->rope, in_q = c->q_lora ? c->q_lora : c->hidden;
+    mla_layer_weights *b = &m->w.base;
+    const mla_weight_format f = fp8 ? MLA_WEIGHT_FP8_BLOCK : MLA_WEIGHT_BF16;
+    if (c->q_lora) {
+        b->q_a_proj = projection(m, &st, c->q_lora, c->hidden, fp8, &m->wq_a);
+        b->q_a_layernorm = norm_weight(m, &st, c->q_lora, 1.0f, 0, &m->ln_q);
+    }
+    b->q_b_proj = projection(m, &st, H * qk, in_q, fp8, &m->wq_b);
+    b->kv_a_proj_with_mqa = projection(m, &st, c->kv_lora + c->rope, c->hidden, fp8, &m->wkv_a);
+    b->kv_a_layernorm = norm_weight(m, &st, c->kv_lora, 1.0f, 0, &m->ln_kv);
+    b->kv_b_proj = projection(m, &st, H * (c->nope + c->v), c->kv_lora, 0, &m->wkv_b);
+    b->o_proj = projection(m, &st, c->hidden, H * c->v, fp8, &m->wo);
+    m->w.formats = (mla_layer_weight_formats){f, f, f, MLA_WEIGHT_BF16, f, 0, 0, 0};
+    if (c->index_heads > 0)
+        make_indexer(m, &st);
+    const int64_t P = c->max_pos, half = c->rope / 2;
+    m->hcos = malloc((size_t)(P * half) * sizeof(float));
+    m->hsin = malloc((size_t)(P * half) * sizeof(float));
+    if (mla_rope_table_build(&c->rope_cfg, P, m->hcos, m->hsin) != MLA_OK)
+        return -1;
+    m->cos = lm_tensor(ctx, MLA_DTYPE_F32, 2, (int64_t[]){P, half}, m->hcos);
+    m->sin = lm_tensor(ctx, MLA_DTYPE_F32, 2, (int64_t[]){P, half}, m->hsin);
+    keep(m, m->cos.data);
+    keep(m, m->sin.data);
+    return 0;
+}
+
+void layer_model_free(layer_model *m)
+{
+    for (int i = 0; i < m->nbufs; ++i)
+        mla_free(m->ctx, m->bufs[i].p);
+    double *h[] = {m->wq_a, m->wq_b, m->wkv_a, m->wkv_b, m->wo, m->ln_q, m->ln_kv};
+    for (size_t i = 0; i < sizeof h / sizeof h[0]; ++i)
+        free(h[i]);
+    free(m->hcos), free(m->hsin);
+}
+
+void layer_model_ref(const layer_model *m, ref64_model *r)
+{
+    memset(r, 0, sizeof *r);
+    r->cfg = m->cfg;
+    r->wq_a = m->wq_a, r->wq_b = m->wq_b, r->wkv_a = m->wkv_a, r->wkv_b = m->wkv_b, r->wo = m->wo;
+    r->ln_q = m->ln_q, r->ln_kv = m->ln_kv;
+    r->cos = m->hcos, r->sin = m->hsin;
+    r->cache_dtype = MLA_DTYPE_BF16;
+    r->k_scale = 1.0f;
+    r->u_act = 1.0 / 256.0;
+    r->u_out = 1.0 / 256.0;
+}

@@ -1,0 +1,267 @@
+/* The float64 reference layer with its propagated error variances; the
+ * model and the formulas are in tests/layer_ref64.h. */
+#include "tests/layer_ref64.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define U32 (1.0 / 16777216.0) /* fp32 unit roundoff, 2^-24 */
+
+static double sq(double v) { return v * v; }
+
+void ref64_cache_init(ref64_cache *c, const mla_model_config *cfg, int64_t num_slots)
+{
+    const int64_t D = cfg->kv_lora + cfg->rope;
+    c->num_slots = num_slots;
+    c->row = calloc((size_t)(num_slots * D), sizeof(double));
+    c->var = calloc((size_t)(num_slots * D), sizeof(double));
+}
+
+void ref64_cache_free(ref64_cache *c)
+{
+    free(c->row);
+    free(c->var);
+}
+
+/* y[T, N] = x[T, K] @ W[N, K]^T with the variances of the linear model;
+ * u_out: the rounding of y. */
+static void linear(int64_t T, int64_t N, int64_t K, const double *x, const double *vx, int64_t ldx,
+                   const double *w, double u_out, double *y, double *vy, int64_t ldy)
+{
+    for (int64_t t = 0; t < T; ++t)
+        for (int64_t n = 0; n < N; ++n) {
+            const double *wr = w + n * K, *xr = x + t * ldx, *vr = vx + t * ldx;
+            double s = 0, a = 0, v = 0;
+            for (int64_t k = 0; k < K; ++k) {
+                s += wr[k] * xr[k];
+                a += fabs(wr[k] * xr[k]);
+                v += sq(wr[k]) * vr[k];
+            }
+            y[t * ldy + n] = s;
+            vy[t * ldy + n] = v + sq(U32 * sqrt((double)K) * a) + sq(u_out * s);
+        }
+}
+
+/* In place over rows [T, n] at stride ld. */
+static void rmsnorm(int64_t T, int64_t n, double *x, double *vx, int64_t ld, const double *w,
+                    double eps, double u_out)
+{
+    for (int64_t t = 0; t < T; ++t) {
+        double *r = x + t * ld, *vr = vx + t * ld, ss = 0, sv = 0;
+        for (int64_t i = 0; i < n; ++i) {
+            ss += r[i] * r[i];
+            sv += sq(r[i]) * vr[i];
+        }
+        const double denom = ss + (double)n * eps, inv = 1.0 / sqrt(denom / (double)n);
+        const double rel_var = sv / sq(denom); /* var(r) / r^2 */
+        for (int64_t i = 0; i < n; ++i) {
+            const double yv = r[i] * inv * w[i];
+            vr[i] =
+                sq(w[i] * inv) * (vr[i] + sq(r[i]) * rel_var) + sq(4 * U32 * yv) + sq(u_out * yv);
+            r[i] = yv;
+        }
+    }
+}
+
+/* Interleaved RoPE of one row of R values by pos, in place. */
+static void rope(double *x, double *vx, int64_t R, const ref64_model *m, int64_t pos, double u_out)
+{
+    const int64_t half = R / 2;
+    for (int64_t i = 0; i < half; ++i) {
+        const double c = m->cos[pos * half + i], s = m->sin[pos * half + i];
+        const double a = x[2 * i], b = x[2 * i + 1], va = vx[2 * i], vb = vx[2 * i + 1];
+        const double oa = a * c - b * s, ob = a * s + b * c;
+        vx[2 * i] =
+            sq(c) * va + sq(s) * vb + sq(U32 * (fabs(a * c) + fabs(b * s))) + sq(u_out * oa);
+        vx[2 * i + 1] =
+            sq(s) * va + sq(c) * vb + sq(U32 * (fabs(a * s) + fabs(b * c))) + sq(u_out * ob);
+        x[2 * i] = oa, x[2 * i + 1] = ob;
+    }
+}
+
+/* The value the cache stores for v, and the size of one unit in its last
+ * place there (for the flip term). */
+static double cache_store(const ref64_model *m, double v, double *ulp)
+{
+    if (m->cache_dtype == MLA_DTYPE_BF16) {
+        const double q = mla_bf16_to_f32(mla_f32_to_bf16((float)v));
+        *ulp = ldexp(fabs(q) > 0 ? 1.0 : 0.0, ilogb(q) - 7) + ldexp(1.0, -133);
+        return q;
+    }
+    const float k = m->k_scale;
+    const float code =
+        mla_fp8_to_f32(mla_f32_to_fp8((float)v / k, m->cache_dtype, MLA_SATURATE), m->cache_dtype);
+    const int min_exp = m->cache_dtype == MLA_DTYPE_FP8_E4M3FN ? -6 : -7;
+    const int e = code != 0 && ilogb(code) > min_exp ? ilogb(code) : min_exp;
+    *ulp = ldexp(1.0, e - 3) * k;
+    return (double)code * k;
+}
+
+static void write_cache(const ref64_model *m, ref64_cache *c, int64_t slot, const double *row,
+                        const double *var)
+{
+    const int64_t D = m->cfg.kv_lora + m->cfg.rope;
+    for (int64_t d = 0; d < D; ++d) {
+        double ulp = 0;
+        c->row[slot * D + d] = cache_store(m, row[d], &ulp);
+        c->var[slot * D + d] = var[d] + 2.0 * ulp * sqrt(var[d]);
+    }
+}
+
+/* Attention of one (row, head): q [L + R] against the listed cache rows;
+ * o [L] and its variances. */
+static void attend(const ref64_model *m, const ref64_cache *c, const double *q, const double *vq,
+                   const int64_t *rows, int64_t n, double *o, double *vo, double *p, double *vs)
+{
+    const int64_t L = m->cfg.kv_lora, D = L + m->cfg.rope;
+    const double scale = mla_softmax_scale(&m->cfg);
+    double mx = -INFINITY;
+    for (int64_t i = 0; i < n; ++i) {
+        const double *k = c->row + rows[i] * D, *vk = c->var + rows[i] * D;
+        double s = 0, a = 0, v = 0;
+        for (int64_t d = 0; d < D; ++d) {
+            s += q[d] * k[d];
+            a += fabs(q[d] * k[d]);
+            v += sq(q[d]) * vk[d] + sq(k[d]) * vq[d];
+        }
+        p[i] = s * scale;
+        vs[i] = sq(scale) * (v + sq(U32 * sqrt((double)D) * a)) + sq(4 * U32 * p[i]);
+        mx = p[i] > mx ? p[i] : mx;
+    }
+    double z = 0;
+    for (int64_t i = 0; i < n; ++i)
+        z += p[i] = exp(p[i] - mx);
+    for (int64_t l = 0; l < L; ++l)
+        o[l] = 0, vo[l] = 0;
+    if (n == 0)
+        return;
+    for (int64_t i = 0; i < n; ++i) {
+        p[i] /= z;
+        for (int64_t l = 0; l < L; ++l)
+            o[l] += p[i] * c->row[rows[i] * D + l];
+    }
+    for (int64_t i = 0; i < n; ++i)
+        for (int64_t l = 0; l < L; ++l) {
+            const double k = c->row[rows[i] * D + l];
+            vo[l] += sq(p[i]) * (vs[i] * sq(k - o[l]) + c->var[rows[i] * D + l]);
+        }
+    for (int64_t l = 0; l < L; ++l)
+        vo[l] += sq(4 * U32 * o[l]) + sq(m->u_act * o[l]);
+}
+
+typedef struct scratch {
+    double *qa, *vqa, *kv, *vkv, *q, *vq, *qc, *vqc, *ol, *vol, *o, *vo, *p, *vs;
+    int64_t *rows;
+} scratch;
+
+static void *zalloc(int64_t n, size_t size) { return calloc((size_t)(n > 0 ? n : 1), size); }
+
+static void scratch_alloc(scratch *s, const mla_model_config *c, int64_t T, int64_t keys)
+{
+    const int64_t H = c->heads, qk = c->nope + c->rope, D = c->kv_lora + c->rope;
+    const int64_t qa = c->q_lora ? c->q_lora : H * qk;
+    s->qa = zalloc(T * qa, 8), s->vqa = zalloc(T * qa, 8);
+    s->kv = zalloc(T * D, 8), s->vkv = zalloc(T * D, 8);
+    s->q = zalloc(T * H * qk, 8), s->vq = zalloc(T * H * qk, 8);
+    s->qc = zalloc(T * H * D, 8), s->vqc = zalloc(T * H * D, 8);
+    s->ol = zalloc(T * H * c->kv_lora, 8), s->vol = zalloc(T * H * c->kv_lora, 8);
+    s->o = zalloc(T * H * c->v, 8), s->vo = zalloc(T * H * c->v, 8);
+    s->p = zalloc(keys, 8), s->vs = zalloc(keys, 8), s->rows = zalloc(keys, 8);
+}
+
+static void scratch_free(scratch *s)
+{
+    double *all[] = {s->qa,  s->vqa, s->kv,  s->vkv, s->q,  s->vq, s->qc,
+                     s->vqc, s->ol,  s->vol, s->o,   s->vo, s->p,  s->vs};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i)
+        free(all[i]);
+    free(s->rows);
+}
+
+/* Steps 1-6: q_cat [T, H, L + R] in s->qc and the cache rows. */
+static void prepare(const ref64_model *m, ref64_cache *cache, int64_t T, const double *x,
+                    const int64_t *pos, const int64_t *slot, scratch *s)
+{
+    const mla_model_config *c = &m->cfg;
+    const int64_t H = c->heads, L = c->kv_lora, R = c->rope, qk = c->nope + R, D = L + R;
+    const int64_t hid = c->hidden, nv = c->nope + c->v;
+    const double u = m->u_act;
+    double *vx = zalloc(T * hid, 8); /* x is exact */
+    linear(T, D, hid, x, vx, hid, m->wkv_a, u, s->kv, s->vkv, D);
+    rmsnorm(T, L, s->kv, s->vkv, D, m->ln_kv, c->rms_eps, u);
+    if (c->q_lora) {
+        linear(T, c->q_lora, hid, x, vx, hid, m->wq_a, u, s->qa, s->vqa, c->q_lora);
+        rmsnorm(T, c->q_lora, s->qa, s->vqa, c->q_lora, m->ln_q, c->rms_eps, u);
+        linear(T, H * qk, c->q_lora, s->qa, s->vqa, c->q_lora, m->wq_b, u, s->q, s->vq, H * qk);
+    } else {
+        linear(T, H * qk, hid, x, vx, hid, m->wq_b, u, s->q, s->vq, H * qk);
+    }
+    free(vx);
+    for (int64_t t = 0; t < T; ++t)
+        for (int64_t h = 0; h < H; ++h) {
+            /* absorb: q_cat[:L] = q_nope @ W_kc[h], W_kc[h][i][l] = kv_b[h*nv + i][l]
+             */
+            const double *qn = s->q + (t * H + h) * qk, *vqn = s->vq + (t * H + h) * qk;
+            double *qc = s->qc + (t * H + h) * D, *vqc = s->vqc + (t * H + h) * D;
+            for (int64_t l = 0; l < L; ++l) {
+                double acc = 0, a = 0, v = 0;
+                for (int64_t i = 0; i < c->nope; ++i) {
+                    const double w = m->wkv_b[(h * nv + i) * L + l];
+                    acc += qn[i] * w, a += fabs(qn[i] * w), v += sq(w) * vqn[i];
+                }
+                qc[l] = acc;
+                vqc[l] = v + sq(U32 * sqrt((double)c->nope) * a) + sq(u * acc);
+            }
+            memcpy(qc + L, qn + c->nope, (size_t)R * 8);
+            memcpy(vqc + L, vqn + c->nope, (size_t)R * 8);
+            rope(qc + L, vqc + L, R, m, pos[t], u);
+        }
+    for (int64_t t = 0; t < T; ++t) {
+        /* k_pe is rotated from the act-rounded value and rounded once to the cache
+         */
+        rope(s->kv + t * D + L, s->vkv + t * D + L, R, m, pos[t], 0.0);
+        if (slot[t] >= 0)
+            write_cache(m, cache, slot[t], s->kv + t * D, s->vkv + t * D);
+    }
+}
+
+void ref64_step(const ref64_model *m, ref64_cache *cache, int64_t T, const double *x,
+                const int64_t *pos, const int64_t *slot, int64_t S, const int32_t *cu,
+                const int32_t *ctx, const int32_t *block_table, int64_t max_blocks, int64_t bs,
+                const int32_t *topk, int64_t K, double *y, double *sd)
+{
+    const mla_model_config *c = &m->cfg;
+    const int64_t H = c->heads, L = c->kv_lora, D = L + c->rope, nv = c->nope + c->v, V = c->v;
+    int64_t keys = 1;
+    for (int64_t s = 0; s < S; ++s)
+        keys = ctx[s] > keys ? ctx[s] : keys;
+    keys = topk && K > keys ? K : keys;
+    scratch s;
+    scratch_alloc(&s, c, T, keys);
+    prepare(m, cache, T, x, pos, slot, &s);
+    for (int64_t q = 0; q < S; ++q)
+        for (int64_t r = cu[q]; r < cu[q + 1]; ++r) {
+            const int64_t p = ctx[q] - (cu[q + 1] - r); /* the row's position */
+            int64_t n = 0;
+            for (int64_t i = 0; i < (topk ? K : p + 1); ++i) {
+                const int64_t lp = topk ? topk[r * K + i] : i;
+                if (lp < 0 || lp > p || ctx[q] == 0)
+                    continue;
+                s.rows[n++] = (int64_t)block_table[q * max_blocks + lp / bs] * bs + lp % bs;
+            }
+            for (int64_t h = 0; h < H; ++h)
+                attend(m, cache, s.qc + (r * H + h) * D, s.vqc + (r * H + h) * D, s.rows, n,
+                       s.ol + (r * H + h) * L, s.vol + (r * H + h) * L, s.p, s.vs);
+        }
+    /* W_vc: o[t, h, j] = sum_l o_lat[t, h, l] * kv_b[h*nv + nope + j][l] */
+    for (int64_t t = 0; t < T; ++t)
+        for (int64_t h = 0; h < H; ++h)
+            linear(1, V, L, s.ol + (t * H + h) * L, s.vol + (t * H + h) * L, L,
+                   m->wkv_b + (h * nv + c->nope) * L, m->u_act, s.o + (t * H + h) * V,
+                   s.vo + (t * H + h) * V, V);
+    linear(T, c->hidden, H * V, s.o, s.vo, H * V, m->wo, m->u_out, y, sd, c->hidden);
+    for (int64_t i = 0; i < T * c->hidden; ++i)
+        sd[i] = sqrt(sd[i]);
+    scratch_free(&s);
+}

@@ -1,0 +1,76 @@
+/* The float64 reference of the whole MLA layer (spec section 2) for the
+ * layer conformance tests, with a propagated error scale per output.
+ *
+ * Values: every product and sum in double from the same weights as the
+ * library (bf16 exactly, fp8 as code * block scale), RoPE from the same fp32
+ * cos/sin table, nothing rounded between stages, except the latent cache:
+ * its rows are kept as the cache's element type stores them (bf16, or
+ * sat_fp8(x / k_scale) * k_scale), so the cache quantization is part of the
+ * reference, not of the measured error.
+ *
+ * Error scale (sigma) of the library's result, propagated alongside the
+ * values. The library rounds every intermediate to the activation dtype
+ * (unit roundoff u_act: 2^-8 for bf16), accumulates in fp32 (2^-24) and
+ * rounds the output once to y's dtype. Each rounding of a value v
+ * contributes an error of size up to u|v|; errors are propagated to first
+ * order through every stage and composed as independent (root-sum-square),
+ * the probabilistic model of rounding error (Higham and Mary, SIAM J. Sci.
+ * Comput. 41(5), 2019: dot products of length n lose sqrt(n) u, not n u,
+ * with overwhelming probability):
+ *   linear y = W x:   var(y_j) = sum_i (w_ji sd(x_i))^2 + (2^-24 sqrt(K) sum_i
+ * |w_ji x_i|)^2
+ *                                + (u_out y_j)^2
+ *   RMSNorm:          r = rsqrt(mean x^2 + eps); var(r)/r^2 = sum_i (x_i
+ * sd(x_i))^2 / (sum x^2 + n eps)^2; var(y_i) = (w_i r)^2 (var(x_i) + x_i^2
+ * var(r)/r^2) + (u_out y_i)^2 RoPE:             var(a') = (c sd(a))^2 + (s
+ * sd(b))^2 + (2^-24 (|ac| + |bs|))^2 + (u_out a')^2 cache rows:       the
+ * stored value Q(k) against the reference's Q(k64): var += 2 ulp_Q(k) sd(k) (a
+ * rounding boundary between the two flips one ulp with probability about sd(k)
+ * / ulp) attention:        var(s_t) = scale^2 sum_d ((q_d sd(k_td))^2 + (k_td
+ * sd(q_d))^2) + accumulation; o_l = sum_t p_t k_tl: var(o_l) = sum_t p_t^2
+ * (var(s_t) (k_tl - o_l)^2 + var(k_tl))
+ *                     + (2^-22 o_l)^2 (fp32 exp and normalization) + (u_out
+ * o_l)^2 The tests accept |y_lib - y_ref| <= LAYER_REF64_LAMBDA * sd(y) per
+ * element (6 standard deviations: a Gaussian tail of 2e-9 per element). */
+#ifndef MLA_TESTS_LAYER_REF64_H
+#define MLA_TESTS_LAYER_REF64_H
+
+#include <stdint.h>
+
+#include "mla/mla.h"
+
+#define LAYER_REF64_LAMBDA 6.0
+
+typedef struct ref64_model {
+    mla_model_config cfg;
+    /* dequantized weights, row-major [out, in] */
+    const double *wq_a, *wq_b, *wkv_a, *wkv_b, *wo;
+    const double *ln_q, *ln_kv; /* [q_lora], [L] */
+    const float *cos, *sin;     /* [max_pos, R/2] */
+    mla_dtype cache_dtype;      /* BF16, FP8_E4M3FN, FP8_E4M3FNUZ (NORMAL layout
+                                   semantics) */
+    float k_scale;
+    double u_act; /* unit roundoff of the intermediates (2^-8 bf16, 2^-24 f32) */
+    double u_out; /* of y */
+} ref64_model;
+
+/* The reference cache: rows [num_slots, L + R] as stored, and their
+ * error variances against the library's rows. */
+typedef struct ref64_cache {
+    int64_t num_slots;
+    double *row, *var;
+} ref64_cache;
+
+void ref64_cache_init(ref64_cache *c, const mla_model_config *cfg, int64_t num_slots);
+void ref64_cache_free(ref64_cache *c);
+
+/* One step: T tokens x [T, hidden] of S sequences (cu [S + 1], ctx [S] after
+ * the step, block_table [S, max_blocks] with block size bs); token t at
+ * pos[t], written to slot[t]. topk: NULL for dense, else [T, K] logical
+ * positions (-1 none) that each row attends to. y, sd [T, hidden]. */
+void ref64_step(const ref64_model *m, ref64_cache *cache, int64_t T, const double *x,
+                const int64_t *pos, const int64_t *slot, int64_t S, const int32_t *cu,
+                const int32_t *ctx, const int32_t *block_table, int64_t max_blocks, int64_t bs,
+                const int32_t *topk, int64_t K, double *y, double *sd);
+
+#endif

@@ -1,0 +1,106 @@
+/* The whole layer (mla_layer_forward) against the float64 reference
+ * (tests/layer_ref64.h: values in double, error scale propagated from the
+ * library's roundings; accepted when |y - ref| <= 6 sd per element), on one
+ * backend: `test_layer reference|cpu|hip` (hip: exit 77 without a GPU).
+ *
+ * Cases: test-tiny, test-tiny-noq, test-tiny-indexer (dense and sparse,
+ * contexts longer than its top-k of 64, so the selection is real), and a
+ * DeepSeek-V2-Lite-shaped layer with a short context; bf16 and fp8 block
+ * weights; the three RoPE sites; bf16 and fp8 latent caches; f32 and bf16
+ * y. Each runs a chunked prefill of two sequences (cu_q_lens) and decode
+ * steps (next_n = 1) over a paged cache whose blocks are out of order.
+ * Sparse: the reference attends over the library's top-k (the indexer ops
+ * have their own conformance cases), which must be a valid causal
+ * selection. Negative control: the layer with a forced second rotation
+ * (inside attention as well as at the plan's site) must fail the bound. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/layer_run.h"
+#include "tests/test_util.h"
+
+typedef struct layer_case {
+    const char *cfg;
+    int fp8;
+    lr_case c;
+} layer_case;
+
+#define BF MLA_DTYPE_BF16
+#define F8 MLA_DTYPE_FP8_E4M3FN
+#define F32 MLA_DTYPE_F32
+
+static const layer_case cases[] = {
+    {"test-tiny", 0, {-1, 0, BF, F32, 2, {5, 3}, 2, 0}},
+    {"test-tiny", 0, {MLA_ROPE_SITE_SEPARATE, 0, BF, F32, 2, {5, 3}, 2, 0}},
+    {"test-tiny", 0, {MLA_ROPE_SITE_ATTENTION, 0, BF, F32, 2, {5, 3}, 2, 0}},
+    {"test-tiny", 1, {-1, 0, BF, BF, 2, {6, 1}, 2, 0}},
+    {"test-tiny", 0, {-1, 0, F8, F32, 2, {5, 3}, 2, 0}},
+    {"test-tiny", 1, {MLA_ROPE_SITE_ATTENTION, 0, F8, F32, 2, {4, 4}, 1, 0}},
+    {"test-tiny-noq", 0, {-1, 0, BF, F32, 2, {5, 3}, 2, 0}},
+    {"test-tiny-noq", 1, {MLA_ROPE_SITE_ATTENTION, 0, BF, F32, 2, {2, 7}, 2, 0}},
+    {"test-tiny-indexer", 0, {-1, 1, BF, F32, 2, {5, 3}, 1, 0}},
+    {"test-tiny-indexer", 0, {-1, 0, BF, F32, 2, {70, 4}, 2, 0}},
+    {"test-tiny-indexer", 1, {MLA_ROPE_SITE_ATTENTION, 0, BF, F32, 2, {66, 2}, 1, 0}},
+    {"DeepSeek-V2-Lite", 0, {-1, 0, BF, F32, 2, {3, 2}, 1, 0}},
+    {"DeepSeek-V2-Lite", 1, {MLA_ROPE_SITE_ATTENTION, 0, BF, F32, 1, {4}, 1, 0}},
+};
+
+static const char *site_name(int site)
+{
+    return site < 0 ? "default" : mla_rope_site_name((mla_rope_site)site);
+}
+
+static void run_case(mla_context *ctx, const layer_case *k, int negative)
+{
+    layer_model m;
+    if (layer_model_make(ctx, k->cfg, k->fp8, 0xC0FFEEu + (uint32_t)k->fp8, &m) != 0) {
+        CHECK(!"model");
+        return;
+    }
+    lr_case c = k->c;
+    c.rotate_twice = negative;
+    lr_result r;
+    mla_status st = lr_run(ctx, &m, &c, 1, &r);
+    CHECK_STATUS(st, MLA_OK);
+    if (st == MLA_OK) {
+        const int pass = r.max_ratio <= 1.0 && r.topk_bad == 0;
+        printf("%-18s %-4s site %-11s %-7s cache %-11s y %-4s: max |err| %.3g (max "
+               "|y| %.3g), "
+               "err / (6 sd) %.3f%s%s\n",
+               k->cfg, k->fp8 ? "fp8" : "bf16", site_name(c.site),
+               m.cfg.index_heads > 0 ? (c.dense ? "dense" : "sparse") : "dense",
+               mla_dtype_name(c.cache_dtype), mla_dtype_name(c.y_dtype), r.max_err, r.max_abs_y,
+               r.max_ratio, r.topk_bad ? " BAD TOP-K" : "",
+               negative ? (pass ? "  <- negative control PASSED (wrong)"
+                                : "  (negative control: fails, as it must)")
+                        : "");
+        CHECK(negative ? !pass : pass);
+    }
+    lr_free(&r);
+    layer_model_free(&m);
+}
+
+int main(int argc, char **argv)
+{
+    const char *name = argc > 1 ? argv[1] : "reference";
+    mla_backend b = MLA_BACKEND_REFERENCE;
+    if (!strcmp(name, "cpu"))
+        b = MLA_BACKEND_CPU;
+    else if (!strcmp(name, "hip"))
+        b = MLA_BACKEND_HIP;
+    mla_context *ctx = NULL;
+    mla_status st = mla_context_create(b, NULL, &ctx);
+    if (st != MLA_OK) {
+        printf("%s: not run (%s)\n", name, mla_status_name(st));
+        return b == MLA_BACKEND_HIP ? 77 : 1;
+    }
+    printf("%s (%s)\n", mla_backend_name(b), mla_context_device_name(ctx));
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i)
+        run_case(ctx, &cases[i], 0);
+    /* the negative control: rotated twice, on the default site and the separate
+     * one */
+    run_case(ctx, &cases[0], 1);
+    run_case(ctx, &cases[1], 1);
+    mla_context_destroy(ctx);
+    return TEST_SUMMARY();
+}
