@@ -821,3 +821,9 @@ mla_status mla_cpu_attention_with_scratch(mla_context *ctx, const mla_attention_
     }
     return MLA_OK;
 }
+
+mla_status mla_cpu_attention(mla_context *ctx, const mla_attention_op_args *a)
+{
+    return mla_cpu_attention_with_scratch(ctx, a,
+                                          (char *)a->workspace + a->plan->host_scratch_offset);
+}

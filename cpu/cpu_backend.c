@@ -120,6 +120,7 @@ static const char *cpu_supports(const mla_context *ctx, const mla_variant *v)
     case MLA_OP_INDEXER_LOGITS:
     case MLA_OP_TOPK:
     case MLA_OP_INDEXER_HEAD_WEIGHTS:
+    case MLA_OP_ATTENTION:
         return NULL;
     default:
         return mla_reference_ops.supports(ctx, v);
@@ -167,6 +168,7 @@ const mla_backend_ops *mla_cpu_ops(void)
         ops.indexer_logits = mla_cpu_indexer_logits;
         ops.topk = mla_cpu_topk;
         ops.indexer_head_weights = mla_cpu_indexer_head_weights;
+        ops.attention = mla_cpu_attention;
         atomic_store_explicit(&state, 2, memory_order_release);
     }
     while (atomic_load_explicit(&state, memory_order_acquire) != 2)

@@ -111,9 +111,11 @@ mla_status mla_cpu_indexer_logits(mla_context *ctx, const mla_indexer_logits_arg
 mla_status mla_cpu_topk(mla_context *ctx, const mla_topk_args *a);
 mla_status mla_cpu_indexer_head_weights(mla_context *ctx, const mla_head_weights_args *a);
 
-/* Attention core (cpu/attention.c): the kernel with each thread's scratch at
+/* Attention core (cpu/attention.c): the slot (scratch from the plan's
+ * host_scratch region), and the kernel with each thread's scratch at
  * scratch + thread * mla_cpu_attention_scratch_bytes(L, R). */
 struct mla_attention_op_args;
+mla_status mla_cpu_attention(mla_context *ctx, const struct mla_attention_op_args *a);
 mla_status mla_cpu_attention_with_scratch(mla_context *ctx, const struct mla_attention_op_args *a,
                                           void *scratch);
 int64_t mla_cpu_attention_scratch_bytes(int64_t L, int64_t R);

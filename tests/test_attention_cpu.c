@@ -259,85 +259,124 @@ static void run_case(mla_context *ctx, const tcase *tc)
     a.o = to;
     a.lse = tl;
     a.workspace = ws;
-    CHECK_STATUS(mla_cpu_attention_with_scratch(ctx, &a, scratch), MLA_OK);
+    for (int pass = 0; pass < 2; ++pass) {
+        if (pass == 0) {
+            CHECK_STATUS(mla_cpu_attention_with_scratch(ctx, &a, scratch), MLA_OK);
+        } else { /* the public entry points: the planner's own schedule, forced splits */
+            memset(obuf, 0x7F, (size_t)(T * (H + opad) * L * oes));
+            for (int64_t i = 0; i < T * H; ++i)
+                lse[i] = 12345.0f;
+            mla_attention_desc desc = plan.desc;
+            desc.next_n = 1;
+            desc.num_splits = tc->splits;
+            mla_attention_args args;
+            memset(&args, 0, sizeof args);
+            args.q = &tq;
+            args.cache = &tcache;
+            args.block_table = tc->paged ? &a.block_table : NULL;
+            args.context_lens = &a.context_lens;
+            args.cu_q_lens = &a.cu_q_lens;
+            args.topk_indices = topk ? &a.topk_indices : NULL;
+            args.sinks = tc->sinks ? &a.sinks : NULL;
+            args.o = &to;
+            args.lse = &tl;
+            mla_attention_plan *pl = NULL;
+            CHECK_STATUS(mla_attention_plan_create(ctx, &desc, &args, &pl), MLA_OK);
+            if (!pl) {
+                printf("  plan: %s: %s\n", mla_context_error_param(ctx),
+                       mla_context_error_detail(ctx));
+                break;
+            }
+            const int64_t wsb = mla_attention_plan_workspace_bytes(pl);
+            void *wsm = NULL;
+            CHECK_STATUS(mla_malloc(ctx, (size_t)(wsb > 0 ? wsb : 1), &wsm), MLA_OK);
+            mla_tensor tws;
+            mla_tensor_init(&tws, wsm, MLA_DTYPE_U8, MLA_MEMORY_HOST, 1, (int64_t[]){wsb});
+            args.workspace = &tws;
+            CHECK_STATUS(mla_attention_run(ctx, pl, &args), MLA_OK);
+            mla_free(ctx, wsm);
+            mla_attention_plan_destroy(pl);
+        }
 
-    /* The formula in float64. */
-    double max_err = 0.0, max_lse_err = 0.0;
-    int bad_special = 0;
-    double *p =
-        malloc((size_t)((tc->topk > 0 ? tc->topk : 1) + max_blocks * bs + 1) * sizeof(double));
-    int64_t kbase = 0;
-    for (int s = 0; s < S; ++s) {
-        const int64_t c = ctxl[s], n = tc->nq[s];
-        for (int64_t j = 0; j < n; ++j) {
-            const int64_t r = cu[s] + j, pos = c - n + j;
-            for (int64_t h = 0; h < H; ++h) {
-                const float *qrow = qv + (r * H + h) * D;
-                int64_t nkeys = 0;
-                double mx = -INFINITY;
-                int64_t list[4096];
-                if (tc->topk > 0) {
-                    for (int64_t i = 0; i < tc->topk; ++i) {
-                        const int32_t t = topk[r * tc->topk + i];
-                        if (t >= 0 && t <= pos)
+        /* The formula in float64. */
+        double max_err = 0.0, max_lse_err = 0.0;
+        int bad_special = 0;
+        double *p =
+            malloc((size_t)((tc->topk > 0 ? tc->topk : 1) + max_blocks * bs + 1) * sizeof(double));
+        int64_t kbase = 0;
+        for (int s = 0; s < S; ++s) {
+            const int64_t c = ctxl[s], n = tc->nq[s];
+            for (int64_t j = 0; j < n; ++j) {
+                const int64_t r = cu[s] + j, pos = c - n + j;
+                for (int64_t h = 0; h < H; ++h) {
+                    const float *qrow = qv + (r * H + h) * D;
+                    int64_t nkeys = 0;
+                    double mx = -INFINITY;
+                    int64_t list[4096];
+                    if (tc->topk > 0) {
+                        for (int64_t i = 0; i < tc->topk; ++i) {
+                            const int32_t t = topk[r * tc->topk + i];
+                            if (t >= 0 && t <= pos)
+                                list[nkeys++] = t;
+                        }
+                    } else if (c > 0) {
+                        for (int64_t t = 0; t <= pos; ++t)
                             list[nkeys++] = t;
                     }
-                } else if (c > 0) {
-                    for (int64_t t = 0; t <= pos; ++t)
-                        list[nkeys++] = t;
-                }
-                for (int64_t i = 0; i < nkeys; ++i) {
-                    const float *k = keys + (kbase + list[i]) * D;
-                    double dot = 0.0;
-                    for (int64_t d = 0; d < D; ++d)
-                        dot += (double)qrow[d] * k[d];
-                    p[i] = dot * plan.desc.softmax_scale;
-                    mx = p[i] > mx ? p[i] : mx;
-                }
-                double z = 0.0;
-                if (nkeys > 0 && tc->sinks)
-                    mx = sinks[h] > mx ? sinks[h] : mx;
-                for (int64_t i = 0; i < nkeys; ++i) {
-                    p[i] = exp(p[i] - mx);
-                    z += p[i];
-                }
-                if (nkeys > 0 && tc->sinks)
-                    z += exp(sinks[h] - mx);
-                const double ref_lse = nkeys > 0 ? mx + log(z) : -INFINITY;
-                const float got_lse = lse[r * H + h];
-                if (nkeys == 0) {
-                    if (!(isinf(got_lse) && got_lse < 0))
-                        ++bad_special;
-                } else {
-                    const double e = fabs(got_lse - ref_lse);
-                    max_lse_err = e > max_lse_err ? e : max_lse_err;
-                }
-                for (int64_t v = 0; v < L; ++v) {
-                    double ref = 0.0;
-                    for (int64_t i = 0; i < nkeys; ++i)
-                        ref += p[i] * keys[(kbase + list[i]) * D + v];
-                    ref = nkeys > 0 ? ref / z : 0.0;
-                    const int64_t off = r * to.stride[0] + h * to.stride[1] + v;
-                    const float got = tc->odt == MLA_DTYPE_F32
-                                          ? ((float *)obuf)[off]
-                                          : mla_bf16_to_f32(((uint16_t *)obuf)[off]);
-                    if (nkeys == 0 && got != 0.0f)
-                        ++bad_special;
-                    const double e = fabs(got - ref) / (fabs(ref) + 0.05);
-                    if (!(e <= 1e30))
-                        max_err = INFINITY;
-                    max_err = e > max_err ? e : max_err;
+                    for (int64_t i = 0; i < nkeys; ++i) {
+                        const float *k = keys + (kbase + list[i]) * D;
+                        double dot = 0.0;
+                        for (int64_t d = 0; d < D; ++d)
+                            dot += (double)qrow[d] * k[d];
+                        p[i] = dot * plan.desc.softmax_scale;
+                        mx = p[i] > mx ? p[i] : mx;
+                    }
+                    double z = 0.0;
+                    if (nkeys > 0 && tc->sinks)
+                        mx = sinks[h] > mx ? sinks[h] : mx;
+                    for (int64_t i = 0; i < nkeys; ++i) {
+                        p[i] = exp(p[i] - mx);
+                        z += p[i];
+                    }
+                    if (nkeys > 0 && tc->sinks)
+                        z += exp(sinks[h] - mx);
+                    const double ref_lse = nkeys > 0 ? mx + log(z) : -INFINITY;
+                    const float got_lse = lse[r * H + h];
+                    if (nkeys == 0) {
+                        if (!(isinf(got_lse) && got_lse < 0))
+                            ++bad_special;
+                    } else {
+                        const double e = fabs(got_lse - ref_lse);
+                        max_lse_err = e > max_lse_err ? e : max_lse_err;
+                    }
+                    for (int64_t v = 0; v < L; ++v) {
+                        double ref = 0.0;
+                        for (int64_t i = 0; i < nkeys; ++i)
+                            ref += p[i] * keys[(kbase + list[i]) * D + v];
+                        ref = nkeys > 0 ? ref / z : 0.0;
+                        const int64_t off = r * to.stride[0] + h * to.stride[1] + v;
+                        const float got = tc->odt == MLA_DTYPE_F32
+                                              ? ((float *)obuf)[off]
+                                              : mla_bf16_to_f32(((uint16_t *)obuf)[off]);
+                        if (nkeys == 0 && got != 0.0f)
+                            ++bad_special;
+                        const double e = fabs(got - ref) / (fabs(ref) + 0.05);
+                        if (!(e <= 1e30))
+                            max_err = INFINITY;
+                        max_err = e > max_err ? e : max_err;
+                    }
                 }
             }
+            kbase += c;
         }
-        kbase += c;
+        const double tol = tc->odt == MLA_DTYPE_BF16 ? 8e-3 : 2e-4;
+        const int ok = max_err <= tol && max_lse_err <= 1e-4 && bad_special == 0;
+        printf("%-40s %s max rel err %.3g (tol %.1g), lse err %.3g, special %d: %s\n", tc->name,
+               pass ? "api   " : "direct", max_err, tol, max_lse_err, bad_special,
+               ok ? "ok" : "FAIL");
+        CHECK(ok);
+        free(p);
     }
-    const double tol = tc->odt == MLA_DTYPE_BF16 ? 8e-3 : 2e-4;
-    const int ok = max_err <= tol && max_lse_err <= 1e-4 && bad_special == 0;
-    printf("%-40s max rel err %.3g (tol %.1g), lse err %.3g, special %d: %s\n", tc->name, max_err,
-           tol, max_lse_err, bad_special, ok ? "ok" : "FAIL");
-    CHECK(ok);
-    free(p);
     free(scratch);
     free(ws);
     free(obuf);
