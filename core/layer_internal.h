@@ -41,8 +41,9 @@ struct mla_layer_plan {
                               bug) */
 };
 
-mla_status mla_layer_layout(const mla_plan *plan, const mla_layer_options *opt, int64_t T,
-                            int64_t S, int64_t max_context, mla_layer_ws *w);
+mla_status mla_layer_layout(const mla_context *ctx, const mla_plan *plan,
+                            const mla_layer_options *opt, int64_t T, int64_t S, int64_t max_context,
+                            mla_layer_ws *w);
 /* The attention (re)plan over the planned buffers (core/layer.c). */
 mla_status mla_layer_plan_attention(mla_context *ctx, mla_layer_plan *lp, int update);
 

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/attention_planner.h"
 #include "core/indices.h"
 #include "core/layer_internal.h"
 #include "core/validate.h"
@@ -22,23 +23,33 @@ static int32_t splits_of(const mla_layer_options *o)
     return o->num_splits > 0 ? o->num_splits : DEFAULT_SPLITS;
 }
 
-/* The attention call's scratch for T rows (core/attention_plan.h: partial
- * outputs and log-sum-exps of up to `splits` splits, the rotated q copy in
- * at most 4-byte elements, the rotated k_pe in fp32), each region 256-byte
- * aligned. Checked against the attention plan's own figure at planning. */
-static int64_t attention_bytes_bound(const mla_model_config *c, int64_t T, int32_t splits)
+/* The attention call's scratch for T rows at the split cap, as the
+ * attention plan itself lays it out on this context (its figure depends on
+ * the backend: the CPU kernel's per-thread tiles), with room for RoPE
+ * inside attention. The plan made at planning is checked against it. */
+static int64_t attention_bytes(const mla_context *ctx, const mla_plan *plan, int64_t T,
+                               int32_t splits)
 {
-    const int64_t H = c->heads, L = c->kv_lora, R = c->rope;
-    int64_t cur = 0;
-    place(&cur, T * H * splits * L * 4);
-    place(&cur, T * H * splits * 4);
-    place(&cur, T * H * (L + R) * 4);
-    place(&cur, T * R * 4);
-    return cur + WS_ALIGN;
+    const mla_model_config *c = mla_plan_config(plan);
+    mla_attention_plan p;
+    memset(&p, 0, sizeof p);
+    p.ctx = (mla_context *)ctx;
+    p.desc.heads = c->heads;
+    p.desc.cache.kv_lora = c->kv_lora;
+    p.desc.cache.rope = c->rope;
+    p.desc.q_dtype = mla_plan_options_get(plan)->q_dtype;
+    p.T = T;
+    p.Tk = T;
+    p.max_splits = splits;
+    p.has_rope = 1;
+    if (mla_attention_layout_workspace(&p) != MLA_OK)
+        return -1;
+    return p.workspace_bytes + WS_ALIGN;
 }
 
-mla_status mla_layer_layout(const mla_plan *plan, const mla_layer_options *opt, int64_t T,
-                            int64_t S, int64_t max_context, mla_layer_ws *w)
+mla_status mla_layer_layout(const mla_context *ctx, const mla_plan *plan,
+                            const mla_layer_options *opt, int64_t T, int64_t S, int64_t max_context,
+                            mla_layer_ws *w)
 {
     const mla_model_config *c = mla_plan_config(plan);
     const mla_plan_options *po = mla_plan_options_get(plan);
@@ -68,7 +79,9 @@ mla_status mla_layer_layout(const mla_plan *plan, const mla_layer_options *opt, 
         w->topk = place(&cur, T * c->index_topk * 4);
         w->topk_len = place(&cur, T * 4);
     }
-    w->attn_cap = attention_bytes_bound(c, T, splits_of(opt));
+    w->attn_cap = attention_bytes(ctx, plan, T, splits_of(opt));
+    if (w->attn_cap < 0)
+        return MLA_ERR_OVERFLOW;
     w->attn = place(&cur, w->attn_cap);
     w->bytes = cur;
     return MLA_OK;
@@ -93,13 +106,14 @@ void mla_layer_options_default(const mla_model_config *cfg, const mla_cache_desc
     }
 }
 
-mla_status mla_layer_workspace_bytes(const mla_plan *plan, const mla_layer_options *opt, int64_t T,
-                                     int64_t S, int64_t max_context, int64_t *bytes)
+mla_status mla_layer_workspace_bytes(const mla_context *ctx, const mla_plan *plan,
+                                     const mla_layer_options *opt, int64_t T, int64_t S,
+                                     int64_t max_context, int64_t *bytes)
 {
-    if (!plan || !opt || !bytes)
+    if (!ctx || !plan || !opt || !bytes)
         return MLA_ERR_NULL_POINTER;
     mla_layer_ws w;
-    MLA_TRY(mla_layer_layout(plan, opt, T, S, max_context, &w));
+    MLA_TRY(mla_layer_layout(ctx, plan, opt, T, S, max_context, &w));
     *bytes = w.bytes;
     return MLA_OK;
 }
@@ -264,7 +278,7 @@ static mla_status create(mla_context *ctx, mla_layer_plan *lp, const mla_layer_b
     MLA_TRY(mla_check_tensor(ctx, batch->context_lens, "batch.context_lens", 1));
     lp->T = batch->positions->shape[0];
     lp->S = batch->context_lens->shape[0];
-    if (mla_layer_layout(lp->plan, &lp->opt, lp->T, lp->S, lp->max_context, &lp->ws) != MLA_OK)
+    if (mla_layer_layout(ctx, lp->plan, &lp->opt, lp->T, lp->S, lp->max_context, &lp->ws) != MLA_OK)
         return mla_fail(ctx, MLA_ERR_OVERFLOW, "max_context", "sizes out of range");
     MLA_TRY(take_buffers(ctx, lp, buffers));
     MLA_TRY(take_batch(ctx, lp, batch));

@@ -202,8 +202,8 @@ static mla_status setup(run_state *s)
     int64_t T0 = 0, w0 = 0, w1 = 0;
     for (int q = 0; q < k->S; ++q)
         T0 += k->prefill[q];
-    TRY(mla_layer_workspace_bytes(s->plan, &s->opt, T0, k->S, s->max_ctx, &w0));
-    TRY(mla_layer_workspace_bytes(s->plan, &s->opt, k->S, k->S, s->max_ctx, &w1));
+    TRY(mla_layer_workspace_bytes(ctx, s->plan, &s->opt, T0, k->S, s->max_ctx, &w0));
+    TRY(mla_layer_workspace_bytes(ctx, s->plan, &s->opt, k->S, k->S, s->max_ctx, &w1));
     s->ws = lm_tensor(ctx, MLA_DTYPE_U8, 1, (int64_t[]){w0 > w1 ? w0 : w1}, NULL);
     layer_model_ref(s->m, &s->rm);
     s->rm.cache_dtype = k->cache_dtype;

@@ -42,11 +42,12 @@ MLA_API void mla_layer_options_default(const mla_model_config *cfg, const mla_ca
 typedef struct mla_layer_plan mla_layer_plan;
 
 /* Workspace bytes for a step of up to T tokens over S sequences whose
- * contexts are at most max_context long (one caller buffer holds every
- * intermediate and the attention's scratch). */
-MLA_API mla_status mla_layer_workspace_bytes(const mla_plan *plan, const mla_layer_options *opt,
-                                             int64_t T, int64_t S, int64_t max_context,
-                                             int64_t *bytes);
+ * contexts are at most max_context long, on ctx (one caller buffer holds
+ * every intermediate and the attention's scratch, whose size depends on
+ * the backend). */
+MLA_API mla_status mla_layer_workspace_bytes(const mla_context *ctx, const mla_plan *plan,
+                                             const mla_layer_options *opt, int64_t T, int64_t S,
+                                             int64_t max_context, int64_t *bytes);
 
 /* The buffers a planned step runs on. cos, sin: the model's RoPE table;
  * cache: U8 [num_blocks, block_bytes] latent cache; index_cache: the V3.2
