@@ -20,7 +20,9 @@ void usage_bench(FILE *out)
             "usage: mla bench prepare [OPTIONS]\n"
             "       mla bench ceilings [OPTIONS]\n"
             "       mla bench mxfp4 [--tokens 1,16,128,1024] [OPTIONS]\n"
-            "       mla bench indexer [--contexts 4096,32768,131072] [--batch 1,16,64] [OPTIONS]\n\n"
+            "       mla bench indexer [--contexts 4096,32768,131072] [--batch 1,16,64] [OPTIONS]\n"
+            "       mla bench decode [--quick] [--batch LIST] [--contexts LIST] [--heads LIST]\n"
+            "                        [OPTIONS]\n\n"
             "prepare: times each op of the MLA prepare path (q_a/kv_a/q_b projections in bf16\n"
             "and fp8 block-scaled weights, the W_kc absorb, the fused QK RMSNorm, RoPE on\n"
             "q_pe and k_pe, the latent cache write in bf16 and fp8, the fused RoPE + concat +\n"
@@ -33,7 +35,13 @@ void usage_bench(FILE *out)
             "fp8 quant of [T,128,128]; ratios to the ceilings and to bf16 (bench_mxfp4.c).\n"
             "indexer: paged MQA logits (Hi 64, block 64, fp8) + top-k 2048 per context and\n"
             "batch, as fractions of the roofline; slow cases are skipped per --max-call-s\n"
-            "(bench_indexer.c). Both take the options below except --config and --ops.\n\n"
+            "(bench_indexer.c).\n"
+            "decode: the attention core in decode (q bf16, block 64, L 512, R 64) on FlashMLA's\n"
+            "shapes (batch 128, context 4096, heads 16 and 128; cache bf16, fp8, FP8_SCALED)\n"
+            "and laptop shapes (batch 1 and 4, context 1024..8192, heads 16) as fractions of\n"
+            "the roofline; --quick: batch 1 and 4, context 1024; a list option makes a cross\n"
+            "product over the three caches (bench_decode.c).\n"
+            "mxfp4, indexer and decode take the options below except --config and --ops.\n\n"
             "options:\n"
             "  --backend B         auto|reference|cpu|hip (default auto)\n"
             "  --config NAME       model preset (default DeepSeek-V3)\n"
@@ -289,8 +297,12 @@ int cmd_bench(int argc, char **argv)
         return bench_mxfp4_cmd(argc, argv);
     if (!strcmp(sub, "indexer"))
         return bench_indexer_cmd(argc, argv);
+    if (!strcmp(sub, "decode"))
+        return bench_decode_cmd(argc, argv);
     if (strcmp(sub, "prepare") && strcmp(sub, "ceilings")) {
-        fprintf(stderr, "mla bench: unknown benchmark '%s' (prepare, ceilings, mxfp4, indexer)\n", sub);
+        fprintf(stderr,
+                "mla bench: unknown benchmark '%s' (prepare, ceilings, mxfp4, indexer, decode)\n",
+                sub);
         return MLA_EXIT_USAGE;
     }
     bench_args a;

@@ -75,6 +75,7 @@ int bench_mx_write_json(const bench_mx_args *a, mla_context *ctx, const bench_ce
 
 int bench_mxfp4_cmd(int argc, char **argv);
 int bench_indexer_cmd(int argc, char **argv);
+int bench_decode_cmd(int argc, char **argv); /* bench_decode.c */
 
 #ifdef __cplusplus
 }
