@@ -17,6 +17,11 @@ from one job (bench/run_gpu.sh).
   python3 bench/peer_torch.py [--device cuda|cpu] [--tokens 1,16,128,1024]
                               [--reps N] [--ops LIST] [--json FILE]
   python3 bench/peer_torch.py --compare OURS.json PEER.json
+  python3 bench/peer_torch.py --decode [--quick] [--batch L] [--contexts L] [--heads L]
+
+--decode times plain-PyTorch paged MLA decode on the shapes of `mla bench
+decode` (page gather through the block table, keys dequantized to bf16,
+einsum scores, softmax, einsum output, logsumexp), same byte and FLOP counts.
 
 --compare prints the two JSON files side by side (ours / peer time).
 Timing: CUDA events around a batch of calls, median of the samples after
@@ -423,6 +428,8 @@ def print_table(rows, out=sys.stdout):
 
 def compare(ours_path, peer_path):
     ours, peer = json.load(open(ours_path)), json.load(open(peer_path))
+    if ours.get("bench") == "decode":
+        return compare_decode(ours, peer)
     pr = {(r["op"], r["variant"], r["T"]): r for r in peer["rows"]}
     oc, pc = ours.get("ceilings", {}), peer.get("ceilings", {})
     print("side by side: ours (%s, %s) vs PyTorch peer (%s)" % (
@@ -448,6 +455,221 @@ def compare(ours_path, peer_path):
     print("peer/ours > 1: the library is faster. Ratios to each side's own ceilings.")
 
 
+# ---------------------------------------------------------------- decode
+
+DECODE_L, DECODE_R, DECODE_BLOCK = 512, 64, 64
+# bytes per cached token: bf16 NORMAL, fp8 NORMAL, FP8_SCALED (as `mla bench decode`)
+DECODE_TOKEN_BYTES = {"bf16": 1152, "fp8": 576, "fp8_scaled": 656}
+DECODE_CACHES = ["bf16", "fp8", "fp8_scaled"]
+
+
+def decode_cases(args):
+    """The rows of `mla bench decode`, in its order (ascending FLOPs)."""
+    lists = [args.batch, args.contexts, args.heads]
+    if any(lists):
+        bs = [int(x) for x in (args.batch or "128").split(",")]
+        cs = [int(x) for x in (args.contexts or "4096").split(",")]
+        hs = [int(x) for x in (args.heads or "16").split(",")]
+        rows = [(b, c, h, k) for c in cs for b in bs for h in hs for k in DECODE_CACHES]
+    elif args.quick:
+        rows = [(b, 1024, 16, k) for k in DECODE_CACHES for b in (1, 4)]
+    else:
+        rows = [(b, c, 16, "bf16") for b in (1, 4) for c in (1024, 4096, 8192)]
+        rows += [(128, 4096, h, k) for h in (16, 128) for k in DECODE_CACHES]
+    rows.sort(key=lambda r: (r[0] * r[1] * r[2], DECODE_CACHES.index(r[3])))
+    return rows
+
+
+def decode_scale():
+    """mla_softmax_scale of the DeepSeek-V3 preset: (nope + R)^-0.5 * m^2, YaRN m."""
+    c = CONFIGS["DeepSeek-V3"]
+    m = 0.1 * c["mscale_all_dim"] * math.log(c["factor"]) + 1.0
+    return (c["nope"] + c["R"]) ** -0.5 * m * m
+
+
+def make_decode(torch, dev, B, C, H, cache, nsets, gen):
+    """fn(i) running plain-PyTorch paged MLA decode on input set i, or None
+    (this torch has no float8): pages gathered through the block table, keys
+    dequantized to the q dtype (bf16), scores by einsum, softmax, output by
+    einsum over the first L dims, lse by logsumexp."""
+    bf = torch.bfloat16
+    L, R, bs = DECODE_L, DECODE_R, DECODE_BLOCK
+    D = L + R
+    f8 = getattr(torch, "float8_e4m3fn", None)
+    if cache != "bf16" and f8 is None:
+        return None, "this torch has no float8_e4m3fn"
+    nb = cdiv(C, bs)
+    scale = decode_scale()
+    sets = []
+    for _ in range(nsets):
+        N = B * nb
+        k = torch.rand(N, bs, D, device=dev, generator=gen) * 4 - 2
+        st = {}
+        if cache == "bf16":
+            st["pages"] = k.to(bf)
+        elif cache == "fp8":
+            st["k_scale"] = 1.0 / 64
+            st["pages"] = (k / st["k_scale"]).to(f8)
+        else:
+            nope = k[..., :L].reshape(N, bs, L // 128, 128)
+            sc = (nope.abs().amax(-1) / 448.0).clamp(min=1e-4)
+            sc = torch.exp2(torch.ceil(torch.log2(sc)))
+            st["nope"] = (nope / sc[..., None]).to(f8).reshape(N, bs, L)
+            st["scales"] = sc.float()
+            st["rope"] = k[..., L:].to(bf)
+        del k
+        st["bt"] = torch.randperm(N, device=dev, generator=gen).reshape(B, nb)
+        st["q"] = (torch.rand(B, H, D, device=dev, generator=gen) * 2 - 1).to(bf)
+        sets.append(st)
+
+    def fn(i):
+        st = sets[i]
+        bt = st["bt"]
+        if cache == "bf16":
+            k = st["pages"][bt]
+        elif cache == "fp8":
+            k = st["pages"][bt].to(bf) * st["k_scale"]
+        else:
+            nope = st["nope"][bt].to(bf).reshape(B, nb, bs, L // 128, 128)
+            nope = (nope * st["scales"][bt][..., None].to(bf)).reshape(B, nb, bs, L)
+            k = torch.cat([nope, st["rope"][bt]], -1)
+        k = k.reshape(B, nb * bs, D)[:, :C]
+        s = torch.einsum("bhd,bcd->bhc", st["q"], k) * scale
+        lse = torch.logsumexp(s.float(), -1)
+        p = torch.softmax(s, -1)
+        o = torch.einsum("bhc,bcv->bhv", p, k[..., :L])
+        return o, lse
+
+    how = "gather pages[block_table], %s, einsum + softmax + einsum in bf16" % (
+        {"bf16": "bf16 pages", "fp8": "fp8 pages .to(bf16) * k_scale",
+         "fp8_scaled": "fp8 nope .to(bf16) * group scales, cat bf16 rope"}[cache])
+    return fn, how
+
+
+def decode_main(args):
+    import torch
+    dev = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    cuda = dev.type == "cuda"
+    reps = args.reps or (20 if cuda else 5)
+    warm = args.warmup or (5 if cuda else 1)
+    rotate = (args.rotate_mib or (256 if cuda else 128)) * MIB
+    if not cuda or args.threads:
+        torch.set_num_threads(args.threads or os.cpu_count() or 1)
+    timer = Timer(torch, dev)
+    devname = torch.cuda.get_device_name(dev) if cuda else "host CPU (%d threads)" % (
+        torch.get_num_threads())
+    torch.backends.cuda.matmul.allow_tf32 = False
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else -1.0
+    print("peer_torch decode: torch %s on %s; host load average %.2f" % (
+        torch.__version__, devname, load))
+    sys.stdout.flush()
+    ceil = {} if args.no_ceilings else measure_ceilings(torch, dev, timer, args)
+    bw = ceil.get("copy_gbs", 0.0) * 1e9
+    mm = ceil.get("matmul_gflops", 0.0) * 1e9
+    gen = torch.Generator(device=dev)
+    gen.manual_seed(args.seed)
+    rows, start = [], time.time()
+    for (B, C, H, cache) in decode_cases(args):
+        L, R = DECODE_L, DECODE_R
+        cache_bytes = B * C * DECODE_TOKEN_BYTES[cache]
+        nbytes = cache_bytes + B * H * (L + R) * 2 + B * H * L * 2
+        flops = 2.0 * B * H * C * (L + R + L)
+        t_bw = nbytes / bw if bw else 0.0
+        t_mm = flops / mm if mm else 0.0
+        r = dict(op="decode", batch=B, context=C, heads=H, cache=cache, s_q=1,
+                 block_size=DECODE_BLOCK, q_dtype="bf16", out_dtype="bf16", status="ok", note="",
+                 median_s=None, min_s=None, reps=0, bytes=nbytes, cache_bytes=cache_bytes,
+                 flops=flops, roofline_s=max(t_bw, t_mm),
+                 bound="copy" if t_bw >= t_mm else "matmul", ratio=None, gbs=None, gflops=None,
+                 how="")
+        rows.append(r)
+        set_bytes = B * cdiv(C, DECODE_BLOCK) * DECODE_BLOCK * DECODE_TOKEN_BYTES[cache]
+        nsets = max(1, min(32, cdiv(rotate, set_bytes)))
+        try:
+            fn, how = make_decode(torch, dev, B, C, H, cache, nsets, gen)
+            r["how"] = how
+            if fn is None:
+                r["status"], r["note"] = "unsupported", "unsupported: " + how
+                continue
+            it = [0]
+
+            def call():
+                fn(it[0] % nsets)
+                it[0] += 1
+            timer.sync()
+            t_call = timer.batch(call, 1)
+            for _ in range(warm - 1):
+                t_call = timer.batch(call, 1)
+            if t_call > args.max_call_s:
+                r["status"], r["note"] = "skipped", "skipped: %.2f s per call" % t_call
+                continue
+            k = max(1, min(64, math.ceil((5e-4 if cuda else 2e-5) / max(t_call, 1e-8))))
+            n = max(1, min(reps, int(1.0 / max(t_call * k, 1e-9))))
+            ts = [timer.batch(call, k) for _ in range(n)]
+            t = median(ts)
+            r.update(median_s=t, min_s=min(ts), reps=n, input_sets=nsets, gbs=nbytes / t / 1e9,
+                     gflops=flops / t / 1e9,
+                     ratio=(r["roofline_s"] / t) if r["roofline_s"] else None)
+        except Exception as e:  # report, never stop the sweep
+            r["status"], r["note"] = "error", "error: %s: %s" % (type(e).__name__,
+                                                                 str(e).split("\n")[0][:160])
+        finally:
+            if cuda:
+                torch.cuda.empty_cache()
+        print("  B=%-3d C=%-6d H=%-3d %-10s %s" % (B, C, H, cache, (
+            "%.1f us" % (1e6 * r["median_s"])) if r["status"] == "ok" else r["note"]),
+            file=sys.stderr)
+    print("ceilings (measured in this job)")
+    if ceil:
+        print("  copy bandwidth : %8.1f GB/s    %s" % (ceil["copy_gbs"], ceil["copy_how"]))
+        print("  matmul rate    : %8.1f GFLOP/s %s" % (ceil["matmul_gflops"], ceil["matmul_how"]))
+    print()
+    print("%5s %6s %4s %-10s %11s %11s %9s %9s %5s %8s" % (
+        "batch", "ctx", "H", "cache", "median_us", "min_us", "GB/s", "GFLOP/s", "reps", "roof%"))
+    for r in rows:
+        print("%5d %6d %4d %-10s " % (r["batch"], r["context"], r["heads"], r["cache"]), end="")
+        if r["status"] != "ok":
+            print(r["note"])
+            continue
+        print("%11.1f %11.1f %9.2f %9.1f %5d %s" % (
+            1e6 * r["median_s"], 1e6 * r["min_s"], r["gbs"], r["gflops"], r["reps"],
+            ("%7.1f%%" % (100 * r["ratio"])) if r["ratio"] is not None else "     n/a"))
+    print("\nsweep: %.1f s; torch eager peer of mla bench decode; median of the reps after "
+          "warm-up" % (time.time() - start))
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(dict(bench="peer_torch_decode", torch=torch.__version__, device=devname,
+                           ceilings=ceil, rows=rows), fh, indent=1)
+    return 1 if any(r["status"] == "error" for r in rows) else 0
+
+
+def compare_decode(ours, peer):
+    key = lambda r: (r["batch"], r["context"], r["heads"], r["cache"])  # noqa: E731
+    pr = {key(r): r for r in peer["rows"]}
+    oc, pc = ours.get("ceilings", {}), peer.get("ceilings", {})
+    print("decode side by side: ours (%s, %s) vs PyTorch peer (%s)" % (
+        ours.get("backend"), ours.get("device"), peer.get("device")))
+    print("  copy ceiling  : ours %.1f GB/s, peer %.1f GB/s" % (
+        oc.get("copy_gbs") or 0, pc.get("copy_gbs") or 0))
+    print("  matmul ceiling: ours %.1f GFLOP/s (%s), peer %.1f GFLOP/s (%s)" % (
+        oc.get("matmul_gflops") or 0, oc.get("matmul_source", ""),
+        pc.get("matmul_gflops") or 0, pc.get("matmul_how", "")))
+    print("%5s %6s %4s %-10s %12s %12s %9s %8s %8s" % (
+        "batch", "ctx", "H", "cache", "ours_us", "peer_us", "peer/ours", "ours%", "peer%"))
+    for r in ours["rows"]:
+        p = pr.get(key(r))
+        o_ok = r["status"] == "ok"
+        p_ok = p is not None and p["status"] == "ok"
+        ou = "%12.1f" % (1e6 * r["median_s"]) if o_ok else "%12s" % r["status"]
+        pu = "%12.1f" % (1e6 * p["median_s"]) if p_ok else "%12s" % (p["status"] if p else "-")
+        sp = "%9.2f" % (p["median_s"] / r["median_s"]) if o_ok and p_ok else "%9s" % "-"
+        orat = "%7.1f%%" % (100 * r["ratio"]) if o_ok and r.get("ratio") is not None else "%8s" % "-"
+        prat = "%7.1f%%" % (100 * p["ratio"]) if p_ok and p.get("ratio") is not None else "%8s" % "-"
+        print("%5d %6d %4d %-10s %s %s %s %s %s" % (r["batch"], r["context"], r["heads"],
+                                                    r["cache"], ou, pu, sp, orat, prat))
+    print("peer/ours > 1: the library is faster. Ratios to each side's own ceilings.")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--device", default=None, help="cuda (default when available) or cpu")
@@ -465,10 +687,18 @@ def main():
     ap.add_argument("--seed", type=int, default=0x6d6c61)
     ap.add_argument("--json", default=None)
     ap.add_argument("--compare", nargs=2, metavar=("OURS_JSON", "PEER_JSON"))
+    ap.add_argument("--decode", action="store_true",
+                    help="the peer of `mla bench decode` (paged MLA decode) instead")
+    ap.add_argument("--batch", default=None, help="decode: batch sizes (a cross product)")
+    ap.add_argument("--contexts", default=None, help="decode: context lengths")
+    ap.add_argument("--heads", default=None, help="decode: head counts")
+    ap.add_argument("--quick", action="store_true", help="decode: batch 1 and 4, context 1024")
     args = ap.parse_args()
     if args.compare:
         compare(*args.compare)
         return 0
+    if args.decode:
+        return decode_main(args)
 
     import torch
     dev = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))

@@ -5,7 +5,7 @@
 #
 #   bash bench/run_gpu.sh [STAGE ...]      (default: all stages, in order)
 #
-# Stages: info build conformance peer bench mxfp4 indexer cpu compare
+# Stages: info build conformance peer bench mxfp4 indexer decode cpu compare
 #   info        nvidia-smi, lscpu, torch version, git commit -> $OUT/machine.txt
 #   build       cmake -G Ninja into build/gpu (kept between calls on a warm machine)
 #   conformance mla conformance --backend hip
@@ -18,13 +18,19 @@
 #   indexer     mla bench indexer --backend hip --json $OUT/bench_indexer_hip.json (paged
 #               MQA logits + top-k vs their roofline, contexts 4K..128K, batch 1..64)
 #               (both take the peer's bf16 matmul rate when peer.json is in $OUT)
+#   decode      attention decode side by side: python3 bench/peer_torch.py --decode (plain
+#               PyTorch paged decode, its own ceilings) -> $OUT/peer_decode.json, then
+#               mla bench decode --backend hip with the peer's bf16 matmul rate ->
+#               $OUT/bench_decode_hip.json, then the ratio table (ours vs PyTorch) ->
+#               $OUT/decode_side_by_side.txt
 #   cpu         mla bench prepare --backend cpu on the GPU host's CPU
 #   compare     the side-by-side table: ours vs the peer
 # Each call of the device tool empties $OUT: run the stages that need each
 # other's files (peer -> bench -> compare) in one call. Logs: $OUT/*.log;
 # the summary tables are printed last. Stage time limits keep one call under
 # the tool's 10 minutes: build 420 s, conformance 300 s, peer 240 s,
-# bench 240 s, mxfp4 120 s, indexer 120 s, cpu 120 s (override with RUN_GPU_<STAGE>_S).
+# bench 240 s, mxfp4 120 s, indexer 120 s, decode 300 s (peer 150 s, ours 150 s),
+# cpu 120 s (override with RUN_GPU_<STAGE>_S).
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out/gpu}
@@ -32,7 +38,7 @@ mkdir -p "$OUT"
 BUILD=${BUILD_DIR:-build/gpu}
 MLA=$BUILD/apps/mla
 PY=${PYTHON:-python3}
-STAGES=${*:-info build conformance peer bench mxfp4 indexer cpu compare}
+STAGES=${*:-info build conformance peer bench mxfp4 indexer decode cpu compare}
 FAILED=""
 
 note() { printf '\n=== %s (%s)\n' "$*" "$(date -u +%H:%M:%S)"; }
@@ -121,6 +127,25 @@ stage_indexer() {
   return $rc
 }
 
+stage_decode() {
+  local half=$(( $(limit decode 300) / 2 )) rc=0 mm=""
+  timeout "$half" $PY bench/peer_torch.py --decode --json "$OUT/peer_decode.json" \
+    > "$OUT/peer_decode.log" 2> "$OUT/peer_decode.err" || rc=1
+  tail -3 "$OUT/peer_decode.err"
+  [ -f "$OUT/peer_decode.json" ] && mm=$($PY -c "import json,sys; print(json.load(open(sys.argv[1]))['ceilings']['matmul_gflops'])" "$OUT/peer_decode.json" 2>/dev/null)
+  local args=(bench decode --backend hip --json "$OUT/bench_decode_hip.json")
+  [ -n "$mm" ] && args+=(--matmul-gflops "$mm" --matmul-source "torch bf16 F.linear (peer_torch.py --decode, this job)")
+  timeout "$half" "$MLA" "${args[@]}" > "$OUT/bench_decode_hip.log" 2> "$OUT/bench_decode_hip.err" || rc=1
+  tail -3 "$OUT/bench_decode_hip.err"
+  if [ -f "$OUT/bench_decode_hip.json" ] && [ -f "$OUT/peer_decode.json" ]; then
+    $PY bench/peer_torch.py --compare "$OUT/bench_decode_hip.json" "$OUT/peer_decode.json" \
+      > "$OUT/decode_side_by_side.txt" 2>&1 || rc=1
+  else
+    rc=1
+  fi
+  return $rc
+}
+
 stage_cpu() {
   timeout "$(limit cpu 120)" "$MLA" bench prepare --backend cpu --json "$OUT/bench_cpu.json" \
     > "$OUT/bench_cpu.log" 2> "$OUT/bench_cpu.err"
@@ -148,7 +173,8 @@ done
 for f in bench_cpu.log peer.log; do
   [ -f "$OUT/$f" ] && { note "$f (head; full table in \$OUT/$f)"; head -14 "$OUT/$f"; }
 done
-for f in bench_hip.log side_by_side.txt bench_mxfp4_hip.log bench_indexer_hip.log; do
+for f in bench_hip.log side_by_side.txt bench_mxfp4_hip.log bench_indexer_hip.log \
+         bench_decode_hip.log decode_side_by_side.txt; do
   [ -f "$OUT/$f" ] && { note "$f"; cat "$OUT/$f"; }
 done
 note "done; failed stages:${FAILED:- none}"
