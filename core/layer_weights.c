@@ -23,6 +23,7 @@ typedef struct slot {
     mla_tensor *v; /* VEC destination */
     /* resolved by the check pass */
     mla_safetensors_info wi, si;
+    mla_safetensors *wf, *sf; /* the shards holding the weight and its scale */
     mla_dtype w_dtype, s_dtype, v_dtype;
     int64_t w_shape[2], s_shape[2];
     int64_t w_off, s_off, w_bytes, s_bytes;
@@ -61,13 +62,22 @@ static int name_of(char *dst, const char *prefix, const char *base, const char *
     return n > 0 && n < NAME_LEN;
 }
 
-/* Finds a tensor, naming it when absent. */
-static mla_status need(mla_context *ctx, mla_safetensors *f, const char *name,
-                       mla_safetensors_info *out)
+/* The files of a checkpoint; a tensor comes from the first that holds it. */
+typedef struct shard_set {
+    mla_safetensors *const *f;
+    int32_t n;
+} shard_set;
+
+/* Finds a tensor in the shards, naming it when absent. */
+static mla_status need(mla_context *ctx, const shard_set *fs, const char *name,
+                       mla_safetensors_info *out, mla_safetensors **owner)
 {
-    if (!mla_safetensors_has(f, name))
-        return mla_fail(ctx, MLA_ERR_FORMAT, name, "the file has no tensor '%s'", name);
-    return mla_safetensors_find(ctx, f, name, out);
+    for (int32_t i = 0; i < fs->n; ++i)
+        if (mla_safetensors_has(fs->f[i], name)) {
+            *owner = fs->f[i];
+            return mla_safetensors_find(ctx, fs->f[i], name, out);
+        }
+    return mla_fail(ctx, MLA_ERR_FORMAT, name, "the checkpoint has no tensor '%s'", name);
 }
 
 static mla_status check_2d(mla_context *ctx, const mla_safetensors_info *i, int64_t r, int64_t c)
@@ -79,12 +89,12 @@ static mla_status check_2d(mla_context *ctx, const mla_safetensors_info *i, int6
 }
 
 /* A projection: its format from the weight's file dtype, and its scale. */
-static mla_status check_proj(mla_context *ctx, mla_safetensors *f, slot *s)
+static mla_status check_proj(mla_context *ctx, const shard_set *f, slot *s)
 {
     char nm[NAME_LEN];
     if (!name_of(nm, "", s->base, ".weight"))
         return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "prefix", "tensor name too long");
-    MLA_TRY(need(ctx, f, nm, &s->wi));
+    MLA_TRY(need(ctx, f, nm, &s->wi, &s->wf));
     const char *fd = s->wi.file_dtype;
     if (!strcmp(fd, "BF16")) {
         *s->fmt = MLA_WEIGHT_BF16;
@@ -99,7 +109,7 @@ static mla_status check_proj(mla_context *ctx, mla_safetensors *f, slot *s)
         s->w_dtype = MLA_DTYPE_FP8_E4M3FN;
         s->w_shape[0] = s->out, s->w_shape[1] = s->in;
         name_of(nm, "", s->base, ".weight_scale_inv");
-        MLA_TRY(need(ctx, f, nm, &s->si));
+        MLA_TRY(need(ctx, f, nm, &s->si, &s->sf));
         if (s->si.dtype != MLA_DTYPE_F32)
             return mla_fail(ctx, MLA_ERR_DTYPE, s->si.name, "tensor '%s' is %s, expected F32",
                             s->si.name, s->si.file_dtype);
@@ -117,7 +127,7 @@ static mla_status check_proj(mla_context *ctx, mla_safetensors *f, slot *s)
         s->w_dtype = MLA_DTYPE_FP4X2;
         s->w_shape[0] = s->out, s->w_shape[1] = s->in / 2;
         name_of(nm, "", s->base, ".weight_scale");
-        MLA_TRY(need(ctx, f, nm, &s->si));
+        MLA_TRY(need(ctx, f, nm, &s->si, &s->sf));
         if (s->si.dtype != MLA_DTYPE_U8 && s->si.dtype != MLA_DTYPE_E8M0)
             return mla_fail(ctx, MLA_ERR_DTYPE, s->si.name, "tensor '%s' is %s, expected U8 (e8m0)",
                             s->si.name, s->si.file_dtype);
@@ -131,9 +141,9 @@ static mla_status check_proj(mla_context *ctx, mla_safetensors *f, slot *s)
                     s->wi.name, fd);
 }
 
-static mla_status check_vec(mla_context *ctx, mla_safetensors *f, slot *s)
+static mla_status check_vec(mla_context *ctx, const shard_set *f, slot *s)
 {
-    MLA_TRY(need(ctx, f, s->base, &s->wi));
+    MLA_TRY(need(ctx, f, s->base, &s->wi, &s->wf));
     mla_dtype d = s->wi.dtype;
     if (d != MLA_DTYPE_F32 && d != MLA_DTYPE_BF16 && d != MLA_DTYPE_F16)
         return mla_fail(ctx, MLA_ERR_DTYPE, s->wi.name, "tensor '%s' is %s, expected a float",
@@ -165,12 +175,11 @@ static mla_tensor tensor2(void *data, mla_dtype dt, mla_memory mem, int32_t ndim
 }
 
 /* Reads a VEC slot, converting bf16 / f16 to f32 on the host when asked. */
-static mla_status read_vec(mla_context *ctx, mla_safetensors *f, slot *s, unsigned char *base,
-                           mla_memory mem)
+static mla_status read_vec(mla_context *ctx, slot *s, unsigned char *base, mla_memory mem)
 {
     mla_tensor dst = tensor2(base + s->w_off, s->v_dtype, mem, 1, &s->out);
     if (s->v_dtype == s->wi.dtype)
-        return mla_safetensors_read(ctx, f, s->base, &dst);
+        return mla_safetensors_read(ctx, s->wf, s->base, &dst);
     size_t n = (size_t)s->out;
     uint16_t *raw = malloc(n * 2 + 1);
     float *val = malloc(n * 4 + 1);
@@ -179,7 +188,7 @@ static mla_status read_vec(mla_context *ctx, mla_safetensors *f, slot *s, unsign
         st = mla_fail(ctx, st, s->base, "out of memory");
     if (st == MLA_OK) {
         mla_tensor tmp = tensor2(raw, s->wi.dtype, MLA_MEMORY_HOST, 1, &s->out);
-        st = mla_safetensors_read(ctx, f, s->base, &tmp);
+        st = mla_safetensors_read(ctx, s->wf, s->base, &tmp);
     }
     for (size_t i = 0; st == MLA_OK && i < n; ++i)
         val[i] = s->wi.dtype == MLA_DTYPE_BF16 ? mla_bf16_to_f32(raw[i]) : mla_f16_to_f32(raw[i]);
@@ -195,9 +204,8 @@ static mla_status read_vec(mla_context *ctx, mla_safetensors *f, slot *s, unsign
  * in blocks of 32 -> codes [H, L, nope/2], scales [H, L, nope/32]. The
  * checkpoint packs along L, the absorb contracts over nope: there is no
  * view that serves, so this is made once at load. */
-static mla_status make_w_kc(mla_context *ctx, mla_safetensors *f, const slot *kvb,
-                            const mla_model_config *cfg, mla_mxfp4_rule rule, void *codes_dst,
-                            void *scales_dst)
+static mla_status make_w_kc(mla_context *ctx, const slot *kvb, const mla_model_config *cfg,
+                            mla_mxfp4_rule rule, void *codes_dst, void *scales_dst)
 {
     const int64_t H = cfg->heads, L = cfg->kv_lora, nope = cfg->nope, dv = cfg->nope + cfg->v;
     size_t cb = (size_t)kvb->w_bytes, sb = (size_t)kvb->s_bytes;
@@ -209,11 +217,11 @@ static mla_status make_w_kc(mla_context *ctx, mla_safetensors *f, const slot *kv
         st = mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, "kv_b_proj", "out of memory for W_kc");
     if (st == MLA_OK) {
         mla_tensor t = tensor2(codes, MLA_DTYPE_U8, MLA_MEMORY_HOST, 2, kvb->w_shape);
-        st = mla_safetensors_read(ctx, f, kvb->wi.name, &t);
+        st = mla_safetensors_read(ctx, kvb->wf, kvb->wi.name, &t);
     }
     if (st == MLA_OK) {
         mla_tensor t = tensor2(scales, MLA_DTYPE_U8, MLA_MEMORY_HOST, 2, kvb->s_shape);
-        st = mla_safetensors_read(ctx, f, kvb->si.name, &t);
+        st = mla_safetensors_read(ctx, kvb->sf, kvb->si.name, &t);
     }
     for (int64_t h = 0; st == MLA_OK && h < H; ++h) {
         for (int64_t l = 0; l < L; ++l) {
@@ -259,19 +267,23 @@ mla_status mla_st_check_config(mla_context *ctx, const mla_model_config *c)
     return MLA_OK;
 }
 
-mla_status mla_layer_weights_load(mla_context *ctx, mla_safetensors *f, const mla_model_config *cfg,
-                                  int64_t layer, const mla_layer_load_options *options,
-                                  mla_layer_weights_ex *out)
+mla_status mla_layer_weights_load_shards(mla_context *ctx, mla_safetensors *const *files,
+                                         int32_t count, const mla_model_config *cfg, int64_t layer,
+                                         const mla_layer_load_options *options,
+                                         mla_layer_weights_ex *out)
 {
     if (!ctx)
         return MLA_ERR_NULL_POINTER;
     mla_clear_error(ctx);
-    if (!f || !cfg || !out)
-        return mla_fail(ctx, MLA_ERR_NULL_POINTER,
-                        !f     ? "file"
-                        : !cfg ? "cfg"
-                               : "out",
+    if (!files || !cfg || !out)
+        return mla_fail(ctx, MLA_ERR_NULL_POINTER, !files ? "files" : !cfg ? "cfg" : "out",
                         "null argument");
+    if (count < 1)
+        return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "count", "no file");
+    for (int32_t i = 0; i < count; ++i)
+        if (!files[i])
+            return mla_fail(ctx, MLA_ERR_NULL_POINTER, "files", "file %d is NULL", (int)i);
+    const shard_set fs = {files, count};
     if (layer < 0)
         return mla_fail(ctx, MLA_ERR_OUT_OF_RANGE, "layer", "negative layer index");
     mla_layer_load_options opt;
@@ -332,12 +344,12 @@ mla_status mla_layer_weights_load(mla_context *ctx, mla_safetensors *f, const ml
     for (int i = 0; i < n; ++i) {
         slot *t = &s[i];
         if (t->kind == SLOT_VEC) {
-            MLA_TRY(check_vec(ctx, f, t));
+            MLA_TRY(check_vec(ctx, &fs, t));
             MLA_TRY(mla_st_bytes(t->v_dtype, 1, &t->out, &t->w_bytes));
             MLA_TRY(place(ctx, &total, t->w_bytes, &t->w_off));
             continue;
         }
-        MLA_TRY(check_proj(ctx, f, t));
+        MLA_TRY(check_proj(ctx, &fs, t));
         MLA_TRY(mla_st_bytes(t->w_dtype, 2, t->w_shape, &t->w_bytes));
         MLA_TRY(place(ctx, &total, t->w_bytes, &t->w_off));
         if (*t->fmt != MLA_WEIGHT_BF16) {
@@ -363,20 +375,21 @@ mla_status mla_layer_weights_load(mla_context *ctx, mla_safetensors *f, const ml
     MLA_TRY(mla_malloc(ctx, (size_t)(total ? total : 1), &storage));
     unsigned char *base = storage;
     mla_memory mem = mla_context_memory(ctx);
-    mla_status st = MLA_OK;
+    /* Zeroed so the alignment gaps hold defined bytes (storage compares). */
+    mla_status st = mla_memset(ctx, storage, 0, (size_t)(total ? total : 1));
     for (int i = 0; i < n && st == MLA_OK; ++i) {
         slot *t = &s[i];
         if (t->kind == SLOT_VEC) {
-            st = read_vec(ctx, f, t, base, mem);
+            st = read_vec(ctx, t, base, mem);
             if (st == MLA_OK)
                 *t->v = tensor2(base + t->w_off, t->v_dtype, mem, 1, &t->out);
             continue;
         }
         t->w->w = tensor2(base + t->w_off, t->w_dtype, mem, 2, t->w_shape);
-        st = mla_safetensors_read(ctx, f, t->wi.name, &t->w->w);
+        st = mla_safetensors_read(ctx, t->wf, t->wi.name, &t->w->w);
         if (st == MLA_OK && *t->fmt != MLA_WEIGHT_BF16) {
             t->w->scale = tensor2(base + t->s_off, t->s_dtype, mem, 2, t->s_shape);
-            st = mla_safetensors_read(ctx, f, t->si.name, &t->w->scale);
+            st = mla_safetensors_read(ctx, t->sf, t->si.name, &t->w->scale);
         } else if (st == MLA_OK) {
             /* No scale: a descriptor with NULL data, as mla_weight documents. */
             int64_t zero[2] = {0, 0};
@@ -384,7 +397,7 @@ mla_status mla_layer_weights_load(mla_context *ctx, mla_safetensors *f, const ml
         }
     }
     if (st == MLA_OK && kc_fp4)
-        st = make_w_kc(ctx, f, kvb, cfg, opt.kc_rule, base + kc_codes_off, base + kc_scales_off);
+        st = make_w_kc(ctx, kvb, cfg, opt.kc_rule, base + kc_codes_off, base + kc_scales_off);
     if (st != MLA_OK) {
         mla_free(ctx, storage);
         return st;
@@ -416,6 +429,19 @@ mla_status mla_layer_weights_load(mla_context *ctx, mla_safetensors *f, const ml
     w.storage_bytes = total;
     *out = w;
     return MLA_OK;
+}
+
+mla_status mla_layer_weights_load(mla_context *ctx, mla_safetensors *file,
+                                  const mla_model_config *cfg, int64_t layer,
+                                  const mla_layer_load_options *options, mla_layer_weights_ex *out)
+{
+    if (!ctx)
+        return MLA_ERR_NULL_POINTER;
+    if (!file) {
+        mla_clear_error(ctx);
+        return mla_fail(ctx, MLA_ERR_NULL_POINTER, "file", "null argument");
+    }
+    return mla_layer_weights_load_shards(ctx, &file, 1, cfg, layer, options, out);
 }
 
 void mla_layer_weights_free(mla_context *ctx, mla_layer_weights_ex *weights)

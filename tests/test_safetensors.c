@@ -389,6 +389,49 @@ static mla_status load_status(mla_context *ctx, const char *path, const mla_mode
     return st;
 }
 
+/* A checkpoint in two shards (tensors alternating) loads like the whole;
+ * one shard alone lacks a tensor. */
+static void test_shards(mla_context *ctx, const char *whole, const mla_model_config *cfg)
+{
+    mla_safetensors *f = NULL, *sh[2] = {NULL, NULL};
+    mla_safetensors_open(ctx, whole, &f);
+    mla_safetensors_writer *w[2];
+    mla_safetensors_writer_create(ctx, &w[0]);
+    mla_safetensors_writer_create(ctx, &w[1]);
+    for (int64_t i = 0; i < mla_safetensors_count(f); ++i) {
+        mla_safetensors_info info;
+        mla_safetensors_info_at(f, i, &info);
+        unsigned char *buf = malloc((size_t)info.bytes + 1);
+        mla_tensor t;
+        mla_tensor_init(&t, buf, info.dtype, MLA_MEMORY_HOST, info.ndim, info.shape);
+        mla_safetensors_read(ctx, f, info.name, &t);
+        mla_safetensors_writer_add(ctx, w[i % 2], info.name, info.dtype, info.ndim, info.shape,
+                                   buf);
+        free(buf);
+    }
+    const char *paths[2] = {path_of("shard1.safetensors"), path_of("shard2.safetensors")};
+    for (int k = 0; k < 2; ++k) {
+        CHECK_STATUS(mla_safetensors_writer_save(ctx, w[k], paths[k]), MLA_OK);
+        mla_safetensors_writer_destroy(w[k]);
+        CHECK_STATUS(mla_safetensors_open(ctx, paths[k], &sh[k]), MLA_OK);
+    }
+    mla_layer_weights_ex a, b;
+    CHECK_STATUS(mla_layer_weights_load(ctx, f, cfg, 0, NULL, &a), MLA_OK);
+    CHECK_STATUS(mla_layer_weights_load_shards(ctx, sh, 2, cfg, 0, NULL, &b), MLA_OK);
+    CHECK(a.storage_bytes == b.storage_bytes &&
+          !memcmp(a.storage, b.storage, (size_t)a.storage_bytes));
+    mla_layer_weights_free(ctx, &a);
+    mla_layer_weights_free(ctx, &b);
+    CHECK_STATUS(mla_layer_weights_load_shards(ctx, sh, 1, cfg, 0, NULL, &b), MLA_ERR_FORMAT);
+    CHECK(!strcmp(mla_context_error_param(ctx),
+                  "model.layers.0.self_attn.q_a_proj.weight_scale_inv"));
+    CHECK_STATUS(mla_layer_weights_load_shards(ctx, sh, 0, cfg, 0, NULL, &b),
+                 MLA_ERR_INVALID_ARGUMENT);
+    mla_safetensors_close(sh[0]);
+    mla_safetensors_close(sh[1]);
+    mla_safetensors_close(f);
+}
+
 static float fp8_weight(const mla_weight *wt, int64_t r, int64_t c)
 {
     const uint8_t *codes = wt->w.data;
@@ -470,6 +513,7 @@ static void test_fp8_indexer(mla_context *ctx)
     CHECK(!strcmp(mla_context_error_param(ctx), tname(0, "indexer.k_norm.bias")));
     rewrite(p8, q, NULL, NULL, 0, 0);
     CHECK_STATUS(load_status(ctx, q, &cfg), MLA_OK);
+    test_shards(ctx, p8, &cfg);
 }
 
 static void test_mxfp4(mla_context *ctx)

@@ -180,6 +180,14 @@ MLA_API mla_status mla_layer_weights_load(mla_context *ctx, mla_safetensors *fil
                                           const mla_model_config *cfg, int64_t layer,
                                           const mla_layer_load_options *options,
                                           mla_layer_weights_ex *out);
+/* The same for a checkpoint split into shards (model-0000k-of-0000n):
+ * each tensor is taken from the first of the count files that holds it,
+ * so a layer whose tensors straddle two shards loads whole. */
+MLA_API mla_status mla_layer_weights_load_shards(mla_context *ctx, mla_safetensors *const *files,
+                                                 int32_t count, const mla_model_config *cfg,
+                                                 int64_t layer,
+                                                 const mla_layer_load_options *options,
+                                                 mla_layer_weights_ex *out);
 MLA_API void mla_layer_weights_free(mla_context *ctx, mla_layer_weights_ex *weights);
 
 /* -------------------------------------------------------------- generator */
