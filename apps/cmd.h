@@ -29,6 +29,8 @@ int cmd_bench(int argc, char **argv);
 void usage_bench(FILE *out);
 int cmd_plan(int argc, char **argv);
 void usage_plan(FILE *out);
+int cmd_demo(int argc, char **argv);
+void usage_demo(FILE *out);
 int cmd_weights(int argc, char **argv);
 void usage_weights(FILE *out);
 

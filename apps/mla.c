@@ -9,6 +9,8 @@ static int cmd_help(int argc, char **argv);
 static void usage_help(FILE *out) { fprintf(out, "usage: mla help [COMMAND]\n"); }
 
 static const mla_cmd commands[] = {
+    {"demo", "one MLA layer end to end: prefill, decode steps, speed, error vs float64", cmd_demo,
+     usage_demo},
     {"info", "version, build options, backends, GPUs, what AUTO picks", cmd_info, usage_info},
     {"conformance", "check backends against the reference and the golden vectors",
      cmd_conformance, usage_conformance},

@@ -1,6 +1,6 @@
 /* The float64 reference layer with its propagated error variances; the
- * model and the formulas are in tests/layer_ref64.h. */
-#include "tests/layer_ref64.h"
+ * model and the formulas are in conformance/layer_ref64.h. */
+#include "conformance/layer_ref64.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -22,6 +22,18 @@ void ref64_cache_free(ref64_cache *c)
 {
     free(c->row);
     free(c->var);
+}
+
+void ref64_cache_from_normal(ref64_cache *c, const mla_model_config *cfg, const void *bytes,
+                             mla_dtype dtype, float k_scale)
+{
+    const int64_t n = c->num_slots * (cfg->kv_lora + cfg->rope);
+    for (int64_t i = 0; i < n; ++i) {
+        c->row[i] = dtype == MLA_DTYPE_BF16
+                        ? mla_bf16_to_f32(((const uint16_t *)bytes)[i])
+                        : (double)mla_fp8_to_f32(((const uint8_t *)bytes)[i], dtype) * k_scale;
+        c->var[i] = 0;
+    }
 }
 
 /* y[T, N] = x[T, K] @ W[N, K]^T with the variances of the linear model;

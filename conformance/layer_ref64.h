@@ -32,8 +32,8 @@
  *                     + (2^-22 o_l)^2 (fp32 exp and normalization) + (u_out
  * o_l)^2 The tests accept |y_lib - y_ref| <= LAYER_REF64_LAMBDA * sd(y) per
  * element (6 standard deviations: a Gaussian tail of 2e-9 per element). */
-#ifndef MLA_TESTS_LAYER_REF64_H
-#define MLA_TESTS_LAYER_REF64_H
+#ifndef MLA_CONFORMANCE_LAYER_REF64_H
+#define MLA_CONFORMANCE_LAYER_REF64_H
 
 #include <stdint.h>
 
@@ -63,6 +63,11 @@ typedef struct ref64_cache {
 
 void ref64_cache_init(ref64_cache *c, const mla_model_config *cfg, int64_t num_slots);
 void ref64_cache_free(ref64_cache *c);
+/* Sets every row from a NORMAL cache's bytes (bf16, or fp8 codes times
+ * k_scale) with variance 0: a checked step then starts from the library's
+ * own cache, and only that step's arithmetic is measured. */
+void ref64_cache_from_normal(ref64_cache *c, const mla_model_config *cfg, const void *bytes,
+                             mla_dtype dtype, float k_scale);
 
 /* One step: T tokens x [T, hidden] of S sequences (cu [S + 1], ctx [S] after
  * the step, block_table [S, max_blocks] with block size bs); token t at

@@ -6,7 +6,7 @@
 #define MLA_TESTS_LAYER_MODEL_H
 
 #include "mla/mla.h"
-#include "tests/layer_ref64.h"
+#include "conformance/layer_ref64.h"
 
 typedef struct lm_buf {
     void *p;

@@ -1,5 +1,5 @@
 /* The whole layer (mla_layer_forward) against the float64 reference
- * (tests/layer_ref64.h: values in double, error scale propagated from the
+ * (conformance/layer_ref64.h: values in double, error scale propagated from the
  * library's roundings; accepted when |y - ref| <= 6 sd per element), on one
  * backend: `test_layer reference|cpu|hip` (hip: exit 77 without a GPU).
  *

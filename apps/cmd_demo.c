@@ -1,0 +1,589 @@
+/* mla demo: one MLA layer end to end on the AUTO backend: seeded weights
+ * through the safetensors generator and loader, a synthetic cache history,
+ * a chunked prefill, then decode steps with a progress line each; time per
+ * step, tokens/s, bandwidth and FLOP rate against ceilings measured in the
+ * same run, and one decode step checked against the float64 layer
+ * reference (conformance/layer_ref64.h) with its error bound. */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "apps/cmd.h"
+#include "apps/demo.h"
+#include "bench/bench_util.h"
+#include "bench/ceilings.h"
+#include "core/layer_internal.h"
+
+#define BS 16
+
+typedef struct demo_args {
+    const char *config, *weights;
+    mla_backend backend;
+    int64_t prefill, steps, batch, context;
+    int64_t seed;
+    int fp8, no_ceilings, set[4]; /* set: prefill, steps, batch, context given */
+} demo_args;
+
+typedef struct demo {
+    demo_args a;
+    mla_context *ctx;
+    mla_model_config cfg;
+    char path[512];
+    mla_layer_weights_ex w;
+    mla_plan *plan;
+    mla_cache_desc cd;
+    mla_layer_options opt;
+    int64_t bps, NB, max_ctx;
+    int32_t *bt;
+    float *hcos, *hsin;
+    mla_tensor bt_t, cos, sin, cache, icache, ws;
+    bench_rng rng;
+    int sparse;
+} demo;
+
+void usage_demo(FILE *out)
+{
+    fprintf(out,
+            "usage: mla demo [--config NAME] [--backend auto|cpu|hip|reference] [--weights FILE]\n"
+            "                [--prefill N] [--steps N] [--batch B] [--context C] [--fp8]\n"
+            "                [--seed S] [--no-ceilings]\n\n"
+            "Runs one MLA attention layer (mla_layer_forward): B sequences with C tokens of\n"
+            "synthetic cache history each, a prefill of N tokens per sequence, then decode\n"
+            "steps of one token per sequence, a progress line per step. Weights: FILE (layer\n"
+            "0, DeepSeek names), or seeded ones generated to a temporary safetensors file and\n"
+            "loaded back (--fp8: e4m3fn 128x128 blocks; kv_b_proj stays bf16). Prints time\n"
+            "per step, tokens/s, bandwidth and FLOP rate against the copy and matmul ceilings\n"
+            "measured in the same run, and the first decode step's error against the float64\n"
+            "layer reference with its bound. Defaults: DeepSeek-V3 on a GPU (B 16, C 4096,\n"
+            "N 64, 16 steps), DeepSeek-V2-Lite on the CPU (B 1, C 256, N 16, 8 steps).\n"
+            "Exit 0 when every step ran and the check is within its bound.\n");
+}
+
+static int fail(demo *d, mla_status st, const char *what)
+{
+    fprintf(stderr, "mla demo: %s: %s", what, mla_status_name(st));
+    if (d->ctx)
+        bench_print_error(stderr, d->ctx);
+    fprintf(stderr, "\n");
+    return MLA_EXIT_FAIL;
+}
+
+#define DTRY(expr, what)                                                                           \
+    do {                                                                                           \
+        mla_status s_ = (expr);                                                                    \
+        if (s_ != MLA_OK)                                                                          \
+            return fail(d, s_, what);                                                              \
+    } while (0)
+
+static int parse(int argc, char **argv, demo_args *a)
+{
+    memset(a, 0, sizeof *a);
+    a->backend = MLA_BACKEND_AUTO;
+    for (int i = 1; i < argc; ++i) {
+        const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int64_t *num = !strcmp(k, "--prefill")   ? &a->prefill
+                       : !strcmp(k, "--steps")   ? &a->steps
+                       : !strcmp(k, "--batch")   ? &a->batch
+                       : !strcmp(k, "--context") ? &a->context
+                       : !strcmp(k, "--seed")    ? &a->seed
+                                                 : NULL;
+        if (!strcmp(k, "--fp8")) {
+            a->fp8 = 1;
+        } else if (!strcmp(k, "--no-ceilings")) {
+            a->no_ceilings = 1;
+        } else if (!strcmp(k, "--help") || !strcmp(k, "-h")) {
+            usage_demo(stdout);
+            exit(MLA_EXIT_OK);
+        } else if (!v) {
+            fprintf(stderr, "mla demo: %s needs a value (or is unknown)\n", k);
+            return -1;
+        } else if (num) {
+            if (mla_app_parse_i64(v, num) || *num > 1000000) {
+                fprintf(stderr, "mla demo: bad %s '%s'\n", k, v);
+                return -1;
+            }
+            if (num != &a->seed)
+                a->set[num == &a->prefill ? 0
+                       : num == &a->steps ? 1
+                       : num == &a->batch ? 2
+                                          : 3] = 1;
+            ++i;
+        } else if (!strcmp(k, "--config")) {
+            a->config = v, ++i;
+        } else if (!strcmp(k, "--weights")) {
+            a->weights = v, ++i;
+        } else if (!strcmp(k, "--backend")) {
+            if (mla_app_parse_backend(v, &a->backend)) {
+                fprintf(stderr, "mla demo: unknown backend '%s'\n", v);
+                return -1;
+            }
+            ++i;
+        } else {
+            fprintf(stderr, "mla demo: unknown option '%s'\n", k);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* What fits the machine: DeepSeek-V3 sizes on a GPU, V2-Lite on a CPU. */
+static void pick_defaults(demo *d)
+{
+    const int gpu = mla_context_backend(d->ctx) == MLA_BACKEND_HIP;
+    demo_args *a = &d->a;
+    if (!a->config)
+        a->config = gpu ? "DeepSeek-V3" : "DeepSeek-V2-Lite";
+    const int64_t defs[2][4] = {{16, 8, 1, 256}, {64, 16, 16, 4096}};
+    int64_t *v[4] = {&a->prefill, &a->steps, &a->batch, &a->context};
+    for (int i = 0; i < 4; ++i)
+        if (!a->set[i])
+            *v[i] = defs[gpu][i];
+    if (a->batch < 1)
+        a->batch = 1;
+    if (a->prefill < 1)
+        a->prefill = 1;
+}
+
+static int setup_weights(demo *d)
+{
+    const int gen = !d->a.weights;
+    if (gen) {
+        const char *tmp = getenv("TMPDIR");
+        snprintf(d->path, sizeof d->path, "%s/mla-demo-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+        int fd = mkstemp(d->path);
+        if (fd < 0) {
+            fprintf(stderr, "mla demo: cannot create a temporary file in %s\n", d->path);
+            return MLA_EXIT_FAIL;
+        }
+        close(fd);
+        const mla_weight_format f = d->a.fp8 ? MLA_WEIGHT_FP8_BLOCK : MLA_WEIGHT_BF16;
+        mla_layer_weight_formats fm = {f, f, f, MLA_WEIGHT_BF16, f, 0, 0, 0};
+        const double t0 = bench_now();
+        mla_status st =
+            mla_weights_generate(d->ctx, d->path, &d->cfg, 0, 1, (uint64_t)d->a.seed, &fm);
+        if (st != MLA_OK) {
+            unlink(d->path);
+            return fail(d, st, "generating the weights");
+        }
+        printf("weights: seeded (seed %lld, %s) -> %s, %.2f s\n", (long long)d->a.seed,
+               d->a.fp8 ? "fp8 blocks, kv_b_proj bf16" : "bf16", d->path, bench_now() - t0);
+    } else {
+        snprintf(d->path, sizeof d->path, "%s", d->a.weights);
+    }
+    mla_safetensors *f = NULL;
+    const double t0 = bench_now();
+    DTRY(mla_safetensors_open(d->ctx, d->path, &f), d->path);
+    mla_status st = mla_layer_weights_load(d->ctx, f, &d->cfg, 0, NULL, &d->w);
+    mla_safetensors_close(f);
+    if (st != MLA_OK)
+        return fail(d, st, "loading layer 0");
+    printf("weights: loaded %.1f MiB into %s memory in %.2f s\n",
+           (double)d->w.storage_bytes / 1048576.0, mla_memory_name(mla_context_memory(d->ctx)),
+           bench_now() - t0);
+    return MLA_EXIT_OK;
+}
+
+static mla_tensor dev_tensor(demo *d, mla_dtype dt, int32_t ndim, const int64_t *shape,
+                             const void *host, mla_status *st)
+{
+    mla_tensor t;
+    mla_tensor_init(&t, NULL, dt, mla_context_memory(d->ctx), ndim, shape);
+    size_t b = (size_t)mla_tensor_numel(&t) * mla_dtype_size(dt);
+    void *p = NULL;
+    if (*st == MLA_OK)
+        *st = mla_malloc(d->ctx, b ? b : 1, &p);
+    if (*st == MLA_OK && host)
+        *st = mla_memcpy(d->ctx, p, host, b, MLA_COPY_HOST_TO_CONTEXT);
+    else if (*st == MLA_OK)
+        *st = mla_memset(d->ctx, p, 0, b ? b : 1);
+    t.data = p;
+    return t;
+}
+
+static void free_tensor(demo *d, mla_tensor *t)
+{
+    if (t->data)
+        mla_free(d->ctx, t->data);
+    t->data = NULL;
+}
+
+/* Random bf16 rows [n, cols] in context memory, |x| in [2^-3, 2). */
+static mla_tensor random_rows(demo *d, int64_t n, int64_t cols, mla_status *st)
+{
+    uint16_t *h = malloc((size_t)(n * cols) * 2);
+    bench_fill_host(&d->rng, h, MLA_DTYPE_BF16, n * cols, BENCH_FILL_ACT);
+    mla_tensor t = dev_tensor(d, MLA_DTYPE_BF16, 2, (int64_t[]){n, cols}, h, st);
+    free(h);
+    return t;
+}
+
+static int setup_cache(demo *d)
+{
+    const mla_model_config *c = &d->cfg;
+    const int64_t B = d->a.batch;
+    mla_status st = MLA_OK;
+    d->max_ctx = d->a.context + d->a.prefill + d->a.steps;
+    d->bps = (d->max_ctx + BS - 1) / BS;
+    d->NB = B * d->bps;
+    d->bt = malloc((size_t)(B * d->bps) * 4);
+    for (int64_t i = 0; i < B * d->bps; ++i)
+        d->bt[i] = (int32_t)i;
+    d->bt_t = dev_tensor(d, MLA_DTYPE_I32, 2, (int64_t[]){B, d->bps}, d->bt, &st);
+    d->cd =
+        (mla_cache_desc){MLA_CACHE_NORMAL, MLA_DTYPE_BF16, d->NB, BS, c->kv_lora, c->rope, 1.0f};
+    int64_t bb = 0;
+    DTRY(mla_cache_block_bytes(&d->cd, &bb), "cache");
+    d->cache = dev_tensor(d, MLA_DTYPE_U8, 2, (int64_t[]){d->NB, bb}, NULL, &st);
+    mla_layer_options_default(c, &d->cd, &d->opt);
+    d->sparse = c->index_heads > 0 && c->q_lora > 0;
+    if (d->sparse) {
+        DTRY(mla_indexer_cache_block_bytes(&d->opt.index_cache, &bb), "indexer cache");
+        d->icache = dev_tensor(d, MLA_DTYPE_U8, 2, (int64_t[]){d->NB, bb}, NULL, &st);
+    }
+    const int64_t P = d->cfg.max_pos, half = c->rope / 2;
+    d->hcos = malloc((size_t)(P * half) * 4), d->hsin = malloc((size_t)(P * half) * 4);
+    if (st == MLA_OK)
+        st = mla_rope_table_build(&c->rope_cfg, P, d->hcos, d->hsin);
+    d->cos = dev_tensor(d, MLA_DTYPE_F32, 2, (int64_t[]){P, half}, d->hcos, &st);
+    d->sin = dev_tensor(d, MLA_DTYPE_F32, 2, (int64_t[]){P, half}, d->hsin, &st);
+    DTRY(st, "allocating the cache");
+    mla_plan_options po;
+    mla_plan_options_default(mla_context_target(d->ctx), &po);
+    po.weight_dtype = d->a.fp8 ? MLA_DTYPE_FP8_E4M3FN : MLA_DTYPE_BF16;
+    DTRY(mla_plan_create(c, &po, &d->plan), "plan");
+    int64_t w0 = 0, w1 = 0;
+    DTRY(mla_layer_workspace_bytes(d->ctx, d->plan, &d->opt, B * d->a.prefill, B, d->max_ctx, &w0),
+         "workspace");
+    DTRY(mla_layer_workspace_bytes(d->ctx, d->plan, &d->opt, B, B, d->max_ctx, &w1), "workspace");
+    d->ws = dev_tensor(d, MLA_DTYPE_U8, 1, (int64_t[]){w0 > w1 ? w0 : w1}, NULL, &st);
+    DTRY(st, "allocating the workspace");
+    printf("cache: %lld blocks of %d tokens (%.1f MiB), workspace %.1f MiB, RoPE at %s\n",
+           (long long)d->NB, BS, (double)(d->NB * bb) / 1048576.0,
+           (double)(w0 > w1 ? w0 : w1) / 1048576.0,
+           mla_rope_site_name(mla_plan_rope_site(d->plan)));
+    return MLA_EXIT_OK;
+}
+
+/* The synthetic history: C random latent rows per sequence (and indexer
+ * keys), written straight to the cache in chunks. */
+static int history(demo *d)
+{
+    const mla_model_config *c = &d->cfg;
+    const int64_t C = d->a.context, chunk = 4096;
+    for (int64_t s = 0; s < d->a.batch; ++s)
+        for (int64_t t0 = 0; t0 < C; t0 += chunk) {
+            const int64_t n = C - t0 < chunk ? C - t0 : chunk;
+            mla_status st = MLA_OK;
+            int64_t *sl = malloc((size_t)n * 8);
+            for (int64_t i = 0; i < n; ++i)
+                sl[i] = (int64_t)d->bt[s * d->bps + (t0 + i) / BS] * BS + (t0 + i) % BS;
+            mla_tensor slots = dev_tensor(d, MLA_DTYPE_I64, 1, &n, sl, &st);
+            mla_tensor kn = random_rows(d, n, c->kv_lora, &st);
+            mla_tensor kp = random_rows(d, n, c->rope, &st);
+            if (st == MLA_OK)
+                st = mla_cache_write(d->ctx, &d->cd, &d->cache, &kn, &kp, &slots);
+            mla_tensor ki = {0};
+            if (d->sparse) {
+                ki = random_rows(d, n, c->index_head_dim, &st);
+                if (st == MLA_OK)
+                    st = mla_indexer_k_cache_write(d->ctx, &d->opt.index_cache, &d->icache, &ki,
+                                                   &slots);
+            }
+            free_tensor(d, &slots), free_tensor(d, &kn), free_tensor(d, &kp), free_tensor(d, &ki);
+            free(sl);
+            DTRY(st, "writing the cache history");
+        }
+    return MLA_EXIT_OK;
+}
+
+typedef struct step_in {
+    int64_t T;
+    uint16_t *x; /* [T, hidden] bf16 */
+    int64_t *pos, *slot;
+    int32_t *cu, *ctxl; /* cu NULL: one token per sequence */
+} step_in;
+
+typedef struct step_out {
+    double seconds;
+    float *y;      /* host copy of y [T, hidden] when asked for */
+    int32_t *topk; /* sparse: host copy of row 0's top-k when asked for */
+} step_out;
+
+static int run_step(demo *d, const step_in *in, mla_layer_plan **lp, int want, step_out *out)
+{
+    const mla_model_config *c = &d->cfg;
+    const int64_t T = in->T, B = d->a.batch;
+    mla_status st = MLA_OK;
+    mla_tensor x = dev_tensor(d, MLA_DTYPE_BF16, 2, (int64_t[]){T, c->hidden}, in->x, &st);
+    mla_tensor y = dev_tensor(d, MLA_DTYPE_F32, 2, (int64_t[]){T, c->hidden}, NULL, &st);
+    mla_tensor pos = dev_tensor(d, MLA_DTYPE_I64, 1, &T, in->pos, &st);
+    mla_tensor slot = dev_tensor(d, MLA_DTYPE_I64, 1, &T, in->slot, &st);
+    mla_tensor cl = dev_tensor(d, MLA_DTYPE_I32, 1, &B, in->ctxl, &st);
+    mla_tensor cu = dev_tensor(d, MLA_DTYPE_I32, 1, (int64_t[]){B + 1}, in->cu, &st);
+    mla_layer_batch b = {&pos, &slot, &d->bt_t, &cl, in->cu ? &cu : NULL, 1};
+    mla_layer_buffers bufs = {&d->cos, &d->sin, &d->cache, d->sparse ? &d->icache : NULL, &d->ws};
+    if (st == MLA_OK)
+        st = *lp ? mla_layer_plan_update(d->ctx, *lp, &b)
+                 : mla_layer_plan_create(d->ctx, d->plan, &d->cd, &d->opt, &b, d->max_ctx, &bufs,
+                                         lp);
+    const double t0 = bench_now();
+    if (st == MLA_OK)
+        st = mla_layer_forward(d->ctx, *lp, &d->w, &x, &y);
+    if (st == MLA_OK)
+        st = mla_context_synchronize(d->ctx);
+    out->seconds = bench_now() - t0;
+    if (st == MLA_OK && want) {
+        out->y = malloc((size_t)(T * c->hidden) * 4);
+        st = mla_memcpy(d->ctx, out->y, y.data, (size_t)(T * c->hidden) * 4,
+                        MLA_COPY_CONTEXT_TO_HOST);
+        if (st == MLA_OK && mla_layer_plan_sparse(*lp)) {
+            out->topk = malloc((size_t)c->index_topk * 4);
+            st = mla_memcpy(d->ctx, out->topk, (uint8_t *)d->ws.data + (*lp)->ws.topk,
+                            (size_t)c->index_topk * 4, MLA_COPY_CONTEXT_TO_HOST);
+        }
+    }
+    mla_tensor all[] = {x, y, pos, slot, cl, cu};
+    for (int i = 0; i < 6; ++i)
+        free_tensor(d, &all[i]);
+    DTRY(st, "layer step");
+    return MLA_EXIT_OK;
+}
+
+/* Bytes a decode step must move at least (every weight once, every cached
+ * row it attends to once) and the FLOPs it does, for the ceilings. */
+static void step_cost(const demo *d, const int32_t *ctxl, double *bytes, double *flops)
+{
+    const mla_model_config *c = &d->cfg;
+    const mla_layer_weights *w = &d->w.base;
+    const mla_weight *ws[] = {&w->q_a_proj, &w->q_b_proj, &w->kv_a_proj_with_mqa, &w->kv_b_proj,
+                              &w->o_proj};
+    double wb = 0;
+    for (int i = 0; i < 5; ++i)
+        if (ws[i]->w.data) {
+            wb += (double)mla_tensor_numel(&ws[i]->w) * (double)mla_dtype_size(ws[i]->w.dtype);
+            if (ws[i]->scale.data)
+                wb += (double)mla_tensor_numel(&ws[i]->scale) * 4.0;
+        }
+    const double H = (double)c->heads, L = (double)c->kv_lora, R = (double)c->rope;
+    const double qin = c->q_lora ? (double)c->q_lora : (double)c->hidden;
+    const double per_tok = 2.0 * ((double)c->hidden * ((double)c->q_lora + L + R) +
+                                  qin * H * ((double)c->nope + R) + H * (double)c->nope * L +
+                                  H * L * (double)c->v + H * (double)c->v * (double)c->hidden);
+    double keys = 0, fl = 0;
+    for (int64_t s = 0; s < d->a.batch; ++s) {
+        const double k = d->sparse && ctxl[s] > c->index_topk ? (double)c->index_topk : ctxl[s];
+        keys += k;
+        fl += per_tok + 2.0 * H * k * (L + R) + 2.0 * H * k * L;
+        if (d->sparse) /* the indexer scores every key */
+            fl += 2.0 * (double)c->index_heads * (double)c->index_head_dim * ctxl[s];
+    }
+    *bytes = wb + keys * (L + R) * 2.0;
+    *flops = fl;
+}
+
+/* The first decode step of sequence 0 against the float64 layer reference
+ * started from the library's own cache (so only this step's arithmetic is
+ * measured): max abs / rel error next to the bound, 6 propagated standard
+ * deviations per element. Returns 0 within the bound. */
+static int check(demo *d, const uint8_t *cache_before, const step_in *in, const step_out *out)
+{
+    const mla_model_config *c = &d->cfg;
+    demo_ref r;
+    char err[256];
+    const double t0 = bench_now();
+    if (demo_ref_load(d->path, c, d->hcos, d->hsin, &r, err, sizeof err) != 0) {
+        printf("check: not run (%s)\n", err);
+        return 0;
+    }
+    ref64_cache rc;
+    ref64_cache_init(&rc, c, d->NB * BS);
+    ref64_cache_from_normal(&rc, c, cache_before, MLA_DTYPE_BF16, 1.0f);
+    const int64_t H = c->hidden;
+    double *x = malloc((size_t)H * 8), *y = malloc((size_t)H * 8), *sd = malloc((size_t)H * 8);
+    for (int64_t i = 0; i < H; ++i) /* the step's x, as the library got it */
+        x[i] = mla_bf16_to_f32(in->x[i]);
+    const int32_t cu[2] = {0, 1};
+    ref64_step(&r.m, &rc, 1, x, in->pos, in->slot, 1, cu, in->ctxl, d->bt, d->bps, BS, out->topk,
+               c->index_topk, y, sd);
+    double max_abs = 0, max_rel = 0, worst = 0, bound_at_worst = 0, ymax = 0;
+    for (int64_t i = 0; i < H; ++i) {
+        const double e = fabs(out->y[i] - y[i]), b = LAYER_REF64_LAMBDA * sd[i];
+        max_abs = e > max_abs ? e : max_abs;
+        ymax = fabs(y[i]) > ymax ? fabs(y[i]) : ymax;
+        if (e / b > worst)
+            worst = e / b, bound_at_worst = b;
+    }
+    max_rel = max_abs / (ymax > 0 ? ymax : 1);
+    printf("check: first decode step, sequence 0, against the float64 layer reference (%.1f s):\n"
+           "       max |err| %.3g, max |err| / max |y| %.3g; bound 6 sd per element (propagated\n"
+           "       from the bf16 roundings), worst element at %.2f of its bound (%.3g): %s\n",
+           bench_now() - t0, max_abs, max_rel, worst, bound_at_worst,
+           worst <= 1.0 ? "within" : "OUTSIDE");
+    free(x), free(y), free(sd);
+    ref64_cache_free(&rc);
+    demo_ref_free(&r);
+    return worst <= 1.0 ? 0 : -1;
+}
+
+static void fill_step(demo *d, step_in *in, int64_t T, int prefill)
+{
+    const int64_t B = d->a.batch, N = d->a.prefill;
+    in->T = T;
+    bench_fill_host(&d->rng, in->x, MLA_DTYPE_BF16, T * d->cfg.hidden, BENCH_FILL_ACT);
+    for (int64_t s = 0; s < B; ++s) {
+        const int64_t n = prefill ? N : 1;
+        if (prefill)
+            in->cu[s + 1] = (int32_t)((s + 1) * N);
+        for (int64_t j = 0; j < n; ++j) {
+            const int64_t r = prefill ? s * N + j : s, p = in->ctxl[s] + j;
+            in->pos[r] = p;
+            in->slot[r] = (int64_t)d->bt[s * d->bps + p / BS] * BS + p % BS;
+        }
+        in->ctxl[s] += (int32_t)n;
+    }
+}
+
+static void print_ceilings(const bench_ceilings *cl)
+{
+    printf("ceilings (this run): copy %.1f GB/s (%s); matmul %.1f GFLOP/s (%s)\n", cl->copy_gbs,
+           cl->copy_how, cl->matmul_gflops, cl->matmul_how);
+}
+
+static int run(demo *d)
+{
+    const int64_t B = d->a.batch, N = d->a.prefill, Tmax = B * N > B ? B * N : B;
+    int rc = setup_weights(d);
+    if (rc == MLA_EXIT_OK)
+        rc = setup_cache(d);
+    if (rc == MLA_EXIT_OK)
+        rc = history(d);
+    if (rc != MLA_EXIT_OK)
+        return rc;
+    bench_ceilings cl;
+    memset(&cl, 0, sizeof cl);
+    if (!d->a.no_ceilings) {
+        bench_ceiling_options co;
+        bench_ceiling_options_default(&co);
+        co.reps = 3;
+        co.max_call_s = 0.25;
+        bench_measure_ceilings(d->ctx, &co, &cl, NULL);
+        print_ceilings(&cl);
+    }
+    step_in in = {0,
+                  malloc((size_t)(Tmax * d->cfg.hidden) * 2),
+                  malloc((size_t)Tmax * 8),
+                  malloc((size_t)Tmax * 8),
+                  calloc((size_t)B + 1, 4),
+                  calloc((size_t)B, 4)};
+    for (int64_t s = 0; s < B; ++s)
+        in.ctxl[s] = (int32_t)d->a.context;
+    mla_layer_plan *pre = NULL, *dec = NULL;
+    step_out o = {0};
+    fill_step(d, &in, B * N, 1);
+    rc = run_step(d, &in, &pre, 0, &o);
+    if (rc == MLA_EXIT_OK)
+        printf(
+            "prefill: %lld sequences x %lld tokens after %lld of history: %.2f ms, %.0f tokens/s\n",
+            (long long)B, (long long)N, (long long)d->a.context, o.seconds * 1e3,
+            (double)(B * N) / o.seconds);
+    double *times = calloc((size_t)d->a.steps + 1, 8), bytes = 0, flops = 0;
+    int checked = 0, check_rc = 0;
+    int32_t *cu_keep = in.cu;
+    in.cu = NULL;
+    for (int64_t i = 0; rc == MLA_EXIT_OK && i < d->a.steps; ++i) {
+        fill_step(d, &in, B, 0);
+        uint8_t *before = NULL;
+        if (i == 0) { /* the checked step: the cache as it was before it */
+            before = malloc((size_t)mla_tensor_numel(&d->cache));
+            mla_memcpy(d->ctx, before, d->cache.data, (size_t)mla_tensor_numel(&d->cache),
+                       MLA_COPY_CONTEXT_TO_HOST);
+        }
+        step_out so = {0};
+        rc = run_step(d, &in, &dec, i == 0, &so);
+        if (rc != MLA_EXIT_OK) {
+            free(before);
+            break;
+        }
+        step_cost(d, in.ctxl, &bytes, &flops);
+        times[i] = so.seconds;
+        const double gbs = bytes / so.seconds / 1e9, gfs = flops / so.seconds / 1e9;
+        printf("step %3lld/%lld: context %6d  %8.3f ms  %9.1f tokens/s  %7.1f GB/s",
+               (long long)i + 1, (long long)d->a.steps, in.ctxl[0], so.seconds * 1e3,
+               (double)B / so.seconds, gbs);
+        if (cl.copy_gbs > 0)
+            printf(" (%4.1f%% of copy)", 100.0 * gbs / cl.copy_gbs);
+        printf("  %8.1f GFLOP/s", gfs);
+        if (cl.matmul_gflops > 0)
+            printf(" (%4.1f%% of matmul)", 100.0 * gfs / cl.matmul_gflops);
+        printf("\n");
+        fflush(stdout);
+        if (i == 0) {
+            check_rc = check(d, before, &in, &so);
+            checked = 1;
+        }
+        free(before), free(so.y), free(so.topk);
+    }
+    if (rc == MLA_EXIT_OK && d->a.steps > 0) {
+        const double med = bench_median(times, (int)d->a.steps);
+        printf(
+            "decode: median step %.3f ms, %.1f tokens/s (batch %lld); last step moved >= %.1f MB "
+            "and did %.2f GFLOP\n",
+            med * 1e3, (double)B / med, (long long)B, bytes / 1e6, flops / 1e9);
+    }
+    in.cu = cu_keep;
+    free(in.x), free(in.pos), free(in.slot), free(in.cu), free(in.ctxl), free(times);
+    mla_layer_plan_destroy(pre);
+    mla_layer_plan_destroy(dec);
+    if (rc == MLA_EXIT_OK && checked && check_rc != 0)
+        rc = MLA_EXIT_FAIL;
+    return rc;
+}
+
+static void cleanup(demo *d)
+{
+    mla_tensor *all[] = {&d->bt_t, &d->cos, &d->sin, &d->cache, &d->icache, &d->ws};
+    for (int i = 0; i < 6; ++i)
+        free_tensor(d, all[i]);
+    if (d->w.storage)
+        mla_layer_weights_free(d->ctx, &d->w);
+    mla_plan_destroy(d->plan);
+    if (!d->a.weights && d->path[0])
+        unlink(d->path);
+    free(d->bt), free(d->hcos), free(d->hsin);
+    mla_context_destroy(d->ctx);
+}
+
+int cmd_demo(int argc, char **argv)
+{
+    demo d;
+    memset(&d, 0, sizeof d);
+    if (parse(argc, argv, &d.a))
+        return MLA_EXIT_USAGE;
+    mla_status st = mla_context_create(d.a.backend, NULL, &d.ctx);
+    if (st != MLA_OK) {
+        fprintf(stderr, "mla demo: no %s context: %s\n", mla_backend_name(d.a.backend),
+                mla_status_name(st));
+        return MLA_EXIT_FAIL;
+    }
+    pick_defaults(&d);
+    if (mla_model_config_preset(d.a.config, &d.cfg) != MLA_OK) {
+        fprintf(stderr, "mla demo: unknown config '%s' (`mla plan --list`)\n", d.a.config);
+        mla_context_destroy(d.ctx);
+        return MLA_EXIT_USAGE;
+    }
+    /* the table's rows do not depend on its length: only what the run reaches */
+    const int64_t reach = d.a.context + d.a.prefill + d.a.steps;
+    d.cfg.max_pos = reach < d.cfg.max_pos ? (reach > 4096 ? reach : 4096) : d.cfg.max_pos;
+    bench_rng_seed(&d.rng, (uint64_t)d.a.seed + 1);
+    printf("mla demo: %s on %s (%s)%s%s\n", d.cfg.name,
+           mla_backend_name(mla_context_backend(d.ctx)), mla_context_device_name(d.ctx),
+           *mla_context_fallback_reason(d.ctx) ? "; AUTO: " : "",
+           mla_context_fallback_reason(d.ctx));
+    const double t0 = bench_now();
+    int rc = run(&d);
+    cleanup(&d);
+    printf("mla demo: %s in %.1f s\n", rc == MLA_EXIT_OK ? "done" : "FAILED", bench_now() - t0);
+    return rc;
+}
