@@ -6,4 +6,4 @@ bash tools/deps.sh
 cmake --preset default >/dev/null
 cmake --build --preset default
 ./build/default/apps/mla info
-./build/default/apps/mla conformance --backend all
+./build/default/apps/mla demo
