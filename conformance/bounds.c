@@ -88,3 +88,95 @@ int conf_mxfp4_scale_byte(float a)
         e = -127;
     return (e < -127 ? -127 : e > 127 ? 127 : e) + 127;
 }
+
+/* Attention (mla_attention_run), one (row, head) with n visible keys, exact
+ * scores s_t, magnitudes sigma_t = scale * sum_d |q_d k_d| (D dims), value
+ * rows v_t, an optional sink. The reference evaluates in float64
+ *
+ *     m = max(s_t, sink),  p_t = e^(s_t - m),  Z = sum_t p_t (+ e^(sink - m)),
+ *     o = sum_t p_t v_t / Z,  lse = m + ln Z,  pi_t = p_t / Z,
+ *
+ * and the bound allows the fastest legitimate fp32 kernel:
+ *
+ * 1. Exponent arguments. Lambda = max(sigma_t, |sink|) + ln(n + 2) bounds
+ *    |s_t|, |m|, |lse| and every split's partial lse. The score's fp32 dot
+ *    product in any order, with q's and k's dequantization (code * scale),
+ *    the softmax scale and a log2(e) folded in (the constant's rounding and
+ *    its product): gamma_{D+6} sigma_t. Forming the argument (m times the
+ *    folded constant, the subtraction, an FMA or not): 4 u Lambda.
+ * 2. exp / exp2 (SLEEF, expf, exp2f, ex2.approx): 4 ulps, eps_e = 8u.
+ * 3. Online softmax: each term is rescaled by e^(m_old - m_new) whenever the
+ *    running maximum grows, at most n times, each time eps_e for the exp,
+ *    3 u Lambda for its argument and u for the product: n (eps_e + u + 3u Lambda).
+ * 4. The split combine: partials stored in fp32 (u), lse_i = m_i + ln Z_i
+ *    (a log of eps_l = 8u relative to ln Z_i <= ln(n + 2), a sum u Lambda),
+ *    e^(lse_i - lse) (eps_e, argument 4 u Lambda): eps_e + 6u Lambda +
+ *    2 eps_l ln(n + 2) + u.
+ *    Together the weight of term t carries a relative error rho_t =
+ *    e^(eta_t) - 1 with eta_t the sum of 1-4 (the sink's: 1-4 without the
+ *    dot product, its logit is exact).
+ * 5. P rounded to bf16 before P @ V (FlashMLA; RNE: 2^-9 relative) and the
+ *    fp32 accumulation of P @ V over n keys, any order, with a value's
+ *    dequantization: kappa = 2^-9 + gamma_{n+2} (1 + 2^-9), on the
+ *    numerator only (the row sum Z uses the unrounded P).
+ * 6. Z: n + 1 positive terms summed in fp32: relative
+ *    zeta = (sum_t pi_t rho_t + pi_sink rho_sink)(1 + gamma_{n+1}) + gamma_{n+1}.
+ * Then, with W_i = sum_t pi_t |v_ti| and |o_i| <= W_i,
+ *
+ *     |o~_i - o_i| <= (sum_t pi_t |v_ti| (rho_t + kappa (1 + rho_t)) + |o_i| zeta) / (1 - zeta)
+ *
+ * plus n 2^-125 max_t |v_ti| for probabilities below fp32's normal range
+ * (flushed to zero on GPUs; Z >= 1), plus the float64 reference's own
+ * error, 2 gamma64_{D+n+8} (1 + Lambda) W_i. And
+ *
+ *     |lse~ - lse| <= -ln(1 - zeta) + 2 eps_l ln(n + 2) + 4u Lambda + gamma64_{D+n+8} (1 + Lambda)
+ *
+ * (ln of Z's relative error, the log itself, the final m + ln Z and a
+ * log2 -> ln conversion). The comparator adds one ulp of the output dtype
+ * (the backend's and the reference's final roundings). Every term scales
+ * with the row's own magnitudes: a kernel that drops or adds a key, reads a
+ * wrong layout or ignores the causal mask is off by about pi_t |v_t - o|,
+ * far above. */
+void conf_attention_tol(const conf_attn_row *w, double *tol_o, double *tol_lse)
+{
+    const int64_t n = w->n, L = w->L;
+    if (n == 0) {
+        for (int64_t i = 0; i < L; ++i)
+            tol_o[i] = 0.0;
+        *tol_lse = 0.0;
+        return;
+    }
+    double m = w->has_sink ? w->sink : -INFINITY, lam = w->has_sink ? fabs(w->sink) : 0.0;
+    for (int64_t t = 0; t < n; ++t) {
+        m = fmax(m, w->score[t]);
+        lam = fmax(lam, w->mag[t]);
+    }
+    lam += log((double)n + 2.0);
+    const double u = U32, ee = 8.0 * u, el = 8.0 * u, ln_n = log((double)n + 2.0);
+    const double shared = 4.0 * u * lam + ee + (double)n * (ee + u + 3.0 * u * lam) +
+                          (ee + 6.0 * u * lam + 2.0 * el * ln_n + u);
+    double Z = w->has_sink ? exp(w->sink - m) : 0.0;
+    for (int64_t t = 0; t < n; ++t)
+        Z += exp(w->score[t] - m);
+    const double g_dot = gamma_n((double)w->D + 6.0, u), g_sum = gamma_n((double)n + 1.0, u);
+    double zeta = w->has_sink ? exp(w->sink - m) / Z * expm1(shared) : 0.0;
+    for (int64_t t = 0; t < n; ++t)
+        zeta += exp(w->score[t] - m) / Z * expm1(g_dot * w->mag[t] + shared);
+    zeta = zeta * (1.0 + g_sum) + g_sum;
+    const double kappa = 0x1p-9 + gamma_n((double)n + 2.0, u) * (1.0 + 0x1p-9);
+    const double ref = gamma_n((double)(w->D + n + 8), U64) * (1.0 + lam);
+    for (int64_t i = 0; i < L; ++i) {
+        double num = 0.0, W = 0.0, o = 0.0, vmax = 0.0;
+        for (int64_t t = 0; t < n; ++t) {
+            const double pi = exp(w->score[t] - m) / Z, v = w->v[t][i];
+            const double rho = expm1(g_dot * w->mag[t] + shared);
+            num += pi * fabs(v) * (rho + kappa * (1.0 + rho));
+            W += pi * fabs(v);
+            o += pi * v;
+            vmax = fmax(vmax, fabs(v));
+        }
+        tol_o[i] = (num + fabs(o) * zeta) / (1.0 - zeta) + (double)n * 0x1p-125 * vmax +
+                   2.0 * ref * W;
+    }
+    *tol_lse = -log1p(-zeta) + 2.0 * el * ln_n + 4.0 * u * lam + ref;
+}

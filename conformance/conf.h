@@ -174,6 +174,7 @@ extern const conf_suite conf_suite_indexer_rope_k_cache;
 extern const conf_suite conf_suite_indexer_logits;
 extern const conf_suite conf_suite_topk;
 extern const conf_suite conf_suite_indexer_head_weights;
+extern const conf_suite conf_suite_attention;
 
 /* Adds an argument with the given logical shape and layout; inputs get a
  * buffer filled with poison (so a kernel that reads a gap sees NaNs). */
@@ -280,6 +281,20 @@ double conf_gemm_tol(int64_t K, double S);
 double conf_norm_rel(int64_t D);
 /* RMSNorm of input args ix (x [T, D]) and iw (w [D]) in float64 into y [T * D]. */
 void conf_rmsnorm_exact(const conf_problem *p, int ix, int iw, double eps, double *y);
+/* One (row, head) of an attention, as the bound sees it: the n visible keys
+ * (a key listed twice counts twice) with their exact scores, their
+ * magnitudes scale * sum_d |q_d k_d| over the D = L + R dims, their value
+ * rows (L values), and the sink logit if any. */
+typedef struct conf_attn_row {
+    int64_t n, D, L;
+    double *score, *mag;
+    const double **v;
+    int has_sink;
+    double sink;
+} conf_attn_row;
+/* Allowed |got - want| of o[row, h, 0..L) (tol_o) and of lse[row, h]
+ * (*tol_lse) before the output roundings (see bounds.c); 0 when n == 0. */
+void conf_attention_tol(const conf_attn_row *row, double *tol_o, double *tol_lse);
 /* The MXFP4 production rule's e8m0 scale byte for a block maximum a >= 0. */
 int conf_mxfp4_scale_byte(float a);
 

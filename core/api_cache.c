@@ -75,7 +75,7 @@ mla_status mla_cache_block_bytes(const mla_cache_desc *desc, int64_t *block_byte
 
 /* The cache tensor: U8 [num_blocks, >= block_bytes] with unit inner stride. */
 mla_status mla_check_cache(mla_context *ctx, const mla_cache_desc *d, const mla_tensor *cache,
-                              int64_t *block_bytes)
+                           int64_t *block_bytes)
 {
     MLA_TRY(desc_block_bytes(ctx, d, block_bytes));
     MLA_TRY(mla_check_tensor(ctx, cache, "cache", 2));
@@ -90,7 +90,7 @@ mla_status mla_check_cache(mla_context *ctx, const mla_cache_desc *d, const mla_
 
 /* k_nope [T, L] and k_pe [T, R], float. */
 mla_status mla_check_cache_k(mla_context *ctx, const mla_cache_desc *d, const mla_tensor *k_nope,
-                          const mla_tensor *k_pe)
+                             const mla_tensor *k_pe)
 {
     MLA_TRY(mla_check_tensor(ctx, k_nope, "k_nope", 2));
     MLA_TRY(mla_check_dtype(ctx, k_nope, "k_nope", MLA_DT_FLOAT));
@@ -109,8 +109,8 @@ static int cmp_i64(const void *a, const void *b)
 
 /* slots [T]: each < capacity; negative = skip; no slot written twice (two
  * writers of one slot would race on a GPU). */
-mla_status mla_check_cache_slots(mla_context *ctx, const mla_cache_desc *d, const mla_tensor *slots,
-                              int64_t T)
+mla_status mla_check_cache_slots(mla_context *ctx, const mla_cache_desc *d,
+                                 const mla_tensor *slots, int64_t T)
 {
     MLA_TRY(mla_check_tensor(ctx, slots, "slots", 1));
     MLA_TRY(mla_check_dtype(ctx, slots, "slots", MLA_DT(MLA_DTYPE_I32) | MLA_DT(MLA_DTYPE_I64)));

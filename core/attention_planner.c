@@ -21,106 +21,111 @@
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 /* The split count of each sequence before the chunking, into n[s]. */
-static void choose_splits(const mla_attention_plan *plan, const int64_t *len,
-                          int32_t units, int32_t cap, int32_t *n) {
-  const int64_t S = plan->S, forced = plan->desc.num_splits;
-  int64_t busy = 0, total = 0;
-  for (int64_t s = 0; s < S; ++s) {
-    busy += len[s] > 0;
-    total += len[s];
-  }
-  const int64_t U = units > 0 ? units : 1;
-  for (int64_t s = 0; s < S; ++s) {
-    int64_t k = 1;
-    if (len[s] == 0) {
-      k = 0;
-    } else if (forced >= 1) {
-      k = forced;
-    } else if (busy < U) {
-      k = (int64_t)ceil(2.0 * (double)U * (double)len[s] / (double)total);
-      const int64_t by_len = ceil_div(len[s], MLA_ATTN_CHUNK);
-      k = k < 1 ? 1 : k > by_len ? by_len : k;
+static void choose_splits(const mla_attention_plan *plan, const int64_t *len, int32_t units,
+                          int32_t cap, int32_t *n)
+{
+    const int64_t S = plan->S, forced = plan->desc.num_splits;
+    int64_t busy = 0, total = 0;
+    for (int64_t s = 0; s < S; ++s) {
+        busy += len[s] > 0;
+        total += len[s];
     }
-    n[s] = (int32_t)(k > cap ? cap : k);
-  }
+    const int64_t U = units > 0 ? units : 1;
+    for (int64_t s = 0; s < S; ++s) {
+        int64_t k = 1;
+        if (len[s] == 0) {
+            k = 0;
+        } else if (forced >= 1) {
+            k = forced;
+        } else if (busy < U) {
+            k = (int64_t)ceil(2.0 * (double)U * (double)len[s] / (double)total);
+            const int64_t by_len = ceil_div(len[s], MLA_ATTN_CHUNK);
+            k = k < 1 ? 1 : k > by_len ? by_len : k;
+        }
+        n[s] = (int32_t)(k > cap ? cap : k);
+    }
 }
 
-void mla_attention_schedule(mla_attention_plan *plan, const int64_t *len,
-                            int32_t compute_units) {
-  const int64_t S = plan->S;
-  const int forced = plan->desc.num_splits > 1;
-  if (plan->max_splits == 0) /* create: the capacity */
-    plan->max_splits = plan->desc.num_splits >= 1 ? plan->desc.num_splits
-                                                  : MLA_ATTN_AUTO_SPLITS;
-  choose_splits(plan, len, compute_units, plan->max_splits, plan->splits_host);
-  int64_t w = 0;
-  for (int64_t s = 0; s < S; ++s) {
-    const int64_t n = plan->splits_host[s];
-    if (n == 0)
-      continue;
-    const int64_t chunk =
-        ceil_div(ceil_div(len[s], n), MLA_ATTN_CHUNK) * MLA_ATTN_CHUNK;
-    const int64_t items = forced ? n : ceil_div(len[s], chunk);
-    for (int64_t i = 0; i < items; ++i, ++w) {
-      const int64_t b = i * chunk < len[s] ? i * chunk : len[s];
-      const int64_t e = b + chunk < len[s] ? b + chunk : len[s];
-      plan->work_host[w] =
-          (mla_attention_work){(int32_t)s, (int32_t)i, (int32_t)b, (int32_t)e};
+void mla_attention_schedule(mla_attention_plan *plan, const int64_t *len, int32_t compute_units)
+{
+    const int64_t S = plan->S;
+    const int forced = plan->desc.num_splits > 1;
+    /* create (max_splits 0): the capacity is the forced count, or what the
+     * plan chose for the lengths at hand (so an unsplit plan has no partial
+     * buffers); updates stay within it */
+    const int creating = plan->max_splits == 0;
+    const int32_t cap = !creating                    ? plan->max_splits
+                        : plan->desc.num_splits >= 1 ? plan->desc.num_splits
+                                                     : MLA_ATTN_AUTO_SPLITS;
+    choose_splits(plan, len, compute_units, cap, plan->splits_host);
+    int64_t w = 0;
+    for (int64_t s = 0; s < S; ++s) {
+        const int64_t n = plan->splits_host[s];
+        if (n == 0)
+            continue;
+        const int64_t chunk = ceil_div(ceil_div(len[s], n), MLA_ATTN_CHUNK) * MLA_ATTN_CHUNK;
+        const int64_t items = forced ? n : ceil_div(len[s], chunk);
+        for (int64_t i = 0; i < items; ++i, ++w) {
+            const int64_t b = i * chunk < len[s] ? i * chunk : len[s];
+            const int64_t e = b + chunk < len[s] ? b + chunk : len[s];
+            plan->work_host[w] =
+                (mla_attention_work){(int32_t)s, (int32_t)i, (int32_t)b, (int32_t)e};
+        }
+        plan->splits_host[s] = (int32_t)items;
     }
-    plan->splits_host[s] = (int32_t)items;
-  }
-  plan->num_work = w;
+    plan->num_work = w;
+    if (creating) {
+        plan->max_splits = plan->desc.num_splits >= 1 ? plan->desc.num_splits : 1;
+        for (int64_t s = 0; s < S; ++s)
+            if (plan->splits_host[s] > plan->max_splits)
+                plan->max_splits = plan->splits_host[s];
+    }
 }
 
 /* Places a region of `bytes`; its offset, or -1 when bytes == 0. */
-static int place(int64_t *cursor, int64_t bytes, int64_t *offset) {
-  if (bytes == 0) {
-    *offset = -1;
-    return 1;
-  }
-  *offset = *cursor;
-  const int64_t padded =
-      (bytes + MLA_ATTN_WS_ALIGN - 1) / MLA_ATTN_WS_ALIGN * MLA_ATTN_WS_ALIGN;
-  return bytes <= INT64_MAX - MLA_ATTN_WS_ALIGN &&
-         !__builtin_add_overflow(*cursor, padded, cursor);
+static int place(int64_t *cursor, int64_t bytes, int64_t *offset)
+{
+    if (bytes == 0) {
+        *offset = -1;
+        return 1;
+    }
+    *offset = *cursor;
+    const int64_t padded = (bytes + MLA_ATTN_WS_ALIGN - 1) / MLA_ATTN_WS_ALIGN * MLA_ATTN_WS_ALIGN;
+    return bytes <= INT64_MAX - MLA_ATTN_WS_ALIGN &&
+           !__builtin_add_overflow(*cursor, padded, cursor);
 }
 
 /* a * b * c * d bytes, 0 on overflow (with *ok cleared). */
-static int64_t product(int64_t a, int64_t b, int64_t c, int64_t d, int *ok) {
-  int64_t r;
-  if (__builtin_mul_overflow(a, b, &r) || __builtin_mul_overflow(r, c, &r) ||
-      __builtin_mul_overflow(r, d, &r)) {
-    *ok = 0;
-    return 0;
-  }
-  return r;
+static int64_t product(int64_t a, int64_t b, int64_t c, int64_t d, int *ok)
+{
+    int64_t r;
+    if (__builtin_mul_overflow(a, b, &r) || __builtin_mul_overflow(r, c, &r) ||
+        __builtin_mul_overflow(r, d, &r)) {
+        *ok = 0;
+        return 0;
+    }
+    return r;
 }
 
-mla_status mla_attention_layout_workspace(mla_attention_plan *plan) {
-  const mla_attention_desc *d = &plan->desc;
-  const int64_t T = plan->T, H = d->heads, L = d->cache.kv_lora,
-                R = d->cache.rope;
-  const int64_t P = plan->max_splits > 1 ? plan->max_splits : 0;
-  int ok = 1;
-  const int64_t part_o = product(T * H, P, L, 4, &ok),
-                part_lse = product(T, H, P, 4, &ok);
-  const int64_t q_rot =
-      plan->has_rope
-          ? product(T, H, L + R, (int64_t)mla_dtype_size(d->q_dtype), &ok)
-          : 0;
-  const int64_t k_rot = plan->has_rope ? product(plan->Tk, R, 4, 1, &ok) : 0;
-  const mla_context *ctx = plan->ctx;
-  const int64_t host = ctx->backend == MLA_BACKEND_CPU
-                           ? product(ctx->num_threads,
-                                     mla_cpu_attention_scratch_bytes(L, R), 1,
-                                     1, &ok)
-                           : 0;
-  int64_t cur = 0;
-  ok = ok && place(&cur, part_o, &plan->part_o_offset) &&
-       place(&cur, part_lse, &plan->part_lse_offset) &&
-       place(&cur, q_rot, &plan->q_rot_offset) &&
-       place(&cur, k_rot, &plan->k_rot_offset) &&
-       place(&cur, host, &plan->host_scratch_offset);
-  plan->workspace_bytes = cur;
-  return ok ? MLA_OK : MLA_ERR_OVERFLOW;
+mla_status mla_attention_layout_workspace(mla_attention_plan *plan)
+{
+    const mla_attention_desc *d = &plan->desc;
+    const int64_t T = plan->T, H = d->heads, L = d->cache.kv_lora, R = d->cache.rope;
+    const int64_t P = plan->max_splits > 1 ? plan->max_splits : 0;
+    int ok = 1;
+    const int64_t part_o = product(T * H, P, L, 4, &ok), part_lse = product(T, H, P, 4, &ok);
+    const int64_t q_rot =
+        plan->has_rope ? product(T, H, L + R, (int64_t)mla_dtype_size(d->q_dtype), &ok) : 0;
+    const int64_t k_rot = plan->has_rope ? product(plan->Tk, R, 4, 1, &ok) : 0;
+    const mla_context *ctx = plan->ctx;
+    const int64_t host =
+        ctx->backend == MLA_BACKEND_CPU
+            ? product(ctx->num_threads, mla_cpu_attention_scratch_bytes(L, R), 1, 1, &ok)
+            : 0;
+    int64_t cur = 0;
+    ok = ok && place(&cur, part_o, &plan->part_o_offset) &&
+         place(&cur, part_lse, &plan->part_lse_offset) && place(&cur, q_rot, &plan->q_rot_offset) &&
+         place(&cur, k_rot, &plan->k_rot_offset) && place(&cur, host, &plan->host_scratch_offset);
+    plan->workspace_bytes = cur;
+    return ok ? MLA_OK : MLA_ERR_OVERFLOW;
 }

@@ -6,20 +6,19 @@
 
 #include "core/attention_plan.h"
 
-#define MLA_ATTN_CHUNK                                                         \
-  64 /* split chunks: multiples of 64 keys / top-k columns */
+#define MLA_ATTN_CHUNK 64       /* split chunks: multiples of 64 keys / top-k columns */
 #define MLA_ATTN_MAX_SPLITS 256 /* largest desc.num_splits accepted */
-#define MLA_ATTN_AUTO_SPLITS 64 /* largest split count the plan picks itself   \
-                                 */
-#define MLA_ATTN_WS_ALIGN 256   /* workspace regions start 256-byte aligned */
+#define MLA_ATTN_AUTO_SPLITS                                                                       \
+    64                        /* largest split count the plan picks itself                         \
+                               */
+#define MLA_ATTN_WS_ALIGN 256 /* workspace regions start 256-byte aligned */
 
 /* Split counts and the work list from the per-sequence work lengths len[s]
  * (dense: c_s keys; sparse: topk columns, 0 for a padding sequence), into
  * plan->splits_host / work_host / num_work. At create (plan->max_splits ==
  * 0) it also fixes the split capacity plan->max_splits; afterwards every
  * split count stays within it. compute_units: the units the plan fills. */
-void mla_attention_schedule(mla_attention_plan *plan, const int64_t *len,
-                            int32_t compute_units);
+void mla_attention_schedule(mla_attention_plan *plan, const int64_t *len, int32_t compute_units);
 
 /* Workspace carve-up of the plan (needs T, desc, max_splits, has_rope, Tk):
  * fills the offsets (-1: absent) and workspace_bytes. MLA_ERR_OVERFLOW when

@@ -28,133 +28,122 @@
 
 /* Scratch of one sequence: its keys and one row's visible positions. */
 typedef struct seq_scratch {
-  double *keys;  /* [c, L + R] */
-  int64_t *vis;  /* visible key positions of a row */
-  double *score; /* their scores, then their weights e^(score - m) */
-  double *q;     /* [L + R]: the row's q for one head */
+    double *keys;  /* [c, L + R] */
+    int64_t *vis;  /* visible key positions of a row */
+    double *score; /* their scores, then their weights e^(score - m) */
+    double *q;     /* [L + R]: the row's q for one head */
 } seq_scratch;
 
 /* The keys of sequence s, in order of position. */
-static void read_keys(const mla_attention_op_args *a, int64_t s, int64_t c,
-                      double *keys) {
-  const mla_attention_desc *d = &a->plan->desc;
-  const int64_t bs = d->cache.block_size, D = d->cache.kv_lora + d->cache.rope;
-  for (int64_t t = 0; t < c; ++t) {
-    const int64_t block =
-        d->paged
-            ? mla_ref_load_index(&a->block_table,
-                                 mla_ref_offset2(&a->block_table, s, t / bs))
-            : s;
-    mla_ref_cache_read_row(&d->cache, &a->cache, block, t % bs, keys + t * D);
-  }
+static void read_keys(const mla_attention_op_args *a, int64_t s, int64_t c, double *keys)
+{
+    const mla_attention_desc *d = &a->plan->desc;
+    const int64_t bs = d->cache.block_size, D = d->cache.kv_lora + d->cache.rope;
+    for (int64_t t = 0; t < c; ++t) {
+        const int64_t block =
+            d->paged
+                ? mla_ref_load_index(&a->block_table, mla_ref_offset2(&a->block_table, s, t / bs))
+                : s;
+        mla_ref_cache_read_row(&d->cache, &a->cache, block, t % bs, keys + t * D);
+    }
 }
 
 /* The positions row r (at position p) sees; returns their count. */
-static int64_t visible(const mla_attention_op_args *a, int64_t r, int64_t p,
-                       int64_t *vis) {
-  const int64_t topk = a->plan->desc.topk;
-  int64_t n = 0;
-  if (topk == 0) {
-    for (int64_t t = 0; t <= p; ++t)
-      vis[n++] = t;
+static int64_t visible(const mla_attention_op_args *a, int64_t r, int64_t p, int64_t *vis)
+{
+    const int64_t topk = a->plan->desc.topk;
+    int64_t n = 0;
+    if (topk == 0) {
+        for (int64_t t = 0; t <= p; ++t)
+            vis[n++] = t;
+        return n;
+    }
+    for (int64_t i = 0; i < topk; ++i) {
+        const int64_t t =
+            mla_ref_load_index(&a->topk_indices, mla_ref_offset2(&a->topk_indices, r, i));
+        if (t >= 0 && t <= p)
+            vis[n++] = t;
+    }
     return n;
-  }
-  for (int64_t i = 0; i < topk; ++i) {
-    const int64_t t = mla_ref_load_index(
-        &a->topk_indices, mla_ref_offset2(&a->topk_indices, r, i));
-    if (t >= 0 && t <= p)
-      vis[n++] = t;
-  }
-  return n;
 }
 
 /* One (row, head): the formulas of the header. */
-static void attend(const mla_attention_op_args *a, int64_t r, int64_t h,
-                   const seq_scratch *w, int64_t nvis) {
-  const mla_attention_desc *d = &a->plan->desc;
-  const int64_t L = d->cache.kv_lora, D = L + d->cache.rope;
-  const int fp8 = d->q_dtype == MLA_DTYPE_FP8_E4M3FN ||
-                  d->q_dtype == MLA_DTYPE_FP8_E4M3FNUZ;
-  const double qs = fp8 ? (double)d->q_scale : 1.0;
-  if (nvis == 0) {
-    for (int64_t i = 0; i < L; ++i)
-      mla_ref_store_f64(&a->o, mla_ref_offset3(&a->o, r, h, i), 0.0,
-                        MLA_SATURATE);
-    if (a->lse.data)
-      mla_ref_store_f64(&a->lse, mla_ref_offset2(&a->lse, r, h), -INFINITY,
-                        MLA_SATURATE);
-    return;
-  }
-  for (int64_t i = 0; i < D; ++i)
-    w->q[i] = mla_ref_load_f64(&a->q, mla_ref_offset3(&a->q, r, h, i)) *
-              qs; /* exact */
-  double m = -INFINITY;
-  for (int64_t k = 0; k < nvis; ++k) {
-    const double *key = w->keys + w->vis[k] * D;
-    double dot = 0.0;
+static void attend(const mla_attention_op_args *a, int64_t r, int64_t h, const seq_scratch *w,
+                   int64_t nvis)
+{
+    const mla_attention_desc *d = &a->plan->desc;
+    const int64_t L = d->cache.kv_lora, D = L + d->cache.rope;
+    const int fp8 = d->q_dtype == MLA_DTYPE_FP8_E4M3FN || d->q_dtype == MLA_DTYPE_FP8_E4M3FNUZ;
+    const double qs = fp8 ? (double)d->q_scale : 1.0;
+    if (nvis == 0) {
+        for (int64_t i = 0; i < L; ++i)
+            mla_ref_store_f64(&a->o, mla_ref_offset3(&a->o, r, h, i), 0.0, MLA_SATURATE);
+        if (a->lse.data)
+            mla_ref_store_f64(&a->lse, mla_ref_offset2(&a->lse, r, h), -INFINITY, MLA_SATURATE);
+        return;
+    }
     for (int64_t i = 0; i < D; ++i)
-      dot += w->q[i] * key[i];
-    w->score[k] = (double)d->softmax_scale * dot;
-    m = w->score[k] > m ? w->score[k] : m;
-  }
-  const double sink = a->sinks.data
-                          ? mla_ref_load_f64(&a->sinks, h * a->sinks.stride[0])
-                          : -INFINITY;
-  m = sink > m ? sink : m;
-  double Z = a->sinks.data ? exp(sink - m) : 0.0;
-  for (int64_t k = 0; k < nvis; ++k) {
-    w->score[k] = exp(w->score[k] - m);
-    Z += w->score[k];
-  }
-  for (int64_t i = 0; i < L; ++i) {
-    double acc = 0.0;
-    for (int64_t k = 0; k < nvis; ++k)
-      acc += w->score[k] * w->keys[w->vis[k] * D + i];
-    mla_ref_store_f64(&a->o, mla_ref_offset3(&a->o, r, h, i), acc / Z,
-                      MLA_SATURATE);
-  }
-  if (a->lse.data)
-    mla_ref_store_f64(&a->lse, mla_ref_offset2(&a->lse, r, h), m + log(Z),
-                      MLA_SATURATE);
+        w->q[i] = mla_ref_load_f64(&a->q, mla_ref_offset3(&a->q, r, h, i)) * qs; /* exact */
+    double m = -INFINITY;
+    for (int64_t k = 0; k < nvis; ++k) {
+        const double *key = w->keys + w->vis[k] * D;
+        double dot = 0.0;
+        for (int64_t i = 0; i < D; ++i)
+            dot += w->q[i] * key[i];
+        w->score[k] = (double)d->softmax_scale * dot;
+        m = w->score[k] > m ? w->score[k] : m;
+    }
+    const double sink =
+        a->sinks.data ? mla_ref_load_f64(&a->sinks, h * a->sinks.stride[0]) : -INFINITY;
+    m = sink > m ? sink : m;
+    double Z = a->sinks.data ? exp(sink - m) : 0.0;
+    for (int64_t k = 0; k < nvis; ++k) {
+        w->score[k] = exp(w->score[k] - m);
+        Z += w->score[k];
+    }
+    for (int64_t i = 0; i < L; ++i) {
+        double acc = 0.0;
+        for (int64_t k = 0; k < nvis; ++k)
+            acc += w->score[k] * w->keys[w->vis[k] * D + i];
+        mla_ref_store_f64(&a->o, mla_ref_offset3(&a->o, r, h, i), acc / Z, MLA_SATURATE);
+    }
+    if (a->lse.data)
+        mla_ref_store_f64(&a->lse, mla_ref_offset2(&a->lse, r, h), m + log(Z), MLA_SATURATE);
 }
 
-mla_status mla_ref_attention(mla_context *ctx, const mla_attention_op_args *a) {
-  const mla_attention_desc *d = &a->plan->desc;
-  const int64_t S = a->context_lens.shape[0], H = d->heads;
-  const int64_t D = d->cache.kv_lora + d->cache.rope;
-  for (int64_t s = 0; s < S; ++s) {
-    const int64_t c =
-        mla_ref_load_index(&a->context_lens, s * a->context_lens.stride[0]);
-    const int64_t r0 =
-        mla_ref_load_index(&a->cu_q_lens, s * a->cu_q_lens.stride[0]);
-    const int64_t r1 =
-        mla_ref_load_index(&a->cu_q_lens, (s + 1) * a->cu_q_lens.stride[0]);
-    const int64_t nmax =
-        d->topk > 0 ? d->topk : c; /* visible keys of a row, at most */
-    seq_scratch w = {malloc((size_t)(c * D + 1) * sizeof(double)),
-                     malloc((size_t)(nmax + 1) * sizeof(int64_t)),
-                     malloc((size_t)(nmax + 1) * sizeof(double)),
-                     malloc((size_t)D * sizeof(double))};
-    if (!w.keys || !w.vis || !w.score || !w.q) {
-      free(w.keys);
-      free(w.vis);
-      free(w.score);
-      free(w.q);
-      return mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, "context_lens",
-                      "no memory for the %lld keys of sequence %lld",
-                      (long long)c, (long long)s);
+mla_status mla_ref_attention(mla_context *ctx, const mla_attention_op_args *a)
+{
+    const mla_attention_desc *d = &a->plan->desc;
+    const int64_t S = a->context_lens.shape[0], H = d->heads;
+    const int64_t D = d->cache.kv_lora + d->cache.rope;
+    for (int64_t s = 0; s < S; ++s) {
+        const int64_t c = mla_ref_load_index(&a->context_lens, s * a->context_lens.stride[0]);
+        const int64_t r0 = mla_ref_load_index(&a->cu_q_lens, s * a->cu_q_lens.stride[0]);
+        const int64_t r1 = mla_ref_load_index(&a->cu_q_lens, (s + 1) * a->cu_q_lens.stride[0]);
+        const int64_t nmax = d->topk > 0 ? d->topk : c; /* visible keys of a row, at most */
+        seq_scratch w = {malloc((size_t)(c * D + 1) * sizeof(double)),
+                         malloc((size_t)(nmax + 1) * sizeof(int64_t)),
+                         malloc((size_t)(nmax + 1) * sizeof(double)),
+                         malloc((size_t)D * sizeof(double))};
+        if (!w.keys || !w.vis || !w.score || !w.q) {
+            free(w.keys);
+            free(w.vis);
+            free(w.score);
+            free(w.q);
+            return mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, "context_lens",
+                            "no memory for the %lld keys of sequence %lld", (long long)c,
+                            (long long)s);
+        }
+        read_keys(a, s, c, w.keys);
+        for (int64_t r = r0; r < r1; ++r) {
+            const int64_t nvis = c == 0 ? 0 : visible(a, r, c - (r1 - r0) + (r - r0), w.vis);
+            for (int64_t h = 0; h < H; ++h)
+                attend(a, r, h, &w, nvis);
+        }
+        free(w.keys);
+        free(w.vis);
+        free(w.score);
+        free(w.q);
     }
-    read_keys(a, s, c, w.keys);
-    for (int64_t r = r0; r < r1; ++r) {
-      const int64_t nvis =
-          c == 0 ? 0 : visible(a, r, c - (r1 - r0) + (r - r0), w.vis);
-      for (int64_t h = 0; h < H; ++h)
-        attend(a, r, h, &w, nvis);
-    }
-    free(w.keys);
-    free(w.vis);
-    free(w.score);
-    free(w.q);
-  }
-  return MLA_OK;
+    return MLA_OK;
 }
