@@ -2,6 +2,7 @@
  * formats, section 7 MXFP4 operands): find and check every tensor first,
  * then one allocation in context memory, then the reads. The only
  * transform is the MXFP4 W_kc re-quantization along nope. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,10 +16,11 @@ typedef enum slot_kind { SLOT_PROJ, SLOT_VEC } slot_kind;
 
 typedef struct slot {
     slot_kind kind;
-    char base[NAME_LEN]; /* PROJ: name without ".weight"; VEC: the full name */
-    int64_t out, in;     /* PROJ: [out, in]; VEC: [out] */
-    int force_f32;       /* VEC: converted to F32 at load */
-    mla_weight *w;       /* PROJ destination */
+    char base[NAME_LEN];  /* PROJ: name without ".weight"; VEC: the full name */
+    int64_t out, in;      /* PROJ: [out, in]; VEC: [out] */
+    int force_f32;        /* VEC: converted to F32 at load */
+    mla_kv_b_fp8 convert; /* PROJ: an FP8_BLOCK weight converted at load */
+    mla_weight *w;        /* PROJ destination */
     mla_weight_format *fmt;
     mla_tensor *v; /* VEC destination */
     /* resolved by the check pass */
@@ -38,6 +40,8 @@ const char *mla_weight_format_name(mla_weight_format format)
         return "fp8";
     case MLA_WEIGHT_MXFP4:
         return "mxfp4";
+    case MLA_WEIGHT_FP8_TENSOR:
+        return "fp8_tensor";
     default:
         return "unknown";
     }
@@ -250,6 +254,59 @@ static mla_status make_w_kc(mla_context *ctx, const slot *kvb, const mla_model_c
     return st;
 }
 
+/* An FP8_BLOCK weight dequantized (code * block scale, fp32) and stored as
+ * bf16 or re-quantized per tensor (see mla_kv_b_fp8 for the exact rule). */
+static mla_status convert_fp8(mla_context *ctx, const slot *t, void *w_dst, void *s_dst,
+                              float *tensor_scale)
+{
+    const int64_t out = t->out, in = t->in, sb = t->si.shape[1];
+    const size_t n = (size_t)(out * in);
+    uint8_t *codes = malloc(n + 1);
+    float *scales = malloc((size_t)t->si.bytes + 1), *x = malloc(n * sizeof *x + 1);
+    void *res = malloc(n * 2 + 1);
+    mla_status st = MLA_OK;
+    if (!codes || !scales || !x || !res)
+        st = mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, t->wi.name, "out of memory converting it");
+    if (st == MLA_OK) {
+        mla_tensor c = tensor2(codes, MLA_DTYPE_FP8_E4M3FN, MLA_MEMORY_HOST, 2, t->wi.shape);
+        st = mla_safetensors_read(ctx, t->wf, t->wi.name, &c);
+    }
+    if (st == MLA_OK) {
+        mla_tensor c = tensor2(scales, MLA_DTYPE_F32, MLA_MEMORY_HOST, 2, t->si.shape);
+        st = mla_safetensors_read(ctx, t->sf, t->si.name, &c);
+    }
+    float amax = 0.0f;
+    for (int64_t r = 0; st == MLA_OK && r < out; ++r)
+        for (int64_t c = 0; c < in; ++c) {
+            float v = mla_fp8_to_f32(codes[r * in + c], MLA_DTYPE_FP8_E4M3FN) *
+                      scales[(r / 128) * sb + c / 128];
+            x[r * in + c] = v;
+            amax = fmaxf(amax, fabsf(v));
+        }
+    size_t bytes = n;
+    if (st == MLA_OK && t->convert == MLA_KV_B_FP8_TO_BF16) {
+        for (size_t i = 0; i < n; ++i)
+            ((uint16_t *)res)[i] = mla_f32_to_bf16(x[i]);
+        bytes = n * 2;
+    } else if (st == MLA_OK) {
+        /* SGLang's input_to_float8: amax clamped to 1e-12, scale = max / amax. */
+        float s = 448.0f / fmaxf(amax, 1e-12f);
+        for (size_t i = 0; i < n; ++i)
+            ((uint8_t *)res)[i] = mla_f32_to_fp8(x[i] * s, MLA_DTYPE_FP8_E4M3FN, MLA_SATURATE);
+        float inv = 1.0f / s;
+        st = mla_memcpy(ctx, s_dst, &inv, sizeof inv, MLA_COPY_HOST_TO_CONTEXT);
+        if (st == MLA_OK)
+            *tensor_scale = inv;
+    }
+    if (st == MLA_OK)
+        st = mla_memcpy(ctx, w_dst, res, bytes, MLA_COPY_HOST_TO_CONTEXT);
+    free(codes);
+    free(scales);
+    free(x);
+    free(res);
+    return st;
+}
+
 mla_status mla_st_check_config(mla_context *ctx, const mla_model_config *c)
 {
     if (c->hidden <= 0 || c->heads <= 0 || c->q_lora < 0 || c->kv_lora <= 0 || c->nope <= 0 ||
@@ -276,7 +333,10 @@ mla_status mla_layer_weights_load_shards(mla_context *ctx, mla_safetensors *cons
         return MLA_ERR_NULL_POINTER;
     mla_clear_error(ctx);
     if (!files || !cfg || !out)
-        return mla_fail(ctx, MLA_ERR_NULL_POINTER, !files ? "files" : !cfg ? "cfg" : "out",
+        return mla_fail(ctx, MLA_ERR_NULL_POINTER,
+                        !files ? "files"
+                        : !cfg ? "cfg"
+                               : "out",
                         "null argument");
     if (count < 1)
         return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "count", "no file");
@@ -302,8 +362,11 @@ mla_status mla_layer_weights_load_shards(mla_context *ctx, mla_safetensors *cons
     if (strlen(prefix) > NAME_LEN - 48)
         return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "options.prefix", "prefix too long");
 
+    if ((unsigned)opt.kv_b_fp8 >= MLA_KV_B_FP8_COUNT)
+        return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "options.kv_b_fp8", "unknown conversion");
     mla_layer_weights_ex w;
     memset(&w, 0, sizeof w);
+    w.kv_b_tensor_scale = 1.0f;
     mla_layer_weights *b = &w.base;
     const int64_t H = cfg->heads, L = cfg->kv_lora, R = cfg->rope, hid = cfg->hidden;
     const int64_t qk = cfg->nope + R, Hi = cfg->index_heads, Di = cfg->index_head_dim;
@@ -350,6 +413,16 @@ mla_status mla_layer_weights_load_shards(mla_context *ctx, mla_safetensors *cons
             continue;
         }
         MLA_TRY(check_proj(ctx, &fs, t));
+        if (t == kvb && *t->fmt == MLA_WEIGHT_FP8_BLOCK && opt.kv_b_fp8 != MLA_KV_B_FP8_KEEP) {
+            t->convert = opt.kv_b_fp8;
+            if (t->convert == MLA_KV_B_FP8_TO_BF16) {
+                *t->fmt = MLA_WEIGHT_BF16;
+                t->w_dtype = MLA_DTYPE_BF16;
+            } else {
+                *t->fmt = MLA_WEIGHT_FP8_TENSOR;
+                t->s_shape[0] = t->s_shape[1] = 1;
+            }
+        }
         MLA_TRY(mla_st_bytes(t->w_dtype, 2, t->w_shape, &t->w_bytes));
         MLA_TRY(place(ctx, &total, t->w_bytes, &t->w_off));
         if (*t->fmt != MLA_WEIGHT_BF16) {
@@ -386,6 +459,14 @@ mla_status mla_layer_weights_load_shards(mla_context *ctx, mla_safetensors *cons
             continue;
         }
         t->w->w = tensor2(base + t->w_off, t->w_dtype, mem, 2, t->w_shape);
+        if (t->convert) {
+            t->w->scale = tensor2(t->convert == MLA_KV_B_FP8_TO_TENSOR ? base + t->s_off : NULL,
+                                  MLA_DTYPE_F32, mem, 2, t->s_shape);
+            if (t->convert == MLA_KV_B_FP8_TO_BF16)
+                t->w->scale.shape[0] = t->w->scale.shape[1] = 0;
+            st = convert_fp8(ctx, t, t->w->w.data, t->w->scale.data, &w.kv_b_tensor_scale);
+            continue;
+        }
         st = mla_safetensors_read(ctx, t->wf, t->wi.name, &t->w->w);
         if (st == MLA_OK && *t->fmt != MLA_WEIGHT_BF16) {
             t->w->scale = tensor2(base + t->s_off, t->s_dtype, mem, 2, t->s_shape);

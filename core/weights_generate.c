@@ -167,8 +167,9 @@ static mla_status add_proj(gen_state *s, const char *base, int64_t out, int64_t 
     char full[GEN_NAME];
     snprintf(full, sizeof full, "%s%s", s->prefix, base);
     gen_tensor g = {GEN_PROJ, PART_WEIGHT, fmt, out, in, mix64(s->seed ^ name_hash(full))};
-    if ((unsigned)fmt >= MLA_WEIGHT_FORMAT_COUNT)
-        return mla_fail(s->ctx, MLA_ERR_INVALID_ARGUMENT, full, "unknown weight format %d",
+    /* FP8_TENSOR is a load-time form only; checkpoints do not ship it. */
+    if ((unsigned)fmt >= MLA_WEIGHT_FORMAT_COUNT || fmt == MLA_WEIGHT_FP8_TENSOR)
+        return mla_fail(s->ctx, MLA_ERR_INVALID_ARGUMENT, full, "weight format %d not generated",
                         (int)fmt);
     if (fmt == MLA_WEIGHT_MXFP4 && in % 32 != 0)
         return mla_fail(s->ctx, MLA_ERR_SHAPE, full, "'%s': MXFP4 needs in (%lld) a multiple of 32",

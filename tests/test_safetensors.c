@@ -441,6 +441,55 @@ static float fp8_weight(const mla_weight *wt, int64_t r, int64_t c)
            s[(r / 128) * wt->scale.shape[1] + c / 128];
 }
 
+/* FP8_BLOCK kv_b_proj converted at load: to bf16, and to one scale per
+ * tensor (SGLang's rule), both checked element by element. */
+static void test_kv_b_conversions(mla_context *ctx, const char *path, const mla_model_config *cfg)
+{
+    mla_safetensors *f = NULL;
+    CHECK_STATUS(mla_safetensors_open(ctx, path, &f), MLA_OK);
+    if (!f)
+        return;
+    mla_layer_weights_ex keep, bf, ten;
+    mla_layer_load_options opt;
+    mla_layer_load_options_default(&opt);
+    CHECK_STATUS(mla_layer_weights_load(ctx, f, cfg, 0, &opt, &keep), MLA_OK);
+    opt.kv_b_fp8 = MLA_KV_B_FP8_TO_BF16;
+    CHECK_STATUS(mla_layer_weights_load(ctx, f, cfg, 0, &opt, &bf), MLA_OK);
+    opt.kv_b_fp8 = MLA_KV_B_FP8_TO_TENSOR;
+    CHECK_STATUS(mla_layer_weights_load(ctx, f, cfg, 0, &opt, &ten), MLA_OK);
+    opt.kv_b_fp8 = MLA_KV_B_FP8_COUNT;
+    CHECK_STATUS(mla_layer_weights_load(ctx, f, cfg, 0, &opt, &ten), MLA_ERR_INVALID_ARGUMENT);
+    CHECK(keep.formats.kv_b_proj == MLA_WEIGHT_FP8_BLOCK && keep.kv_b_tensor_scale == 1.0f);
+    CHECK(bf.formats.kv_b_proj == MLA_WEIGHT_BF16 && bf.base.kv_b_proj.w.dtype == MLA_DTYPE_BF16 &&
+          bf.base.kv_b_proj.scale.data == NULL && bf.w_kc.dtype == MLA_DTYPE_BF16);
+    CHECK(ten.formats.kv_b_proj == MLA_WEIGHT_FP8_TENSOR &&
+          ten.base.kv_b_proj.w.dtype == MLA_DTYPE_FP8_E4M3FN &&
+          ten.base.kv_b_proj.scale.shape[0] == 1 && ten.w_vc.dtype == MLA_DTYPE_FP8_E4M3FN &&
+          *(const float *)ten.base.kv_b_proj.scale.data == ten.kv_b_tensor_scale);
+    CHECK(bf.formats.o_proj == MLA_WEIGHT_FP8_BLOCK); /* only kv_b_proj converts */
+    const mla_weight *kv = &keep.base.kv_b_proj;
+    const int64_t out = kv->w.shape[0], in = kv->w.shape[1];
+    float amax = 0.0f;
+    for (int64_t r = 0; r < out; ++r)
+        for (int64_t c = 0; c < in; ++c)
+            amax = fmaxf(amax, fabsf(fp8_weight(kv, r, c)));
+    float sc = 448.0f / amax;
+    int ok = fabsf(ten.kv_b_tensor_scale - 1.0f / sc) == 0.0f;
+    const uint16_t *b16 = bf.base.kv_b_proj.w.data;
+    const uint8_t *t8 = ten.base.kv_b_proj.w.data;
+    for (int64_t r = 0; r < out; ++r)
+        for (int64_t c = 0; c < in; ++c) {
+            float x = fp8_weight(kv, r, c);
+            ok &= b16[r * in + c] == mla_f32_to_bf16(x);
+            ok &= t8[r * in + c] == mla_f32_to_fp8(x * sc, MLA_DTYPE_FP8_E4M3FN, MLA_SATURATE);
+        }
+    CHECK(ok);
+    mla_layer_weights_free(ctx, &keep);
+    mla_layer_weights_free(ctx, &bf);
+    mla_layer_weights_free(ctx, &ten);
+    mla_safetensors_close(f);
+}
+
 static void test_fp8_indexer(mla_context *ctx)
 {
     mla_model_config cfg;
@@ -514,6 +563,7 @@ static void test_fp8_indexer(mla_context *ctx)
     rewrite(p8, q, NULL, NULL, 0, 0);
     CHECK_STATUS(load_status(ctx, q, &cfg), MLA_OK);
     test_shards(ctx, p8, &cfg);
+    test_kv_b_conversions(ctx, p8, &cfg);
 }
 
 static void test_mxfp4(mla_context *ctx)
@@ -614,6 +664,9 @@ static void test_mxfp4(mla_context *ctx)
     odd.q_lora = 100;
     CHECK_STATUS(mla_weights_generate(ctx, q, &odd, 0, 1, 1, &fm), MLA_ERR_SHAPE);
     CHECK(!strcmp(mla_context_error_param(ctx), tname(0, "q_b_proj")));
+    fm.o_proj = MLA_WEIGHT_FP8_TENSOR;
+    CHECK_STATUS(mla_weights_generate(ctx, q, &cfg, 0, 1, 1, &fm), MLA_ERR_INVALID_ARGUMENT);
+    CHECK(!strcmp(mla_context_error_param(ctx), tname(0, "o_proj")));
 }
 
 /* Reads a whole file. */

@@ -114,6 +114,9 @@ typedef enum mla_weight_format {
     MLA_WEIGHT_BF16 = 0,
     MLA_WEIGHT_FP8_BLOCK = 1,
     MLA_WEIGHT_MXFP4 = 2,
+    /* Only made by the loader from an FP8_BLOCK kv_b_proj on request
+     * (MLA_KV_B_FP8_TO_TENSOR): w FP8_E4M3FN [out, in], scale F32 [1, 1]. */
+    MLA_WEIGHT_FP8_TENSOR = 3,
     MLA_WEIGHT_FORMAT_COUNT
 } mla_weight_format;
 
@@ -158,11 +161,33 @@ typedef struct mla_layer_weights_ex {
     mla_indexer_weights indexer;      /* k_norm weight and bias converted to F32 */
     void *storage;                    /* the allocation (context memory) */
     int64_t storage_bytes;
+    float kv_b_tensor_scale; /* FP8_TENSOR kv_b_proj: its scale on the host (mla_batched_gemm's
+                                w_scale); 1 otherwise */
 } mla_layer_weights_ex;
+
+/* What the loader does with an FP8_BLOCK kv_b_proj. W_kc and W_vc are
+ * per-head views of it, which 128 x 128 block scales do not factor into
+ * (mla_batched_gemm takes one scale per tensor), so a layer that runs the
+ * absorb on fp8 checkpoints asks for one of the conversions:
+ *   KEEP:      as stored (block scales in kv_b_proj.scale).
+ *   TO_BF16:   dequantized, rounded to bf16 (format BF16).
+ *   TO_TENSOR: dequantized and re-quantized with one scale for the tensor,
+ *              as SGLang's block_quant_to_tensor_quant does: s = 448 / amax
+ *              in fp32, code = sat_e4m3fn(x * s), stored scale 1 / s
+ *              (format FP8_TENSOR; kv_b_tensor_scale holds it).
+ * Both are deliberate load-time transforms, opt-in; other formats of
+ * kv_b_proj are left as they are. */
+typedef enum mla_kv_b_fp8 {
+    MLA_KV_B_FP8_KEEP = 0,
+    MLA_KV_B_FP8_TO_BF16 = 1,
+    MLA_KV_B_FP8_TO_TENSOR = 2,
+    MLA_KV_B_FP8_COUNT
+} mla_kv_b_fp8;
 
 typedef struct mla_layer_load_options {
     mla_mxfp4_rule kc_rule; /* rule of the W_kc re-quantization; PRODUCTION by default */
     const char *prefix;     /* NULL: "model.layers.<layer>.self_attn."; else used as given */
+    mla_kv_b_fp8 kv_b_fp8;  /* KEEP by default */
 } mla_layer_load_options;
 
 MLA_API void mla_layer_load_options_default(mla_layer_load_options *out);
