@@ -44,6 +44,7 @@ typedef struct tcase {
     int64_t topk;
     int sinks;
     int strided; /* q and o as views of wider buffers */
+    int raw;     /* fp8 caches: every value byte a random code (all but the NaN codes) */
 } tcase;
 
 static void run_case(mla_context *ctx, const tcase *tc)
@@ -91,6 +92,19 @@ static void run_case(mla_context *ctx, const tcase *tc)
     mla_tensor_init(&tkp, kp, MLA_DTYPE_F32, MLA_MEMORY_HOST, 2, (int64_t[]){nslots, R});
     mla_tensor_init(&tslots, slots, MLA_DTYPE_I64, MLA_MEMORY_HOST, 1, (int64_t[]){nslots});
     CHECK_STATUS(mla_cache_write(ctx, &cd, &tcache, &tkn, &tkp, &tslots), MLA_OK);
+    if (tc->raw) { /* subnormal codes and both signs of zero too */
+        const int fnuz = tc->kdt == MLA_DTYPE_FP8_E4M3FNUZ;
+        for (int64_t b = 0; b < cd.num_blocks; ++b)
+            for (int64_t t = 0; t < cd.block_size; ++t)
+                for (int64_t d = 0; d < (tc->layout == MLA_CACHE_FP8_SCALED ? L : D); ++d) {
+                    uint8_t c;
+                    do
+                        c = (uint8_t)(urand() * 256.0);
+                    while (fnuz ? c == 0x80 : (c & 0x7F) == 0x7F);
+                    const int64_t tb = tc->layout == MLA_CACHE_FP8_SCALED ? L + L / 32 + 2 * R : D;
+                    cache[b * block_bytes + t * tb + d] = c; /* NORMAL / FP8_SCALED order */
+                }
+    }
 
     /* Block table: distinct random blocks per sequence. */
     int32_t *bt = malloc((size_t)(S * max_blocks) * sizeof(int32_t));
@@ -136,7 +150,8 @@ static void run_case(mla_context *ctx, const tcase *tc)
     const float q_scale = (tc->qdt == MLA_DTYPE_FP8_E4M3FN) ? 0.125f : 1.0f;
     for (int64_t i = 0; i < T * H; ++i)
         for (int64_t d = 0; d < D; ++d) {
-            const float x = (float)(urand() * 4.0 - 2.0);
+            /* raw codes reach +-28 (448 k_scale): smaller q keeps the scores near 100 */
+            const float x = (float)(urand() * 4.0 - 2.0) * (tc->raw ? 0.0625f : 1.0f);
             const int64_t off = i * (D + qpad) + d;
             if (tc->qdt == MLA_DTYPE_F32) {
                 ((float *)qbuf)[off] = x;
@@ -409,9 +424,10 @@ int main(void)
          F32,
          1,
          3,
-         {100, 1, 0},
-         {1, 1, 1},
+         {100, 1, 0, 0},
+         {1, 1, 1, 0},
          1,
+         0,
          0,
          0,
          0,
@@ -427,10 +443,11 @@ int main(void)
          F32,
          1,
          2,
-         {130, 70},
-         {1, 1},
+         {130, 70, 0},
+         {1, 1, 0},
          3,
          64,
+         0,
          0,
          0,
          0},
@@ -445,13 +462,14 @@ int main(void)
          BF,
          1,
          3,
-         {40, 3, 0},
-         {3, 3, 3},
+         {40, 3, 0, 0},
+         {3, 3, 3, 0},
          1,
          0,
          0,
          0,
-         1},
+         1,
+         0},
         {"dense next_n 2 H5 split 2 sinks",
          5,
          64,
@@ -463,13 +481,14 @@ int main(void)
          F32,
          1,
          2,
-         {150, 66},
-         {2, 2},
+         {150, 66, 0},
+         {2, 2, 0},
          2,
          128,
          0,
          1,
-         1},
+         1,
+         0},
         {"prefill 20 rows H16 (3 tasks) split 2",
          16,
          128,
@@ -481,10 +500,11 @@ int main(void)
          F32,
          1,
          2,
-         {90, 20},
-         {20, 20},
+         {90, 20, 0},
+         {20, 20, 0},
          2,
          64,
+         0,
          0,
          0,
          0},
@@ -499,12 +519,13 @@ int main(void)
          F32,
          1,
          2,
-         {77, 200},
-         {2, 2},
+         {77, 200, 0},
+         {2, 2, 0},
          1,
          0,
          0,
          1,
+         0,
          0},
         {"fp8 NORMAL e4m3fn",
          16,
@@ -517,9 +538,10 @@ int main(void)
          F32,
          1,
          2,
-         {100, 65},
-         {1, 1},
+         {100, 65, 0},
+         {1, 1, 0},
          1,
+         0,
          0,
          0,
          0,
@@ -535,9 +557,10 @@ int main(void)
          F32,
          1,
          2,
-         {100, 65},
-         {1, 1},
+         {100, 65, 0},
+         {1, 1, 0},
          1,
+         0,
          0,
          0,
          0,
@@ -553,9 +576,10 @@ int main(void)
          F32,
          1,
          2,
-         {100, 40},
-         {1, 2},
+         {100, 40, 0},
+         {1, 2, 0},
          1,
+         0,
          0,
          0,
          0,
@@ -571,10 +595,11 @@ int main(void)
          F32,
          1,
          2,
-         {100, 40},
-         {1, 2},
+         {100, 40, 0},
+         {1, 2, 0},
          2,
          64,
+         0,
          0,
          0,
          0},
@@ -589,9 +614,10 @@ int main(void)
          F32,
          1,
          2,
-         {100, 40},
-         {1, 1},
+         {100, 40, 0},
+         {1, 1, 0},
          1,
+         0,
          0,
          0,
          0,
@@ -607,9 +633,10 @@ int main(void)
          F32,
          0,
          3,
-         {100, 40, 0},
-         {1, 2, 1},
+         {100, 40, 0, 0},
+         {1, 2, 1, 0},
          1,
+         0,
          0,
          0,
          0,
@@ -625,11 +652,12 @@ int main(void)
          F32,
          1,
          3,
-         {300, 10, 0},
-         {2, 2, 2},
+         {300, 10, 0, 0},
+         {2, 2, 2, 0},
          1,
          0,
          40,
+         0,
          0,
          0},
         {"sparse topk 150 split 3 sinks",
@@ -643,13 +671,14 @@ int main(void)
          BF,
          1,
          2,
-         {300, 70},
-         {1, 2},
+         {300, 70, 0},
+         {1, 2, 0},
          3,
          64,
          150,
          1,
-         1},
+         1,
+         0},
         {"sparse topk 64 H128",
          128,
          64,
@@ -661,13 +690,73 @@ int main(void)
          F32,
          1,
          1,
-         {90},
-         {1},
+         {90, 0},
+         {1, 0},
          1,
          0,
          64,
          0,
+         0,
          0},
+    };
+    const tcase raw_cases[] = {
+        {"raw fp8 codes e4m3fn NORMAL",
+         16,
+         128,
+         64,
+         16,
+         MLA_CACHE_NORMAL,
+         E4,
+         BF,
+         F32,
+         1,
+         2,
+         {100, 65},
+         {1, 1},
+         1,
+         0,
+         0,
+         0,
+         0,
+         1},
+        {"raw fp8 codes e4m3fnuz NORMAL",
+         16,
+         128,
+         64,
+         16,
+         MLA_CACHE_NORMAL,
+         UZ,
+         BF,
+         F32,
+         1,
+         2,
+         {100, 65},
+         {1, 1},
+         1,
+         0,
+         0,
+         0,
+         0,
+         1},
+        {"raw fp8 codes FP8_SCALED",
+         16,
+         256,
+         64,
+         16,
+         MLA_CACHE_FP8_SCALED,
+         E4,
+         BF,
+         F32,
+         1,
+         2,
+         {100, 65},
+         {1, 1},
+         1,
+         0,
+         0,
+         0,
+         0,
+         1},
     };
     static const char *isas[] = {"avx512", "avx2", "generic"};
     for (int k = 0; k < 3; ++k) {
@@ -679,6 +768,8 @@ int main(void)
         printf("-- %s\n", mla_context_device_name(ctx));
         for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i)
             run_case(ctx, &cases[i]);
+        for (size_t i = 0; i < sizeof raw_cases / sizeof raw_cases[0]; ++i)
+            run_case(ctx, &raw_cases[i]);
         mla_context_destroy(ctx);
     }
     return TEST_SUMMARY();
