@@ -36,11 +36,41 @@ void ref64_cache_from_normal(ref64_cache *c, const mla_model_config *cfg, const 
     }
 }
 
-/* y[T, N] = x[T, K] @ W[N, K]^T with the variances of the linear model;
- * u_out: the rounding of y. */
-static void linear(int64_t T, int64_t N, int64_t K, const double *x, const double *vx, int64_t ldx,
-                   const double *w, double u_out, double *y, double *vy, int64_t ldy)
+/* MXFP4 quantization of a row of K values (K % 32 == 0) as the library's
+ * GEMMs do it to their activations, in place, with the flip term. */
+static void mx_quant(double *x, double *vx, int64_t K)
 {
+    for (int64_t b = 0; b < K; b += 32) {
+        float f[32];
+        uint8_t codes[16], scale = 0;
+        for (int i = 0; i < 32; ++i)
+            f[i] = (float)x[b + i];
+        mla_mxfp4_quantize_block(f, MLA_MXFP4_PRODUCTION, codes, &scale);
+        const double s = mla_e8m0_to_f32(scale);
+        for (int i = 0; i < 32; ++i) {
+            const double q = mla_fp4_to_f32((uint8_t)((codes[i / 2] >> (4 * (i % 2))) & 15u));
+            const double a = fabs(q), step = (a < 2 ? 0.5 : a < 4 ? 1.0 : 2.0) * s;
+            x[b + i] = q * s;
+            vx[b + i] += 2.0 * step * sqrt(vx[b + i]);
+        }
+    }
+}
+
+/* y[T, N] = x[T, K] @ W[N, K]^T with the variances of the linear model;
+ * u_out: the rounding of y; mx: x is MXFP4-quantized first. */
+static void linear(int64_t T, int64_t N, int64_t K, const double *x_in, const double *vx_in,
+                   int64_t ldx_in, const double *w, double u_out, double *y, double *vy,
+                   int64_t ldy, int mx)
+{
+    double *xq = malloc((size_t)(T * K) * 8), *vq = malloc((size_t)(T * K) * 8);
+    for (int64_t t = 0; t < T; ++t) {
+        memcpy(xq + t * K, x_in + t * ldx_in, (size_t)K * 8);
+        memcpy(vq + t * K, vx_in + t * ldx_in, (size_t)K * 8);
+        if (mx)
+            mx_quant(xq + t * K, vq + t * K, K);
+    }
+    const double *x = xq, *vx = vq;
+    const int64_t ldx = K;
     for (int64_t t = 0; t < T; ++t)
         for (int64_t n = 0; n < N; ++n) {
             const double *wr = w + n * K, *xr = x + t * ldx, *vr = vx + t * ldx;
@@ -53,6 +83,8 @@ static void linear(int64_t T, int64_t N, int64_t K, const double *x, const doubl
             y[t * ldy + n] = s;
             vy[t * ldy + n] = v + sq(U32 * sqrt((double)K) * a) + sq(u_out * s);
         }
+    free(xq);
+    free(vq);
 }
 
 /* In place over rows [T, n] at stride ld. */
@@ -200,33 +232,40 @@ static void prepare(const ref64_model *m, ref64_cache *cache, int64_t T, const d
     const int64_t hid = c->hidden, nv = c->nope + c->v;
     const double u = m->u_act;
     double *vx = zalloc(T * hid, 8); /* x is exact */
-    linear(T, D, hid, x, vx, hid, m->wkv_a, u, s->kv, s->vkv, D);
+    linear(T, D, hid, x, vx, hid, m->wkv_a, u, s->kv, s->vkv, D, m->mx[REF64_KV_A]);
     rmsnorm(T, L, s->kv, s->vkv, D, m->ln_kv, c->rms_eps, u);
     if (c->q_lora) {
-        linear(T, c->q_lora, hid, x, vx, hid, m->wq_a, u, s->qa, s->vqa, c->q_lora);
+        linear(T, c->q_lora, hid, x, vx, hid, m->wq_a, u, s->qa, s->vqa, c->q_lora,
+               m->mx[REF64_Q_A]);
         rmsnorm(T, c->q_lora, s->qa, s->vqa, c->q_lora, m->ln_q, c->rms_eps, u);
-        linear(T, H * qk, c->q_lora, s->qa, s->vqa, c->q_lora, m->wq_b, u, s->q, s->vq, H * qk);
+        linear(T, H * qk, c->q_lora, s->qa, s->vqa, c->q_lora, m->wq_b, u, s->q, s->vq, H * qk,
+               m->mx[REF64_Q_B]);
     } else {
-        linear(T, H * qk, hid, x, vx, hid, m->wq_b, u, s->q, s->vq, H * qk);
+        linear(T, H * qk, hid, x, vx, hid, m->wq_b, u, s->q, s->vq, H * qk, m->mx[REF64_Q_B]);
     }
     free(vx);
     for (int64_t t = 0; t < T; ++t)
         for (int64_t h = 0; h < H; ++h) {
             /* absorb: q_cat[:L] = q_nope @ W_kc[h], W_kc[h][i][l] = kv_b[h*nv + i][l]
              */
-            const double *qn = s->q + (t * H + h) * qk, *vqn = s->vq + (t * H + h) * qk;
+            double qn[1024], vqn[1024]; /* nope + R <= 1024 */
+            memcpy(qn, s->q + (t * H + h) * qk, (size_t)qk * 8);
+            memcpy(vqn, s->vq + (t * H + h) * qk, (size_t)qk * 8);
+            if (m->mx[REF64_KV_B])
+                mx_quant(qn, vqn, c->nope);
             double *qc = s->qc + (t * H + h) * D, *vqc = s->vqc + (t * H + h) * D;
             for (int64_t l = 0; l < L; ++l) {
                 double acc = 0, a = 0, v = 0;
                 for (int64_t i = 0; i < c->nope; ++i) {
-                    const double w = m->wkv_b[(h * nv + i) * L + l];
+                    const double w = m->w_kc ? m->w_kc[(h * c->nope + i) * L + l]
+                                             : m->wkv_b[(h * nv + i) * L + l];
                     acc += qn[i] * w, a += fabs(qn[i] * w), v += sq(w) * vqn[i];
                 }
                 qc[l] = acc;
                 vqc[l] = v + sq(U32 * sqrt((double)c->nope) * a) + sq(u * acc);
             }
-            memcpy(qc + L, qn + c->nope, (size_t)R * 8);
-            memcpy(vqc + L, vqn + c->nope, (size_t)R * 8);
+            memcpy(qc + L, s->q + (t * H + h) * qk + c->nope, (size_t)R * 8);
+            memcpy(vqc + L, s->vq + (t * H + h) * qk + c->nope, (size_t)R * 8);
             rope(qc + L, vqc + L, R, m, pos[t], u);
         }
     for (int64_t t = 0; t < T; ++t) {
@@ -271,8 +310,9 @@ void ref64_step(const ref64_model *m, ref64_cache *cache, int64_t T, const doubl
         for (int64_t h = 0; h < H; ++h)
             linear(1, V, L, s.ol + (t * H + h) * L, s.vol + (t * H + h) * L, L,
                    m->wkv_b + (h * nv + c->nope) * L, m->u_act, s.o + (t * H + h) * V,
-                   s.vo + (t * H + h) * V, V);
-    linear(T, c->hidden, H * V, s.o, s.vo, H * V, m->wo, m->u_out, y, sd, c->hidden);
+                   s.vo + (t * H + h) * V, V, m->mx[REF64_KV_B]);
+    linear(T, c->hidden, H * V, s.o, s.vo, H * V, m->wo, m->u_out, y, sd, c->hidden,
+           m->mx[REF64_O]);
     for (int64_t i = 0; i < T * c->hidden; ++i)
         sd[i] = sqrt(sd[i]);
     scratch_free(&s);

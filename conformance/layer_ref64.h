@@ -41,14 +41,24 @@
 
 #define LAYER_REF64_LAMBDA 6.0
 
+typedef enum ref64_gemm { REF64_Q_A, REF64_Q_B, REF64_KV_A, REF64_KV_B, REF64_O } ref64_gemm;
+
 typedef struct ref64_model {
     mla_model_config cfg;
     /* dequantized weights, row-major [out, in] */
     const double *wq_a, *wq_b, *wkv_a, *wkv_b, *wo;
     const double *ln_q, *ln_kv; /* [q_lora], [L] */
-    const float *cos, *sin;     /* [max_pos, R/2] */
-    mla_dtype cache_dtype;      /* BF16, FP8_E4M3FN, FP8_E4M3FNUZ (NORMAL layout
-                                   semantics) */
+    /* W_kc [H, nope, L] when it is not kv_b_proj's (MXFP4: re-quantized
+     * along nope at load), else NULL */
+    const double *w_kc;
+    /* MXFP4 weights: the GEMM quantizes its activations to MXFP4 first
+     * (production rule); the reference quantizes its own, exactly (like the
+     * cache), and counts a flip of one fp4 step where the library's input
+     * differs: var += 2 step sd. Indexed by ref64_gemm. */
+    int mx[5];
+    const float *cos, *sin; /* [max_pos, R/2] */
+    mla_dtype cache_dtype;  /* BF16, FP8_E4M3FN, FP8_E4M3FNUZ (NORMAL layout
+                               semantics) */
     float k_scale;
     double u_act; /* unit roundoff of the intermediates (2^-8 bf16, 2^-24 f32) */
     double u_out; /* of y */

@@ -110,18 +110,14 @@ mla_status mla_layer_plan_attention(mla_context *ctx, mla_layer_plan *lp, int up
 
 /* -------------------------------------------------------------- checks */
 
-static mla_status check_weight(mla_context *ctx, const mla_weight *w, const char *name,
-                               int64_t rows, int64_t cols)
+/* The indexer's projections run through mla_linear (bf16 or fp8 blocks). */
+static mla_status check_indexer_weight(mla_context *ctx, const mla_weight *w, const char *name,
+                                       int64_t rows, int64_t cols)
 {
-    MLA_TRY(mla_check_tensor(ctx, &w->w, name, 2));
-    if (w->w.shape[0] != rows || w->w.shape[1] != cols)
-        return mla_fail(
-            ctx, MLA_ERR_SHAPE, name, "%s is [%lld, %lld], the config needs [%lld, %lld]", name,
-            (long long)w->w.shape[0], (long long)w->w.shape[1], (long long)rows, (long long)cols);
-    if (w->w.dtype != MLA_DTYPE_BF16 && w->w.dtype != MLA_DTYPE_FP8_E4M3FN)
-        return mla_fail_field(ctx, MLA_ERR_DTYPE, name, "dtype", "bf16 or fp8 e4m3fn with scales");
-    if (w->w.dtype != MLA_DTYPE_BF16)
-        MLA_TRY(mla_check_tensor(ctx, &w->scale, name, 2));
+    MLA_TRY(mla_check_projection(ctx, w, name, rows, cols));
+    if (w->w.dtype == MLA_DTYPE_FP4X2)
+        return mla_fail_field(ctx, MLA_ERR_UNSUPPORTED, name, "w.dtype",
+                              "the indexer's projections take bf16 or fp8 blocks");
     return MLA_OK;
 }
 
@@ -147,7 +143,11 @@ static mla_status check_forward(mla_context *ctx, const mla_layer_plan *lp,
     MLA_TRY(mla_check_disjoint(ctx, y, "y", &lp->workspace, "workspace"));
     MLA_TRY(mla_check_disjoint(ctx, y, "y", &lp->cache, "cache"));
     MLA_TRY(mla_check_disjoint(ctx, x, "x", &lp->workspace, "workspace"));
-    MLA_TRY(check_weight(ctx, &p->base.o_proj, "weights.o_proj", c->hidden, c->heads * c->v));
+    MLA_TRY(
+        mla_check_projection(ctx, &p->base.o_proj, "weights.o_proj", c->hidden, c->heads * c->v));
+    if (p->base.o_proj.w.dtype == MLA_DTYPE_FP4X2 && (c->heads * c->v) % 32)
+        return mla_fail(ctx, MLA_ERR_UNSUPPORTED, "weights.o_proj",
+                        "MXFP4 o_proj needs H * v to be a multiple of 32");
     if (!lp->ws.sparse)
         return MLA_OK;
     const mla_indexer_weights *iw = &p->indexer;
@@ -155,9 +155,9 @@ static mla_status check_forward(mla_context *ctx, const mla_layer_plan *lp,
         return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "weights.has_indexer",
                         "the layer is sparse: it needs the indexer weights");
     const int64_t Hi = c->index_heads, D = c->index_head_dim;
-    MLA_TRY(check_weight(ctx, &iw->wq_b, "indexer.wq_b", Hi * D, c->q_lora));
-    MLA_TRY(check_weight(ctx, &iw->wk, "indexer.wk", D, c->hidden));
-    MLA_TRY(check_weight(ctx, &iw->weights_proj, "indexer.weights_proj", Hi, c->hidden));
+    MLA_TRY(check_indexer_weight(ctx, &iw->wq_b, "indexer.wq_b", Hi * D, c->q_lora));
+    MLA_TRY(check_indexer_weight(ctx, &iw->wk, "indexer.wk", D, c->hidden));
+    MLA_TRY(check_indexer_weight(ctx, &iw->weights_proj, "indexer.weights_proj", Hi, c->hidden));
     MLA_TRY(mla_check_tensor(ctx, &iw->k_norm_weight, "indexer.k_norm_weight", 1));
     MLA_TRY(mla_check_extent(ctx, &iw->k_norm_weight, "indexer.k_norm_weight", 0, D));
     MLA_TRY(mla_check_tensor(ctx, &iw->k_norm_bias, "indexer.k_norm_bias", 1));
@@ -211,19 +211,57 @@ static mla_status run_indexer(mla_context *ctx, mla_layer_plan *lp, const mla_in
 }
 
 /* o[h] = o_lat[:, h] @ W_vc[h] into [T, H, v] through a [H, T, v] view;
- * W_vc[h] = kv_b_proj.view(H, nope + v, L)[h, nope:]^T, a [H, L, v] view. */
-static mla_status w_vc(mla_context *ctx, const mla_layer_plan *lp, const mla_layer_weights *wt)
+ * W_vc[h] = kv_b_proj.view(H, nope + v, L)[h, nope:]^T, a [H, L, v] view
+ * (MXFP4: the loader's [H, v, L/2] view, the a16wfp4 GEMM). */
+static mla_status w_vc(mla_context *ctx, const mla_layer_plan *lp, const mla_layer_weights_ex *wt)
 {
     const mla_model_config *c = cfg_of(lp);
     const int64_t H = c->heads, L = c->kv_lora, nv = c->nope + c->v;
-    const mla_tensor *kvb = &wt->kv_b_proj.w;
-    const int64_t s0 = kvb->stride[0], s1 = kvb->stride[1];
-    mla_tensor wvc = mla_view((uint16_t *)kvb->data + c->nope * s0, MLA_DTYPE_BF16, kvb->memory, 3,
-                              (int64_t[]){H, L, c->v}, (int64_t[]){nv * s0, s1, s0});
     mla_tensor x = o_lat_view(lp), y = o_view(lp);
     mla_tensor_transpose(&x, 0, 1);
     mla_tensor_transpose(&y, 0, 1);
+    if (wt->base.kv_b_proj.w.dtype == MLA_DTYPE_FP4X2)
+        return mla_batched_gemm_a16wfp4(ctx, &x, &wt->w_vc_fp4, 1, MLA_MXFP4_PRODUCTION, &y);
+    const mla_tensor *kvb = &wt->base.kv_b_proj.w;
+    const int64_t s0 = kvb->stride[0], s1 = kvb->stride[1];
+    mla_tensor wvc = mla_view((uint16_t *)kvb->data + c->nope * s0, MLA_DTYPE_BF16, kvb->memory, 3,
+                              (int64_t[]){H, L, c->v}, (int64_t[]){nv * s0, s1, s0});
     return mla_batched_gemm(ctx, &x, &wvc, 1.0f, &y);
+}
+
+/* y = o @ W_o^T with o the [T, H, v] buffer read in place: flattened by a
+ * view (bf16 / fp8 weights), or quantized to MXFP4 straight from [T, H, v]
+ * by the fused flatten (aiter's hand-off, seed 003) and multiplied by the
+ * a4w4 GEMM. */
+static mla_status o_proj(mla_context *ctx, const mla_layer_plan *lp, const mla_weight *wo,
+                         mla_tensor *y)
+{
+    const int64_t T = lp->T, Hv = cfg_of(lp)->heads * cfg_of(lp)->v, hid = cfg_of(lp)->hidden;
+    if (wo->w.dtype != MLA_DTYPE_FP4X2) {
+        mla_tensor o2 =
+            ws_view(lp, lp->ws.o, lp->opt.act, 2, (int64_t[]){T, Hv}, (int64_t[]){Hv, 1});
+        return mla_project(ctx, &o2, wo, y);
+    }
+    mla_tensor o = o_view(lp);
+    mla_tensor codes = ws_view(lp, lp->ws.oq, MLA_DTYPE_FP4X2, 3, (int64_t[]){1, T, Hv / 2},
+                               (int64_t[]){T * Hv / 2, Hv / 2, 1});
+    mla_tensor scales = ws_view(lp, lp->ws.oq_scales, MLA_DTYPE_E8M0, 3, (int64_t[]){1, T, Hv / 32},
+                                (int64_t[]){T * Hv / 32, Hv / 32, 1});
+    mla_tensor c2 = codes, s2 = scales;
+    c2.ndim = s2.ndim = 2;
+    c2.shape[0] = s2.shape[0] = T, c2.shape[1] = Hv / 2, s2.shape[1] = Hv / 32;
+    c2.stride[0] = Hv / 2, c2.stride[1] = 1, s2.stride[0] = Hv / 32, s2.stride[1] = 1;
+    MLA_TRY(mla_fused_flatten_mxfp4_quant(ctx, &o, &c2, &s2, MLA_MXFP4_PRODUCTION));
+    mla_mxfp4_operand xq = {codes, scales, MLA_SCALE_ROW_MAJOR};
+    mla_mxfp4_operand w = {
+        mla_view(wo->w.data, MLA_DTYPE_FP4X2, wo->w.memory, 3, (int64_t[]){1, hid, Hv / 2},
+                 (int64_t[]){hid * wo->w.stride[0], wo->w.stride[0], wo->w.stride[1]}),
+        mla_view(wo->scale.data, wo->scale.dtype, wo->scale.memory, 3, (int64_t[]){1, hid, Hv / 32},
+                 (int64_t[]){hid * wo->scale.stride[0], wo->scale.stride[0], wo->scale.stride[1]}),
+        MLA_SCALE_ROW_MAJOR};
+    mla_tensor y3 = mla_view(y->data, y->dtype, y->memory, 3, (int64_t[]){1, T, hid},
+                             (int64_t[]){T * y->stride[0], y->stride[0], y->stride[1]});
+    return mla_batched_gemm_a4w4(ctx, &xq, &w, &y3);
 }
 
 mla_status mla_layer_forward(mla_context *ctx, const mla_layer_plan *lpc,
@@ -236,25 +274,21 @@ mla_status mla_layer_forward(mla_context *ctx, const mla_layer_plan *lpc,
      * attention (its own buffers) changes through it */
     mla_layer_plan *lp = (mla_layer_plan *)lpc;
     MLA_TRY(check_forward(ctx, lp, p, x, y));
-    const mla_model_config *c = cfg_of(lp);
     if (lp->T == 0)
         return MLA_OK;
     mla_tensor q_cat = q_cat_view(lp);
     mla_tensor prep = ws_view(lp, lp->ws.prep, MLA_DTYPE_U8, 1,
                               (int64_t[]){lp->ws.q_cat - lp->ws.prep}, (int64_t[]){1});
     mla_prepare_views v;
-    MLA_TRY(mla_prepare_run(ctx, lp->plan, &p->base, x, &lp->positions, &lp->slots, &lp->cos,
+    const mla_mxfp4_operand *w_kc =
+        p->base.kv_b_proj.w.dtype == MLA_DTYPE_FP4X2 ? &p->w_kc_fp4 : NULL;
+    MLA_TRY(mla_prepare_run(ctx, lp->plan, &p->base, w_kc, x, &lp->positions, &lp->slots, &lp->cos,
                             &lp->sin, &lp->cache_desc, &lp->cache, &q_cat, &prep, &v));
     if (lp->ws.sparse)
         MLA_TRY(run_indexer(ctx, lp, &p->indexer, &v.q_lat, x));
     attn_call k;
     attention_call(lp, &k);
     MLA_TRY(mla_attention_run(ctx, lp->attn, &k.a));
-    MLA_TRY(w_vc(ctx, lp, &p->base));
-    /* the flatten: [T, H, v] is [T, H*v] row-major, the same bytes */
-    const int64_t Hv = c->heads * c->v;
-    mla_tensor o2 =
-        ws_view(lp, lp->ws.o, lp->opt.act, 2, (int64_t[]){lp->T, Hv}, (int64_t[]){Hv, 1});
-    const mla_weight *wo = &p->base.o_proj;
-    return mla_linear(ctx, &o2, &wo->w, wo->w.dtype == MLA_DTYPE_BF16 ? NULL : &wo->scale, y);
+    MLA_TRY(w_vc(ctx, lp, p));
+    return o_proj(ctx, lp, &p->base.o_proj, y);
 }

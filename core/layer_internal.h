@@ -11,6 +11,7 @@ typedef struct mla_layer_ws {
     int64_t q_cat;    /* [T, H, L + R] plan's q dtype */
     int64_t o_lat;    /* [T, H, L] act: the attention output */
     int64_t o;        /* [T, H, v] act: W_vc's output, flattened in place for o_proj */
+    int64_t oq, oq_scales; /* MXFP4 o_proj: o quantized, [T, H*v/2] FP4X2, [T, H*v/32] e8m0 */
     int sparse;       /* the indexer regions below exist */
     int64_t idx_ws;   /* mla_indexer_prepare's workspace */
     int64_t idx_q;    /* [T, Hi, 128] fp8 */

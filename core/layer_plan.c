@@ -66,6 +66,8 @@ mla_status mla_layer_layout(const mla_context *ctx, const mla_plan *plan,
     w->q_cat = place(&cur, T * H * (L + c->rope) * (int64_t)mla_dtype_size(po->q_dtype));
     w->o_lat = place(&cur, T * H * L * es);
     w->o = place(&cur, T * H * c->v * es);
+    w->oq = place(&cur, T * H * c->v / 2);
+    w->oq_scales = place(&cur, T * H * c->v / 32 + 1);
     w->sparse = c->index_heads > 0 && c->q_lora > 0 && !opt->dense;
     if (w->sparse) {
         const int64_t Hi = c->index_heads, D = c->index_head_dim;

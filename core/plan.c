@@ -43,7 +43,8 @@ static mla_status check_options(const mla_model_config *c, const mla_plan_option
         (int)o->cache_layout < 0 || o->cache_layout >= MLA_CACHE_LAYOUT_COUNT ||
         o->force_rope_site < -1 || o->force_rope_site >= MLA_ROPE_SITE_COUNT)
         return MLA_ERR_INVALID_ARGUMENT;
-    if (o->weight_dtype != MLA_DTYPE_BF16 && o->weight_dtype != MLA_DTYPE_FP8_E4M3FN)
+    if (o->weight_dtype != MLA_DTYPE_BF16 && o->weight_dtype != MLA_DTYPE_FP8_E4M3FN &&
+        o->weight_dtype != MLA_DTYPE_FP4X2)
         return MLA_ERR_DTYPE;
     if (o->q_dtype != MLA_DTYPE_BF16 && !is_fp8(o->q_dtype))
         return MLA_ERR_DTYPE;

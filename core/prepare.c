@@ -61,17 +61,10 @@ mla_status mla_prepare_workspace_bytes(const mla_plan *plan, int64_t T, mla_dtyp
     return st;
 }
 
-/* A weight matrix [rows, cols] of the plan's weight dtype (bf16, or fp8 with
- * block scales). */
 static mla_status check_weight(mla_context *ctx, const mla_weight *w, const char *name,
                                int64_t rows, int64_t cols)
 {
-    MLA_TRY(mla_check_tensor(ctx, &w->w, name, 2));
-    if (w->w.shape[0] != rows || w->w.shape[1] != cols)
-        return mla_fail(ctx, MLA_ERR_SHAPE, name, "%s is [%lld, %lld], the config needs [%lld, %lld]",
-                        name, (long long)w->w.shape[0], (long long)w->w.shape[1],
-                        (long long)rows, (long long)cols);
-    return MLA_OK;
+    return mla_check_projection(ctx, w, name, rows, cols);
 }
 
 static mla_status check_norm_weight(mla_context *ctx, const mla_tensor *w, const char *name,
@@ -81,13 +74,9 @@ static mla_status check_norm_weight(mla_context *ctx, const mla_tensor *w, const
     return mla_check_extent(ctx, w, name, 0, n);
 }
 
-static const mla_tensor *scale_of(const mla_weight *w)
-{
-    return w->w.dtype == MLA_DTYPE_BF16 ? NULL : &w->scale;
-}
-
 static mla_status check_inputs(mla_context *ctx, const mla_plan *plan,
-                               const mla_layer_weights *wt, const mla_tensor *x,
+                               const mla_layer_weights *wt, const mla_mxfp4_operand *w_kc_fp4,
+                               const mla_tensor *x,
                                const mla_tensor *positions, const mla_tensor *slots,
                                const mla_tensor *cos, const mla_cache_desc *cd,
                                const mla_tensor *q_cat)
@@ -112,10 +101,12 @@ static mla_status check_inputs(mla_context *ctx, const mla_plan *plan,
                          c->kv_lora));
     /* The absorb takes W_kc as a view of kv_b_proj: fp8 checkpoints are
      * dequantized to bf16 at load time (their 128x128 block scales do not
-     * factor per head). */
-    if (wt->kv_b_proj.w.dtype != MLA_DTYPE_BF16)
+     * factor per head); MXFP4 ones come with the loader's W_kc re-quantized
+     * along nope. */
+    if (wt->kv_b_proj.w.dtype != MLA_DTYPE_BF16 &&
+        !(wt->kv_b_proj.w.dtype == MLA_DTYPE_FP4X2 && w_kc_fp4))
         return mla_fail(ctx, MLA_ERR_UNSUPPORTED, "weights.kv_b_proj.w.dtype",
-                        "the absorb needs kv_b_proj in bf16");
+                        "the absorb needs kv_b_proj in bf16, or MXFP4 with its W_kc operand");
     if (!cd || cd->layout != o->cache_layout || cd->dtype != o->cache_dtype ||
         cd->kv_lora != c->kv_lora || cd->rope != c->rope)
         return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "cache_desc",
@@ -169,19 +160,20 @@ mla_status mla_prepare(mla_context *ctx, const mla_plan *plan, const mla_layer_w
     if (plan && mla_plan_rotates_at(plan, MLA_ROPE_SITE_ATTENTION))
         return mla_fail(ctx, MLA_ERR_UNSUPPORTED, "plan",
                         "RoPE inside attention: run the layer (mla_layer_forward)");
-    return mla_prepare_run(ctx, plan, wt, x, positions, slots, cos, sin, cache_desc, cache, q_cat,
-                           workspace, NULL);
+    return mla_prepare_run(ctx, plan, wt, NULL, x, positions, slots, cos, sin, cache_desc, cache,
+                           q_cat, workspace, NULL);
 }
 
 mla_status mla_prepare_run(mla_context *ctx, const mla_plan *plan, const mla_layer_weights *wt,
-                           const mla_tensor *x, const mla_tensor *positions,
-                           const mla_tensor *slots, const mla_tensor *cos, const mla_tensor *sin,
+                           const mla_mxfp4_operand *w_kc_fp4, const mla_tensor *x,
+                           const mla_tensor *positions, const mla_tensor *slots,
+                           const mla_tensor *cos, const mla_tensor *sin,
                            const mla_cache_desc *cache_desc, mla_tensor *cache,
                            mla_tensor *q_cat, mla_tensor *workspace, mla_prepare_views *views)
 {
     if (!plan || !wt)
         return mla_fail(ctx, MLA_ERR_NULL_POINTER, plan ? "weights" : "plan", "NULL argument");
-    MLA_TRY(check_inputs(ctx, plan, wt, x, positions, slots, cos, cache_desc, q_cat));
+    MLA_TRY(check_inputs(ctx, plan, wt, w_kc_fp4, x, positions, slots, cos, cache_desc, q_cat));
     const mla_model_config *c = mla_plan_config(plan);
     const int64_t T = x->shape[0], H = c->heads, L = c->kv_lora, R = c->rope;
     const int64_t qk = c->nope + R, D = L + R, Hqk = H * qk;
@@ -203,8 +195,8 @@ mla_status mla_prepare_run(mla_context *ctx, const mla_plan *plan, const mla_lay
     mla_tensor qa = mla_view(ws + w.qa, act, mem, 2, (int64_t[]){T, qa_cols}, (int64_t[]){qa_cols, 1});
     mla_tensor kv = mla_view(ws + w.kv, act, mem, 2, (int64_t[]){T, D}, (int64_t[]){D, 1});
     const mla_weight *wq = c->q_lora ? &wt->q_a_proj : &wt->q_b_proj;
-    MLA_TRY(mla_linear(ctx, x, &wq->w, scale_of(wq), &qa));
-    MLA_TRY(mla_linear(ctx, x, &wt->kv_a_proj_with_mqa.w, scale_of(&wt->kv_a_proj_with_mqa), &kv));
+    MLA_TRY(mla_project(ctx, x, wq, &qa));
+    MLA_TRY(mla_project(ctx, x, &wt->kv_a_proj_with_mqa, &kv));
 
     /* 2. q_lat = RMSNorm(q_lat), k_nope = RMSNorm(k_nope), in place */
     mla_tensor k_nope = mla_view(ws + w.kv, act, mem, 2, (int64_t[]){T, L}, (int64_t[]){D, 1});
@@ -217,7 +209,7 @@ mla_status mla_prepare_run(mla_context *ctx, const mla_plan *plan, const mla_lay
     /* 3. q = q_lat @ W_qb^T, seen as [T, H, nope + R] */
     mla_tensor q = mla_view(ws + w.q, act, mem, 2, (int64_t[]){T, Hqk}, (int64_t[]){Hqk, 1});
     if (c->q_lora)
-        MLA_TRY(mla_linear(ctx, &qa, &wt->q_b_proj.w, scale_of(&wt->q_b_proj), &q));
+        MLA_TRY(mla_project(ctx, &qa, &wt->q_b_proj, &q));
 
     /* 4. q_lat_nope[h] = q_nope[:, h] @ W_kc[h], W_kc[h] = kv_b_proj.mla_view(H, nope+v, L)[h, :nope] */
     const int64_t nv = c->nope + c->v;
@@ -237,7 +229,11 @@ mla_status mla_prepare_run(mla_context *ctx, const mla_plan *plan, const mla_lay
                         (int64_t[]){qs[0], qs[1], qs[2]});
     mla_tensor absorbed_hm = absorbed; /* the same elements seen as [H, T, L] */
     mla_tensor_transpose(&absorbed_hm, 0, 1);
-    MLA_TRY(mla_batched_gemm(ctx, &q_nope, &w_kc, 1.0f, &absorbed_hm));
+    if (wt->kv_b_proj.w.dtype == MLA_DTYPE_FP4X2)
+        MLA_TRY(mla_batched_gemm_a16wfp4(ctx, &q_nope, w_kc_fp4, 1, MLA_MXFP4_PRODUCTION,
+                                         &absorbed_hm));
+    else
+        MLA_TRY(mla_batched_gemm(ctx, &q_nope, &w_kc, 1.0f, &absorbed_hm));
 
     /* 5-6. RoPE once, at the plan's site, and the cache write */
     mla_tensor q_pe = mla_view((uint8_t *)ws + w.q + c->nope * mla_dtype_size(act), act, mem, 3,

@@ -15,12 +15,23 @@ typedef struct mla_prepare_views {
 
 /* mla_prepare without the context's error reset, for any plan site; at the
  * ATTENTION site q_cat's rope part is q_pe unrotated and the cache is not
- * written. views (may be NULL) receive the workspace views above. */
+ * written. w_kc_fp4: the loader's MXFP4 W_kc when kv_b_proj is MXFP4 (the
+ * absorb then runs the a16wfp4 GEMM), else NULL (a bf16 view of
+ * kv_b_proj). views (may be NULL) receive the workspace views above. */
 mla_status mla_prepare_run(mla_context *ctx, const mla_plan *plan, const mla_layer_weights *wt,
-                           const mla_tensor *x, const mla_tensor *positions,
-                           const mla_tensor *slots, const mla_tensor *cos, const mla_tensor *sin,
+                           const mla_mxfp4_operand *w_kc_fp4, const mla_tensor *x,
+                           const mla_tensor *positions, const mla_tensor *slots,
+                           const mla_tensor *cos, const mla_tensor *sin,
                            const mla_cache_desc *cache_desc, mla_tensor *cache, mla_tensor *q_cat,
                            mla_tensor *workspace, mla_prepare_views *views);
+
+/* core/project.c: projections in any stored form of the loader (bf16, fp8
+ * 128x128 blocks, MXFP4 [out, in/2] codes + [out, in/32] e8m0 scales). */
+int64_t mla_weight_in(const mla_weight *w); /* the logical input width */
+mla_status mla_check_projection(mla_context *ctx, const mla_weight *w, const char *name,
+                                int64_t rows, int64_t cols);
+/* y [T, N] = x [T, K] @ W^T (MXFP4: the a16wfp4 GEMM, x quantized first). */
+mla_status mla_project(mla_context *ctx, const mla_tensor *x, const mla_weight *w, mla_tensor *y);
 
 /* The k_nope / k_pe views mla_prepare_run will use in a workspace at base
  * (for planning the attention call before the prepare has run). The plan,

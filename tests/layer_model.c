@@ -107,6 +107,91 @@ static mla_weight projection(layer_model *m, uint32_t *st, int64_t out, int64_t 
     return w;
 }
 
+/* An MXFP4 projection [out, in]: the same values quantized along in by the
+ * production rule, codes [out, in/2] FP4X2 and scales [out, in/32] E8M0;
+ * *host the dequantized values. */
+static mla_weight projection_mx(layer_model *m, uint32_t *st, int64_t out, int64_t in,
+                                double **host)
+{
+    const float a = (float)sqrt(3.0 / (double)in);
+    uint8_t *codes = malloc((size_t)(out * in / 2)), *scales = malloc((size_t)(out * in / 32));
+    double *h = malloc((size_t)(out * in) * sizeof *h);
+    for (int64_t b = 0; b < out * in / 32; ++b) {
+        float v[32];
+        for (int i = 0; i < 32; ++i)
+            v[i] = a * rnd(st);
+        mla_mxfp4_quantize_block(v, MLA_MXFP4_PRODUCTION, codes + b * 16, scales + b);
+        for (int i = 0; i < 32; ++i)
+            h[b * 32 + i] =
+                mla_fp4_to_f32((uint8_t)((codes[b * 16 + i / 2] >> (4 * (i % 2))) & 15u)) *
+                (double)mla_e8m0_to_f32(scales[b]);
+    }
+    mla_weight w;
+    memset(&w, 0, sizeof w);
+    w.w = lm_tensor(m->ctx, MLA_DTYPE_FP4X2, 2, (int64_t[]){out, in / 2}, codes);
+    w.scale = lm_tensor(m->ctx, MLA_DTYPE_E8M0, 2, (int64_t[]){out, in / 32}, scales);
+    keep(m, w.w.data);
+    keep(m, w.scale.data);
+    free(codes), free(scales);
+    *host = h;
+    return w;
+}
+
+/* The loader's MXFP4 W_kc and W_vc (include/mla/mla_weights.h): W_vc a view
+ * of kv_b_proj; W_kc [H, L, nope/2] re-quantized along nope from kv_b_proj's
+ * dequantized rows; m->w_kc its values [H, nope, L]. */
+static void kv_b_mx_operands(layer_model *m)
+{
+    const mla_model_config *c = &m->cfg;
+    const int64_t H = c->heads, L = c->kv_lora, nope = c->nope, nv = nope + c->v;
+    const mla_weight *kv = &m->w.base.kv_b_proj;
+    const mla_memory mem = kv->w.memory;
+    m->w.w_vc_fp4.codes = (mla_tensor){(uint8_t *)kv->w.data + nope * L / 2,
+                                       MLA_DTYPE_FP4X2,
+                                       mem,
+                                       3,
+                                       {H, c->v, L / 2},
+                                       {nv * L / 2, L / 2, 1}};
+    m->w.w_vc_fp4.scales = (mla_tensor){(uint8_t *)kv->scale.data + nope * L / 32,
+                                        MLA_DTYPE_E8M0,
+                                        mem,
+                                        3,
+                                        {H, c->v, L / 32},
+                                        {nv * L / 32, L / 32, 1}};
+    m->w.w_vc_fp4.layout = MLA_SCALE_ROW_MAJOR;
+    uint8_t *codes = malloc((size_t)(H * L * nope / 2)),
+            *scales = malloc((size_t)(H * L * nope / 32));
+    m->w_kc = malloc((size_t)(H * nope * L) * sizeof(double));
+    for (int64_t h = 0; h < H; ++h)
+        for (int64_t l = 0; l < L; ++l)
+            for (int64_t b = 0; b < nope / 32; ++b) {
+                float v[32];
+                const int64_t blk = (h * L + l) * (nope / 32) + b;
+                for (int i = 0; i < 32; ++i)
+                    v[i] = (float)m->wkv_b[(h * nv + b * 32 + i) * L + l];
+                mla_mxfp4_quantize_block(v, MLA_MXFP4_PRODUCTION, codes + blk * 16, scales + blk);
+                for (int i = 0; i < 32; ++i)
+                    m->w_kc[(h * nope + b * 32 + i) * L + l] =
+                        mla_fp4_to_f32(
+                            (uint8_t)((codes[blk * 16 + i / 2] >> (4 * (i % 2))) & 15u)) *
+                        (double)mla_e8m0_to_f32(scales[blk]);
+            }
+    m->w.w_kc_fp4.codes = lm_tensor(m->ctx, MLA_DTYPE_FP4X2, 3, (int64_t[]){H, L, nope / 2}, codes);
+    m->w.w_kc_fp4.scales =
+        lm_tensor(m->ctx, MLA_DTYPE_E8M0, 3, (int64_t[]){H, L, nope / 32}, scales);
+    m->w.w_kc_fp4.layout = MLA_SCALE_ROW_MAJOR;
+    keep(m, m->w.w_kc_fp4.codes.data);
+    keep(m, m->w.w_kc_fp4.scales.data);
+    free(codes), free(scales);
+}
+
+/* One projection in the model's format (0 bf16, 1 fp8 blocks, 2 MXFP4). */
+static mla_weight proj_fmt(layer_model *m, uint32_t *st, int64_t out, int64_t in, int fmt,
+                           double **host)
+{
+    return fmt == 2 ? projection_mx(m, st, out, in, host) : projection(m, st, out, in, fmt, host);
+}
+
 /* A norm weight [n] near 1 in bf16, or F32 when f32. */
 static mla_tensor norm_weight(layer_model *m, uint32_t *st, int64_t n, float centre, int f32,
                               double **host)
@@ -146,7 +231,7 @@ static void make_indexer(layer_model *m, uint32_t *st)
     m->w.indexer.k_norm_bias = norm_weight(m, st, D, 0.0f, 1, NULL);
 }
 
-int layer_model_make(mla_context *ctx, const char *cfg_name, int fp8, uint32_t seed, layer_model *m)
+int layer_model_make(mla_context *ctx, const char *cfg_name, int fmt, uint32_t seed, layer_model *m)
 {
     memset(m, 0, sizeof *m);
     m->ctx = ctx;
@@ -157,17 +242,23 @@ int layer_model_make(mla_context *ctx, const char *cfg_name, int fp8, uint32_t s
     uint32_t st = seed ? seed : 1;
     const int64_t H = c->heads, qk = c->nope + c->rope, in_q = c->q_lora ? c->q_lora : c->hidden;
     mla_layer_weights *b = &m->w.base;
-    const mla_weight_format f = fp8 ? MLA_WEIGHT_FP8_BLOCK : MLA_WEIGHT_BF16;
+    const mla_weight_format f = fmt == 2   ? MLA_WEIGHT_MXFP4
+                                : fmt == 1 ? MLA_WEIGHT_FP8_BLOCK
+                                           : MLA_WEIGHT_BF16;
     if (c->q_lora) {
-        b->q_a_proj = projection(m, &st, c->q_lora, c->hidden, fp8, &m->wq_a);
+        b->q_a_proj = proj_fmt(m, &st, c->q_lora, c->hidden, fmt, &m->wq_a);
         b->q_a_layernorm = norm_weight(m, &st, c->q_lora, 1.0f, 0, &m->ln_q);
     }
-    b->q_b_proj = projection(m, &st, H * qk, in_q, fp8, &m->wq_b);
-    b->kv_a_proj_with_mqa = projection(m, &st, c->kv_lora + c->rope, c->hidden, fp8, &m->wkv_a);
+    b->q_b_proj = proj_fmt(m, &st, H * qk, in_q, fmt, &m->wq_b);
+    b->kv_a_proj_with_mqa = proj_fmt(m, &st, c->kv_lora + c->rope, c->hidden, fmt, &m->wkv_a);
     b->kv_a_layernorm = norm_weight(m, &st, c->kv_lora, 1.0f, 0, &m->ln_kv);
-    b->kv_b_proj = projection(m, &st, H * (c->nope + c->v), c->kv_lora, 0, &m->wkv_b);
-    b->o_proj = projection(m, &st, c->hidden, H * c->v, fp8, &m->wo);
-    m->w.formats = (mla_layer_weight_formats){f, f, f, MLA_WEIGHT_BF16, f, 0, 0, 0};
+    /* kv_b_proj: bf16 unless MXFP4 (the absorb cannot take fp8 blocks) */
+    b->kv_b_proj = proj_fmt(m, &st, H * (c->nope + c->v), c->kv_lora, fmt == 2 ? 2 : 0, &m->wkv_b);
+    if (fmt == 2)
+        kv_b_mx_operands(m);
+    b->o_proj = proj_fmt(m, &st, c->hidden, H * c->v, fmt, &m->wo);
+    m->w.formats = (mla_layer_weight_formats){f, f, f, fmt == 2 ? f : MLA_WEIGHT_BF16, f, 0, 0, 0};
+    m->fmt = fmt;
     if (c->index_heads > 0)
         make_indexer(m, &st);
     const int64_t P = c->max_pos, half = c->rope / 2;
@@ -186,7 +277,7 @@ void layer_model_free(layer_model *m)
 {
     for (int i = 0; i < m->nbufs; ++i)
         mla_free(m->ctx, m->bufs[i].p);
-    double *h[] = {m->wq_a, m->wq_b, m->wkv_a, m->wkv_b, m->wo, m->ln_q, m->ln_kv};
+    double *h[] = {m->wq_a, m->wq_b, m->wkv_a, m->wkv_b, m->wo, m->ln_q, m->ln_kv, m->w_kc};
     for (size_t i = 0; i < sizeof h / sizeof h[0]; ++i)
         free(h[i]);
     free(m->hcos), free(m->hsin);
@@ -199,6 +290,9 @@ void layer_model_ref(const layer_model *m, ref64_model *r)
     r->wq_a = m->wq_a, r->wq_b = m->wq_b, r->wkv_a = m->wkv_a, r->wkv_b = m->wkv_b, r->wo = m->wo;
     r->ln_q = m->ln_q, r->ln_kv = m->ln_kv;
     r->cos = m->hcos, r->sin = m->hsin;
+    r->w_kc = m->w_kc;
+    for (int i = 0; i < 5; ++i)
+        r->mx[i] = m->fmt == 2;
     r->cache_dtype = MLA_DTYPE_BF16;
     r->k_scale = 1.0f;
     r->u_act = 1.0 / 256.0;

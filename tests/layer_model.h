@@ -5,8 +5,8 @@
 #ifndef MLA_TESTS_LAYER_MODEL_H
 #define MLA_TESTS_LAYER_MODEL_H
 
-#include "mla/mla.h"
 #include "conformance/layer_ref64.h"
+#include "mla/mla.h"
 
 typedef struct lm_buf {
     void *p;
@@ -18,16 +18,19 @@ typedef struct layer_model {
     mla_model_config cfg;
     mla_layer_weights_ex w;                                  /* tensors in context memory */
     double *wq_a, *wq_b, *wkv_a, *wkv_b, *wo, *ln_q, *ln_kv; /* host, dequantized */
+    double *w_kc; /* MXFP4: the re-quantized W_kc [H, nope, L]; else NULL */
+    int fmt;      /* 0 bf16, 1 fp8 blocks, 2 MXFP4 */
     float *hcos, *hsin;
     mla_tensor cos, sin;
     lm_buf bufs[24];
     int nbufs;
 } layer_model;
 
-/* cfg_name: a preset; fp8: q_a/q_b (q_proj), kv_a, o_proj in fp8 blocks.
+/* cfg_name: a preset; fmt 1: q_a/q_b (q_proj), kv_a, o_proj in fp8 blocks;
+ * fmt 2: those and kv_b_proj MXFP4 (with the loader's W_kc / W_vc operands).
  * max_pos of the config is cut to 4096 (the table's first rows do not
  * depend on it). Returns 0 on success. */
-int layer_model_make(mla_context *ctx, const char *cfg_name, int fp8, uint32_t seed,
+int layer_model_make(mla_context *ctx, const char *cfg_name, int fmt, uint32_t seed,
                      layer_model *m);
 void layer_model_free(layer_model *m);
 /* The reference's view of the model (cache dtype and roundoffs set by the

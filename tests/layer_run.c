@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/layer_internal.h"
+#include "core/prepare_internal.h"
 
 enum { BS = 16 };
 
@@ -54,7 +55,7 @@ static mla_status unrotated_kv(run_state *s, const mla_tensor *x, lr_result *r)
     mla_tensor kv = lm_tensor(ctx, MLA_DTYPE_BF16, 2, (int64_t[]){T, D}, NULL), kn = kv;
     kn.shape[1] = c->kv_lora;
     const mla_weight *w = &s->m->w.base.kv_a_proj_with_mqa;
-    TRY(mla_linear(ctx, x, &w->w, w->w.dtype == MLA_DTYPE_BF16 ? NULL : &w->scale, &kv));
+    TRY(mla_project(ctx, x, w, &kv));
     TRY(mla_rmsnorm(ctx, &kn, &s->m->w.base.kv_a_layernorm, c->rms_eps, &kn));
     r->kv_prefill = lm_download(ctx, &kv);
     lm_free_tensor(ctx, &kv);

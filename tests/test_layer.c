@@ -6,7 +6,9 @@
  * Cases: test-tiny, test-tiny-noq, test-tiny-indexer (dense and sparse,
  * contexts longer than its top-k of 64, so the selection is real), and a
  * DeepSeek-V2-Lite-shaped layer with a short context; bf16 and fp8 block
- * weights; the three RoPE sites; bf16 and fp8 latent caches; f32 and bf16
+ * weights, and MXFP4 (q_a, q_b, kv_a, kv_b with the loader's W_kc / W_vc
+ * operands, o_proj through the fused flatten quant and the a4w4 GEMM); the
+ * three RoPE sites; bf16 and fp8 latent caches; f32 and bf16
  * y. Each runs a chunked prefill of two sequences (cu_q_lens) and decode
  * steps (next_n = 1) over a paged cache whose blocks are out of order.
  * Sparse: the reference attends over the library's top-k (the indexer ops
@@ -21,7 +23,7 @@
 
 typedef struct layer_case {
     const char *cfg;
-    int fp8;
+    int fmt; /* 0 bf16, 1 fp8 blocks, 2 MXFP4 */
     lr_case c;
 } layer_case;
 
@@ -41,6 +43,9 @@ static const layer_case cases[] = {
     {"test-tiny-indexer", 0, {-1, 1, BF, F32, 2, {5, 3}, 1, 0}},
     {"test-tiny-indexer", 0, {-1, 0, BF, F32, 2, {70, 4}, 2, 0}},
     {"test-tiny-indexer", 1, {MLA_ROPE_SITE_ATTENTION, 0, BF, F32, 2, {66, 2}, 1, 0}},
+    {"test-tiny", 2, {-1, 0, BF, F32, 2, {5, 3}, 2, 0}},
+    {"test-tiny", 2, {MLA_ROPE_SITE_ATTENTION, 0, BF, BF, 2, {4, 2}, 1, 0}},
+    {"test-tiny-noq", 2, {-1, 0, F8, F32, 2, {3, 5}, 1, 0}},
     {"DeepSeek-V2-Lite", 0, {-1, 0, BF, F32, 2, {3, 2}, 1, 0}},
     {"DeepSeek-V2-Lite", 1, {MLA_ROPE_SITE_ATTENTION, 0, BF, F32, 1, {4}, 1, 0}},
 };
@@ -53,7 +58,7 @@ static const char *site_name(int site)
 static void run_case(mla_context *ctx, const layer_case *k, int negative)
 {
     layer_model m;
-    if (layer_model_make(ctx, k->cfg, k->fp8, 0xC0FFEEu + (uint32_t)k->fp8, &m) != 0) {
+    if (layer_model_make(ctx, k->cfg, k->fmt, 0xC0FFEEu + (uint32_t)k->fmt, &m) != 0) {
         CHECK(!"model");
         return;
     }
@@ -64,11 +69,14 @@ static void run_case(mla_context *ctx, const layer_case *k, int negative)
     CHECK_STATUS(st, MLA_OK);
     if (st == MLA_OK) {
         const int pass = r.max_ratio <= 1.0 && r.topk_bad == 0;
-        printf("%-18s %-4s site %-11s %-7s cache %-11s y %-4s: max |err| %.3g (max "
+        printf("%-18s %-5s site %-11s %-7s cache %-11s y %-4s: max |err| %.3g (max "
                "|y| %.3g), "
                "err / (6 sd) %.3f%s%s\n",
-               k->cfg, k->fp8 ? "fp8" : "bf16", site_name(c.site),
-               m.cfg.index_heads > 0 ? (c.dense ? "dense" : "sparse") : "dense",
+               k->cfg,
+               k->fmt == 2 ? "mxfp4"
+               : k->fmt    ? "fp8"
+                           : "bf16",
+               site_name(c.site), m.cfg.index_heads > 0 ? (c.dense ? "dense" : "sparse") : "dense",
                mla_dtype_name(c.cache_dtype), mla_dtype_name(c.y_dtype), r.max_err, r.max_abs_y,
                r.max_ratio, r.topk_bad ? " BAD TOP-K" : "",
                negative ? (pass ? "  <- negative control PASSED (wrong)"

@@ -82,10 +82,14 @@ MLA_API int mla_layer_plan_sparse(const mla_layer_plan *lp);
 /* One layer for the planned step: x [T, hidden] (opt.act) -> y [T, hidden]
  * (BF16 or F32), writing every new token's latent row into the planned
  * cache (and its indexer K into the index cache when sparse). weights: the
- * loader's struct (include/mla/mla_weights.h): BF16 or FP8_BLOCK
- * projections, kv_b_proj BF16 (the absorb and W_vc take per-head views of
- * it, which 128 x 128 block scales do not factor into), the indexer's when
- * sparse. Allocates nothing; the intermediates live in the planned
+ * loader's struct (include/mla/mla_weights.h), each projection in its own
+ * format: BF16 and FP8_BLOCK through mla_linear; MXFP4 through the a16wfp4
+ * GEMM (activations quantized by the production rule), with kv_b_proj
+ * MXFP4 the absorb on w_kc_fp4 and W_vc on w_vc_fp4, and o_proj MXFP4 fed
+ * by the fused flatten quant reading W_vc's [T, H, v] output in place, then
+ * the a4w4 GEMM. kv_b_proj is BF16 or MXFP4 (fp8 128 x 128 block scales do
+ * not factor into the per-head views); the indexer's weights BF16 or
+ * FP8_BLOCK. Allocates nothing; the intermediates live in the planned
  * workspace. Sparse steps re-plan the attention for the fresh top-k
  * indices (a synchronization). */
 MLA_API mla_status mla_layer_forward(mla_context *ctx, const mla_layer_plan *lp,

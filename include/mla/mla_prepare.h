@@ -211,7 +211,7 @@ MLA_API mla_target mla_context_target(const mla_context *ctx);
 
 typedef struct mla_plan_options {
     mla_target target;
-    mla_dtype weight_dtype;      /* BF16, FP8_E4M3FN */
+    mla_dtype weight_dtype;      /* BF16, FP8_E4M3FN, FP4X2 (MXFP4; the layer only) */
     mla_dtype q_dtype;           /* q_cat: BF16 or an fp8 flavour */
     mla_cache_layout cache_layout;
     mla_dtype cache_dtype;
