@@ -491,6 +491,9 @@ static mla_status setup(const conf_case *c, const conf_env *env, conf_problem *p
     }
     fill_cache(p, c);
     p->arg[ACACHE].bound.raw = 1; /* with rope: the written bytes, exactly */
+    /* o and lse: judged by compare() with per-value tolerances */
+    p->arg[AO].bound = (conf_bound){.kind = CONF_BOUND_TOL, .limit = 1.0, .zero_sign_free = 1};
+    p->arg[ALSE].bound = p->arg[AO].bound;
     fill_table(p, c, &g, phys);
     for (int64_t s = 0; s < NSEQ; ++s) {
         conf_set_value(p, ACTX, s, (double)g.ctx[s]);

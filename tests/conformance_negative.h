@@ -33,6 +33,8 @@ void neg_positive_controls(const mla_backend_ops *from);
 void neg_mxfp4_controls(const mla_backend_ops *from);
 /* The DSA indexer's controls (conformance_negative_indexer.c). */
 void neg_indexer_controls(const mla_backend_ops *from);
+/* The attention core's controls (conformance_negative_attention.c). */
+void neg_attention_controls(const mla_backend_ops *from);
 
 /* ---- element access for the test kernels (host tables: ref and cpu) ---- */
 

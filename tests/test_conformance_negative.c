@@ -260,6 +260,7 @@ int main(void)
         neg_positive_controls(from);
         neg_mxfp4_controls(from);
         neg_indexer_controls(from);
+        neg_attention_controls(from);
     }
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
