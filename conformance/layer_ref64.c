@@ -130,7 +130,8 @@ static double cache_store(const ref64_model *m, double v, double *ulp)
 {
     if (m->cache_dtype == MLA_DTYPE_BF16) {
         const double q = mla_bf16_to_f32(mla_f32_to_bf16((float)v));
-        *ulp = ldexp(fabs(q) > 0 ? 1.0 : 0.0, ilogb(q) - 7) + ldexp(1.0, -133);
+        /* bf16: 8 significant bits; below the normal range, the subnormal step */
+        *ulp = (q != 0 ? ldexp(1.0, ilogb(q) - 7) : 0.0) + ldexp(1.0, -133);
         return q;
     }
     const float k = m->k_scale;

@@ -46,8 +46,8 @@ static const layer_case cases[] = {
     {"test-tiny", 2, {-1, 0, BF, F32, 2, {5, 3}, 2, 0}},
     {"test-tiny", 2, {MLA_ROPE_SITE_ATTENTION, 0, BF, BF, 2, {4, 2}, 1, 0}},
     {"test-tiny-noq", 2, {-1, 0, F8, F32, 2, {3, 5}, 1, 0}},
-    {"DeepSeek-V2-Lite", 0, {-1, 0, BF, F32, 2, {3, 2}, 1, 0}},
-    {"DeepSeek-V2-Lite", 1, {MLA_ROPE_SITE_ATTENTION, 0, BF, F32, 1, {4}, 1, 0}},
+    {"DeepSeek-V2-Lite", 0, {-1, 0, BF, F32, 2, {2, 1}, 1, 0}},
+    {"DeepSeek-V2-Lite", 1, {MLA_ROPE_SITE_ATTENTION, 0, BF, F32, 1, {3}, 1, 0}},
 };
 
 static const char *site_name(int site)
