@@ -33,9 +33,11 @@
  * Sleef_expf16_u10 (1 ulp) when the build has SLEEF, else the polynomial of
  * exp_avx512 below; the portable copies call the C library's expf.
  *
- * Scores from bf16 q and a bf16 cache on CPUs with AVX512-BF16 (and no AMX,
- * mla_cpu_linear_has_bf16): vdpbf16ps on q's bf16 pairs and the keys' bf16
- * bytes as stored, two exact products per lane and step, fp32 adds: twice the
+ * Scores from bf16 q and a bf16 or fp8 NORMAL / SHUFFLED cache on CPUs with
+ * AVX512-BF16 (and no AMX, mla_cpu_linear_has_bf16): vdpbf16ps on q's bf16
+ * pairs and the keys' bf16 bytes as stored (fp8: the codes' exact bf16
+ * values, k_scale applied to the score), two exact products per lane and
+ * step, fp32 adds: twice the
  * FMA rate, used for a tile when the exponents of its keys and of q rule out
  * the instruction's subnormal flush (mla_cpu_dp_safe), else the FMA tile.
  * P @ V stays fp32 FMA. One core of the Zen 4 build host, batch 4, context
@@ -171,7 +173,8 @@ typedef struct attn_job {
     int64_t H, L, R, D, KS, bs;
     int64_t max_chunks, hc; /* chunks per item; sparse: chunks per row */
     int layout, sparse, paged;
-    int dp; /* bf16 q and bf16 cache on a vdpbf16ps copy: scores by qk_dp where safe */
+    int dp; /* bf16 q, bf16 or fp8 NORMAL / SHUFFLED cache, a vdpbf16ps copy: qk_dp where safe */
+    float scale_dp; /* the softmax scale of qk_dp's scores: times k_scale for fp8 codes */
     mla_dtype kdt;
     float k_scale, scale;
     char *scratch;
@@ -341,7 +344,7 @@ MLA_CPU_INLINE void prefetch_key(const attn_job *jb, attn_pf *pf, int64_t seq, i
 /* The chunk's q: pair m < mc is (row r0 + (m0 + m) / H, head (m0 + m) % H);
  * lanes past mc are zero. */
 MLA_CPU_INLINE int pack_q(const attn_job *jb, int64_t r0, int64_t m0, int64_t mc, int64_t mp,
-                          const attn_scratch *s)
+                          int dp, const attn_scratch *s)
 {
     unsigned emin = 0xFF; /* dp: the smallest exponent field of a nonzero q value */
     const mla_tensor *q = &jb->a->q;
@@ -357,7 +360,7 @@ MLA_CPU_INLINE int pack_q(const attn_job *jb, int64_t r0, int64_t m0, int64_t mc
                 s->row[d] = mla_fb_mul(s->row[d], qs);
         for (int64_t d = 0; d < D; ++d)
             s->qt[d * mp + m] = s->row[d];
-        if (jb->dp) /* bf16 q: each value's bits are the top half of its fp32 */
+        if (dp) /* bf16 q: each value's bits are the top half of its fp32 */
             for (int64_t p = 0; p < jb->KS / 2; ++p) {
                 const uint32_t lo = 2 * p < D ? mla_fb_bits(s->row[2 * p]) >> 16 : 0u;
                 const uint32_t hi = 2 * p + 1 < D ? mla_fb_bits(s->row[2 * p + 1]) >> 16 : 0u;
@@ -370,21 +373,32 @@ MLA_CPU_INLINE int pack_q(const attn_job *jb, int64_t r0, int64_t m0, int64_t mc
     for (int64_t d = 0; d < D; ++d)
         for (int64_t m = mc; m < mp; ++m)
             s->qt[d * mp + m] = 0.0f;
-    if (jb->dp)
+    if (dp)
         for (int64_t p = 0; p < jb->KS / 2; ++p)
             for (int64_t m = mc; m < mp; ++m)
                 s->qp[p * mp + m] = 0u;
     return (int)emin;
 }
 
-/* Token t of block blk as bf16 pairs (the cache's bytes in NORMAL order),
- * zeros to KS values. */
+/* Token t of block blk as bf16 pairs in NORMAL order, zeros to KS values:
+ * a bf16 cache's bytes as stored; an fp8 cache's codes as the bf16 of their
+ * value (exact: 3 mantissa bits, and the subnormal codes are normal bf16),
+ * so that the dot product is code-valued and k_scale multiplies the score. */
 MLA_CPU_INLINE void copy_key_bf16(const attn_job *jb, const uint8_t *blk, int64_t t,
                                   uint32_t *restrict out)
 {
     const int64_t L = jb->L, R = jb->R, D = jb->D;
     uint8_t *o = (uint8_t *)out;
-    if (jb->layout == MLA_CL_NORMAL) {
+    if (jb->kdt != MLA_DTYPE_BF16) {
+        const int fnuz = jb->kdt == MLA_DTYPE_FP8_E4M3FNUZ;
+        uint16_t *o16 = (uint16_t *)out;
+        const int64_t K = jb->layout == MLA_CL_NORMAL ? D : 16; /* contiguous codes */
+        for (int64_t i = 0; i < D; i += K) {
+            const uint8_t *c = blk + mla_cl_elem_byte(jb->layout, t, i, L, R, jb->bs, 1);
+            MLA_SIMD for (int64_t j = 0; j < K; ++j) o16[i + j] =
+                (uint16_t)(mla_fb_bits(fp8_value(c[j], fnuz)) >> 16);
+        }
+    } else if (jb->layout == MLA_CL_NORMAL) {
         memcpy(o, blk + mla_cl_elem_byte(MLA_CL_NORMAL, t, 0, L, R, jb->bs, 2), (size_t)(2 * D));
     } else { /* SHUFFLED: whole 16-byte tile rows of 8 values */
         for (int64_t i = 0; i < D; i += 8)
@@ -481,7 +495,10 @@ MLA_CPU_INLINE void task_body(const attn_job *jb, int64_t w, int64_t c, const at
         s->mx[m] = -INFINITY, s->l[m] = 0.0f;
     int first = 1;
     if (kb < ke) {
-        const int eq = pack_q(jb, r0, m0, mc, mp, s);
+        /* fp8 codes cost a second conversion pass: worth it from 2 vectors of
+         * pairs on (one core, 16 heads: 74 -> 62 GFLOP/s; 128 heads: 96 -> 121) */
+        const int dp = jb->dp && (jb->kdt == MLA_DTYPE_BF16 || nv >= 2);
+        const int eq = pack_q(jb, r0, m0, mc, mp, dp, s);
         const mla_tensor *ti = &a->topk_indices;
         for (int64_t k0 = kb; k0 < ke; k0 += NKT) {
             const int nk = (int)(ke - k0 < NKT ? ke - k0 : NKT);
@@ -503,7 +520,7 @@ MLA_CPU_INLINE void task_body(const attn_job *jb, int64_t w, int64_t c, const at
                         kmax = INT32_MAX;
                         for (int64_t d = 0; d < jb->KS; ++d)
                             kr[d] = 0.0f;
-                        if (jb->dp)
+                        if (dp)
                             memset(s->kb + i * (jb->KS / 2), 0, (size_t)(2 * jb->KS));
                         continue;
                     }
@@ -511,7 +528,7 @@ MLA_CPU_INLINE void task_body(const attn_job *jb, int64_t w, int64_t c, const at
                 s->kpos[i] = (int32_t)t;
                 kmax = (int32_t)t > kmax ? (int32_t)t : kmax;
                 decode_key(jb, block_of(jb, seq, t), t % jb->bs, kr);
-                if (jb->dp)
+                if (dp)
                     copy_key_bf16(jb, block_of(jb, seq, t), t % jb->bs, s->kb + i * (jb->KS / 2));
             }
             if (jb->k->calls) {
@@ -519,12 +536,15 @@ MLA_CPU_INLINE void task_body(const attn_job *jb, int64_t w, int64_t c, const at
                 pf.per = (int32_t)((pf.total + calls - 1) / calls);
             }
             /* vdpbf16ps where its subnormal flush cannot trigger (cpu/linear_kernel.h) */
-            if (jb->dp &&
-                mla_cpu_dp_safe(eq, mla_cpu_linear_min_exp((const uint16_t *)s->kb, nk * jb->KS)))
+            float scale = jb->scale;
+            if (dp &&
+                mla_cpu_dp_safe(eq, mla_cpu_linear_min_exp((const uint16_t *)s->kb, nk * jb->KS))) {
                 jb->k->qk_dp(s->qp, mp, nv, s->kb, jb->KS / 2, nk, jb->KS / 2, s->st, &pf);
-            else
+                scale = jb->scale_dp;
+            } else {
                 jb->k->qk(s->qt, mp, nv, s->kt, jb->KS, nk, jb->D, s->st, &pf);
-            jb->k->softmax(s->st, mp, nv, nk, jb->scale, s->kpos, s->plim, kmax > pmin, s->mx, s->l,
+            }
+            jb->k->softmax(s->st, mp, nv, nk, scale, s->kpos, s->plim, kmax > pmin, s->mx, s->l,
                            s->alpha);
             if (first) { /* the step's alpha is e^(-inf - mx') = 0: start from zero */
                 jb->k->pv(s->st, mp, nv, s->kt, jb->KS, nk, jb->L, s->ot, NULL, &pf);
@@ -1054,8 +1074,8 @@ mla_status mla_cpu_attention_with_scratch(mla_context *ctx, const mla_attention_
         break;
     }
 #endif
-    jb.dp = jb.k->qk_dp && d->q_dtype == MLA_DTYPE_BF16 && jb.kdt == MLA_DTYPE_BF16 &&
-            jb.layout != MLA_CL_FP8_SCALED;
+    jb.dp = jb.k->qk_dp && d->q_dtype == MLA_DTYPE_BF16 && jb.layout != MLA_CL_FP8_SCALED;
+    jb.scale_dp = jb.kdt == MLA_DTYPE_BF16 ? jb.scale : jb.scale * jb.k_scale;
     const int64_t tasks = p->num_work * jb.max_chunks, T = p->T;
     /* every task is at least one tile of MTASK pairs x NKT keys x D dims: heavy */
     const int nt = mla_cpu_threads(ctx, tasks > T ? tasks : T, (tasks > T ? tasks : T) * 32768);
