@@ -697,8 +697,8 @@ int main(void)
          0},
     };
     const tcase raw_cases[] = {
-        {"raw fp8 codes e4m3fn NORMAL",
-         16,
+        {"raw fp8 codes e4m3fn NORMAL H32",
+         32,
          128,
          64,
          16,
