@@ -235,7 +235,32 @@ static void test_rope_args(mla_context *ctx)
     f.args.rope = &rope;
     mla_attention_plan *plan = NULL;
     CHECK_STATUS(mla_attention_plan_create(ctx, &f.desc, &f.args, &plan), MLA_OK);
+    /* values changed since the plan: the host run re-checks them in place */
+    const int64_t wb = mla_attention_plan_workspace_bytes(plan);
+    void *ws = NULL;
+    mla_malloc(ctx, (size_t)wb, &ws);
+    mla_tensor tws = view(ws, MLA_DTYPE_U8, 1, (int64_t[]){wb});
+    f.args.workspace = &tws;
+    pos[1] = RP;
+    snapshot(&f);
+    CHECK_STATUS(mla_attention_run(ctx, plan, &f.args), MLA_ERR_OUT_OF_RANGE);
+    CHECK(param_is(ctx, "q_pos") && untouched(&f));
+    pos[1] = 36;
+    slots[0] = -5; /* skipped: fine */
+    slots[1] = NB * BS;
+    CHECK_STATUS(mla_attention_run(ctx, plan, &f.args), MLA_ERR_OUT_OF_RANGE);
+    CHECK(param_is(ctx, "slots") && untouched(&f));
+    slots[0] = 1, slots[1] = 2;
+    CHECK_STATUS(mla_attention_run(ctx, plan, &f.args), MLA_OK);
+    f.args.workspace = NULL;
+    mla_free(ctx, ws);
     mla_attention_plan_destroy(plan);
+    tpos.shape[0] = T - 1;
+    refuse_plan(ctx, &f, MLA_ERR_SHAPE, "q_pos.shape[0]");
+    tpos.shape[0] = T;
+    tslots.dtype = MLA_DTYPE_F32;
+    refuse_plan(ctx, &f, MLA_ERR_DTYPE, "slots.dtype");
+    tslots.dtype = MLA_DTYPE_I32;
     pos[1] = RP;
     refuse_plan(ctx, &f, MLA_ERR_OUT_OF_RANGE, "q_pos");
     pos[1] = 36;

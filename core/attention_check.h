@@ -1,0 +1,35 @@
+/* Internal: the attention entry points' validation (core/attention_check.c). */
+#ifndef MLA_CORE_ATTENTION_CHECK_H
+#define MLA_CORE_ATTENTION_CHECK_H
+
+#include "core/backend.h"
+
+/* What the shapes of a call say. */
+typedef struct mla_attn_shape {
+    int64_t S, T, max_blocks, Tk, block_bytes;
+} mla_attn_shape;
+
+/* Descriptor, cache, every tensor's dtype / shape / strides, aliasing of the
+ * outputs (o, lse; the cache with rope; the workspace when run) with each
+ * other and every input. Fills *sh. */
+mla_status mla_attn_check_args(mla_context *ctx, const mla_attention_desc *d,
+                               const mla_attention_args *a, mla_attn_shape *sh, int run);
+/* Every index value the kernels read (the plan: device tensors are read
+ * back). len[S] (work lengths), *max_q (largest n_s) and cu[S + 1] (row
+ * starts) are filled when not NULL. */
+mla_status mla_attn_check_values(mla_context *ctx, const mla_attention_desc *d,
+                                 const mla_attention_args *a, const mla_attn_shape *sh,
+                                 int64_t *len, int64_t *max_q, int32_t *cu);
+/* The same ranges on host memory, read in place: no copy, no allocation
+ * (the run on a host context). */
+mla_status mla_attn_recheck_host(mla_context *ctx, const mla_attention_desc *d,
+                                 const mla_attention_args *a, const mla_attn_shape *sh);
+/* The attention variant: in = q dtype, out = o dtype, layout = cache layout,
+ * rule = cache element dtype, group = block_size, rows = T, cols = heads. */
+mla_variant mla_attn_variant(const mla_attention_desc *d, int64_t T);
+/* supports() and the slots for the attention and, with rope inside
+ * attention, for the convert, rope and cache_write the run composes. */
+mla_status mla_attn_check_supported(mla_context *ctx, const mla_attention_desc *d,
+                                    const mla_attention_args *a, const mla_attn_shape *sh);
+
+#endif
