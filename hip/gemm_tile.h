@@ -4,34 +4,80 @@
  *     C[b, m, n] = alpha * sum_k A[b, m, k] * B[b, k, n]
  *
  * every operand through its own strides (transposed views and kv_b_proj's
- * W_kc / W_vc views included), inputs widened to fp32 exactly (fp8 weights
- * of linear dequantized as fl(code * block scale)), fp32 accumulation, one
- * rounding to C's dtype.
+ * W_kc / W_vc views included), fp32 accumulation, one rounding to C's dtype.
+ * hip/gemm.hip has three kernels:
  *
- * Shared-memory tiles: a 256-thread block computes a 64 x 64 tile of C,
- * 4 x 4 values per thread, in K steps of 16. Each output is one fmaf chain
- * over k ascending, so its bits do not depend on the tiling, the grid or the
- * device: only the operands decide them. Tiles are loaded with the operand's
- * unit-stride index running across the threads (coalesced either way). */
+ * FMA (f32 A, MLA_HIP_GEMM=fma, targets without matrix units): inputs
+ * widened to fp32 exactly (fp8 weights of linear dequantized as fl(code *
+ * block scale)), 64 x 64 tiles of C in shared memory, 4 x 4 values per
+ * thread, each output one fmaf chain over k ascending.
+ *
+ * Matrix tiles (bf16 A, M > 16 or batched): 128 x 128 tiles of C per block,
+ * K in steps of 32 staged in shared memory as bf16 (fp8 codes widened to
+ * bf16 exactly through a 256-entry table: every e4m3 value is a bf16 value),
+ * the next step's loads in registers while the matrix units run the current
+ * one: NVIDIA mma.sync m16n8k16 (8 warps of 64 x 32), AMD MFMA 32x32x8
+ * (4 waves of 64 x 64). Linear's fp8 block scales multiply fp32 partial
+ * sums, as DeepSeek's block-scaled GEMMs do: each K step's sum (32 values,
+ * inside one 128-wide scale block) joins the accumulator as
+ * fmaf(scale, partial, acc); alpha multiplies the final sum. Operand access
+ * is compiled per layout (k unit-stride for both: linear; n unit-stride for
+ * B: the absorb views; anything else through per-value loads).
+ *
+ * Small M (linear with bf16 x and T <= 16: a stream of the weights): W plays
+ * the matrix unit's row operand (16 rows per NVIDIA mma, 32 per MFMA), x^T
+ * the column operand; each lane loads 16 bytes of a weight row per access
+ * and uses them for several matrix steps. A block owns 64 rows of W and a K
+ * range; its warps take the range's chunks in turn (each chunk's sum
+ * times its fp8 block scale, as above) and their sums meet in shared memory
+ * in a fixed order. K is split over several blocks where the
+ * rows alone would not fill the device: the splits write fp32 partial sums
+ * to the context's scratch and a second kernel adds them in split order
+ * (and zeroes them again: the scratch is kept all-zero between ops, which
+ * the other users of it rely on). Every reduction order is fixed by the
+ * shape and the device's multiprocessor count, never by timing.
+ *
+ * Error: the bound of conformance/bounds.c (gamma_{K+3} S: any order and
+ * blocking of fp32 sums, one rounding for the block scale applied to a
+ * partial, one for alpha) holds on the matrix units: every product is exact
+ * (bf16 x bf16 and bf16 x e4m3 fit fp32's 24 bits), and each mma / MFMA adds
+ * its 8-16 products to the fp32 accumulator with at most a couple of units
+ * of fp32 rounding (NVIDIA's tensor cores truncate after aligning to the
+ * largest term), i.e. far fewer roundings than one per term. f32 x is not
+ * sent to the bf16 units: x rounded to bf16 errs by 2^-9 relative, far
+ * outside that bound (an exact hi + mid + lo split of x into three bf16
+ * would fit it at three times the matrix work; not done). Subnormal bf16
+ * inputs and products below 2^-126 may be flushed by the matrix units
+ * (documented for MI200); the conformance inputs avoid that range. */
 #ifndef MLA_HIP_GEMM_TILE_H
 #define MLA_HIP_GEMM_TILE_H
 
 #include "hip/device_util.h"
 
-constexpr int kBM = 64, kBN = 64, kBK = 16, kTM = 4, kTN = 4;
-constexpr int kBlockScale = 128; /* DeepSeek fp8 checkpoints */
+constexpr int kBM = 64, kBN = 64, kBK = 16, kTM = 4, kTN = 4; /* FMA tiles */
+constexpr int kBlockScale = 128;                              /* DeepSeek fp8 checkpoints */
 static_assert((kBM / kTM) * (kBN / kTN) == MLA_HIP_BLOCK, "one output group per thread");
 static_assert(kBM * kBK % MLA_HIP_BLOCK == 0 && kBN * kBK % MLA_HIP_BLOCK == 0, "whole tile loads");
+
+/* gemm_desc::vec: operand access the host proved possible for the whole
+ * launch (unit stride along the named index, every other stride and the base
+ * aligned to 16 bytes). */
+constexpr int32_t kAVecK = 1; /* A: 8 consecutive k in one 16-byte load */
+constexpr int32_t kBVecK = 2; /* B: 16 bytes of consecutive k (W rows of linear) */
+constexpr int32_t kBVecN = 4; /* B: 16 bytes of consecutive n (W_kc / W_vc views) */
 
 struct gemm_desc {
     const void *a, *b;
     void *c;
     const float *bscale; /* linear fp8: [ceil(N/128), ceil(K/128)]; NULL otherwise */
+    float *partial;      /* small-M split-K sums: [splits, M, N] fp32 in the scratch */
     int64_t M, N, K, batch, tiles_m, tiles_n;
     int64_t as_b, as_m, as_k, bs_b, bs_k, bs_n, cs_b, cs_m, cs_n, sc_n, sc_k;
     float alpha;
     int32_t adt, bdt, cdt;
-    int32_t a_kfast, b_kfast; /* k is A's (B's) unit-stride index */
+    int32_t a_kfast, b_kfast;         /* k is A's (B's) unit-stride index */
+    int32_t vec;                      /* kAVecK | kBVecK | kBVecN */
+    int32_t splits, chunks_per_split; /* small-M path */
 };
 
 /* Tile counts, and which operand index runs with unit stride. */
@@ -44,6 +90,6 @@ static inline void gemm_finish_desc(gemm_desc &g)
 }
 
 /* Queues the GEMM on the context's stream (hip/gemm.hip). */
-mla_status mla_hip_gemm(mla_context *ctx, const gemm_desc &g, const char *what);
+mla_status mla_hip_gemm(mla_context *ctx, gemm_desc &g, const char *what);
 
 #endif
