@@ -8,40 +8,11 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-#include "apps/cmd.h"
 #include "apps/demo.h"
 #include "bench/bench_util.h"
 #include "bench/ceilings.h"
 #include "core/layer_internal.h"
-
-#define BS 16
-
-typedef struct demo_args {
-    const char *config, *weights;
-    mla_backend backend;
-    int64_t prefill, steps, batch, context;
-    int64_t seed;
-    int fp8, no_ceilings, set[4]; /* set: prefill, steps, batch, context given */
-} demo_args;
-
-typedef struct demo {
-    demo_args a;
-    mla_context *ctx;
-    mla_model_config cfg;
-    char path[512];
-    mla_layer_weights_ex w;
-    mla_plan *plan;
-    mla_cache_desc cd;
-    mla_layer_options opt;
-    int64_t bps, NB, max_ctx;
-    int32_t *bt;
-    float *hcos, *hsin;
-    mla_tensor bt_t, cos, sin, cache, icache, ws;
-    bench_rng rng;
-    int sparse;
-} demo;
 
 void usage_demo(FILE *out)
 {
@@ -60,22 +31,6 @@ void usage_demo(FILE *out)
             "N 64, 16 steps), DeepSeek-V2-Lite on the CPU (B 1, C 256, N 16, 8 steps).\n"
             "Exit 0 when every step ran and the check is within its bound.\n");
 }
-
-static int fail(demo *d, mla_status st, const char *what)
-{
-    fprintf(stderr, "mla demo: %s: %s", what, mla_status_name(st));
-    if (d->ctx)
-        bench_print_error(stderr, d->ctx);
-    fprintf(stderr, "\n");
-    return MLA_EXIT_FAIL;
-}
-
-#define DTRY(expr, what)                                                                           \
-    do {                                                                                           \
-        mla_status s_ = (expr);                                                                    \
-        if (s_ != MLA_OK)                                                                          \
-            return fail(d, s_, what);                                                              \
-    } while (0)
 
 static int parse(int argc, char **argv, demo_args *a)
 {
@@ -146,158 +101,6 @@ static void pick_defaults(demo *d)
         a->prefill = 1;
 }
 
-static int setup_weights(demo *d)
-{
-    const int gen = !d->a.weights;
-    if (gen) {
-        const char *tmp = getenv("TMPDIR");
-        snprintf(d->path, sizeof d->path, "%s/mla-demo-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-        int fd = mkstemp(d->path);
-        if (fd < 0) {
-            fprintf(stderr, "mla demo: cannot create a temporary file in %s\n", d->path);
-            return MLA_EXIT_FAIL;
-        }
-        close(fd);
-        const mla_weight_format f = d->a.fp8 ? MLA_WEIGHT_FP8_BLOCK : MLA_WEIGHT_BF16;
-        mla_layer_weight_formats fm = {f, f, f, MLA_WEIGHT_BF16, f, 0, 0, 0};
-        const double t0 = bench_now();
-        mla_status st =
-            mla_weights_generate(d->ctx, d->path, &d->cfg, 0, 1, (uint64_t)d->a.seed, &fm);
-        if (st != MLA_OK) {
-            unlink(d->path);
-            return fail(d, st, "generating the weights");
-        }
-        printf("weights: seeded (seed %lld, %s) -> %s, %.2f s\n", (long long)d->a.seed,
-               d->a.fp8 ? "fp8 blocks, kv_b_proj bf16" : "bf16", d->path, bench_now() - t0);
-    } else {
-        snprintf(d->path, sizeof d->path, "%s", d->a.weights);
-    }
-    mla_safetensors *f = NULL;
-    const double t0 = bench_now();
-    DTRY(mla_safetensors_open(d->ctx, d->path, &f), d->path);
-    mla_status st = mla_layer_weights_load(d->ctx, f, &d->cfg, 0, NULL, &d->w);
-    mla_safetensors_close(f);
-    if (st != MLA_OK)
-        return fail(d, st, "loading layer 0");
-    printf("weights: loaded %.1f MiB into %s memory in %.2f s\n",
-           (double)d->w.storage_bytes / 1048576.0, mla_memory_name(mla_context_memory(d->ctx)),
-           bench_now() - t0);
-    return MLA_EXIT_OK;
-}
-
-static mla_tensor dev_tensor(demo *d, mla_dtype dt, int32_t ndim, const int64_t *shape,
-                             const void *host, mla_status *st)
-{
-    mla_tensor t;
-    mla_tensor_init(&t, NULL, dt, mla_context_memory(d->ctx), ndim, shape);
-    size_t b = (size_t)mla_tensor_numel(&t) * mla_dtype_size(dt);
-    void *p = NULL;
-    if (*st == MLA_OK)
-        *st = mla_malloc(d->ctx, b ? b : 1, &p);
-    if (*st == MLA_OK && host)
-        *st = mla_memcpy(d->ctx, p, host, b, MLA_COPY_HOST_TO_CONTEXT);
-    else if (*st == MLA_OK)
-        *st = mla_memset(d->ctx, p, 0, b ? b : 1);
-    t.data = p;
-    return t;
-}
-
-static void free_tensor(demo *d, mla_tensor *t)
-{
-    if (t->data)
-        mla_free(d->ctx, t->data);
-    t->data = NULL;
-}
-
-/* Random bf16 rows [n, cols] in context memory, |x| in [2^-3, 2). */
-static mla_tensor random_rows(demo *d, int64_t n, int64_t cols, mla_status *st)
-{
-    uint16_t *h = malloc((size_t)(n * cols) * 2);
-    bench_fill_host(&d->rng, h, MLA_DTYPE_BF16, n * cols, BENCH_FILL_ACT);
-    mla_tensor t = dev_tensor(d, MLA_DTYPE_BF16, 2, (int64_t[]){n, cols}, h, st);
-    free(h);
-    return t;
-}
-
-static int setup_cache(demo *d)
-{
-    const mla_model_config *c = &d->cfg;
-    const int64_t B = d->a.batch;
-    mla_status st = MLA_OK;
-    d->max_ctx = d->a.context + d->a.prefill + d->a.steps;
-    d->bps = (d->max_ctx + BS - 1) / BS;
-    d->NB = B * d->bps;
-    d->bt = malloc((size_t)(B * d->bps) * 4);
-    for (int64_t i = 0; i < B * d->bps; ++i)
-        d->bt[i] = (int32_t)i;
-    d->bt_t = dev_tensor(d, MLA_DTYPE_I32, 2, (int64_t[]){B, d->bps}, d->bt, &st);
-    d->cd =
-        (mla_cache_desc){MLA_CACHE_NORMAL, MLA_DTYPE_BF16, d->NB, BS, c->kv_lora, c->rope, 1.0f};
-    int64_t bb = 0;
-    DTRY(mla_cache_block_bytes(&d->cd, &bb), "cache");
-    d->cache = dev_tensor(d, MLA_DTYPE_U8, 2, (int64_t[]){d->NB, bb}, NULL, &st);
-    mla_layer_options_default(c, &d->cd, &d->opt);
-    d->sparse = c->index_heads > 0 && c->q_lora > 0;
-    if (d->sparse) {
-        DTRY(mla_indexer_cache_block_bytes(&d->opt.index_cache, &bb), "indexer cache");
-        d->icache = dev_tensor(d, MLA_DTYPE_U8, 2, (int64_t[]){d->NB, bb}, NULL, &st);
-    }
-    const int64_t P = d->cfg.max_pos, half = c->rope / 2;
-    d->hcos = malloc((size_t)(P * half) * 4), d->hsin = malloc((size_t)(P * half) * 4);
-    if (st == MLA_OK)
-        st = mla_rope_table_build(&c->rope_cfg, P, d->hcos, d->hsin);
-    d->cos = dev_tensor(d, MLA_DTYPE_F32, 2, (int64_t[]){P, half}, d->hcos, &st);
-    d->sin = dev_tensor(d, MLA_DTYPE_F32, 2, (int64_t[]){P, half}, d->hsin, &st);
-    DTRY(st, "allocating the cache");
-    mla_plan_options po;
-    mla_plan_options_default(mla_context_target(d->ctx), &po);
-    po.weight_dtype = d->a.fp8 ? MLA_DTYPE_FP8_E4M3FN : MLA_DTYPE_BF16;
-    DTRY(mla_plan_create(c, &po, &d->plan), "plan");
-    int64_t w0 = 0, w1 = 0;
-    DTRY(mla_layer_workspace_bytes(d->ctx, d->plan, &d->opt, B * d->a.prefill, B, d->max_ctx, &w0),
-         "workspace");
-    DTRY(mla_layer_workspace_bytes(d->ctx, d->plan, &d->opt, B, B, d->max_ctx, &w1), "workspace");
-    d->ws = dev_tensor(d, MLA_DTYPE_U8, 1, (int64_t[]){w0 > w1 ? w0 : w1}, NULL, &st);
-    DTRY(st, "allocating the workspace");
-    printf("cache: %lld blocks of %d tokens (%.1f MiB), workspace %.1f MiB, RoPE at %s\n",
-           (long long)d->NB, BS, (double)(d->NB * bb) / 1048576.0,
-           (double)(w0 > w1 ? w0 : w1) / 1048576.0,
-           mla_rope_site_name(mla_plan_rope_site(d->plan)));
-    return MLA_EXIT_OK;
-}
-
-/* The synthetic history: C random latent rows per sequence (and indexer
- * keys), written straight to the cache in chunks. */
-static int history(demo *d)
-{
-    const mla_model_config *c = &d->cfg;
-    const int64_t C = d->a.context, chunk = 4096;
-    for (int64_t s = 0; s < d->a.batch; ++s)
-        for (int64_t t0 = 0; t0 < C; t0 += chunk) {
-            const int64_t n = C - t0 < chunk ? C - t0 : chunk;
-            mla_status st = MLA_OK;
-            int64_t *sl = malloc((size_t)n * 8);
-            for (int64_t i = 0; i < n; ++i)
-                sl[i] = (int64_t)d->bt[s * d->bps + (t0 + i) / BS] * BS + (t0 + i) % BS;
-            mla_tensor slots = dev_tensor(d, MLA_DTYPE_I64, 1, &n, sl, &st);
-            mla_tensor kn = random_rows(d, n, c->kv_lora, &st);
-            mla_tensor kp = random_rows(d, n, c->rope, &st);
-            if (st == MLA_OK)
-                st = mla_cache_write(d->ctx, &d->cd, &d->cache, &kn, &kp, &slots);
-            mla_tensor ki = {0};
-            if (d->sparse) {
-                ki = random_rows(d, n, c->index_head_dim, &st);
-                if (st == MLA_OK)
-                    st = mla_indexer_k_cache_write(d->ctx, &d->opt.index_cache, &d->icache, &ki,
-                                                   &slots);
-            }
-            free_tensor(d, &slots), free_tensor(d, &kn), free_tensor(d, &kp), free_tensor(d, &ki);
-            free(sl);
-            DTRY(st, "writing the cache history");
-        }
-    return MLA_EXIT_OK;
-}
-
 typedef struct step_in {
     int64_t T;
     uint16_t *x; /* [T, hidden] bf16 */
@@ -316,12 +119,12 @@ static int run_step(demo *d, const step_in *in, mla_layer_plan **lp, int want, s
     const mla_model_config *c = &d->cfg;
     const int64_t T = in->T, B = d->a.batch;
     mla_status st = MLA_OK;
-    mla_tensor x = dev_tensor(d, MLA_DTYPE_BF16, 2, (int64_t[]){T, c->hidden}, in->x, &st);
-    mla_tensor y = dev_tensor(d, MLA_DTYPE_F32, 2, (int64_t[]){T, c->hidden}, NULL, &st);
-    mla_tensor pos = dev_tensor(d, MLA_DTYPE_I64, 1, &T, in->pos, &st);
-    mla_tensor slot = dev_tensor(d, MLA_DTYPE_I64, 1, &T, in->slot, &st);
-    mla_tensor cl = dev_tensor(d, MLA_DTYPE_I32, 1, &B, in->ctxl, &st);
-    mla_tensor cu = dev_tensor(d, MLA_DTYPE_I32, 1, (int64_t[]){B + 1}, in->cu, &st);
+    mla_tensor x = demo_dev_tensor(d, MLA_DTYPE_BF16, 2, (int64_t[]){T, c->hidden}, in->x, &st);
+    mla_tensor y = demo_dev_tensor(d, MLA_DTYPE_F32, 2, (int64_t[]){T, c->hidden}, NULL, &st);
+    mla_tensor pos = demo_dev_tensor(d, MLA_DTYPE_I64, 1, &T, in->pos, &st);
+    mla_tensor slot = demo_dev_tensor(d, MLA_DTYPE_I64, 1, &T, in->slot, &st);
+    mla_tensor cl = demo_dev_tensor(d, MLA_DTYPE_I32, 1, &B, in->ctxl, &st);
+    mla_tensor cu = demo_dev_tensor(d, MLA_DTYPE_I32, 1, (int64_t[]){B + 1}, in->cu, &st);
     mla_layer_batch b = {&pos, &slot, &d->bt_t, &cl, in->cu ? &cu : NULL, 1};
     mla_layer_buffers bufs = {&d->cos, &d->sin, &d->cache, d->sparse ? &d->icache : NULL, &d->ws};
     if (st == MLA_OK)
@@ -346,7 +149,7 @@ static int run_step(demo *d, const step_in *in, mla_layer_plan **lp, int want, s
     }
     mla_tensor all[] = {x, y, pos, slot, cl, cu};
     for (int i = 0; i < 6; ++i)
-        free_tensor(d, &all[i]);
+        demo_free_tensor(d, &all[i]);
     DTRY(st, "layer step");
     return MLA_EXIT_OK;
 }
@@ -454,11 +257,11 @@ static void print_ceilings(const bench_ceilings *cl)
 static int run(demo *d)
 {
     const int64_t B = d->a.batch, N = d->a.prefill, Tmax = B * N > B ? B * N : B;
-    int rc = setup_weights(d);
+    int rc = demo_setup_weights(d);
     if (rc == MLA_EXIT_OK)
-        rc = setup_cache(d);
+        rc = demo_setup_cache(d);
     if (rc == MLA_EXIT_OK)
-        rc = history(d);
+        rc = demo_history(d);
     if (rc != MLA_EXIT_OK)
         return rc;
     bench_ceilings cl;
@@ -541,20 +344,6 @@ static int run(demo *d)
     return rc;
 }
 
-static void cleanup(demo *d)
-{
-    mla_tensor *all[] = {&d->bt_t, &d->cos, &d->sin, &d->cache, &d->icache, &d->ws};
-    for (int i = 0; i < 6; ++i)
-        free_tensor(d, all[i]);
-    if (d->w.storage)
-        mla_layer_weights_free(d->ctx, &d->w);
-    mla_plan_destroy(d->plan);
-    if (!d->a.weights && d->path[0])
-        unlink(d->path);
-    free(d->bt), free(d->hcos), free(d->hsin);
-    mla_context_destroy(d->ctx);
-}
-
 int cmd_demo(int argc, char **argv)
 {
     demo d;
@@ -583,7 +372,7 @@ int cmd_demo(int argc, char **argv)
            mla_context_fallback_reason(d.ctx));
     const double t0 = bench_now();
     int rc = run(&d);
-    cleanup(&d);
+    demo_cleanup(&d);
     printf("mla demo: %s in %.1f s\n", rc == MLA_EXIT_OK ? "done" : "FAILED", bench_now() - t0);
     return rc;
 }

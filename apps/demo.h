@@ -1,11 +1,62 @@
-/* mla demo internals: the float64 check of one step (apps/demo_check.c). */
+/* mla demo internals: the run's state and its setup (apps/demo_setup.c),
+ * the float64 check of one step (apps/demo_check.c); the command and the
+ * steps are apps/cmd_demo.c. */
 #ifndef MLA_APPS_DEMO_H
 #define MLA_APPS_DEMO_H
 
 #include <stddef.h>
 
+#include "apps/cmd.h"
+#include "bench/bench_util.h"
 #include "conformance/layer_ref64.h"
 #include "mla/mla.h"
+
+#define BS 16
+
+typedef struct demo_args {
+    const char *config, *weights;
+    mla_backend backend;
+    int64_t prefill, steps, batch, context;
+    int64_t seed;
+    int fp8, no_ceilings, set[4]; /* set: prefill, steps, batch, context given */
+} demo_args;
+
+typedef struct demo {
+    demo_args a;
+    mla_context *ctx;
+    mla_model_config cfg;
+    char path[512];
+    mla_layer_weights_ex w;
+    mla_plan *plan;
+    mla_cache_desc cd;
+    mla_layer_options opt;
+    int64_t bps, NB, max_ctx;
+    int32_t *bt;
+    float *hcos, *hsin;
+    mla_tensor bt_t, cos, sin, cache, icache, ws;
+    bench_rng rng;
+    int sparse;
+} demo;
+
+/* Prints what failed (with the context's error) and returns MLA_EXIT_FAIL. */
+int demo_fail(demo *d, mla_status st, const char *what);
+#define DTRY(expr, what)                                                                           \
+    do {                                                                                           \
+        mla_status s_ = (expr);                                                                    \
+        if (s_ != MLA_OK)                                                                          \
+            return demo_fail(d, s_, what);                                                         \
+    } while (0)
+
+int demo_setup_weights(demo *d); /* generated to a temporary file, or --weights; loaded */
+int demo_setup_cache(demo *d);   /* caches, RoPE table, plan, workspace */
+int demo_history(demo *d);       /* --context random rows per sequence, straight to the caches */
+void demo_cleanup(demo *d);
+/* A tensor in context memory from host data (or zeroed); *st keeps the first failure. */
+mla_tensor demo_dev_tensor(demo *d, mla_dtype dt, int32_t ndim, const int64_t *shape,
+                           const void *host, mla_status *st);
+void demo_free_tensor(demo *d, mla_tensor *t);
+/* Random bf16 rows [n, cols] in context memory, |x| in [2^-3, 2). */
+mla_tensor demo_random_rows(demo *d, int64_t n, int64_t cols, mla_status *st);
 
 /* The host float64 weights of layer 0 of a safetensors file and the
  * reference model over them (bf16 intermediates, f32 y, bf16 cache). */
