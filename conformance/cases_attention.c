@@ -419,7 +419,8 @@ static void fill_topk(conf_problem *p, const conf_case *c, const geom *g)
             const int64_t pos = row_pos(g, s, r), cs = g->ctx[s];
             for (int64_t i = 0; i < g->topk; ++i) {
                 const uint64_t x = conf_rng(c->seed, 43, (uint64_t)(r * g->topk + i), 0);
-                int64_t v = (int64_t)(x % (uint64_t)(pos + 1));
+                int64_t v =
+                    pos >= 0 ? (int64_t)(x % (uint64_t)(pos + 1)) : -1; /* padding: pos < 0 */
                 if (x % 10 == 0 || cs == 0 || (s == 2 && r == g->cu[s]))
                     v = pos + 1 < cs && x % 20 == 10 ? pos + 1 : -1;
                 else if (x % 10 == 1 && pos + 1 < cs)
