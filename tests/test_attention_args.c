@@ -390,8 +390,26 @@ static void test_supports(void)
     mla_context_destroy(ctx);
 }
 
+/* The descriptor defaults for a model, and their refusals. */
+static void test_desc_default(void)
+{
+    mla_model_config cfg;
+    CHECK_STATUS(mla_model_config_preset("DeepSeek-V3", &cfg), MLA_OK);
+    mla_cache_desc cd = {MLA_CACHE_FP8_SCALED, MLA_DTYPE_FP8_E4M3FN, 8, 64, 512, 64, 1.0f};
+    mla_attention_desc d;
+    CHECK_STATUS(mla_attention_desc_default(&cfg, &cd, &d), MLA_OK);
+    CHECK(d.heads == 128 && d.paged == 1 && d.q_dtype == MLA_DTYPE_BF16 && d.q_scale == 1.0f);
+    CHECK(d.out_dtype == MLA_DTYPE_F32 && d.topk == 0 && d.next_n == 1 && d.num_splits == 0);
+    CHECK(d.softmax_scale == (float)mla_softmax_scale(&cfg));
+    CHECK(memcmp(&d.cache, &cd, sizeof cd) == 0);
+    cd.kv_lora = 256; /* not the model's L */
+    CHECK_STATUS(mla_attention_desc_default(&cfg, &cd, &d), MLA_ERR_SHAPE);
+    CHECK_STATUS(mla_attention_desc_default(NULL, &cd, &d), MLA_ERR_NULL_POINTER);
+}
+
 int main(void)
 {
+    test_desc_default();
     mla_context *ref = NULL;
     CHECK_STATUS(mla_context_create(MLA_BACKEND_REFERENCE, NULL, &ref), MLA_OK);
     test_shapes(ref);
