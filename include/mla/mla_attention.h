@@ -51,7 +51,7 @@ typedef struct mla_attention_desc {
     float softmax_scale;   /* mla_softmax_scale(cfg) for a model */
     int64_t topk;          /* 0: dense; > 0: sparse with [T, topk] indices */
     int32_t next_n;        /* query rows per sequence when cu_q_lens is NULL */
-    int32_t num_splits;    /* split-KV: 0 the plan decides, 1 off, n at most n per sequence (n <= 256) */
+    int32_t num_splits;    /* split-KV: 0 the plan decides, 1 off, n (<= 256) at most n per sequence */
 } mla_attention_desc;
 
 /* Defaults for a model: H, L, R, softmax scale from cfg; the given cache;
@@ -87,7 +87,7 @@ typedef struct mla_attention_args {
     const mla_attention_rope *rope; /* NULL unless RoPE happens inside attention */
     mla_tensor *o;                  /* [T, H, L] (any strides) */
     mla_tensor *lse;                /* [T, H] F32, or NULL */
-    mla_tensor *workspace;          /* U8 in context memory, >= the plan's workspace bytes, 256-byte aligned */
+    mla_tensor *workspace;          /* U8, context memory, 256-byte aligned, >= the plan's bytes */
 } mla_attention_args;
 
 typedef struct mla_attention_plan mla_attention_plan;
