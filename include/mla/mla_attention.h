@@ -51,7 +51,7 @@ typedef struct mla_attention_desc {
     float softmax_scale;   /* mla_softmax_scale(cfg) for a model */
     int64_t topk;          /* 0: dense; > 0: sparse with [T, topk] indices */
     int32_t next_n;        /* query rows per sequence when cu_q_lens is NULL */
-    int32_t num_splits;    /* split-KV: 0 the plan decides, 1 off, n (<= 256) at most n per sequence */
+    int32_t num_splits;    /* split-KV: 0 the plan decides, 1 off, n (<= 256): at most n each */
 } mla_attention_desc;
 
 /* Defaults for a model: H, L, R, softmax scale from cfg; the given cache;
