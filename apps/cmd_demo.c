@@ -196,7 +196,9 @@ static int check(demo *d, const uint8_t *cache_before, const step_in *in, const 
     demo_ref r;
     char err[256];
     const double t0 = bench_now();
-    if (demo_ref_load(d->path, c, d->hcos, d->hsin, &r, err, sizeof err) != 0) {
+    if (demo_ref_load(d->path, c, d->hcos, d->hsin, &r, err, sizeof err) != 0 ||
+        (demo_ref_kv_b_from(d->ctx, &d->w, &r) != 0 &&
+         snprintf(err, sizeof err, "kv_b_proj could not be read back") > 0)) {
         printf("check: not run (%s)\n", err);
         return 0;
     }

@@ -68,6 +68,9 @@ typedef struct demo_ref {
 /* 0 on success; else -1 with a sentence in err. */
 int demo_ref_load(const char *path, const mla_model_config *cfg, const float *cos, const float *sin,
                   demo_ref *r, char *err, size_t errlen);
+/* kv_b_proj as loaded when the loader converted it (FP8_TENSOR: the file's
+ * blocks re-quantized with one scale), instead of the file's values. */
+int demo_ref_kv_b_from(mla_context *ctx, const mla_layer_weights_ex *w, demo_ref *r);
 void demo_ref_free(demo_ref *r);
 
 #endif

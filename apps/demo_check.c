@@ -100,6 +100,24 @@ int demo_ref_load(const char *path, const mla_model_config *cfg, const float *co
     return 0;
 }
 
+int demo_ref_kv_b_from(mla_context *ctx, const mla_layer_weights_ex *w, demo_ref *r)
+{
+    if (w->formats.kv_b_proj != MLA_WEIGHT_FP8_TENSOR)
+        return 0;
+    const mla_tensor *t = &w->base.kv_b_proj.w;
+    const int64_t n = mla_tensor_numel(t);
+    uint8_t *codes = malloc((size_t)n);
+    if (!codes || !mla_tensor_is_contiguous(t) ||
+        mla_memcpy(ctx, codes, t->data, (size_t)n, MLA_COPY_CONTEXT_TO_HOST) != MLA_OK) {
+        free(codes);
+        return -1;
+    }
+    for (int64_t i = 0; i < n; ++i)
+        r->wkv_b[i] = (double)mla_fp8_to_f32(codes[i], t->dtype) * w->kv_b_tensor_scale;
+    free(codes);
+    return 0;
+}
+
 void demo_ref_free(demo_ref *r)
 {
     double *all[] = {r->wq_a, r->wq_b, r->wkv_a, r->wkv_b, r->wo, r->ln_q, r->ln_kv};

@@ -31,7 +31,9 @@ int demo_setup_weights(demo *d)
         }
         close(fd);
         const mla_weight_format f = d->a.fp8 ? MLA_WEIGHT_FP8_BLOCK : MLA_WEIGHT_BF16;
-        mla_layer_weight_formats fm = {f, f, f, MLA_WEIGHT_BF16, f, 0, 0, 0};
+        /* kv_b_proj too: an fp8 checkpoint's blocks, converted at load to one
+         * scale per tensor (the absorb's per-head views need that) */
+        mla_layer_weight_formats fm = {f, f, f, f, f, 0, 0, 0};
         const double t0 = bench_now();
         mla_status st =
             mla_weights_generate(d->ctx, d->path, &d->cfg, 0, 1, (uint64_t)d->a.seed, &fm);
@@ -40,14 +42,17 @@ int demo_setup_weights(demo *d)
             return demo_fail(d, st, "generating the weights");
         }
         printf("weights: seeded (seed %lld, %s) -> %s, %.2f s\n", (long long)d->a.seed,
-               d->a.fp8 ? "fp8 blocks, kv_b_proj bf16" : "bf16", d->path, bench_now() - t0);
+               d->a.fp8 ? "fp8 128x128 blocks" : "bf16", d->path, bench_now() - t0);
     } else {
         snprintf(d->path, sizeof d->path, "%s", d->a.weights);
     }
     mla_safetensors *f = NULL;
     const double t0 = bench_now();
     DTRY(mla_safetensors_open(d->ctx, d->path, &f), d->path);
-    mla_status st = mla_layer_weights_load(d->ctx, f, &d->cfg, 0, NULL, &d->w);
+    mla_layer_load_options lo;
+    mla_layer_load_options_default(&lo);
+    lo.kv_b_fp8 = MLA_KV_B_FP8_TO_TENSOR;
+    mla_status st = mla_layer_weights_load(d->ctx, f, &d->cfg, 0, &lo, &d->w);
     mla_safetensors_close(f);
     if (st != MLA_OK)
         return demo_fail(d, st, "loading layer 0");

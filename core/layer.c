@@ -224,9 +224,12 @@ static mla_status w_vc(mla_context *ctx, const mla_layer_plan *lp, const mla_lay
         return mla_batched_gemm_a16wfp4(ctx, &x, &wt->w_vc_fp4, 1, MLA_MXFP4_PRODUCTION, &y);
     const mla_tensor *kvb = &wt->base.kv_b_proj.w;
     const int64_t s0 = kvb->stride[0], s1 = kvb->stride[1];
-    mla_tensor wvc = mla_view((uint16_t *)kvb->data + c->nope * s0, MLA_DTYPE_BF16, kvb->memory, 3,
-                              (int64_t[]){H, L, c->v}, (int64_t[]){nv * s0, s1, s0});
-    return mla_batched_gemm(ctx, &x, &wvc, 1.0f, &y);
+    /* bf16, or fp8 with one scale for the tensor (checked by the prepare) */
+    const float scale = kvb->dtype == MLA_DTYPE_BF16 ? 1.0f : wt->kv_b_tensor_scale;
+    mla_tensor wvc =
+        mla_view((uint8_t *)kvb->data + c->nope * s0 * (int64_t)mla_dtype_size(kvb->dtype),
+                 kvb->dtype, kvb->memory, 3, (int64_t[]){H, L, c->v}, (int64_t[]){nv * s0, s1, s0});
+    return mla_batched_gemm(ctx, &x, &wvc, scale, &y);
 }
 
 /* y = o @ W_o^T with o the [T, H, v] buffer read in place: flattened by a
@@ -280,10 +283,15 @@ mla_status mla_layer_forward(mla_context *ctx, const mla_layer_plan *lpc,
     mla_tensor prep = ws_view(lp, lp->ws.prep, MLA_DTYPE_U8, 1,
                               (int64_t[]){lp->ws.q_cat - lp->ws.prep}, (int64_t[]){1});
     mla_prepare_views v;
-    const mla_mxfp4_operand *w_kc =
-        p->base.kv_b_proj.w.dtype == MLA_DTYPE_FP4X2 ? &p->w_kc_fp4 : NULL;
-    MLA_TRY(mla_prepare_run(ctx, lp->plan, &p->base, w_kc, x, &lp->positions, &lp->slots, &lp->cos,
-                            &lp->sin, &lp->cache_desc, &lp->cache, &q_cat, &prep, &v));
+    const mla_dtype kd = p->base.kv_b_proj.w.dtype;
+    const mla_kv_b_form kvb = {kd == MLA_DTYPE_FP4X2 ? &p->w_kc_fp4 : NULL,
+                               kd == MLA_DTYPE_FP8_E4M3FN &&
+                                       p->formats.kv_b_proj == MLA_WEIGHT_FP8_TENSOR
+                                   ? p->kv_b_tensor_scale
+                                   : 0.0f};
+    MLA_TRY(mla_prepare_run(ctx, lp->plan, &p->base, kd == MLA_DTYPE_BF16 ? NULL : &kvb, x,
+                            &lp->positions, &lp->slots, &lp->cos, &lp->sin, &lp->cache_desc,
+                            &lp->cache, &q_cat, &prep, &v));
     if (lp->ws.sparse)
         MLA_TRY(run_indexer(ctx, lp, &p->indexer, &v.q_lat, x));
     attn_call k;

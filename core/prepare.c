@@ -75,7 +75,7 @@ static mla_status check_norm_weight(mla_context *ctx, const mla_tensor *w, const
 }
 
 static mla_status check_inputs(mla_context *ctx, const mla_plan *plan,
-                               const mla_layer_weights *wt, const mla_mxfp4_operand *w_kc_fp4,
+                               const mla_layer_weights *wt, const mla_kv_b_form *kvb,
                                const mla_tensor *x,
                                const mla_tensor *positions, const mla_tensor *slots,
                                const mla_tensor *cos, const mla_cache_desc *cd,
@@ -103,10 +103,12 @@ static mla_status check_inputs(mla_context *ctx, const mla_plan *plan,
      * dequantized to bf16 at load time (their 128x128 block scales do not
      * factor per head); MXFP4 ones come with the loader's W_kc re-quantized
      * along nope. */
-    if (wt->kv_b_proj.w.dtype != MLA_DTYPE_BF16 &&
-        !(wt->kv_b_proj.w.dtype == MLA_DTYPE_FP4X2 && w_kc_fp4))
+    const mla_dtype kd = wt->kv_b_proj.w.dtype;
+    if (kd != MLA_DTYPE_BF16 && !(kd == MLA_DTYPE_FP4X2 && kvb && kvb->w_kc_fp4) &&
+        !(kd == MLA_DTYPE_FP8_E4M3FN && kvb && kvb->tensor_scale > 0))
         return mla_fail(ctx, MLA_ERR_UNSUPPORTED, "weights.kv_b_proj.w.dtype",
-                        "the absorb needs kv_b_proj in bf16, or MXFP4 with its W_kc operand");
+                        "the absorb needs kv_b_proj in bf16, MXFP4 with its W_kc operand, or fp8 "
+                        "with one scale per tensor");
     if (!cd || cd->layout != o->cache_layout || cd->dtype != o->cache_dtype ||
         cd->kv_lora != c->kv_lora || cd->rope != c->rope)
         return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "cache_desc",
@@ -165,7 +167,7 @@ mla_status mla_prepare(mla_context *ctx, const mla_plan *plan, const mla_layer_w
 }
 
 mla_status mla_prepare_run(mla_context *ctx, const mla_plan *plan, const mla_layer_weights *wt,
-                           const mla_mxfp4_operand *w_kc_fp4, const mla_tensor *x,
+                           const mla_kv_b_form *kvb, const mla_tensor *x,
                            const mla_tensor *positions, const mla_tensor *slots,
                            const mla_tensor *cos, const mla_tensor *sin,
                            const mla_cache_desc *cache_desc, mla_tensor *cache,
@@ -173,7 +175,7 @@ mla_status mla_prepare_run(mla_context *ctx, const mla_plan *plan, const mla_lay
 {
     if (!plan || !wt)
         return mla_fail(ctx, MLA_ERR_NULL_POINTER, plan ? "weights" : "plan", "NULL argument");
-    MLA_TRY(check_inputs(ctx, plan, wt, w_kc_fp4, x, positions, slots, cos, cache_desc, q_cat));
+    MLA_TRY(check_inputs(ctx, plan, wt, kvb, x, positions, slots, cos, cache_desc, q_cat));
     const mla_model_config *c = mla_plan_config(plan);
     const int64_t T = x->shape[0], H = c->heads, L = c->kv_lora, R = c->rope;
     const int64_t qk = c->nope + R, D = L + R, Hqk = H * qk;
@@ -215,7 +217,8 @@ mla_status mla_prepare_run(mla_context *ctx, const mla_plan *plan, const mla_lay
     const int64_t nv = c->nope + c->v;
     mla_tensor q_nope = mla_view(ws + w.q, act, mem, 3, (int64_t[]){H, T, c->nope},
                              (int64_t[]){qk, Hqk, 1});
-    mla_tensor w_kc = mla_view(wt->kv_b_proj.w.data, MLA_DTYPE_BF16, wt->kv_b_proj.w.memory, 3,
+    mla_tensor w_kc = mla_view(wt->kv_b_proj.w.data, wt->kv_b_proj.w.dtype,
+                               wt->kv_b_proj.w.memory, 3,
                            (int64_t[]){H, c->nope, L},
                            (int64_t[]){nv * wt->kv_b_proj.w.stride[0],
                                        wt->kv_b_proj.w.stride[0], wt->kv_b_proj.w.stride[1]});
@@ -230,10 +233,11 @@ mla_status mla_prepare_run(mla_context *ctx, const mla_plan *plan, const mla_lay
     mla_tensor absorbed_hm = absorbed; /* the same elements seen as [H, T, L] */
     mla_tensor_transpose(&absorbed_hm, 0, 1);
     if (wt->kv_b_proj.w.dtype == MLA_DTYPE_FP4X2)
-        MLA_TRY(mla_batched_gemm_a16wfp4(ctx, &q_nope, w_kc_fp4, 1, MLA_MXFP4_PRODUCTION,
+        MLA_TRY(mla_batched_gemm_a16wfp4(ctx, &q_nope, kvb->w_kc_fp4, 1, MLA_MXFP4_PRODUCTION,
                                          &absorbed_hm));
     else
-        MLA_TRY(mla_batched_gemm(ctx, &q_nope, &w_kc, 1.0f, &absorbed_hm));
+        MLA_TRY(mla_batched_gemm(ctx, &q_nope, &w_kc, kvb ? kvb->tensor_scale : 1.0f,
+                                 &absorbed_hm));
 
     /* 5-6. RoPE once, at the plan's site, and the cache write */
     mla_tensor q_pe = mla_view((uint8_t *)ws + w.q + c->nope * mla_dtype_size(act), act, mem, 3,

@@ -7,6 +7,14 @@
 
 #include "core/backend.h"
 
+/* How the absorb (and W_vc) consume kv_b_proj beyond bf16: the loader's
+ * MXFP4 W_kc operand, or one fp8 scale for the whole tensor (the loader's
+ * FP8_TENSOR form). */
+typedef struct mla_kv_b_form {
+    const mla_mxfp4_operand *w_kc_fp4; /* kv_b_proj FP4X2 */
+    float tensor_scale;                /* kv_b_proj FP8_E4M3FN: > 0 */
+} mla_kv_b_form;
+
 typedef struct mla_prepare_views {
     mla_tensor q_lat;  /* [T, q_lora] normed (q_lora > 0); [T, H*(nope+R)] q otherwise */
     mla_tensor k_nope; /* [T, L] normed */
@@ -15,11 +23,12 @@ typedef struct mla_prepare_views {
 
 /* mla_prepare without the context's error reset, for any plan site; at the
  * ATTENTION site q_cat's rope part is q_pe unrotated and the cache is not
- * written. w_kc_fp4: the loader's MXFP4 W_kc when kv_b_proj is MXFP4 (the
- * absorb then runs the a16wfp4 GEMM), else NULL (a bf16 view of
- * kv_b_proj). views (may be NULL) receive the workspace views above. */
+ * written. kv_b: NULL for a bf16 kv_b_proj (the absorb takes a view of
+ * it), else its MXFP4 W_kc operand (the a16wfp4 GEMM) or its per-tensor
+ * fp8 scale (the fp8 view with that scale). views (may be NULL) receive the workspace views above.
+ */
 mla_status mla_prepare_run(mla_context *ctx, const mla_plan *plan, const mla_layer_weights *wt,
-                           const mla_mxfp4_operand *w_kc_fp4, const mla_tensor *x,
+                           const mla_kv_b_form *kv_b, const mla_tensor *x,
                            const mla_tensor *positions, const mla_tensor *slots,
                            const mla_tensor *cos, const mla_tensor *sin,
                            const mla_cache_desc *cache_desc, mla_tensor *cache, mla_tensor *q_cat,

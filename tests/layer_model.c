@@ -185,6 +185,34 @@ static void kv_b_mx_operands(layer_model *m)
     free(codes), free(scales);
 }
 
+/* kv_b_proj as the loader's FP8_TENSOR form (SGLang's block_quant_to_tensor_
+ * quant): s = 448 / amax in fp32, code = sat_e4m3fn(x * s), scale 1 / s. */
+static mla_weight projection_fp8_tensor(layer_model *m, uint32_t *st, int64_t out, int64_t in,
+                                        double **host)
+{
+    const float a = (float)sqrt(3.0 / (double)in);
+    float *v = malloc((size_t)(out * in) * sizeof *v), amax = 0;
+    for (int64_t i = 0; i < out * in; ++i)
+        v[i] = a * rnd(st), amax = fmaxf(amax, fabsf(v[i]));
+    const float s = 448.0f / amax, inv = 1.0f / s;
+    uint8_t *c = malloc((size_t)(out * in));
+    double *h = malloc((size_t)(out * in) * sizeof *h);
+    for (int64_t i = 0; i < out * in; ++i) {
+        c[i] = mla_f32_to_fp8(v[i] * s, MLA_DTYPE_FP8_E4M3FN, MLA_SATURATE);
+        h[i] = (double)mla_fp8_to_f32(c[i], MLA_DTYPE_FP8_E4M3FN) * inv;
+    }
+    mla_weight w;
+    memset(&w, 0, sizeof w);
+    w.w = lm_tensor(m->ctx, MLA_DTYPE_FP8_E4M3FN, 2, (int64_t[]){out, in}, c);
+    w.scale = lm_tensor(m->ctx, MLA_DTYPE_F32, 2, (int64_t[]){1, 1}, &inv);
+    keep(m, w.w.data);
+    keep(m, w.scale.data);
+    m->w.kv_b_tensor_scale = inv;
+    free(v), free(c);
+    *host = h;
+    return w;
+}
+
 /* One projection in the model's format (0 bf16, 1 fp8 blocks, 2 MXFP4). */
 static mla_weight proj_fmt(layer_model *m, uint32_t *st, int64_t out, int64_t in, int fmt,
                            double **host)
@@ -242,22 +270,32 @@ int layer_model_make(mla_context *ctx, const char *cfg_name, int fmt, uint32_t s
     uint32_t st = seed ? seed : 1;
     const int64_t H = c->heads, qk = c->nope + c->rope, in_q = c->q_lora ? c->q_lora : c->hidden;
     mla_layer_weights *b = &m->w.base;
-    const mla_weight_format f = fmt == 2   ? MLA_WEIGHT_MXFP4
-                                : fmt == 1 ? MLA_WEIGHT_FP8_BLOCK
-                                           : MLA_WEIGHT_BF16;
+    const int pf = fmt == 3 ? 1 : fmt; /* the other projections' format */
+    const mla_weight_format f = fmt == 2  ? MLA_WEIGHT_MXFP4
+                                : pf == 1 ? MLA_WEIGHT_FP8_BLOCK
+                                          : MLA_WEIGHT_BF16;
     if (c->q_lora) {
-        b->q_a_proj = proj_fmt(m, &st, c->q_lora, c->hidden, fmt, &m->wq_a);
+        b->q_a_proj = proj_fmt(m, &st, c->q_lora, c->hidden, pf, &m->wq_a);
         b->q_a_layernorm = norm_weight(m, &st, c->q_lora, 1.0f, 0, &m->ln_q);
     }
-    b->q_b_proj = proj_fmt(m, &st, H * qk, in_q, fmt, &m->wq_b);
-    b->kv_a_proj_with_mqa = proj_fmt(m, &st, c->kv_lora + c->rope, c->hidden, fmt, &m->wkv_a);
+    b->q_b_proj = proj_fmt(m, &st, H * qk, in_q, pf, &m->wq_b);
+    b->kv_a_proj_with_mqa = proj_fmt(m, &st, c->kv_lora + c->rope, c->hidden, pf, &m->wkv_a);
     b->kv_a_layernorm = norm_weight(m, &st, c->kv_lora, 1.0f, 0, &m->ln_kv);
-    /* kv_b_proj: bf16 unless MXFP4 (the absorb cannot take fp8 blocks) */
-    b->kv_b_proj = proj_fmt(m, &st, H * (c->nope + c->v), c->kv_lora, fmt == 2 ? 2 : 0, &m->wkv_b);
+    /* kv_b_proj: bf16, MXFP4, or (fmt 3) fp8 with one scale per tensor (the
+     * absorb cannot take fp8 blocks) */
+    m->w.kv_b_tensor_scale = 1.0f;
+    if (fmt == 3)
+        b->kv_b_proj = projection_fp8_tensor(m, &st, H * (c->nope + c->v), c->kv_lora, &m->wkv_b);
+    else
+        b->kv_b_proj =
+            proj_fmt(m, &st, H * (c->nope + c->v), c->kv_lora, fmt == 2 ? 2 : 0, &m->wkv_b);
     if (fmt == 2)
         kv_b_mx_operands(m);
-    b->o_proj = proj_fmt(m, &st, c->hidden, H * c->v, fmt, &m->wo);
-    m->w.formats = (mla_layer_weight_formats){f, f, f, fmt == 2 ? f : MLA_WEIGHT_BF16, f, 0, 0, 0};
+    b->o_proj = proj_fmt(m, &st, c->hidden, H * c->v, pf, &m->wo);
+    const mla_weight_format kvf = fmt == 2   ? MLA_WEIGHT_MXFP4
+                                  : fmt == 3 ? MLA_WEIGHT_FP8_TENSOR
+                                             : MLA_WEIGHT_BF16;
+    m->w.formats = (mla_layer_weight_formats){f, f, f, kvf, f, 0, 0, 0};
     m->fmt = fmt;
     if (c->index_heads > 0)
         make_indexer(m, &st);

@@ -19,7 +19,7 @@ typedef struct layer_model {
     mla_layer_weights_ex w;                                  /* tensors in context memory */
     double *wq_a, *wq_b, *wkv_a, *wkv_b, *wo, *ln_q, *ln_kv; /* host, dequantized */
     double *w_kc; /* MXFP4: the re-quantized W_kc [H, nope, L]; else NULL */
-    int fmt;      /* 0 bf16, 1 fp8 blocks, 2 MXFP4 */
+    int fmt;      /* 0 bf16, 1 fp8 blocks, 2 MXFP4, 3 fp8 blocks + FP8_TENSOR kv_b_proj */
     float *hcos, *hsin;
     mla_tensor cos, sin;
     lm_buf bufs[24];
@@ -27,7 +27,8 @@ typedef struct layer_model {
 } layer_model;
 
 /* cfg_name: a preset; fmt 1: q_a/q_b (q_proj), kv_a, o_proj in fp8 blocks;
- * fmt 2: those and kv_b_proj MXFP4 (with the loader's W_kc / W_vc operands).
+ * fmt 2: those and kv_b_proj MXFP4 (with the loader's W_kc / W_vc operands);
+ * fmt 3: as 1, with kv_b_proj fp8 with one scale per tensor (FP8_TENSOR).
  * max_pos of the config is cut to 4096 (the table's first rows do not
  * depend on it). Returns 0 on success. */
 int layer_model_make(mla_context *ctx, const char *cfg_name, int fmt, uint32_t seed,

@@ -6,7 +6,8 @@
  * Cases: test-tiny, test-tiny-noq, test-tiny-indexer (dense and sparse,
  * contexts longer than its top-k of 64, so the selection is real), and a
  * DeepSeek-V2-Lite-shaped layer with a short context; bf16 and fp8 block
- * weights, and MXFP4 (q_a, q_b, kv_a, kv_b with the loader's W_kc / W_vc
+ * weights (kv_b_proj bf16, or fp8 with one scale per tensor: the loader's
+ * FP8_TENSOR form), and MXFP4 (q_a, q_b, kv_a, kv_b with the loader's W_kc / W_vc
  * operands, o_proj through the fused flatten quant and the a4w4 GEMM); the
  * three RoPE sites; bf16 and fp8 latent caches; f32 and bf16
  * y. Each runs a chunked prefill of two sequences (cu_q_lens) and decode
@@ -44,11 +45,15 @@ static const layer_case cases[] = {
     {"test-tiny-indexer", 0, {-1, 0, BF, F32, 2, {70, 4}, 2, 0}},
     {"test-tiny-indexer", 1, {MLA_ROPE_SITE_ATTENTION, 0, BF, F32, 2, {66, 2}, 1, 0}},
     {"test-tiny", 2, {-1, 0, BF, F32, 2, {5, 3}, 2, 0}},
+    {"test-tiny", 3, {-1, 0, BF, F32, 2, {5, 3}, 1, 0}},
+    {"test-tiny-noq", 3, {MLA_ROPE_SITE_ATTENTION, 0, F8, BF, 2, {2, 4}, 1, 0}},
     {"test-tiny", 2, {MLA_ROPE_SITE_ATTENTION, 0, BF, BF, 2, {4, 2}, 1, 0}},
     {"test-tiny-noq", 2, {-1, 0, F8, F32, 2, {3, 5}, 1, 0}},
     {"DeepSeek-V2-Lite", 0, {-1, 0, BF, F32, 2, {2, 1}, 1, 0}},
     {"DeepSeek-V2-Lite", 1, {MLA_ROPE_SITE_ATTENTION, 0, BF, F32, 1, {3}, 1, 0}},
 };
+
+static const char *const fmt_names[] = {"bf16", "fp8", "mxfp4", "fp8t"};
 
 static const char *site_name(int site)
 {
@@ -72,11 +77,8 @@ static void run_case(mla_context *ctx, const layer_case *k, int negative)
         printf("%-18s %-5s site %-11s %-7s cache %-11s y %-4s: max |err| %.3g (max "
                "|y| %.3g), "
                "err / (6 sd) %.3f%s%s\n",
-               k->cfg,
-               k->fmt == 2 ? "mxfp4"
-               : k->fmt    ? "fp8"
-                           : "bf16",
-               site_name(c.site), m.cfg.index_heads > 0 ? (c.dense ? "dense" : "sparse") : "dense",
+               k->cfg, fmt_names[k->fmt], site_name(c.site),
+               m.cfg.index_heads > 0 ? (c.dense ? "dense" : "sparse") : "dense",
                mla_dtype_name(c.cache_dtype), mla_dtype_name(c.y_dtype), r.max_err, r.max_abs_y,
                r.max_ratio, r.topk_bad ? " BAD TOP-K" : "",
                negative ? (pass ? "  <- negative control PASSED (wrong)"
