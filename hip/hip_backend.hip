@@ -340,6 +340,17 @@ const char *hip_supports(const mla_context *ctx, const mla_variant *v)
         if (v->op == MLA_OP_ROPE_CACHE && (v->rule < 0 || v->rule >= MLA_ROPE_STYLE_COUNT))
             return "style";
         return NULL;
+    /* attention: every valid variant (hip/attention.hip; an L + R whose key
+     * tile exceeds shared memory, past about 1900 on gfx9, is refused by
+     * the run, naming cache_desc.kv_lora) */
+    case MLA_OP_ATTENTION:
+        if (v->in_dtype != MLA_DTYPE_BF16 && v->in_dtype != MLA_DTYPE_F32 && !is_fp8(v->in_dtype))
+            return "desc.q_dtype";
+        if (v->out_dtype != MLA_DTYPE_F32 && v->out_dtype != MLA_DTYPE_BF16)
+            return "desc.out_dtype";
+        if (v->layout < 0 || v->layout >= MLA_CACHE_LAYOUT_COUNT)
+            return "cache_desc.layout";
+        return v->rule == MLA_DTYPE_BF16 || is_fp8((mla_dtype)v->rule) ? NULL : "cache_desc.dtype";
     default:
         return "op";
     }
@@ -381,6 +392,7 @@ const mla_backend_ops hip_ops = {
     mla_hip_indexer_logits,
     mla_hip_topk,
     mla_hip_indexer_head_weights,
+    mla_hip_attention,
 };
 
 } // namespace

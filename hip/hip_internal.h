@@ -111,6 +111,7 @@ mla_status mla_hip_indexer_k_gather(mla_context *ctx, const mla_indexer_cache_ar
 mla_status mla_hip_indexer_logits(mla_context *ctx, const mla_indexer_logits_args *a);
 mla_status mla_hip_topk(mla_context *ctx, const mla_topk_args *a);
 mla_status mla_hip_indexer_head_weights(mla_context *ctx, const mla_head_weights_args *a);
+mla_status mla_hip_attention(mla_context *ctx, const struct mla_attention_op_args *a);
 
 /* At least `bytes` of device memory owned by the context, zeroed when it is
  * first allocated (or grown); ops that use it leave it as they need to find

@@ -104,7 +104,8 @@ static inline hipError_t hipGetDeviceProperties(hipDeviceProp_t *p, int)
 }
 static inline hipError_t hipMalloc(void **p, size_t n)
 {
-    *p = std::malloc(n ? n : 1);
+    /* 256-byte aligned, as hipMalloc's (the attention workspace asks for it) */
+    *p = std::aligned_alloc(256, n ? (n + 255) / 256 * 256 : 256);
     if (!*p)
         return hipErrorOutOfMemory;
     std::lock_guard<std::mutex> g(mla_emu.m);

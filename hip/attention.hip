@@ -1,0 +1,1160 @@
+/* MLA attention over the paged latent cache (include/mla/mla_attention.h):
+ * dense or sparse, decode and prefill, split-KV partial passes and their
+ * combine, following the plan of core/attention_plan.h.
+ *
+ * One block (256 threads) per (work item, row tile, column chunk). A row
+ * tile is TM (query row, head) pairs of one sequence: HT = min(H, TM)
+ * consecutive heads of JT = TM / HT consecutive query rows (dense; sparse
+ * rows list their own keys, so JT = 1). Every block streams the work
+ * item's keys in tiles of NK through shared memory once for all its rows:
+ *
+ *   1. key positions of the tile (dense: consecutive, cut at the tile's last
+ *      causal limit; sparse: the listed top-k positions), then the keys
+ *      themselves, dequantized exactly to bf16 (bf16 values as they are; fp8
+ *      codes, which e4m3 bf16 holds exactly, with the per-tensor k_scale left
+ *      out and folded into the score scale and the output; FP8_SCALED codes
+ *      times their power-of-two group scale, exact too), rows Ks[NK][DP];
+ *   2. scores S = Q K^T over all L + R dims: partial sums per wave (each wave
+ *      owns a share of the dims, its q fragments in registers), in shared
+ *      memory;
+ *   3. online softmax in fp32 (log2 domain, score scale softmax_scale *
+ *      q_scale * k_scale * log2 e), masked keys (-1, beyond the row's causal
+ *      limit) excluded; P rounded to bf16 for the matrix units (FlashMLA's
+ *      rounding), the row sums of unrounded P;
+ *   4. O = alpha O + P V with V = the first L dims of the same key rows.
+ *
+ * Matrix units through hip/mfma.h:
+ *   NVIDIA mma m16n8k16: TM = 16 rows, NK = 64 keys, 8 warps; warp w holds
+ *     q's k-steps w, w + 8, .. (16 dims each) and O's 8-column tiles w,
+ *     w + 8, .. of the block's 512-column chunk;
+ *   gfx9 MFMA 32x32x8: TM = 32 rows, NK = 32 keys, 4 waves; wave w holds
+ *     q's 8-dim k-steps w, w + 4, .. and O's 32-column tiles w, w + 4, ...
+ * f32 q is split into bf16 hi + lo (two products per step: 16 significant
+ * bits of q), bf16 and fp8 q are exact. The plain-FMA body (any target, the
+ * host pass, MLA_HIP_ATTENTION=fma, and L + R above the matrix bodies' 640)
+ * reads q from memory in fp32, multiplies in fp32 and keeps P in fp32.
+ * L above 512 takes several column chunks (blocks that repeat the scores).
+ *
+ * Output: with one split of the sequence the block writes o (F32 or BF16,
+ * any strides) and lse directly, sinks applied there; with several it writes
+ * normalized partials (part_o F32 [T, H, max_splits, L], part_lse [T, H,
+ * max_splits]) and finish_kernel merges them with weights e^(lse_i - max)
+ * (empty splits weigh 0), sinks applied once. A row without a visible key
+ * gets o = 0 and lse = -inf. Cache addresses are 64-bit throughout. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hip/indexer_util.h" /* first: the runtime headers select MLA_HD's device form */
+
+#include "core/attention_plan.h"
+#include "hip/cache_chunk.h"
+#include "hip/mfma.h"
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kColChunk = 512; /* O columns per block */
+constexpr int kNKFma = 16;     /* keys per tile of the plain body */
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+/* The geometry of the host's vendor (the device pass of that vendor uses the
+ * same constants; a device without the matrix unit runs the plain body on
+ * the same tiles). */
+#if defined(__CUDACC__)
+constexpr int kTM = 16, kNKMat = 32, kNW = 8, kTK = 16, kKSW = 5;
+[[maybe_unused]] constexpr int kCTW = 8; /* O column tiles per warp */
+constexpr int64_t kSmemMax = 227 * 1024;
+constexpr int kNBufAsync = 2; /* key tiles in flight (cp.async) */
+#else
+constexpr int kTM = 32, kNKMat = 32, kNW = 4, kTK = 8, kKSW = 18;
+[[maybe_unused]] constexpr int kCTW = 4; /* O column tiles per wave */
+constexpr int64_t kSmemMax = 64 * 1024;  /* gfx942's LDS */
+constexpr int kNBufAsync = 1;            /* no asynchronous copies */
+#endif
+/* L + R the matrix bodies take: every wave runs all kKSW of its k-steps
+ * (no per-step test: loop-invariant conditions become scalar registers that
+ * gfx9 would spill), over q fragments and key rows zero beyond L + R */
+constexpr int kMaxDimsMatrix = kNW * kTK * kKSW; /* 640 NVIDIA, 576 gfx9 */
+
+/* member functions of the per-path structs (MLA_DEV is static) */
+#define MLA_ATT_MEMBER __device__ __forceinline__
+
+enum { KIND_FMA = 0, KIND_NV = 1, KIND_AMD = 2 };
+enum { PATH_FMA = 0, PATH_MATRIX = 1 };
+
+/* numbers, not the enum: the preprocessor compares them */
+#if defined(MLA_HAVE_MMA_BF16) || defined(MLA_EMU_MATRIX_NV)
+#define MLA_ATT_MATRIX_KIND 1 /* KIND_NV */
+#elif defined(MLA_HAVE_MFMA_BF16) || defined(MLA_EMU_MATRIX_AMD)
+#define MLA_ATT_MATRIX_KIND 2 /* KIND_AMD */
+#else
+#define MLA_ATT_MATRIX_KIND 0 /* KIND_FMA */
+#endif
+
+struct att_desc {
+    cache_dev c;
+    const uint8_t *q;
+    const int32_t *table, *ctx_lens, *cu_q, *topk, *splits;
+    const float *sinks;
+    void *o;
+    float *lse;
+    float *part_o, *part_lse;
+    const mla_attention_work *work;
+    /* element strides, 32-bit (the host refuses larger ones): fewer scalar
+     * registers for the kernel's uniform values */
+    int32_t qs0, qs1, qs2, bts0, bts1, cls, cus, tks0, tks1, sks, os0, os1, os2, lse0, lse1;
+    int32_t q_dtype, paged, sparse, o_bf16;
+    int32_t max_splits, S, H, HT, JT, NHT, NJT, NCC;
+    int32_t D, DP, KS, nope_chunks, cpk;
+    float ss2; /* score scale, log2 units */
+    float kso; /* output factor: k_scale of fp8 NORMAL / SHUFFLED, else 1 */
+};
+
+/* Shared memory of a block, in bytes from the start. */
+struct att_smem {
+    int32_t sp, ps, as, fs, kp, kb, ks, ks_bytes, total;
+};
+
+static __host__ __device__ inline int32_t align16(int32_t v) { return (v + 15) / 16 * 16; }
+
+/* NBUF key tiles (2: the NVIDIA asynchronous copies), each with its
+ * positions KP and cache blocks KB. */
+static __host__ __device__ inline att_smem smem_layout(int TM, int NK, int NPART, int DP, int NBUF)
+{
+    att_smem s;
+    s.sp = 0;
+    s.ps = s.sp + align16(NPART * TM * NK * 4);
+    const int ps_bytes = TM * NK * 4 > TM * (NK + 8) * 2 ? TM * NK * 4 : TM * (NK + 8) * 2;
+    s.as = s.ps + align16(ps_bytes);
+    s.fs = s.as + align16(TM * 4);
+    s.kp = s.fs + align16(TM * 4);
+    s.kb = s.kp + align16(NBUF * NK * 4);
+    s.ks = s.kb + align16(NBUF * NK * 8);
+    s.ks_bytes = align16(NK * DP * 2);
+    s.total = s.ks + NBUF * s.ks_bytes;
+    return s;
+}
+
+/* ------------------------------------------------------------ values */
+
+MLA_DEV float q_value(const att_desc &d, int64_t off)
+{
+    switch (d.q_dtype) {
+    case MLA_DTYPE_F32:
+        return load_value<MLA_DTYPE_F32>(d.q, off);
+    case MLA_DTYPE_BF16:
+        return load_value<MLA_DTYPE_BF16>(d.q, off);
+    case MLA_DTYPE_FP8_E4M3FN:
+        return load_value<MLA_DTYPE_FP8_E4M3FN>(d.q, off);
+    default:
+        return load_value<MLA_DTYPE_FP8_E4M3FNUZ>(d.q, off);
+    }
+}
+
+MLA_DEV int imin(int a, int b) { return a < b ? a : b; }
+
+/* bf16 hi + lo of x (lo = x - hi rounded: 16 significant bits in all). */
+[[maybe_unused]] MLA_DEV void split_bf16(float x, uint32_t &hi, uint32_t &lo)
+{
+    hi = mla_fb_f32_to_bf16(x);
+    const float h = mla_fb_bf16_to_f32((uint16_t)hi);
+    lo = (h - h == 0.0f) ? mla_fb_f32_to_bf16(x - h) : 0u; /* finite hi: x - hi is exact */
+}
+
+/* The n values of the chunk at dim d0 of token t of `block`, as exact fp32
+ * of what the key tile holds: bf16 values, fp8 codes (NORMAL, SHUFFLED: no
+ * k_scale), FP8_SCALED codes times their group scale. */
+template <int CT>
+MLA_DEV void key_chunk(const cache_dev &c, int64_t block, int64_t t, int64_t d0, int n,
+                       float v[kChunk])
+{
+    const uint8_t *p = cache_at<CT>(c, block, t, d0);
+    uint32_t w[4];
+    if (cache_bf16_at<CT>(c, d0)) {
+        load_bytes(p, w, 2 * n);
+#pragma unroll
+        for (int j = 0; j < kChunk; ++j)
+            v[j] = mla_fb_bf16_to_f32((uint16_t)(w[j / 2] >> (16 * (j % 2))));
+        return;
+    }
+    if constexpr (CT != MLA_DTYPE_BF16) {
+        load_bytes(p, w, n);
+        if (cache_fp8s(c)) {
+            const uint8_t *blk = c.data + block * c.block_stride;
+            uint32_t sw[4];
+            load_bytes(blk + mla_cl_fp8s_scale_byte(t, d0 / MLA_CL_SCALE_GROUP, c.L, c.R), sw, 4);
+            const float s = mla_fb_float(sw[0]);
+#pragma unroll
+            for (int j = 0; j < kChunk; ++j)
+                v[j] = mla_fb_mul(unpack_value<CT>(w, j), s);
+        } else {
+#pragma unroll
+            for (int j = 0; j < kChunk; ++j)
+                v[j] = unpack_value<CT>(w, j);
+        }
+    }
+}
+
+/* ------------------------------------------------------------ the block */
+
+/* What a block works on. Rows r < TM of the tile: query row j0 + r / HT,
+ * head h0 + r % HT. */
+struct att_blk {
+    int32_t s, n_s, c_s, j0, h0, c0, split, direct;
+    int32_t kv_lo, kv_hi;
+    int64_t row0;        /* first global row of the sequence */
+    const int32_t *trow; /* the sequence's block-table row (paged) */
+    const int32_t *krow; /* the tile's top-k row (sparse) */
+};
+
+MLA_DEV bool row_valid(const att_desc &d, const att_blk &b, int r)
+{
+    const int jj = r / d.HT, hh = r % d.HT;
+    return jj < d.JT && b.j0 + jj < b.n_s && b.h0 + hh < d.H;
+}
+
+/* Largest key position row r sees (its causal limit). */
+MLA_DEV int32_t row_limit(const att_desc &d, const att_blk &b, int r)
+{
+    return b.c_s - b.n_s + b.j0 + r / d.HT;
+}
+
+/* Key position of tile slot k (tile starting at kb), -1 when none. */
+MLA_DEV int32_t key_position(const att_desc &d, const att_blk &b, int32_t kb, int k)
+{
+    const int32_t i = kb + k;
+    if (i >= b.kv_hi)
+        return -1;
+    if (!d.sparse)
+        return i;
+    const int32_t pos = b.krow[(int64_t)i * d.tks1];
+    return pos <= row_limit(d, b, 0) ? pos : -1;
+}
+
+/* Cache block of key position pos >= 0 of sequence s. */
+MLA_DEV int64_t key_block(const att_desc &d, const att_blk &b, int32_t pos)
+{
+    return d.paged ? (int64_t)b.trow[(int64_t)((uint32_t)pos / d.c.bs) * d.bts1] : (int64_t)b.s;
+}
+
+/* Where chunk c of a key starts (dim d0) and how many values it has. */
+MLA_DEV void chunk_dims(const att_desc &d, int c, int32_t &d0, int &n)
+{
+    const bool nope = c < d.nope_chunks;
+    d0 = nope ? c * kChunk : (int32_t)d.c.L + (c - d.nope_chunks) * kChunk;
+    n = chunk_len((int64_t)(nope ? d.c.L : d.c.L + d.c.R) - d0);
+}
+
+/* Keys of the tile into Ks (bf16 rows of DP values), synchronously: each
+ * thread issues the loads of G chunks before converting any. */
+template <int CT, int NK>
+MLA_DEV void load_tile(const att_desc &d, const int32_t *KP, const int64_t *KB, uint16_t *Ks)
+{
+    constexpr int G = 4;
+    const int items = NK * d.cpk;
+    for (int base = (int)threadIdx.x; base < items; base += G * kThreads) {
+        uint32_t raw[G][4];
+        float sc[G];
+        int32_t dst[G];
+        int cnt[G];
+#pragma unroll
+        for (int g = 0; g < G; ++g) {
+            const int it = base + g * kThreads;
+            raw[g][0] = raw[g][1] = raw[g][2] = raw[g][3] = 0;
+            sc[g] = 1.0f;
+            dst[g] = -1;
+            cnt[g] = 0;
+            if (it < items) {
+                const int k = it / d.cpk, c = it - k * d.cpk;
+                int32_t d0;
+                chunk_dims(d, c, d0, cnt[g]);
+                dst[g] = k * d.DP + d0;
+                const int32_t pos = KP[k];
+                if (pos >= 0) {
+                    const int64_t tok = (int64_t)((uint32_t)pos % d.c.bs);
+                    const bool bf = cache_bf16_at<CT>(d.c, d0);
+                    load_bytes(cache_at<CT>(d.c, KB[k], tok, d0), raw[g], bf ? 2 * cnt[g] : cnt[g]);
+                    if (!bf && cache_fp8s(d.c)) {
+                        uint32_t sw[4];
+                        const uint8_t *blk = d.c.data + KB[k] * d.c.block_stride;
+                        load_bytes(blk + mla_cl_fp8s_scale_byte(tok, d0 / MLA_CL_SCALE_GROUP, d.c.L,
+                                                                d.c.R),
+                                   sw, 4);
+                        sc[g] = mla_fb_float(sw[0]);
+                    }
+                }
+            }
+        }
+#pragma unroll
+        for (int g = 0; g < G; ++g) {
+            if (dst[g] < 0)
+                continue;
+            const int32_t d0 = dst[g] % d.DP;
+            uint32_t w[4];
+            if (cache_bf16_at<CT>(d.c, d0)) {
+#pragma unroll
+                for (int j = 0; j < 4; ++j)
+                    w[j] = raw[g][j];
+            } else if constexpr (CT != MLA_DTYPE_BF16) {
+#pragma unroll
+                for (int j = 0; j < 4; ++j) {
+                    const float v0 = unpack_value<CT>(raw[g], 2 * j),
+                                v1 = unpack_value<CT>(raw[g], 2 * j + 1);
+                    w[j] = mla_fb_f32_to_bf16(cache_fp8s(d.c) ? mla_fb_mul(v0, sc[g]) : v0) |
+                           (mla_fb_f32_to_bf16(cache_fp8s(d.c) ? mla_fb_mul(v1, sc[g]) : v1) << 16);
+                }
+            }
+            uint16_t *p = Ks + dst[g];
+            if (cnt[g] == kChunk && is_aligned(p, 16)) {
+                mla_u32x4 q;
+#pragma unroll
+                for (int j = 0; j < 4; ++j)
+                    q.v[j] = w[j];
+                *reinterpret_cast<mla_u32x4 *>(p) = q;
+            } else {
+#pragma unroll
+                for (int j = 0; j < kChunk; ++j)
+                    if (j < cnt[g])
+                        p[j] = (uint16_t)(w[j / 2] >> (16 * (j % 2)));
+            }
+        }
+    }
+}
+
+#if MLA_ATT_MATRIX_KIND == 1
+/* The asynchronous form (NVIDIA, bf16 caches whose 8-value chunks are
+ * 16-byte aligned): one cp.async per chunk, straight into Ks; keys without
+ * a position are zero-filled. */
+template <int NK>
+MLA_DEV void issue_tile(const att_desc &d, const int32_t *KP, const int64_t *KB, uint16_t *Ks)
+{
+    const int items = NK * d.cpk;
+    for (int it = (int)threadIdx.x; it < items; it += kThreads) {
+        const int k = it / d.cpk, c = it - k * d.cpk;
+        int32_t d0;
+        int n;
+        chunk_dims(d, c, d0, n);
+        const int32_t pos = KP[k];
+        const uint8_t *src = d.c.data;
+        if (pos >= 0)
+            src = cache_at<MLA_DTYPE_BF16>(d.c, KB[k], (int64_t)((uint32_t)pos % d.c.bs), d0);
+        cp_async<16>(Ks + k * d.DP + d0, src, pos >= 0);
+    }
+    cp_async_commit();
+}
+#endif
+
+/* -------------------------------------------------- plain FMA body */
+
+template <int TM, int NK> struct fma_ops {
+    static constexpr int TPR = kThreads / TM;   /* threads per row */
+    static constexpr int OPT = kColChunk / TPR; /* O values per thread */
+    float o[OPT];
+
+    MLA_ATT_MEMBER void init(const att_desc &, const att_blk &)
+    {
+#pragma unroll
+        for (int i = 0; i < OPT; ++i)
+            o[i] = 0.0f;
+    }
+
+    MLA_ATT_MEMBER void scores(const att_desc &d, const att_blk &b, const uint16_t *Ks, float *Sp)
+    {
+        for (int pidx = (int)threadIdx.x; pidx < TM * NK; pidx += kThreads) {
+            const int r = pidx / NK, k = pidx - r * NK;
+            /* an invalid row reads the tile's first row (its scores are masked) */
+            const bool rv = row_valid(d, b, r);
+            const int64_t qoff =
+                rv ? (b.row0 + b.j0 + r / d.HT) * d.qs0 + (int64_t)(b.h0 + r % d.HT) * d.qs1
+                   : (b.row0 + b.j0) * d.qs0 + (int64_t)b.h0 * d.qs1;
+            const uint16_t *kr = Ks + (int64_t)k * d.DP;
+            float acc = 0.0f;
+            for (int dd = 0; dd < d.D; ++dd)
+                acc = fmaf(q_value(d, qoff + (int64_t)dd * d.qs2), mla_fb_bf16_to_f32(kr[dd]), acc);
+            Sp[r * NK + k] = acc;
+        }
+    }
+
+    /* O = alpha O + P V (P in fp32) */
+    MLA_ATT_MEMBER void pv(const att_desc &d, const att_blk &b, const float *P, const float *As,
+                           const uint16_t *Ks)
+    {
+        const int r = (int)threadIdx.x / TPR, u = (int)threadIdx.x % TPR;
+        const float alpha = As[r];
+#pragma unroll
+        for (int i = 0; i < OPT; ++i) {
+            /* columns past L read column L - 1 (never stored): no test */
+            const int col = imin(b.c0 + u + TPR * i, (int)d.c.L - 1);
+            float acc = o[i] * alpha;
+            for (int k = 0; k < NK; ++k)
+                acc = fmaf(P[r * NK + k], mla_fb_bf16_to_f32(Ks[k * d.DP + col]), acc);
+            o[i] = acc;
+        }
+    }
+
+    template <typename E> MLA_ATT_MEMBER void store(const att_desc &d, const att_blk &b, E &&emit)
+    {
+        const int r = (int)threadIdx.x / TPR, u = (int)threadIdx.x % TPR;
+#pragma unroll
+        for (int i = 0; i < OPT; ++i) {
+            const int col = b.c0 + u + TPR * i;
+            if (col < (int)d.c.L)
+                emit(r, col, o[i]);
+        }
+    }
+};
+
+/* ------------------------------------------------- NVIDIA: mma.sync */
+
+#if MLA_ATT_MATRIX_KIND == 1
+/* Layouts of hip/mfma.h (g = lane / 4, t = lane % 4). Scores: A = q rows
+ * (16) x dims of k-step ks, B = Ks^T (key 8 nt + g, dims 16 ks + 2t ..);
+ * P V: A = P rows x keys 16 kk .., B = V (keys 16 kk + 2t .., column g). */
+template <bool QSPLIT> struct nv_ops {
+    static constexpr int NK = kNKMat, NT = NK / 8; /* keys, their 8-key tiles */
+    uint32_t qh[kKSW][4], ql[QSPLIT ? kKSW : 1][4];
+    float o[kCTW][4];
+
+    MLA_ATT_MEMBER void init(const att_desc &d, const att_blk &b)
+    {
+        const int lane = (int)threadIdx.x % 32, w = (int)threadIdx.x / 32, g = lane / 4,
+                  t = lane % 4;
+        int64_t qrow[2];
+        bool valid[2];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int r = g + 8 * h;
+            valid[h] = row_valid(d, b, r);
+            qrow[h] = (b.row0 + b.j0 + r / d.HT) * d.qs0 + (int64_t)(b.h0 + r % d.HT) * d.qs1;
+        }
+#pragma unroll
+        for (int i = 0; i < kKSW; ++i) {
+            const int ks = w + 8 * i;
+#pragma unroll
+            for (int reg = 0; reg < 4; ++reg) {
+                const int h = reg & 1, dim = 16 * ks + 2 * t + 8 * (reg >> 1);
+                uint32_t hi[2] = {0, 0}, lo[2] = {0, 0};
+#pragma unroll
+                for (int e = 0; e < 2; ++e)
+                    if (ks < d.KS && valid[h] && dim + e < d.D)
+                        split_bf16(q_value(d, qrow[h] + (int64_t)(dim + e) * d.qs2), hi[e], lo[e]);
+                qh[i][reg] = hi[0] | (hi[1] << 16);
+                if constexpr (QSPLIT)
+                    ql[i][reg] = lo[0] | (lo[1] << 16);
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < kCTW; ++i)
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+                o[i][e] = 0.0f;
+    }
+
+    MLA_ATT_MEMBER void scores(const att_desc &d, const att_blk &, const uint16_t *Ks, float *Sp)
+    {
+        const int lane = (int)threadIdx.x % 32, w = (int)threadIdx.x / 32, g = lane / 4,
+                  t = lane % 4;
+        float acc[NT][4];
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+                acc[nt][e] = 0.0f;
+#pragma unroll
+        for (int i = 0; i < kKSW; ++i) {
+            const int ks = w + 8 * i;
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt) {
+                const uint32_t *kr =
+                    reinterpret_cast<const uint32_t *>(Ks + (8 * nt + g) * d.DP + 16 * ks + 2 * t);
+                const uint32_t bf[2] = {kr[0], kr[4]};
+                mla_mma_bf16_16x8x16(acc[nt], qh[i], bf);
+                if constexpr (QSPLIT)
+                    mla_mma_bf16_16x8x16(acc[nt], ql[i], bf);
+            }
+        }
+        float *sp = Sp + w * 16 * NK;
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+            sp[g * NK + 8 * nt + 2 * t] = acc[nt][0];
+            sp[g * NK + 8 * nt + 2 * t + 1] = acc[nt][1];
+            sp[(g + 8) * NK + 8 * nt + 2 * t] = acc[nt][2];
+            sp[(g + 8) * NK + 8 * nt + 2 * t + 1] = acc[nt][3];
+        }
+    }
+
+    /* P: bf16 rows of NK + 8 values */
+    MLA_ATT_MEMBER void pv(const att_desc &d, const att_blk &b, const uint16_t *P, const float *As,
+                           const uint16_t *Ks)
+    {
+        const int lane = (int)threadIdx.x % 32, w = (int)threadIdx.x / 32, g = lane / 4,
+                  t = lane % 4;
+        const float a0 = As[g], a1 = As[g + 8];
+#pragma unroll
+        for (int i = 0; i < kCTW; ++i) {
+            o[i][0] *= a0;
+            o[i][1] *= a0;
+            o[i][2] *= a1;
+            o[i][3] *= a1;
+        }
+        constexpr int PS = NK + 8;
+#pragma unroll
+        for (int kk = 0; kk < NK / 16; ++kk) {
+            const uint32_t *p0 = reinterpret_cast<const uint32_t *>(P + g * PS + 16 * kk + 2 * t);
+            const uint32_t *p1 =
+                reinterpret_cast<const uint32_t *>(P + (g + 8) * PS + 16 * kk + 2 * t);
+            const uint32_t af[4] = {p0[0], p1[0], p0[4], p1[4]};
+            const uint16_t *v0 = Ks + (16 * kk + 2 * t) * d.DP;
+#pragma unroll
+            for (int i = 0; i < kCTW; ++i) {
+                /* columns past L read column L - 1 (never stored): no test */
+                const uint16_t *v = v0 + imin(b.c0 + 8 * (w + 8 * i) + g, (int)d.c.L - 1);
+                const uint32_t bf[2] = {(uint32_t)v[0] | ((uint32_t)v[d.DP] << 16),
+                                        (uint32_t)v[8 * d.DP] | ((uint32_t)v[9 * d.DP] << 16)};
+                mla_mma_bf16_16x8x16(o[i], af, bf);
+            }
+        }
+    }
+
+    template <typename E> MLA_ATT_MEMBER void store(const att_desc &d, const att_blk &b, E &&emit)
+    {
+        const int lane = (int)threadIdx.x % 32, w = (int)threadIdx.x / 32, g = lane / 4,
+                  t = lane % 4;
+#pragma unroll
+        for (int i = 0; i < kCTW; ++i) {
+            const int col0 = b.c0 + 8 * (w + 8 * i) + 2 * t;
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int col = col0 + (e & 1);
+                if (col < (int)d.c.L && col < b.c0 + kColChunk)
+                    emit(g + 8 * (e >> 1), col, o[i][e]);
+            }
+        }
+    }
+};
+#endif
+
+/* ---------------------------------------------------- gfx9: MFMA */
+
+#if MLA_ATT_MATRIX_KIND == 2
+/* Layouts of hip/mfma.h (i = lane % 32, h = lane / 32). Scores: A = q rows
+ * (32) x dims 8 ks + 4h .., B = Ks^T (key i); P V: A = P rows x keys
+ * 8 kk + 4h .., B = V (keys 8 kk + 4h .., column i). Rows of D:
+ * 8 (r / 4) + 4h + r % 4. */
+template <bool QSPLIT> struct amd_ops {
+    static constexpr int NK = kNKMat;
+    static_assert(NK == 32, "one MFMA column tile of keys");
+    uint32_t qh[kKSW][2], ql[QSPLIT ? kKSW : 1][2];
+    mla_f32x16 o[kCTW];
+
+    MLA_ATT_MEMBER void init(const att_desc &d, const att_blk &b)
+    {
+        const int lane = (int)threadIdx.x % 64, w = mla_wave_uniform((int)threadIdx.x / 64);
+        const int i = lane % 32, h = lane / 32;
+        const bool valid = row_valid(d, b, i);
+        const int64_t qrow =
+            (b.row0 + b.j0 + i / d.HT) * d.qs0 + (int64_t)(b.h0 + i % d.HT) * d.qs1;
+#pragma unroll
+        for (int it = 0; it < kKSW; ++it) {
+            const int ks = w + 4 * it;
+#pragma unroll
+            for (int reg = 0; reg < 2; ++reg) {
+                const int dim = 8 * ks + 4 * h + 2 * reg;
+                uint32_t hi[2] = {0, 0}, lo[2] = {0, 0};
+#pragma unroll
+                for (int e = 0; e < 2; ++e)
+                    if (ks < d.KS && valid && dim + e < d.D)
+                        split_bf16(q_value(d, qrow + (int64_t)(dim + e) * d.qs2), hi[e], lo[e]);
+                qh[it][reg] = hi[0] | (hi[1] << 16);
+                if constexpr (QSPLIT)
+                    ql[it][reg] = lo[0] | (lo[1] << 16);
+            }
+        }
+#pragma unroll
+        for (int c = 0; c < kCTW; ++c)
+#pragma unroll
+            for (int r = 0; r < 16; ++r)
+                o[c][r] = 0.0f;
+    }
+
+    MLA_ATT_MEMBER void scores(const att_desc &d, const att_blk &, const uint16_t *Ks, float *Sp)
+    {
+        const int lane = (int)threadIdx.x % 64, w = mla_wave_uniform((int)threadIdx.x / 64);
+        const int i = lane % 32, h = lane / 32;
+        mla_f32x16 acc;
+#pragma unroll
+        for (int r = 0; r < 16; ++r)
+            acc[r] = 0.0f;
+        const uint16_t *kr = Ks + i * d.DP + 4 * h;
+#pragma unroll
+        for (int it = 0; it < kKSW; ++it) {
+            const uint32_t *kp = reinterpret_cast<const uint32_t *>(kr + 8 * (w + 4 * it));
+            const uint32_t b0 = kp[0], b1 = kp[1];
+            acc = mla_mfma_bf16_32x32x8(qh[it][0], qh[it][1], b0, b1, acc);
+            if constexpr (QSPLIT)
+                acc = mla_mfma_bf16_32x32x8(ql[it][0], ql[it][1], b0, b1, acc);
+        }
+        float *sp = Sp + w * 32 * NK;
+#pragma unroll
+        for (int r = 0; r < 16; ++r)
+            sp[(8 * (r / 4) + 4 * h + r % 4) * NK + i] = acc[r];
+    }
+
+    MLA_ATT_MEMBER void pv(const att_desc &d, const att_blk &b, const uint16_t *P, const float *As,
+                           const uint16_t *Ks)
+    {
+        const int lane = (int)threadIdx.x % 64, w = mla_wave_uniform((int)threadIdx.x / 64);
+        const int i = lane % 32, h = lane / 32;
+#pragma unroll
+        for (int r = 0; r < 16; ++r) {
+            const float a = As[8 * (r / 4) + 4 * h + r % 4];
+#pragma unroll
+            for (int c = 0; c < kCTW; ++c)
+                o[c][r] *= a;
+        }
+        constexpr int PS = NK + 8;
+#pragma unroll
+        for (int kk = 0; kk < NK / 8; ++kk) {
+            const uint32_t *pp = reinterpret_cast<const uint32_t *>(P + i * PS + 8 * kk + 4 * h);
+            const uint32_t a0 = pp[0], a1 = pp[1];
+            const uint16_t *v0 = Ks + (8 * kk + 4 * h) * d.DP;
+#pragma unroll
+            for (int c = 0; c < kCTW; ++c) {
+                /* columns past L read column L - 1 (never stored): no test */
+                const uint16_t *v = v0 + imin(b.c0 + 32 * (w + 4 * c) + i, (int)d.c.L - 1);
+                const uint32_t b0 = (uint32_t)v[0] | ((uint32_t)v[d.DP] << 16);
+                const uint32_t b1 = (uint32_t)v[2 * d.DP] | ((uint32_t)v[3 * d.DP] << 16);
+                o[c] = mla_mfma_bf16_32x32x8(a0, a1, b0, b1, o[c]);
+            }
+        }
+    }
+
+    template <typename E> MLA_ATT_MEMBER void store(const att_desc &d, const att_blk &b, E &&emit)
+    {
+        const int lane = (int)threadIdx.x % 64, w = mla_wave_uniform((int)threadIdx.x / 64);
+        const int i = lane % 32, h = lane / 32;
+#pragma unroll
+        for (int c = 0; c < kCTW; ++c) {
+            const int col = b.c0 + 32 * (w + 4 * c) + i;
+            if (col < (int)d.c.L)
+#pragma unroll
+                for (int r = 0; r < 16; ++r)
+                    emit(8 * (r / 4) + 4 * h + r % 4, col, o[c][r]);
+        }
+    }
+};
+#endif
+
+template <int KIND, bool QSPLIT> struct ops_of {
+    using type = fma_ops<kTM, kNKFma>;
+    static constexpr int NK = kNKFma, NPART = 1;
+};
+#if MLA_ATT_MATRIX_KIND == 1
+template <bool QSPLIT> struct ops_of<KIND_NV, QSPLIT> {
+    using type = nv_ops<QSPLIT>;
+    static constexpr int NK = kNKMat, NPART = kNW;
+};
+#endif
+#if MLA_ATT_MATRIX_KIND == 2
+template <bool QSPLIT> struct ops_of<KIND_AMD, QSPLIT> {
+    using type = amd_ops<QSPLIT>;
+    static constexpr int NK = kNKMat, NPART = kNW;
+};
+#endif
+
+/* ------------------------------------------------------------ kernel */
+
+/* The key positions and cache blocks of the tile at kb, by threads < NK. */
+MLA_DEV void key_info(const att_desc &d, const att_blk &b, int32_t kb, int32_t &pos, int64_t &blk)
+{
+    pos = key_position(d, b, kb, (int)threadIdx.x);
+    blk = pos >= 0 ? key_block(d, b, pos) : 0;
+}
+
+template <int KIND, int CT, bool QSPLIT, bool ASYNC>
+MLA_DEV void attend(const att_desc &d, const att_blk &b, unsigned char *smem)
+{
+    using OPS = ops_of<KIND, QSPLIT>;
+    constexpr int TM = kTM, NK = OPS::NK, NPART = OPS::NPART, NBUF = ASYNC ? 2 : 1;
+    constexpr int TPR = kThreads / TM, KPT = NK / TPR;
+    static_assert(KPT >= 1 && KPT * TPR == NK, "whole keys per softmax thread");
+    /* the launch sized shared memory for the matrix tiles (NPART, NK of the
+     * vendor) or the plain ones; the plain body fits in either */
+    const att_smem L = smem_layout(TM, NK, NPART, d.DP, NBUF);
+    float *Sp = reinterpret_cast<float *>(smem + L.sp);
+    float *As = reinterpret_cast<float *>(smem + L.as);
+    float *Fs = reinterpret_cast<float *>(smem + L.fs);
+    int32_t *KPs = reinterpret_cast<int32_t *>(smem + L.kp);
+    int64_t *KBs = reinterpret_cast<int64_t *>(smem + L.kb);
+    uint16_t *Pb = reinterpret_cast<uint16_t *>(smem + L.ps);
+    float *Pf = reinterpret_cast<float *>(smem + L.ps);
+
+    const int tid = (int)threadIdx.x;
+    { /* dims D .. DP of every key row stay 0 (the matrix steps read them) */
+        const int pad = d.DP - d.D;
+        for (int i = tid; i < NBUF * NK * pad; i += kThreads) {
+            const int row = i / pad;
+            reinterpret_cast<uint16_t *>(
+                smem + L.ks + (row / NK) * L.ks_bytes)[(row % NK) * d.DP + d.D + i % pad] = 0;
+        }
+    }
+    typename OPS::type ops;
+    ops.init(d, b);
+
+    /* softmax thread: row r, keys u * KPT .. */
+    const int r = tid / TPR, u = tid % TPR;
+    const bool rv = row_valid(d, b, r);
+    /* the row's causal limit, -1 for an invalid row (no key passes) */
+    const int32_t lim = !rv ? -1 : d.sparse ? 0x7FFFFFFF : row_limit(d, b, r);
+    float m_run = -INFINITY, l_run = 0.0f;
+
+    /* key information of the next tile, held by threads < NK a tile ahead */
+    int32_t npos = -1;
+    int64_t nblk = 0;
+    if (tid < NK)
+        key_info(d, b, b.kv_lo, npos, nblk);
+    if constexpr (ASYNC) {
+#if MLA_ATT_MATRIX_KIND == 1
+        if (tid < NK) {
+            KPs[tid] = npos;
+            KBs[tid] = nblk;
+            key_info(d, b, b.kv_lo + NK, npos, nblk);
+        }
+        idx_sync();
+        if (b.kv_lo < b.kv_hi)
+            issue_tile<NK>(d, KPs, KBs, reinterpret_cast<uint16_t *>(smem + L.ks));
+#endif
+    }
+
+    int buf = 0;
+    for (int32_t kb = b.kv_lo; kb < b.kv_hi; kb += NK, buf ^= 1) {
+        const int cur = ASYNC ? buf : 0;
+        int32_t *KP = KPs + cur * NK;
+        uint16_t *Ks = reinterpret_cast<uint16_t *>(smem + L.ks + cur * L.ks_bytes);
+        if constexpr (ASYNC) {
+#if MLA_ATT_MATRIX_KIND == 1
+            /* the next tile's keys go out before this one's are used */
+            const int nxt = cur ^ 1;
+            if (tid < NK) {
+                KPs[nxt * NK + tid] = npos;
+                KBs[nxt * NK + tid] = nblk;
+                key_info(d, b, kb + 2 * NK, npos, nblk);
+            }
+            cp_async_wait<0>();
+            idx_sync();
+            if (kb + NK < b.kv_hi)
+                issue_tile<NK>(d, KPs + nxt * NK, KBs + nxt * NK,
+                               reinterpret_cast<uint16_t *>(smem + L.ks + nxt * L.ks_bytes));
+#endif
+        } else {
+            if (tid < NK) {
+                KP[tid] = npos;
+                KBs[tid] = nblk;
+                key_info(d, b, kb + NK, npos, nblk);
+            }
+            idx_sync();
+            load_tile<CT, NK>(d, KP, KBs, Ks);
+            idx_sync();
+        }
+        ops.scores(d, b, Ks, Sp);
+        idx_sync();
+        float x[KPT];
+        float mx = -INFINITY;
+#pragma unroll
+        for (int e = 0; e < KPT; ++e) {
+            const int k = u * KPT + e;
+            float s = 0.0f;
+#pragma unroll
+            for (int p = 0; p < NPART; ++p)
+                s += Sp[(p * TM + r) * NK + k];
+            const int32_t pos = KP[k];
+            x[e] = (pos >= 0 && pos <= lim) ? s * d.ss2 : -INFINITY;
+            mx = fmaxf(mx, x[e]);
+        }
+        for (int off = 1; off < TPR; off *= 2)
+            mx = fmaxf(mx, mla_shfl_xor(mx, off));
+        const float m_new = fmaxf(m_run, mx);
+        const float alpha = m_new == -INFINITY ? 1.0f : exp2f(m_run - m_new);
+        float sum = 0.0f;
+#pragma unroll
+        for (int e = 0; e < KPT; ++e) {
+            const float p = x[e] == -INFINITY ? 0.0f : exp2f(x[e] - m_new);
+            sum += p;
+            const int k = u * KPT + e;
+            if constexpr (KIND == KIND_FMA)
+                Pf[r * NK + k] = p;
+            else
+                Pb[r * (NK + 8) + k] = (uint16_t)mla_fb_f32_to_bf16(p);
+        }
+        for (int off = 1; off < TPR; off *= 2)
+            sum += mla_shfl_xor(sum, off);
+        l_run = l_run * alpha + sum;
+        m_run = m_new;
+        if (u == 0)
+            As[r] = alpha;
+        idx_sync();
+        if constexpr (KIND == KIND_FMA)
+            ops.pv(d, b, Pf, As, Ks);
+        else
+            ops.pv(d, b, Pb, As, Ks);
+        if constexpr (!ASYNC)
+            idx_sync();
+    }
+    if constexpr (ASYNC)
+        idx_sync(); /* the last tile's P V is done with Ps before Fs is written */
+
+    /* per row: the output factor, and lse */
+    if (u == 0) {
+        float f = 0.0f, lse = -INFINITY;
+        if (rv && l_run > 0.0f) {
+            if (b.direct && d.sinks) {
+                const float s2 = d.sinks[(int64_t)(b.h0 + r % d.HT) * d.sks] * kLog2e;
+                const float mm = fmaxf(m_run, s2);
+                const float z = l_run * exp2f(m_run - mm) + exp2f(s2 - mm);
+                f = exp2f(m_run - mm) / z;
+                lse = (mm + log2f(z)) * kLn2;
+            } else {
+                f = 1.0f / l_run;
+                lse = (m_run + log2f(l_run)) * kLn2;
+            }
+            f *= d.kso;
+        }
+        Fs[r] = f;
+        if (rv && b.c0 == 0) {
+            const int64_t row = b.row0 + b.j0 + r / d.HT, h = b.h0 + r % d.HT;
+            if (b.direct) {
+                if (d.lse)
+                    d.lse[row * d.lse0 + h * d.lse1] = lse;
+            } else {
+                d.part_lse[(row * d.H + h) * d.max_splits + b.split] = lse;
+            }
+        }
+    }
+    idx_sync();
+    ops.store(d, b, [&](int rr, int col, float v) {
+        if (!row_valid(d, b, rr))
+            return;
+        const float f = Fs[rr];
+        const float val = f == 0.0f ? 0.0f : v * f;
+        const int64_t row = b.row0 + b.j0 + rr / d.HT, h = b.h0 + rr % d.HT;
+        if (b.direct) {
+            const int64_t off = row * d.os0 + h * d.os1 + (int64_t)col * d.os2;
+            if (d.o_bf16)
+                static_cast<uint16_t *>(d.o)[off] = (uint16_t)mla_fb_f32_to_bf16(val);
+            else
+                static_cast<float *>(d.o)[off] = val;
+        } else {
+            d.part_o[((row * d.H + h) * d.max_splits + b.split) * (int64_t)d.c.L + col] = val;
+        }
+    });
+}
+
+template <int PATH, int CT, bool QSPLIT, bool ASYNC>
+__global__ __launch_bounds__(kThreads) void attention_kernel(att_desc d)
+{
+    MLA_IDX_SMEM(unsigned char, smem);
+    const int32_t per_work = d.NJT * d.NHT * d.NCC;
+    const int32_t wi = (int32_t)blockIdx.x / per_work;
+    int32_t rem = (int32_t)blockIdx.x - wi * per_work;
+    const int32_t cc = rem % d.NCC;
+    rem /= d.NCC;
+    const int32_t ht = rem % d.NHT, jt = rem / d.NHT;
+    const mla_attention_work w = d.work[wi];
+    att_blk b;
+    b.s = w.seq;
+    b.row0 = d.cu_q[(int64_t)w.seq * d.cus];
+    b.n_s = (int32_t)(d.cu_q[(int64_t)(w.seq + 1) * d.cus] - b.row0);
+    b.j0 = jt * d.JT;
+    if (b.j0 >= b.n_s) /* the whole block */
+        return;
+    b.c_s = d.ctx_lens[(int64_t)w.seq * d.cls];
+    b.trow = d.paged ? d.table + (int64_t)w.seq * d.bts0 : d.table;
+    b.krow = d.sparse ? d.topk + (b.row0 + b.j0) * d.tks0 : d.topk;
+    b.h0 = ht * d.HT;
+    b.c0 = cc * kColChunk;
+    b.split = w.split;
+    b.direct = d.splits[w.seq] <= 1;
+    b.kv_lo = w.kv_begin;
+    if (d.sparse) {
+        b.kv_hi = w.kv_end;
+    } else { /* keys past the tile's last causal limit are nobody's */
+        const int32_t last = (b.j0 + d.JT < b.n_s ? b.j0 + d.JT : b.n_s) - 1;
+        const int32_t lim = b.c_s - b.n_s + last + 1;
+        b.kv_hi = w.kv_end < lim ? w.kv_end : lim;
+    }
+    if constexpr (PATH == PATH_MATRIX)
+        attend<MLA_ATT_MATRIX_KIND, CT, QSPLIT, ASYNC && MLA_ATT_MATRIX_KIND == 1>(d, b, smem);
+    else
+        attend<KIND_FMA, CT, false, false>(d, b, smem);
+}
+
+/* The rows the attention blocks do not finish: a team of kTeam threads per
+ * (row, head). Rows of a padding sequence (no work item) get o = 0 and
+ * lse = -inf; rows of a sequence with several splits the combine of their
+ * partials (weights e^(lse_i - max), empty splits 0, sinks once); rows of a
+ * one-split sequence were written directly and are left alone. */
+constexpr int kTeam = 32;
+
+__global__ __launch_bounds__(kThreads) void finish_kernel(att_desc d, int64_t pairs)
+{
+    const int64_t pair = (int64_t)blockIdx.x * (kThreads / kTeam) + threadIdx.x / kTeam;
+    if (pair >= pairs)
+        return;
+    const int lane = (int)threadIdx.x % kTeam;
+    const int64_t row = pair / d.H, h = pair % d.H;
+    /* the sequence of row: the last s with cu_q[s] <= row (empty sequences
+     * share their cu_q with the next: the last of them owns the row) */
+    int32_t lo = 0, hi = d.S; /* cu_q[lo] <= row < cu_q[hi] */
+    while (hi - lo > 1) {
+        const int32_t mid = (lo + hi) / 2;
+        if (d.cu_q[(int64_t)mid * d.cus] <= row)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    const int32_t ns = d.splits[lo];
+    if (ns == 1)
+        return;
+    float M = -INFINITY;
+    const float *pl = nullptr, *po = nullptr;
+    if (ns > 1) {
+        pl = d.part_lse + (row * d.H + h) * d.max_splits;
+        po = d.part_o + (row * d.H + h) * d.max_splits * (int64_t)d.c.L;
+        for (int i = 0; i < ns; ++i)
+            M = fmaxf(M, pl[i]);
+    }
+    float f = 0.0f, lse = -INFINITY;
+    if (M != -INFINITY) {
+        float W = 0.0f;
+        for (int i = 0; i < ns; ++i)
+            W += pl[i] == -INFINITY ? 0.0f : expf(pl[i] - M);
+        float mm = M, scale = 1.0f;
+        if (d.sinks) {
+            const float sk = d.sinks[h * d.sks];
+            mm = fmaxf(M, sk);
+            scale = expf(M - mm);
+            W = W * scale + expf(sk - mm);
+        }
+        f = scale / W;
+        lse = mm + logf(W);
+    }
+    for (int32_t col = lane; col < (int32_t)d.c.L; col += kTeam) {
+        float val = 0.0f;
+        if (M != -INFINITY) {
+            float acc = 0.0f;
+            for (int i = 0; i < ns; ++i)
+                if (pl[i] != -INFINITY)
+                    acc += expf(pl[i] - M) * po[(int64_t)i * d.c.L + col];
+            val = acc * f;
+        }
+        const int64_t off = row * d.os0 + h * d.os1 + (int64_t)col * d.os2;
+        if (d.o_bf16)
+            static_cast<uint16_t *>(d.o)[off] = (uint16_t)mla_fb_f32_to_bf16(val);
+        else
+            static_cast<float *>(d.o)[off] = val;
+    }
+    if (lane == 0 && d.lse)
+        d.lse[row * d.lse0 + h * d.lse1] = lse;
+}
+
+/* --------------------------------------------------------------- host */
+
+int path_of(const mla_attention_plan *p)
+{
+    const char *force = getenv("MLA_HIP_ATTENTION");
+    if (force && !strcmp(force, "fma"))
+        return PATH_FMA;
+    return p->desc.cache.kv_lora + p->desc.cache.rope <= kMaxDimsMatrix ? PATH_MATRIX : PATH_FMA;
+}
+
+template <int PATH, int CT, bool QSPLIT, bool ASYNC>
+mla_status launch(mla_context *ctx, const att_desc &d, int64_t blocks, int smem)
+{
+#if defined(__CUDACC__) && !MLA_IDX_EMU
+    if (smem > 48 * 1024) {
+        const cudaError_t err =
+            cudaFuncSetAttribute(attention_kernel<PATH, CT, QSPLIT, ASYNC>,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        if (err != cudaSuccess)
+            return mla_hip_fail(ctx, err, "cudaFuncSetAttribute (attention shared memory)");
+    }
+#endif
+    attention_kernel<PATH, CT, QSPLIT, ASYNC>
+        <<<(unsigned)blocks, kThreads, (size_t)smem, mla_hip_state_of(ctx)->stream>>>(d);
+    return mla_hip_check_launch(ctx, "attention kernel launch");
+}
+
+template <int PATH>
+mla_status launch_ct(mla_context *ctx, const att_desc &d, int64_t blocks, int smem, int ct,
+                     bool qsplit, bool async)
+{
+    return with_cache_dtype(ct, [&](auto tag) {
+        constexpr int CT = decltype(tag)::value;
+        if constexpr (PATH == PATH_MATRIX && CT == MLA_DTYPE_BF16 && kNBufAsync == 2) {
+            if (async)
+                return qsplit ? launch<PATH, CT, true, true>(ctx, d, blocks, smem)
+                              : launch<PATH, CT, false, true>(ctx, d, blocks, smem);
+        }
+        if (PATH == PATH_MATRIX && qsplit)
+            return launch<PATH, CT, true, false>(ctx, d, blocks, smem);
+        return launch<PATH, CT, false, false>(ctx, d, blocks, smem);
+    });
+}
+
+} // namespace
+
+/* Bytes of shared memory a launch of this variant needs (0: the kernels do
+ * not take it): for hip_supports and the launch. */
+/* Key rows in shared memory: D rounded up to 16 (the matrix bodies: to all
+ * of their k-steps), plus 8 values against bank conflicts. */
+static int64_t key_row_values(int64_t D, bool matrix)
+{
+    const int64_t covered = matrix && D < kMaxDimsMatrix ? kMaxDimsMatrix : D;
+    return (covered + 15) / 16 * 16 + 8;
+}
+
+static int64_t attention_smem(int64_t L, int64_t R, int force_fma, bool async)
+{
+    const int64_t D = L + R;
+    const bool matrix = !force_fma && D <= kMaxDimsMatrix;
+    const int64_t DP = key_row_values(D, matrix);
+    if (DP > 0x7FFFFF)
+        return 0;
+    return smem_layout(kTM, matrix ? kNKMat : kNKFma, matrix ? kNW : 1, (int)DP, async ? 2 : 1)
+        .total;
+}
+
+mla_status mla_hip_attention(mla_context *ctx, const mla_attention_op_args *a)
+{
+    const mla_hip_device_scope scope(mla_hip_state_of(ctx)->device);
+    if (scope.error() != hipSuccess)
+        return mla_hip_fail(ctx, scope.error(), "selecting the context's GPU");
+    const mla_tensor *ts[] = {&a->q, &a->cache, &a->context_lens, &a->cu_q_lens, &a->o};
+    const char *names[] = {"q", "cache", "context_lens", "cu_q_lens", "o"};
+    for (int i = 0; i < 5; ++i) {
+        const mla_status st = mla_hip_check_tensor_memory(ctx, ts[i], names[i]);
+        if (st != MLA_OK)
+            return st;
+    }
+    const mla_tensor *opt[] = {&a->block_table, &a->topk_indices, &a->sinks, &a->lse};
+    const char *opt_names[] = {"block_table", "topk_indices", "sinks", "lse"};
+    for (int i = 0; i < 4; ++i) {
+        if (!opt[i]->data)
+            continue;
+        const mla_status st = mla_hip_check_tensor_memory(ctx, opt[i], opt_names[i]);
+        if (st != MLA_OK)
+            return st;
+    }
+    const mla_attention_plan *p = a->plan;
+    const mla_attention_desc &ds = p->desc;
+    att_desc d = {};
+    mla_status st = make_cache_dev(ctx, ds.cache, a->cache, d.c);
+    if (st != MLA_OK)
+        return st;
+    const int64_t H = ds.heads, L = ds.cache.kv_lora, R = ds.cache.rope, D = L + R;
+    const bool fp8_scaled = ds.cache.layout == MLA_CACHE_FP8_SCALED;
+    const bool cache_fp8 = ds.cache.dtype != MLA_DTYPE_BF16 && !fp8_scaled;
+    const bool q_fp8 = ds.q_dtype == MLA_DTYPE_FP8_E4M3FN || ds.q_dtype == MLA_DTYPE_FP8_E4M3FNUZ;
+    d.q = static_cast<const uint8_t *>(a->q.data);
+    d.q_dtype = (int32_t)a->q.dtype;
+    d.paged = ds.paged;
+    d.sparse = ds.topk > 0;
+    d.o_bf16 = a->o.dtype == MLA_DTYPE_BF16;
+    d.table = static_cast<const int32_t *>(a->block_table.data);
+    d.ctx_lens = static_cast<const int32_t *>(a->context_lens.data);
+    d.cu_q = static_cast<const int32_t *>(a->cu_q_lens.data);
+    d.topk = static_cast<const int32_t *>(a->topk_indices.data);
+    d.sinks = static_cast<const float *>(a->sinks.data);
+    d.o = a->o.data;
+    d.lse = static_cast<float *>(a->lse.data);
+    struct {
+        const mla_tensor *t;
+        int dim;
+        int32_t *out;
+        const char *name;
+    } strides[] = {{&a->q, 0, &d.qs0, "q.stride"},
+                   {&a->q, 1, &d.qs1, "q.stride"},
+                   {&a->q, 2, &d.qs2, "q.stride"},
+                   {&a->block_table, 0, &d.bts0, "block_table.stride"},
+                   {&a->block_table, 1, &d.bts1, "block_table.stride"},
+                   {&a->context_lens, 0, &d.cls, "context_lens.stride"},
+                   {&a->cu_q_lens, 0, &d.cus, "cu_q_lens.stride"},
+                   {&a->topk_indices, 0, &d.tks0, "topk_indices.stride"},
+                   {&a->topk_indices, 1, &d.tks1, "topk_indices.stride"},
+                   {&a->sinks, 0, &d.sks, "sinks.stride"},
+                   {&a->o, 0, &d.os0, "o.stride"},
+                   {&a->o, 1, &d.os1, "o.stride"},
+                   {&a->o, 2, &d.os2, "o.stride"},
+                   {&a->lse, 0, &d.lse0, "lse.stride"},
+                   {&a->lse, 1, &d.lse1, "lse.stride"}};
+    for (const auto &e : strides) {
+        if (!e.t->data || e.dim >= e.t->ndim)
+            continue;
+        if (e.t->stride[e.dim] > INT32_MAX)
+            return mla_fail(ctx, MLA_ERR_UNSUPPORTED, e.name,
+                            "%s[%d] = %lld: the attention kernels take strides below 2^31", e.name,
+                            e.dim, (long long)e.t->stride[e.dim]);
+        *e.out = (int32_t)e.t->stride[e.dim];
+    }
+    unsigned char *ws = static_cast<unsigned char *>(a->workspace);
+    d.max_splits = p->max_splits;
+    d.part_o = p->max_splits > 1 ? reinterpret_cast<float *>(ws + p->part_o_offset) : nullptr;
+    d.part_lse = p->max_splits > 1 ? reinterpret_cast<float *>(ws + p->part_lse_offset) : nullptr;
+    d.work = p->work_dev;
+    d.splits = p->splits_dev;
+    d.S = (int32_t)p->S;
+    d.H = (int32_t)H;
+    d.D = (int32_t)D;
+    d.nope_chunks = (int32_t)((L + kChunk - 1) / kChunk);
+    d.cpk = d.nope_chunks + (int32_t)((R + kChunk - 1) / kChunk);
+    double ss = (double)ds.softmax_scale * (double)kLog2e;
+    if (q_fp8)
+        ss *= (double)ds.q_scale;
+    if (cache_fp8)
+        ss *= (double)ds.cache.k_scale;
+    d.ss2 = (float)ss;
+    d.kso = cache_fp8 ? ds.cache.k_scale : 1.0f;
+
+    const int path = path_of(p);
+    d.DP = (int32_t)key_row_values(D, path == PATH_MATRIX);
+    const int TM = kTM;
+    d.KS = (int32_t)((D + kTK - 1) / kTK);
+    d.HT = (int32_t)(H < TM ? H : TM);
+    d.NHT = (int32_t)((H + d.HT - 1) / d.HT);
+    d.JT = d.sparse ? 1 : TM / d.HT;
+    d.NJT = (int32_t)((p->max_q_len + d.JT - 1) / d.JT);
+    d.NCC = (int32_t)((L + kColChunk - 1) / kColChunk);
+    if (p->T == 0)
+        return MLA_OK;
+    /* NVIDIA, bf16 keys in 16-byte aligned chunks: double-buffered cp.async */
+    const bool async = kNBufAsync == 2 && path == PATH_MATRIX && ds.cache.dtype == MLA_DTYPE_BF16 &&
+                       cache_wide_ok(ds.cache, a->cache);
+    const int64_t smem = attention_smem(L, R, path == PATH_FMA, async);
+    if (smem == 0 || smem > kSmemMax)
+        return mla_fail(ctx, MLA_ERR_UNSUPPORTED, "cache_desc.kv_lora",
+                        "L + R = %lld: the key tile needs %lld bytes of shared memory",
+                        (long long)D, (long long)smem);
+    const int64_t blocks = p->num_work * (int64_t)d.NJT * d.NHT * d.NCC;
+    if (blocks > 0x7FFFFFFF)
+        return mla_fail(ctx, MLA_ERR_UNSUPPORTED, "q.shape",
+                        "%lld attention blocks: beyond one launch", (long long)blocks);
+    const bool qsplit = a->q.dtype == MLA_DTYPE_F32;
+    if (blocks > 0) {
+        st = path == PATH_MATRIX
+                 ? launch_ct<PATH_MATRIX>(ctx, d, blocks, (int)smem, ds.cache.dtype, qsplit, async)
+                 : launch_ct<PATH_FMA>(ctx, d, blocks, (int)smem, ds.cache.dtype, qsplit, false);
+        if (st != MLA_OK)
+            return st;
+    }
+    /* padding rows and the combine: every run (the split counts are device
+     * data that a plan update may change under a captured graph) */
+    const int64_t pairs = p->T * H, per = kThreads / kTeam;
+    const int64_t fblocks = (pairs + per - 1) / per;
+    if (fblocks > 0x7FFFFFFF)
+        return mla_fail(ctx, MLA_ERR_UNSUPPORTED, "q.shape", "%lld rows x heads: beyond one launch",
+                        (long long)pairs);
+    finish_kernel<<<(unsigned)fblocks, kThreads, 0, mla_hip_state_of(ctx)->stream>>>(d, pairs);
+    return mla_hip_check_launch(ctx, "attention finish kernel launch");
+}
