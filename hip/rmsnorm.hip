@@ -9,11 +9,13 @@
  * or MXFP4 under the production rule.
  *
  * One wave per row: lane l takes chunks l, l + W, ... of 8 values (16-byte
- * loads where the row allows). The sum pass issues several chunks' loads at
- * once, reduces with wave shuffles; the output pass reads the row again,
- * from cache (HBM sees each byte once either way; holding the row in
- * registers instead cost ~130 registers a thread and most of the
- * occupancy). A quantization
+ * loads where the row allows). Rows of at most kHold steps (V3's q and kv
+ * latents) are loaded whole, at once, and held in registers for the output
+ * pass: two memory round trips per row, which is what bounds a wave's time
+ * when a row is its whole work (T = 1024 is 2048 rows: 16 waves per SM).
+ * Longer rows: the sum pass issues several chunks' loads at once, reduces
+ * with wave shuffles; the output pass reads the row again, from cache (HBM
+ * sees each byte once either way). A quantization
  * group is 16 (fp8) or 4 (MXFP4) consecutive chunks, i.e. consecutive lanes
  * of one step: a team. Kernels are instantiated per (x dtype, y dtype,
  * access mode: wide when every row is contiguous and aligned, hip/chunk8.h);
@@ -24,11 +26,17 @@
  * after it reads each of its own chunks again just before writing it. */
 #include "hip/chunk8.h"
 
-namespace {
+namespace
+{
 
 constexpr int kUnroll = 4; /* sum-pass steps whose loads are issued together */
-constexpr int kFp8Team = 128 / kChunk;  /* chunks per fp8 group */
-constexpr int kFp4Team = 32 / kChunk;   /* chunks per MXFP4 block */
+/* Rows of up to kHoldChunks chunks (V3's q_lora 1536: 6 steps of a wave32,
+ * 3 of a wave64; kv_lora 512: 2 or 1) are held in registers, by a kernel of
+ * their own (both paths in one kernel spilled scalar registers on gfx942). */
+constexpr int kHoldChunks = 192;
+constexpr int kHold = kHoldChunks / MLA_WAVE_SIZE;
+constexpr int kFp8Team = 128 / kChunk; /* chunks per fp8 group */
+constexpr int kFp4Team = 32 / kChunk;  /* chunks per MXFP4 block */
 static_assert(MLA_WAVE_SIZE % kFp8Team == 0, "quantization teams must not straddle waves");
 
 struct norm_job {
@@ -41,7 +49,8 @@ struct norm_job {
     int32_t wdt;
 };
 
-template <int DT> constexpr bool is_fp8_v = DT == MLA_DTYPE_FP8_E4M3FN || DT == MLA_DTYPE_FP8_E4M3FNUZ;
+template <int DT>
+constexpr bool is_fp8_v = DT == MLA_DTYPE_FP8_E4M3FN || DT == MLA_DTYPE_FP8_E4M3FNUZ;
 
 /* nbytes bytes of w at p, p + step, ... */
 template <int MODE>
@@ -145,6 +154,53 @@ MLA_DEV int chunk_n(const norm_job &j, int64_t c, int64_t nch)
     return c < nch ? chunk_len(j.D - kChunk * c) : 0;
 }
 
+/* A row of at most kHold steps (bf16 x, wide access, float y: the
+ * quantizers' extra registers would spill): every chunk loaded at
+ * once and its bits kept in registers for the output pass (two memory round trips per row instead
+ * of one per step: at T = 1024 a row is a wave's whole work and latency, not bandwidth, bounded the
+ * step-by-step version). */
+template <int YT> MLA_DEV void norm_row_held(const norm_job &j, int64_t r, int lane)
+{
+    constexpr int W = MLA_WAVE_SIZE;
+    const int64_t nch = (j.D + kChunk - 1) / kChunk, steps = (nch + W - 1) / W;
+    const uint16_t *xrow = static_cast<const uint16_t *>(j.x) + r * j.xs0;
+    uint32_t raw[kHold][4]; /* bf16 pairs: 4 registers a chunk */
+#pragma unroll
+    for (int k = 0; k < kHold; ++k) {
+        const int64_t c = (int64_t)k * W + lane;
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+            raw[k][i] = 0;
+        if (k < steps && c < nch) {
+            const mla_u32x4 q = *reinterpret_cast<const mla_u32x4 *>(xrow + kChunk * c);
+#pragma unroll
+            for (int i = 0; i < 4; ++i)
+                raw[k][i] = q.v[i];
+        }
+    }
+    float ss = 0.0f;
+#pragma unroll
+    for (int k = 0; k < kHold; ++k)
+#pragma unroll
+        for (int i = 0; i < kChunk; ++i) {
+            const float v = unpack_value<MLA_DTYPE_BF16>(raw[k], i);
+            ss += v * v;
+        }
+    ss = wave_sum(ss);
+    const float inv = 1.0f / sqrtf(ss / (float)j.D + j.eps);
+#pragma unroll
+    for (int k = 0; k < kHold; ++k) {
+        if (k >= steps)
+            break;
+        const int64_t c = (int64_t)k * W + lane;
+        float t[kChunk];
+#pragma unroll
+        for (int i = 0; i < kChunk; ++i)
+            t[i] = unpack_value<MLA_DTYPE_BF16>(raw[k], i);
+        emit<YT, kWide>(j, r, c, chunk_n(j, c, nch), t, inv, lane);
+    }
+}
+
 template <int XT, int YT, int MODE> MLA_DEV void norm_row(const norm_job &j, int64_t r, int lane)
 {
     constexpr int W = MLA_WAVE_SIZE;
@@ -211,9 +267,9 @@ MLA_DEV norm_job pick(const norm_job &a, const norm_job &b, bool second)
  * there is one job): a block's job is fixed, so only its fields stay live.
  * On NVIDIA two resident blocks per SM: ptxas' default target spilled the
  * f16 -> fp8/fp4 variants at 64 registers. */
-template <int XT, int YT, int MODE>
+template <int XT, int YT, int MODE, bool HOLD>
 __global__ MLA_LAUNCH_BOUNDS_BLOCKS(MLA_HIP_BLOCK, 2) void rmsnorm_kernel(norm_job j0, norm_job j1,
-                                                                 unsigned blocks0)
+                                                                          unsigned blocks0)
 {
     constexpr int W = MLA_WAVE_SIZE;
     const bool second = blockIdx.x >= blocks0;
@@ -223,7 +279,10 @@ __global__ MLA_LAUNCH_BOUNDS_BLOCKS(MLA_HIP_BLOCK, 2) void rmsnorm_kernel(norm_j
     const int lane = (int)(threadIdx.x % W);
     const int wave = mla_wave_uniform((int)(threadIdx.x / W)), waves = blockDim.x / W;
     for (int64_t row = block * waves + wave; row < j.rows; row += blocks * waves)
-        norm_row<XT, YT, MODE>(j, row, lane);
+        if constexpr (HOLD)
+            norm_row_held<YT>(j, row, lane);
+        else
+            norm_row<XT, YT, MODE>(j, row, lane);
 }
 
 /* x's dtype, y's dtype, the job, and whether its rows take wide accesses
@@ -236,7 +295,8 @@ struct norm_call {
 
 norm_call make_call(const mla_tensor &x, const mla_tensor &w, const mla_tensor &y, float eps)
 {
-    norm_call c = {x.dtype, y.dtype,
+    norm_call c = {x.dtype,
+                   y.dtype,
                    x.shape[1] % kChunk == 0 && wide_ok(x, 1) && wide_ok(y, 1) && wide_ok(w, 0),
                    {}};
     norm_job &j = c.job;
@@ -279,6 +339,9 @@ template <typename F> mla_status with_norm_out(int dt, F &&f)
 /* One launch for the rows of a and b (both of a's dtypes; wide: both
  * take wide accesses): a wave per row up to the device's fill, each job its
  * own blocks. */
+/* The job's rows fit norm_row_held (kHold steps on every wave size). */
+bool held(const norm_job &j) { return (j.D + kChunk - 1) / kChunk <= kHoldChunks; }
+
 mla_status launch(mla_context *ctx, const norm_call &a, const norm_job &b, bool wide)
 {
     const unsigned blocks0 = mla_hip_grid_blocks(ctx, a.job.rows * MLA_WAVE_SIZE, MLA_HIP_BLOCK);
@@ -288,7 +351,17 @@ mla_status launch(mla_context *ctx, const norm_call &a, const norm_job &b, bool 
     return with_float(a.xdt, [&](auto xt) {
         return with_norm_out(a.ydt, [&](auto yt) {
             return with_access(wide, [&](auto m) {
-                rmsnorm_kernel<decltype(xt)::value, decltype(yt)::value, decltype(m)::value>
+                constexpr int XT = decltype(xt)::value, YT = decltype(yt)::value;
+                constexpr int M = decltype(m)::value;
+                if constexpr (XT == MLA_DTYPE_BF16 && M == kWide && !is_fp8_v<YT> &&
+                              YT != MLA_DTYPE_FP4X2) {
+                    if (held(a.job) && (b.rows == 0 || held(b))) {
+                        rmsnorm_kernel<XT, YT, M, true>
+                            <<<blocks0 + blocks1, MLA_HIP_BLOCK, 0, stream>>>(a.job, b, blocks0);
+                        return mla_hip_check_launch(ctx, "rmsnorm kernel launch");
+                    }
+                }
+                rmsnorm_kernel<XT, YT, M, false>
                     <<<blocks0 + blocks1, MLA_HIP_BLOCK, 0, stream>>>(a.job, b, blocks0);
                 return mla_hip_check_launch(ctx, "rmsnorm kernel launch");
             });
@@ -318,8 +391,8 @@ mla_status mla_hip_qk_rmsnorm(mla_context *ctx, const mla_qk_rmsnorm_args *a)
     if (scope.error() != hipSuccess)
         return mla_hip_fail(ctx, scope.error(), "selecting the context's GPU");
     const int32_t qd = a->q_out.dtype;
-    const bool quant = qd == MLA_DTYPE_FP4X2 || qd == MLA_DTYPE_FP8_E4M3FN ||
-                       qd == MLA_DTYPE_FP8_E4M3FNUZ;
+    const bool quant =
+        qd == MLA_DTYPE_FP4X2 || qd == MLA_DTYPE_FP8_E4M3FN || qd == MLA_DTYPE_FP8_E4M3FNUZ;
     const mla_tensor *t[] = {&a->q, &a->q_w, &a->kv, &a->kv_w, &a->q_out, &a->kv_out, &a->q_scales};
     const char *names[] = {"q", "q_w", "kv", "kv_w", "q_out", "kv_out", "q_scales"};
     mla_status st = check_memory(ctx, t, names, quant ? 7 : 6);
