@@ -26,26 +26,23 @@
 #include "core/ref/ref_kernels.h"
 #include "core/ref/tensor_access.h"
 
-/* Scratch of one sequence: its keys and one row's visible positions. */
+/* Scratch of one sequence: its keys and one row's visible keys. */
 typedef struct seq_scratch {
-    double *keys;  /* [c, L + R] */
-    int64_t *vis;  /* visible key positions of a row */
+    double *keys;  /* dense: [c, L + R] by position; sparse: a row's listed keys in order */
+    int64_t *vis;  /* a row's visible keys: rows of keys */
     double *score; /* their scores, then their weights e^(score - m) */
     double *q;     /* [L + R]: the row's q for one head */
 } seq_scratch;
 
-/* The keys of sequence s, in order of position. */
-static void read_keys(const mla_attention_op_args *a, int64_t s, int64_t c, double *keys)
+/* Key t of sequence s into row (L + R values). */
+static void read_key(const mla_attention_op_args *a, int64_t s, int64_t t, double *row)
 {
     const mla_attention_desc *d = &a->plan->desc;
-    const int64_t bs = d->cache.block_size, D = d->cache.kv_lora + d->cache.rope;
-    for (int64_t t = 0; t < c; ++t) {
-        const int64_t block =
-            d->paged
-                ? mla_ref_load_index(&a->block_table, mla_ref_offset2(&a->block_table, s, t / bs))
-                : s;
-        mla_ref_cache_read_row(&d->cache, &a->cache, block, t % bs, keys + t * D);
-    }
+    const int64_t bs = d->cache.block_size;
+    const int64_t block =
+        d->paged ? mla_ref_load_index(&a->block_table, mla_ref_offset2(&a->block_table, s, t / bs))
+                 : s;
+    mla_ref_cache_read_row(&d->cache, &a->cache, block, t % bs, row);
 }
 
 /* The positions row r (at position p) sees; returns their count. */
@@ -121,7 +118,7 @@ mla_status mla_ref_attention(mla_context *ctx, const mla_attention_op_args *a)
         const int64_t r0 = mla_ref_load_index(&a->cu_q_lens, s * a->cu_q_lens.stride[0]);
         const int64_t r1 = mla_ref_load_index(&a->cu_q_lens, (s + 1) * a->cu_q_lens.stride[0]);
         const int64_t nmax = d->topk > 0 ? d->topk : c; /* visible keys of a row, at most */
-        seq_scratch w = {malloc((size_t)(c * D + 1) * sizeof(double)),
+        seq_scratch w = {malloc((size_t)(nmax * D + 1) * sizeof(double)),
                          malloc((size_t)(nmax + 1) * sizeof(int64_t)),
                          malloc((size_t)(nmax + 1) * sizeof(double)),
                          malloc((size_t)D * sizeof(double))};
@@ -134,9 +131,14 @@ mla_status mla_ref_attention(mla_context *ctx, const mla_attention_op_args *a)
                             "no memory for the %lld keys of sequence %lld", (long long)c,
                             (long long)s);
         }
-        read_keys(a, s, c, w.keys);
+        for (int64_t t = 0; d->topk == 0 && t < c; ++t) /* dense: every key, once */
+            read_key(a, s, t, w.keys + t * D);
         for (int64_t r = r0; r < r1; ++r) {
             const int64_t nvis = c == 0 ? 0 : visible(a, r, c - (r1 - r0) + (r - r0), w.vis);
+            for (int64_t k = 0; d->topk > 0 && k < nvis; ++k) { /* sparse: the listed keys */
+                read_key(a, s, w.vis[k], w.keys + k * D);
+                w.vis[k] = k;
+            }
             for (int64_t h = 0; h < H; ++h)
                 attend(a, r, h, &w, nvis);
         }
