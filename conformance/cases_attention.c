@@ -7,8 +7,9 @@
  * splits than keys, empty splits) and decided by the plan (0, with long
  * contexts); heads 1, 3, 16, 128; L = 128, R = 16 and L = 512, R = 64;
  * padding sequences (c_s = 0, with and without rows); sinks; contiguous
- * mode; fp8 q; q, o and lse as strided views; RoPE inside attention (the
- * cache is then an in/out argument compared byte for byte).
+ * mode; fp8 q; q, o and lse as strided views; lse NULL (o alone, the
+ * splits combined all the same); RoPE inside attention (the cache is then
+ * an in/out argument compared byte for byte).
  *
  * o and lse are held to the bound of conformance/bounds.c, computed per
  * value from the reference's own probabilities and the score magnitudes
@@ -50,7 +51,7 @@ enum {
 };
 
 enum { K_DECODE = 0, K_SPARSE = 1, K_PREFILL = 2, K_PREFILL_SPARSE = 3 };
-enum { F_SINKS = 1, F_CONTIG = 2, F_ROPE = 4, F_VIEWS = 8, F_LONG = 16 };
+enum { F_SINKS = 1, F_CONTIG = 2, F_ROPE = 4, F_VIEWS = 8, F_LONG = 16, F_NO_LSE = 32 };
 
 #define NSEQ 4
 #define CACHE_PAD 64 /* bytes between blocks of a padded cache (odd cases) */
@@ -172,13 +173,14 @@ static void make(conf_builder *b, mla_cache_layout layout, mla_dtype cdt, int64_
     const char *cn = mla_dtype_name(cdt), *qn = mla_dtype_name(qdt);
     char sp[8];
     snprintf(sp, sizeof sp, "%d", splits);
-    snprintf(c.label, sizeof c.label, "%s %s bs%lld %s%s H%lld sp%s q%s o%s%s%s%s%s%s",
+    snprintf(c.label, sizeof c.label, "%s %s bs%lld %s%s H%lld sp%s q%s o%s%s%s%s%s%s%s",
              mla_cache_layout_name(layout), strncmp(cn, "fp8_", 4) ? cn : cn + 4,
              (long long)c.ip[2], kinds[kind], next_n > 1 ? "2" : "", (long long)H,
              splits ? sp : "auto", strncmp(qn, "fp8_", 4) ? qn : qn + 4,
              odt == MLA_DTYPE_BF16 ? "bf" : "f", (flags & F_SINKS) ? " sink" : "",
              (flags & F_CONTIG) ? " contig" : "", (flags & F_ROPE) ? " rope" : "",
-             (flags & F_VIEWS) ? " views" : "", L == 512 ? " L512" : "");
+             (flags & F_VIEWS) ? " views" : "", L == 512 ? " L512" : "",
+             (flags & F_NO_LSE) ? " no-lse" : "");
     conf_push(b, &c);
 }
 
@@ -235,9 +237,9 @@ static int build(conf_case *cases, int cap)
          f32, n++);
     /* long contexts: the plan's own split choice, and forced splits of top-k
      * columns */
-    make(&b, MLA_CACHE_NORMAL, bf, 64, 128, 3, K_DECODE, 1, 0, F_LONG, bf, f32, n++);
-    make(&b, MLA_CACHE_NORMAL, MLA_DTYPE_FP8_E4M3FN, 16, 128, 16, K_SPARSE, 2, 4, F_LONG, bf, bf,
-         n++);
+    make(&b, MLA_CACHE_NORMAL, bf, 64, 128, 3, K_DECODE, 1, 0, F_LONG | F_NO_LSE, bf, f32, n++);
+    make(&b, MLA_CACHE_NORMAL, MLA_DTYPE_FP8_E4M3FN, 16, 128, 16, K_SPARSE, 2, 4, F_LONG | F_NO_LSE,
+         bf, bf, n++);
     make(&b, MLA_CACHE_NORMAL, bf, 16, 128, 1, K_DECODE, 1, 256, F_LONG | F_SINKS, f32, f32, n++);
     /* RoPE inside attention: the new tokens rotated and written, then attended */
     make(&b, MLA_CACHE_NORMAL, bf, 16, 128, 3, K_DECODE, 2, 4, F_ROPE, bf, f32, n++);
@@ -369,7 +371,10 @@ static mla_status add_args(conf_problem *p, const conf_case *c, const geom *g)
     ADD(conf_add_arg(p, "sinks", CONF_IN, MLA_DTYPE_F32, 1,
                      (c->ip[7] & F_SINKS) ? (int64_t[]){H} : empty, 0));
     ADD(conf_add_arg(p, "o", CONF_OUT, c->v.out_dtype, 3, (int64_t[]){T, H, L}, c->lay[AO]));
-    ADD(conf_add_arg(p, "lse", CONF_OUT, MLA_DTYPE_F32, 2, (int64_t[]){T, H}, c->lay[ALSE]));
+    if (c->ip[7] & F_NO_LSE) /* lse NULL: no output */
+        ADD(conf_add_arg(p, "lse", CONF_OUT, MLA_DTYPE_F32, 1, empty, 0));
+    else
+        ADD(conf_add_arg(p, "lse", CONF_OUT, MLA_DTYPE_F32, 2, (int64_t[]){T, H}, c->lay[ALSE]));
     const int64_t P = rope ? g->P : 0, Tk = rope ? T : 0;
     ADD(conf_add_arg(p, "cos", CONF_IN, MLA_DTYPE_F32, 2, (int64_t[]){P, R / 2}, 0));
     ADD(conf_add_arg(p, "sin", CONF_IN, MLA_DTYPE_F32, 2, (int64_t[]){P, R / 2}, 0));
@@ -548,7 +553,7 @@ static mla_status exec(mla_context *ctx, const conf_case *c, mla_tensor *t)
                             (fl & F_SINKS) ? &t[ASINKS] : NULL,
                             (fl & F_ROPE) ? &rope : NULL,
                             &t[AO],
-                            &t[ALSE],
+                            (fl & F_NO_LSE) ? NULL : &t[ALSE],
                             NULL};
     mla_attention_plan *plan = NULL;
     mla_status st = mla_attention_plan_create(ctx, &d, &a, &plan);
