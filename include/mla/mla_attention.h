@@ -103,9 +103,13 @@ MLA_API mla_status mla_attention_plan_create(mla_context *ctx, const mla_attenti
                                              const mla_attention_args *args,
                                              mla_attention_plan **out);
 /* Re-plans for new index data of the same shapes into the same buffers (so a
- * captured graph of mla_attention_run stays valid). */
+ * captured graph of mla_attention_run stays valid). The split capacity
+ * (and so the workspace) is the one fixed at create; a refused update
+ * leaves the plan as it was. */
 MLA_API mla_status mla_attention_plan_update(mla_context *ctx, mla_attention_plan *plan,
                                              const mla_attention_args *args);
+/* Frees the plan's buffers (in its context's memory): call it before
+ * destroying that context. NULL is a no-op. */
 MLA_API void mla_attention_plan_destroy(mla_attention_plan *plan);
 /* Workspace the run needs (partial outputs of the splits, rotated q). */
 MLA_API int64_t mla_attention_plan_workspace_bytes(const mla_attention_plan *plan);
