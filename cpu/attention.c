@@ -40,8 +40,14 @@
  * step, fp32 adds: twice the
  * FMA rate, used for a tile when the exponents of its keys and of q rule out
  * the instruction's subnormal flush (mla_cpu_dp_safe), else the FMA tile.
- * P @ V stays fp32 FMA. One core of the Zen 4 build host, batch 4, context
- * 4096, bf16: 16 heads 90 -> 100 GFLOP/s, 128 heads 101 -> 126.
+ * With a bf16 cache and a bf16 o, P @ V runs on vdpbf16ps as well: P rounded
+ * to bf16 (RNE), paired over keys, against the values paired over the same
+ * keys, as FlashMLA does (the conformance bound allows bf16 P); a tile whose
+ * values are below 2^-60 in magnitude falls back to fp32 P and FMA. An F32 o
+ * keeps fp32 P. No fp32 key rows are decoded then, unless a tile falls back.
+ * One core of the Zen 4 build host, batch 4, context 4096, bf16 cache and o:
+ * 16 heads 90 (FMA) -> 100 (bf16 scores) -> 121 GFLOP/s (both products),
+ * 128 heads 101 -> 126 -> 184.
  *
  * OpenBLAS is not used: cblas_sgemm on this kernel's tile shapes (M = 16..512
  * pairs, 64 keys, K = 576; and 512 x 64) ran at 63-105 GFLOP/s on one core of
@@ -136,7 +142,7 @@ static int64_t scratch_floats(int64_t L, int64_t R)
     /* qt, ot, kt, st, mx / l / alpha / plim, kpos, row; then the bf16 pairs
      * of q and the bf16 key rows of the vdpbf16ps path (KS / 2 words each) */
     return MTASK * KS + MTASK * round16(L) + NKT * KS + NKT * MTASK + 4 * MTASK + NKT + KS +
-           MTASK * KS / 2 + NKT * KS / 2;
+           MTASK * KS / 2 + NKT * KS / 2 + NKT / 2 * MTASK + NKT / 2 * round16(L);
 }
 
 int64_t mla_cpu_attention_scratch_bytes(int64_t L, int64_t R)
@@ -163,6 +169,10 @@ typedef struct attn_kernels {
      * products, fp32 adds); NULL: no such copy */
     void (*qk_dp)(const uint32_t *qp, int64_t mp, int nv, const uint32_t *kb, int64_t kbs, int nk,
                   int64_t P, float *st, attn_pf *pf);
+    /* pv from bf16 pairs of keys by vdpbf16ps: ot[v][m] = (alpha ? alpha[m]
+     * ot[v][m] : 0) + sum_{j < np} of the two products of pp[j][m] and vp[j][v] */
+    void (*pv_dp)(const uint32_t *pp, int64_t mp, int nv, const uint32_t *vp, int np, int64_t L,
+                  float *ot, const float *alpha, attn_pf *pf);
 } attn_kernels;
 
 /* Everything a task needs, fixed for the call. */
@@ -175,6 +185,7 @@ typedef struct attn_job {
     int layout, sparse, paged;
     int dp; /* bf16 q, bf16 or fp8 NORMAL / SHUFFLED cache, a vdpbf16ps copy: qk_dp where safe */
     float scale_dp; /* the softmax scale of qk_dp's scores: times k_scale for fp8 codes */
+    int dpv;        /* dp with a bf16 cache and bf16 o: P @ V by pv_dp (P rounded to bf16) */
     mla_dtype kdt;
     float k_scale, scale;
     char *scratch;
@@ -186,6 +197,8 @@ typedef struct attn_scratch {
     int32_t *plim, *kpos;
     uint32_t *qp; /* vdpbf16ps: q as bf16 pairs [KS / 2][mp] */
     uint32_t *kb; /* vdpbf16ps: the tile's keys as bf16 pairs [NKT][KS / 2] */
+    uint32_t *pp; /* vdpbf16ps P @ V: P as bf16 pairs of keys [NKT / 2][mp] */
+    uint32_t *vp; /* vdpbf16ps P @ V: values as bf16 pairs of keys [NKT / 2][L] */
 } attn_scratch;
 
 static attn_scratch carve(const attn_job *jb, int tid)
@@ -212,6 +225,10 @@ static attn_scratch carve(const attn_job *jb, int tid)
     s.qp = (uint32_t *)f;
     f += MTASK * jb->KS / 2;
     s.kb = (uint32_t *)f;
+    f += NKT * jb->KS / 2;
+    s.pp = (uint32_t *)f;
+    f += NKT / 2 * MTASK;
+    s.vp = (uint32_t *)f;
     return s;
 }
 
@@ -498,11 +515,16 @@ MLA_CPU_INLINE void task_body(const attn_job *jb, int64_t w, int64_t c, const at
         /* fp8 codes cost a second conversion pass: worth it from 2 vectors of
          * pairs on (one core, 16 heads: 74 -> 62 GFLOP/s; 128 heads: 96 -> 121) */
         const int dp = jb->dp && (jb->kdt == MLA_DTYPE_BF16 || nv >= 2);
+        /* P @ V from bf16 pairs too (bf16 cache, bf16 o): no fp32 key rows
+         * unless a tile falls back */
+        const int dpv = dp && jb->dpv;
         const int eq = pack_q(jb, r0, m0, mc, mp, dp, s);
         const mla_tensor *ti = &a->topk_indices;
         for (int64_t k0 = kb; k0 < ke; k0 += NKT) {
             const int nk = (int)(ke - k0 < NKT ? ke - k0 : NKT);
             int32_t kmax = -1;
+            const uint8_t *kblk[NKT]; /* each key's block (NULL: a masked sparse slot), token */
+            int64_t ktok[NKT];
             attn_pf pf;
             pf.n = pf.i = 0;
             pf.line = 0;
@@ -518,7 +540,8 @@ MLA_CPU_INLINE void task_body(const attn_job *jb, int64_t w, int64_t c, const at
                     if (t < 0 || t > pmax) {
                         s->kpos[i] = INT32_MAX;
                         kmax = INT32_MAX;
-                        for (int64_t d = 0; d < jb->KS; ++d)
+                        kblk[i] = NULL;
+                        for (int64_t d = 0; !dpv && d < jb->KS; ++d)
                             kr[d] = 0.0f;
                         if (dp)
                             memset(s->kb + i * (jb->KS / 2), 0, (size_t)(2 * jb->KS));
@@ -527,18 +550,34 @@ MLA_CPU_INLINE void task_body(const attn_job *jb, int64_t w, int64_t c, const at
                 }
                 s->kpos[i] = (int32_t)t;
                 kmax = (int32_t)t > kmax ? (int32_t)t : kmax;
-                decode_key(jb, block_of(jb, seq, t), t % jb->bs, kr);
+                kblk[i] = block_of(jb, seq, t);
+                ktok[i] = t % jb->bs;
+                if (!dpv)
+                    decode_key(jb, kblk[i], ktok[i], kr);
                 if (dp)
-                    copy_key_bf16(jb, block_of(jb, seq, t), t % jb->bs, s->kb + i * (jb->KS / 2));
+                    copy_key_bf16(jb, kblk[i], ktok[i], s->kb + i * (jb->KS / 2));
             }
+            /* vdpbf16ps where its subnormal flush cannot trigger (cpu/linear_kernel.h),
+             * for P @ V where the values are >= 2^-60 in magnitude (field >= 67):
+             * a product it flushes then has P < 2^-66, a weight far below the bound
+             * (DAZ/FTZ of P and of partial sums: absolute errors below 2^-126) */
+            const int ek = dp ? mla_cpu_linear_min_exp((const uint16_t *)s->kb, nk * jb->KS) : 0;
+            const int qk_ok = dp && mla_cpu_dp_safe(eq, ek), pv_ok = dpv && ek >= 67;
+            if (dpv && (!qk_ok || !pv_ok)) /* a fallback tile: the fp32 rows after all */
+                for (int i = 0; i < nk; ++i) {
+                    float *kr = s->kt + i * jb->KS;
+                    if (kblk[i])
+                        decode_key(jb, kblk[i], ktok[i], kr);
+                    else
+                        for (int64_t d = 0; d < jb->KS; ++d)
+                            kr[d] = 0.0f;
+                }
             if (jb->k->calls) {
                 const int64_t calls = jb->k->calls(nv, nk, jb->L);
                 pf.per = (int32_t)((pf.total + calls - 1) / calls);
             }
-            /* vdpbf16ps where its subnormal flush cannot trigger (cpu/linear_kernel.h) */
             float scale = jb->scale;
-            if (dp &&
-                mla_cpu_dp_safe(eq, mla_cpu_linear_min_exp((const uint16_t *)s->kb, nk * jb->KS))) {
+            if (qk_ok) {
                 jb->k->qk_dp(s->qp, mp, nv, s->kb, jb->KS / 2, nk, jb->KS / 2, s->st, &pf);
                 scale = jb->scale_dp;
             } else {
@@ -546,10 +585,29 @@ MLA_CPU_INLINE void task_body(const attn_job *jb, int64_t w, int64_t c, const at
             }
             jb->k->softmax(s->st, mp, nv, nk, scale, s->kpos, s->plim, kmax > pmin, s->mx, s->l,
                            s->alpha);
-            if (first) { /* the step's alpha is e^(-inf - mx') = 0: start from zero */
-                jb->k->pv(s->st, mp, nv, s->kt, jb->KS, nk, jb->L, s->ot, NULL, &pf);
+            /* the first step's alpha is e^(-inf - mx') = 0: start from zero */
+            const float *alpha = first ? NULL : s->alpha;
+            if (pv_ok) {
+                const int np = (nk + 1) / 2;
+                const uint16_t *k16 = (const uint16_t *)s->kb;
+                for (int j = 0; j < np; ++j) { /* P rounded to bf16 (RNE), pairs of keys */
+                    const float *p0 = s->st + 2 * j * mp, *p1 = p0 + mp;
+                    const int odd = 2 * j + 1 < nk;
+                    uint32_t *o = s->pp + j * mp;
+                    MLA_SIMD for (int64_t m = 0; m < mp; ++m) o[m] =
+                        (uint32_t)mla_fb_f32_to_bf16(p0[m]) |
+                        (odd ? (uint32_t)mla_fb_f32_to_bf16(p1[m]) << 16 : 0u);
+                }
+                for (int j = 0; j < np; ++j) { /* values: the same pairs of keys */
+                    const uint16_t *v0 = k16 + 2 * j * jb->KS, *v1 = v0 + jb->KS;
+                    const int odd = 2 * j + 1 < nk;
+                    uint32_t *o = s->vp + j * jb->L;
+                    MLA_SIMD for (int64_t d = 0; d < jb->L; ++d) o[d] =
+                        (uint32_t)v0[d] | (odd ? (uint32_t)v1[d] << 16 : 0u);
+                }
+                jb->k->pv_dp(s->pp, mp, nv, s->vp, np, jb->L, s->ot, alpha, &pf);
             } else {
-                jb->k->pv(s->st, mp, nv, s->kt, jb->KS, nk, jb->L, s->ot, s->alpha, &pf);
+                jb->k->pv(s->st, mp, nv, s->kt, jb->KS, nk, jb->L, s->ot, alpha, &pf);
             }
             first = 0;
         }
@@ -720,9 +778,10 @@ MLA_ATTN_C_KERNELS(avx2, MLA_TARGET_AVX2)
 MLA_ATTN_C_DRIVER(avx512c, MLA_TARGET_AVX512)
 #endif
 
-static const attn_kernels kernels_generic = {qk_generic, softmax_generic, pv_generic, NULL, NULL};
+static const attn_kernels kernels_generic = {qk_generic, softmax_generic, pv_generic, NULL, NULL,
+                                             NULL};
 #if MLA_CPU_X86
-static const attn_kernels kernels_avx2 = {qk_avx2, softmax_avx2, pv_avx2, NULL, NULL};
+static const attn_kernels kernels_avx2 = {qk_avx2, softmax_avx2, pv_avx2, NULL, NULL, NULL};
 #endif
 
 /* -------------------------------------------------- AVX-512 kernels */
@@ -940,8 +999,8 @@ static int64_t calls_avx512(int nv, int nk, int64_t L)
     return n > 0 ? n : 1;
 }
 
-static const attn_kernels kernels_avx512 = {qk_avx512, softmax_avx512, pv_avx512, calls_avx512,
-                                            NULL};
+static const attn_kernels kernels_avx512 = {qk_avx512,    softmax_avx512, pv_avx512,
+                                            calls_avx512, NULL,           NULL};
 
 /* ------------------------------------------- AVX-512 BF16 scores (vdpbf16ps) */
 
@@ -1005,8 +1064,73 @@ static void qkdp_avx512(const uint32_t *qp, int64_t mp, int nv, const uint32_t *
     }
 }
 
-static const attn_kernels kernels_avx512_bf16 = {qk_avx512, softmax_avx512, pv_avx512, calls_avx512,
-                                                 qkdp_avx512};
+/* P @ V of MV vectors of pairs x NA value dims from bf16 pairs of keys: per
+ * pair one vdpbf16ps per accumulator (P's pairs loaded, the values' pair
+ * broadcast); alpha rescales the running output as it is loaded. */
+#define MLA_ATTN_PVDP_TILE(MV, NA)                                                                 \
+    MLA_TARGET_AVX512_BF16 static void pvdp_tile_##MV##_##NA(                                      \
+        const uint32_t *pp, int64_t mp, const uint32_t *vp, int64_t L, int np, float *ot,          \
+        const float *alpha)                                                                        \
+    {                                                                                              \
+        __m512 acc[NA][MV];                                                                        \
+        if (alpha) {                                                                               \
+            MLA_UNROLL for (int v = 0; v < MV; ++v)                                                \
+            {                                                                                      \
+                const __m512 al = _mm512_loadu_ps(alpha + VL * v);                                 \
+                MLA_UNROLL for (int i = 0; i < NA; ++i) acc[i][v] =                                \
+                    _mm512_mul_ps(_mm512_loadu_ps(ot + i * mp + VL * v), al);                      \
+            }                                                                                      \
+        } else {                                                                                   \
+            MLA_UNROLL for (int i = 0; i < NA; ++i) MLA_UNROLL for (int v = 0; v < MV; ++v)        \
+                acc[i][v] = _mm512_setzero_ps();                                                   \
+        }                                                                                          \
+        for (int j = 0; j < np; ++j) {                                                             \
+            __m512bh p[MV];                                                                        \
+            const uint32_t *vr = vp + j * L;                                                       \
+            MLA_UNROLL for (int v = 0; v < MV; ++v) p[v] =                                         \
+                (__m512bh)_mm512_loadu_si512(pp + j * mp + VL * v);                                \
+            MLA_UNROLL for (int i = 0; i < NA; ++i)                                                \
+            {                                                                                      \
+                const __m512bh b = (__m512bh)_mm512_set1_epi32((int)vr[i]);                        \
+                MLA_UNROLL for (int v = 0; v < MV; ++v) acc[i][v] =                                \
+                    _mm512_dpbf16_ps(acc[i][v], p[v], b);                                          \
+            }                                                                                      \
+        }                                                                                          \
+        MLA_UNROLL for (int i = 0; i < NA; ++i) MLA_UNROLL for (int v = 0; v < MV; ++v)            \
+            _mm512_storeu_ps(ot + i * mp + VL * v, acc[i][v]);                                     \
+    }
+
+MLA_ATTN_PVDP_TILE(1, 16)
+MLA_ATTN_PVDP_TILE(2, 8)
+MLA_ATTN_PVDP_TILE(1, 1)
+MLA_ATTN_PVDP_TILE(2, 1)
+
+typedef void (*pvdp_tile_fn)(const uint32_t *, int64_t, const uint32_t *, int64_t, int, float *,
+                             const float *);
+static const pvdp_tile_fn pvdp_full[2] = {pvdp_tile_1_16, pvdp_tile_2_8};
+static const pvdp_tile_fn pvdp_tail[2] = {pvdp_tile_1_1, pvdp_tile_2_1};
+
+static void pvdp_avx512(const uint32_t *pp, int64_t mp, int nv, const uint32_t *vp, int np,
+                        int64_t L, float *ot, const float *alpha, attn_pf *pf)
+{
+    for (int v = 0; v < nv;) {
+        const int wi = width_index(nv - v), na = pv_na[wi];
+        const float *al = alpha ? alpha + VL * v : NULL;
+        int64_t d = 0;
+        for (; d + na <= L; d += na) {
+            pvdp_full[wi](pp + VL * v, mp, vp + d, L, np, ot + d * mp + VL * v, al);
+            pf_step(pf);
+        }
+        for (; d < L; ++d) {
+            pvdp_tail[wi](pp + VL * v, mp, vp + d, L, np, ot + d * mp + VL * v, al);
+            pf_step(pf);
+        }
+        v += 1 << wi;
+    }
+}
+
+static const attn_kernels kernels_avx512_bf16 = {qk_avx512,    softmax_avx512, pv_avx512,
+                                                 calls_avx512, qkdp_avx512,    pvdp_avx512};
 #endif /* MLA_CPU_X86 */
 
 /* ------------------------------------------------------------------ run */
@@ -1059,7 +1183,7 @@ mla_status mla_cpu_attention_with_scratch(mla_context *ctx, const mla_attention_
     task_fn task = task_generic;
     row_fn row = row_generic;
     jb.k = &kernels_generic;
-    jb.dp = 0;
+    jb.dp = jb.dpv = 0;
 #if MLA_CPU_X86
     switch (mla_cpu_isa_of(ctx)) {
     case MLA_CPU_ISA_AVX512:
@@ -1076,6 +1200,7 @@ mla_status mla_cpu_attention_with_scratch(mla_context *ctx, const mla_attention_
 #endif
     jb.dp = jb.k->qk_dp && d->q_dtype == MLA_DTYPE_BF16 && jb.layout != MLA_CL_FP8_SCALED;
     jb.scale_dp = jb.kdt == MLA_DTYPE_BF16 ? jb.scale : jb.scale * jb.k_scale;
+    jb.dpv = jb.dp && jb.k->pv_dp && jb.kdt == MLA_DTYPE_BF16 && d->out_dtype == MLA_DTYPE_BF16;
     const int64_t tasks = p->num_work * jb.max_chunks, T = p->T;
     /* every task is at least one tile of MTASK pairs x NKT keys x D dims: heavy */
     const int nt = mla_cpu_threads(ctx, tasks > T ? tasks : T, (tasks > T ? tasks : T) * 32768);
