@@ -40,11 +40,12 @@
  * step, fp32 adds: twice the
  * FMA rate, used for a tile when the exponents of its keys and of q rule out
  * the instruction's subnormal flush (mla_cpu_dp_safe), else the FMA tile.
- * With a bf16 cache and a bf16 o, P @ V runs on vdpbf16ps as well: P rounded
- * to bf16 (RNE), paired over keys, against the values paired over the same
- * keys, as FlashMLA does (the conformance bound allows bf16 P); a tile whose
- * values are below 2^-60 in magnitude falls back to fp32 P and FMA. An F32 o
- * keeps fp32 P. No fp32 key rows are decoded then, unless a tile falls back.
+ * With a bf16 o, P @ V runs on vdpbf16ps as well: P rounded to bf16 (RNE),
+ * paired over keys, against the values paired over the same keys (fp8: P
+ * k_scale against the codes), as FlashMLA does (the conformance bound allows
+ * bf16 P); a tile whose values are below 2^-60 in magnitude falls back to
+ * fp32 P and FMA. An F32 o keeps fp32 P. No fp32 key rows are decoded then,
+ * unless a tile falls back.
  * One core of the Zen 4 build host, batch 4, context 4096, bf16 cache and o:
  * 16 heads 90 (FMA) -> 100 (bf16 scores) -> 121 GFLOP/s (both products),
  * 128 heads 101 -> 126 -> 184.
@@ -185,7 +186,8 @@ typedef struct attn_job {
     int layout, sparse, paged;
     int dp; /* bf16 q, bf16 or fp8 NORMAL / SHUFFLED cache, a vdpbf16ps copy: qk_dp where safe */
     float scale_dp; /* the softmax scale of qk_dp's scores: times k_scale for fp8 codes */
-    int dpv;        /* dp with a bf16 cache and bf16 o: P @ V by pv_dp (P rounded to bf16) */
+    int dpv;        /* dp with bf16 o: P @ V by pv_dp (P rounded to bf16) */
+    float pscale;   /* pv_dp: P's factor, k_scale for fp8 codes (1 for bf16) */
     mla_dtype kdt;
     float k_scale, scale;
     char *scratch;
@@ -512,11 +514,12 @@ MLA_CPU_INLINE void task_body(const attn_job *jb, int64_t w, int64_t c, const at
         s->mx[m] = -INFINITY, s->l[m] = 0.0f;
     int first = 1;
     if (kb < ke) {
-        /* fp8 codes cost a second conversion pass: worth it from 2 vectors of
-         * pairs on (one core, 16 heads: 74 -> 62 GFLOP/s; 128 heads: 96 -> 121) */
-        const int dp = jb->dp && (jb->kdt == MLA_DTYPE_BF16 || nv >= 2);
-        /* P @ V from bf16 pairs too (bf16 cache, bf16 o): no fp32 key rows
-         * unless a tile falls back */
+        /* fp8 codes for the scores alone cost a second conversion pass: worth
+         * it from 2 vectors of pairs on (one core, 16 heads: 74 -> 62 GFLOP/s;
+         * 128 heads: 96 -> 121); with P @ V on the codes too it is the only pass */
+        const int dp = jb->dp && (jb->kdt == MLA_DTYPE_BF16 || nv >= 2 || jb->dpv);
+        /* P @ V from bf16 pairs too (bf16 o): no fp32 key rows unless a tile
+         * falls back */
         const int dpv = dp && jb->dpv;
         const int eq = pack_q(jb, r0, m0, mc, mp, dp, s);
         const mla_tensor *ti = &a->topk_indices;
@@ -590,13 +593,15 @@ MLA_CPU_INLINE void task_body(const attn_job *jb, int64_t w, int64_t c, const at
             if (pv_ok) {
                 const int np = (nk + 1) / 2;
                 const uint16_t *k16 = (const uint16_t *)s->kb;
-                for (int j = 0; j < np; ++j) { /* P rounded to bf16 (RNE), pairs of keys */
+                /* P (fp8 codes: P k_scale) rounded to bf16 (RNE), pairs of keys */
+                const float ps = jb->pscale;
+                for (int j = 0; j < np; ++j) {
                     const float *p0 = s->st + 2 * j * mp, *p1 = p0 + mp;
                     const int odd = 2 * j + 1 < nk;
                     uint32_t *o = s->pp + j * mp;
                     MLA_SIMD for (int64_t m = 0; m < mp; ++m) o[m] =
-                        (uint32_t)mla_fb_f32_to_bf16(p0[m]) |
-                        (odd ? (uint32_t)mla_fb_f32_to_bf16(p1[m]) << 16 : 0u);
+                        (uint32_t)mla_fb_f32_to_bf16(p0[m] * ps) |
+                        (odd ? (uint32_t)mla_fb_f32_to_bf16(p1[m] * ps) << 16 : 0u);
                 }
                 for (int j = 0; j < np; ++j) { /* values: the same pairs of keys */
                     const uint16_t *v0 = k16 + 2 * j * jb->KS, *v1 = v0 + jb->KS;
@@ -1200,7 +1205,11 @@ mla_status mla_cpu_attention_with_scratch(mla_context *ctx, const mla_attention_
 #endif
     jb.dp = jb.k->qk_dp && d->q_dtype == MLA_DTYPE_BF16 && jb.layout != MLA_CL_FP8_SCALED;
     jb.scale_dp = jb.kdt == MLA_DTYPE_BF16 ? jb.scale : jb.scale * jb.k_scale;
-    jb.dpv = jb.dp && jb.k->pv_dp && jb.kdt == MLA_DTYPE_BF16 && d->out_dtype == MLA_DTYPE_BF16;
+    /* fp8 codes: P k_scale against the codes (>= 2^-9); with k_scale >= 2^-40
+     * a product the instruction flushes has P < 2^-77 */
+    jb.pscale = jb.kdt == MLA_DTYPE_BF16 ? 1.0f : jb.k_scale;
+    jb.dpv = jb.dp && jb.k->pv_dp && d->out_dtype == MLA_DTYPE_BF16 &&
+             (jb.kdt == MLA_DTYPE_BF16 || (jb.k_scale >= 0x1p-40f && jb.k_scale <= 0x1p40f));
     const int64_t tasks = p->num_work * jb.max_chunks, T = p->T;
     /* every task is at least one tile of MTASK pairs x NKT keys x D dims: heavy */
     const int nt = mla_cpu_threads(ctx, tasks > T ? tasks : T, (tasks > T ? tasks : T) * 32768);
