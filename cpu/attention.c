@@ -33,11 +33,12 @@
  * Sleef_expf16_u10 (1 ulp) when the build has SLEEF, else the polynomial of
  * exp_avx512 below; the portable copies call the C library's expf.
  *
- * Scores from bf16 q and a bf16 or fp8 NORMAL / SHUFFLED cache on CPUs with
- * AVX512-BF16 (and no AMX, mla_cpu_linear_has_bf16): vdpbf16ps on q's bf16
- * pairs and the keys' bf16 bytes as stored (fp8: the codes' exact bf16
- * values, k_scale applied to the score), two exact products per lane and
- * step, fp32 adds: twice the
+ * Scores from bf16 q on CPUs with AVX512-BF16 (and no AMX,
+ * mla_cpu_linear_has_bf16): vdpbf16ps on q's bf16 pairs and the keys as bf16
+ * (a bf16 cache's bytes as stored; fp8 NORMAL / SHUFFLED: the codes' exact
+ * bf16 values, k_scale applied to the score; FP8_SCALED: code * s, exact for
+ * the writer's power-of-two scales, else the tile takes the fp32 path), two
+ * exact products per lane and step, fp32 adds: twice the
  * FMA rate, used for a tile when the exponents of its keys and of q rule out
  * the instruction's subnormal flush (mla_cpu_dp_safe), else the FMA tile.
  * With a bf16 o, P @ V runs on vdpbf16ps as well: P rounded to bf16 (RNE),
@@ -400,17 +401,34 @@ MLA_CPU_INLINE int pack_q(const attn_job *jb, int64_t r0, int64_t m0, int64_t mc
 }
 
 /* Token t of block blk as bf16 pairs in NORMAL order, zeros to KS values:
- * a bf16 cache's bytes as stored; an fp8 cache's codes as the bf16 of their
- * value (exact: 3 mantissa bits, and the subnormal codes are normal bf16),
- * so that the dot product is code-valued and k_scale multiplies the score. */
-MLA_CPU_INLINE void copy_key_bf16(const attn_job *jb, const uint8_t *blk, int64_t t,
-                                  uint32_t *restrict out)
+ * a bf16 cache's bytes as stored; an fp8 NORMAL / SHUFFLED cache's codes as
+ * the bf16 of their value (exact: 3 mantissa bits, and the subnormal codes
+ * are normal bf16), so that the dot product is code-valued and k_scale
+ * multiplies the score; FP8_SCALED: code * s (exact for a power-of-two s)
+ * and the bf16 rope dims. Returns 0 when a value is not exact. */
+MLA_CPU_INLINE int copy_key_bf16(const attn_job *jb, const uint8_t *blk, int64_t t,
+                                 uint32_t *restrict out)
 {
     const int64_t L = jb->L, R = jb->R, D = jb->D;
     uint8_t *o = (uint8_t *)out;
-    if (jb->kdt != MLA_DTYPE_BF16) {
-        const int fnuz = jb->kdt == MLA_DTYPE_FP8_E4M3FNUZ;
-        uint16_t *o16 = (uint16_t *)out;
+    uint16_t *o16 = (uint16_t *)out;
+    const int fnuz = jb->kdt == MLA_DTYPE_FP8_E4M3FNUZ;
+    int exact = 1;
+    if (jb->layout == MLA_CL_FP8_SCALED) {
+        /* code * s is exact in bf16 when s is a power of two (the writer's
+         * scales; spec section 4): else the tile takes the fp32 path */
+        for (int64_t g = 0; g < L / MLA_CL_SCALE_GROUP; ++g) {
+            float sc;
+            memcpy(&sc, blk + mla_cl_fp8s_scale_byte(t, g, L, R), sizeof sc);
+            const uint32_t sb = mla_fb_bits(sc), se = (sb >> 23) & 0xFFu;
+            exact &= (sb & 0x807FFFFFu) == 0 && se >= 1 && se <= 254;
+            const uint8_t *c = blk + mla_cl_fp8s_value_byte(t, g * MLA_CL_SCALE_GROUP, L, R);
+            uint16_t *og = o16 + g * MLA_CL_SCALE_GROUP;
+            MLA_SIMD for (int64_t j = 0; j < MLA_CL_SCALE_GROUP; ++j) og[j] =
+                (uint16_t)(mla_fb_bits(fp8_value(c[j], fnuz) * sc) >> 16);
+        }
+        memcpy(o + 2 * L, blk + mla_cl_fp8s_rope_byte(t, 0, L, R), (size_t)(2 * R));
+    } else if (jb->kdt != MLA_DTYPE_BF16) {
         const int64_t K = jb->layout == MLA_CL_NORMAL ? D : 16; /* contiguous codes */
         for (int64_t i = 0; i < D; i += K) {
             const uint8_t *c = blk + mla_cl_elem_byte(jb->layout, t, i, L, R, jb->bs, 1);
@@ -425,6 +443,7 @@ MLA_CPU_INLINE void copy_key_bf16(const attn_job *jb, const uint8_t *blk, int64_
                    MLA_CL_TILE_BYTES);
     }
     memset(o + 2 * D, 0, (size_t)(2 * (jb->KS - D)));
+    return exact;
 }
 
 /* The end of a task for pair m (row r, head h): the final o and lse, or the
@@ -526,6 +545,7 @@ MLA_CPU_INLINE void task_body(const attn_job *jb, int64_t w, int64_t c, const at
         for (int64_t k0 = kb; k0 < ke; k0 += NKT) {
             const int nk = (int)(ke - k0 < NKT ? ke - k0 : NKT);
             int32_t kmax = -1;
+            int exact = 1;            /* every bf16 key value of the tile exact */
             const uint8_t *kblk[NKT]; /* each key's block (NULL: a masked sparse slot), token */
             int64_t ktok[NKT];
             attn_pf pf;
@@ -558,14 +578,15 @@ MLA_CPU_INLINE void task_body(const attn_job *jb, int64_t w, int64_t c, const at
                 if (!dpv)
                     decode_key(jb, kblk[i], ktok[i], kr);
                 if (dp)
-                    copy_key_bf16(jb, kblk[i], ktok[i], s->kb + i * (jb->KS / 2));
+                    exact &= copy_key_bf16(jb, kblk[i], ktok[i], s->kb + i * (jb->KS / 2));
             }
             /* vdpbf16ps where its subnormal flush cannot trigger (cpu/linear_kernel.h),
              * for P @ V where the values are >= 2^-60 in magnitude (field >= 67):
              * a product it flushes then has P < 2^-66, a weight far below the bound
              * (DAZ/FTZ of P and of partial sums: absolute errors below 2^-126) */
             const int ek = dp ? mla_cpu_linear_min_exp((const uint16_t *)s->kb, nk * jb->KS) : 0;
-            const int qk_ok = dp && mla_cpu_dp_safe(eq, ek), pv_ok = dpv && ek >= 67;
+            const int qk_ok = dp && exact && mla_cpu_dp_safe(eq, ek);
+            const int pv_ok = dpv && exact && ek >= 67;
             if (dpv && (!qk_ok || !pv_ok)) /* a fallback tile: the fp32 rows after all */
                 for (int i = 0; i < nk; ++i) {
                     float *kr = s->kt + i * jb->KS;
@@ -1203,13 +1224,15 @@ mla_status mla_cpu_attention_with_scratch(mla_context *ctx, const mla_attention_
         break;
     }
 #endif
-    jb.dp = jb.k->qk_dp && d->q_dtype == MLA_DTYPE_BF16 && jb.layout != MLA_CL_FP8_SCALED;
-    jb.scale_dp = jb.kdt == MLA_DTYPE_BF16 ? jb.scale : jb.scale * jb.k_scale;
-    /* fp8 codes: P k_scale against the codes (>= 2^-9); with k_scale >= 2^-40
-     * a product the instruction flushes has P < 2^-77 */
-    jb.pscale = jb.kdt == MLA_DTYPE_BF16 ? 1.0f : jb.k_scale;
+    jb.dp = jb.k->qk_dp && d->q_dtype == MLA_DTYPE_BF16;
+    /* fp8 NORMAL / SHUFFLED codes: k_scale on the score, and P k_scale against
+     * the codes (>= 2^-9; with k_scale >= 2^-40 a product the instruction
+     * flushes has P < 2^-77); bf16 and FP8_SCALED rows hold the values */
+    const int codes = jb.kdt != MLA_DTYPE_BF16 && jb.layout != MLA_CL_FP8_SCALED;
+    jb.scale_dp = codes ? jb.scale * jb.k_scale : jb.scale;
+    jb.pscale = codes ? jb.k_scale : 1.0f;
     jb.dpv = jb.dp && jb.k->pv_dp && d->out_dtype == MLA_DTYPE_BF16 &&
-             (jb.kdt == MLA_DTYPE_BF16 || (jb.k_scale >= 0x1p-40f && jb.k_scale <= 0x1p40f));
+             (!codes || (jb.k_scale >= 0x1p-40f && jb.k_scale <= 0x1p40f));
     const int64_t tasks = p->num_work * jb.max_chunks, T = p->T;
     /* every task is at least one tile of MTASK pairs x NKT keys x D dims: heavy */
     const int nt = mla_cpu_threads(ctx, tasks > T ? tasks : T, (tasks > T ? tasks : T) * 32768);

@@ -42,7 +42,8 @@ typedef struct tcase {
     int sinks;
     int strided; /* q and o as views of wider buffers */
     int raw;     /* fp8 caches: every value byte a random code (all but the NaN codes) */
-    int tiny;    /* every third run of 64 slots scaled by 2^-100: those vdpbf16ps tiles fall back */
+    int tiny;    /* every third run of 64 slots scaled by 2^-100 (FP8_SCALED: every third
+                  * block's first scale times 1.5): those vdpbf16ps tiles fall back */
 } tcase;
 
 static void run_case(mla_context *ctx, const tcase *tc)
@@ -111,6 +112,15 @@ static void run_case(mla_context *ctx, const tcase *tc)
                     cache[b * block_bytes + t * tb + d] = c; /* NORMAL / FP8_SCALED order */
                 }
     }
+    if (tc->tiny && tc->layout == MLA_CACHE_FP8_SCALED) /* scales not powers of two */
+        for (int64_t b = 0; b < cd.num_blocks; b += 3)
+            for (int64_t t = 0; t < cd.block_size; ++t) {
+                float sc;
+                uint8_t *at = cache + b * block_bytes + t * (L + L / 32 + 2 * R) + L;
+                memcpy(&sc, at, sizeof sc);
+                sc *= 1.5f;
+                memcpy(at, &sc, sizeof sc);
+            }
 
     /* Block table: distinct random blocks per sequence. */
     int32_t *bt = malloc((size_t)(S * max_blocks) * sizeof(int32_t));
@@ -889,6 +899,46 @@ int main(void)
          0,
          0,
          0},
+        {"bf16 o FP8_SCALED H16",
+         16,
+         512,
+         64,
+         64,
+         MLA_CACHE_FP8_SCALED,
+         E4,
+         BF,
+         BF,
+         1,
+         2,
+         {200, 70},
+         {1, 2},
+         2,
+         128,
+         0,
+         1,
+         0,
+         0,
+         0},
+        {"bf16 o FP8_SCALED odd scales (fallback)",
+         32,
+         256,
+         64,
+         16,
+         MLA_CACHE_FP8_SCALED,
+         E4,
+         BF,
+         BF,
+         1,
+         2,
+         {100, 40},
+         {1, 2},
+         1,
+         0,
+         0,
+         0,
+         0,
+         0,
+         1},
     };
     const tcase raw_cases[] = {
         {"raw fp8 codes e4m3fn NORMAL H32",
