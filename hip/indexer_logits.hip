@@ -18,7 +18,10 @@
  *   step c's fragment rows 2t, 2t+1, 2t+8, 2t+9 are dims 32 t + 4 c + 0, 1,
  *   2, 3 (q uses the same permutation; the dot product does not care). q
  *   is converted once per block into shared memory in fragment order (one
- *   16-byte load per fragment). After the steps, each lane adds
+ *   16-byte load per fragment). Keys arrive by cp.async in up to 4 stages
+ *   per warp (3 tiles in flight while one is worked on); e4m3fn keys are
+ *   converted by sm_89+'s cvt.rn.f16x2.e4m3x2 (2 instructions per 4 codes,
+ *   NaN codes become NaNs the mma carries). After the steps, each lane adds
  *   w_h relu(dot_h) over its 8 heads (fmaf), and a transposing butterfly
  *   over the 8 lanes of a column (xor 16, 8, 4: 7 shuffles for 8 sums)
  *   leaves lane (g, t) with key 8 (g / 2) + 2 t + g % 2 of the step.
@@ -60,6 +63,8 @@ struct lg_desc {
     int64_t qs0, qs1, qs2, ws0, ws1, bts0, bts1, cls, ls0, ls1;
     int64_t chunk, chunks; /* keys per block, blocks per row */
     int32_t layout;
+    int32_t stages; /* NVIDIA body: key tiles of a warp in shared memory (2 .. 4) */
+    int32_t bs_log2; /* log2(block size) when it is a power of two, else -1 */
 };
 
 struct alignas(16) u32x4 {
@@ -94,6 +99,18 @@ MLA_DEV const uint8_t *key_block(const lg_desc &d, const uint8_t *cache, const i
 }
 
 MLA_DEV float relu(float v) { return v < 0.0f ? 0.0f : v; }
+
+/* Key position n (32 bits) / the block size bs (clamped to 32 bits), by a
+ * shift when sh = log2(bs) >= 0 (block sizes 1, 16, 64 ...: no division in
+ * the fast bodies' address math). */
+[[maybe_unused]] MLA_DEV uint32_t blk_of(uint32_t n, uint32_t bs, int sh)
+{
+    return sh >= 0 ? n >> sh : n / bs;
+}
+[[maybe_unused]] MLA_DEV uint32_t tok_of(uint32_t n, uint32_t bs, int sh)
+{
+    return sh >= 0 ? n & (bs - 1u) : n % bs;
+}
 
 /* 4 codes of q from element off on, dims stride qs2: one word load when
  * they are contiguous and aligned. */
@@ -173,13 +190,17 @@ MLA_DEV void generic_block(const lg_desc &d, const lg_block &k, const uint8_t *c
 /* ------------------------------------------------- NVIDIA: mma.sync */
 
 /* Shared memory of the NVIDIA body: q's fragments, w, a flag, then per warp
- * two stages of 32 keys (4 n-tiles x 2 halves x 32 lanes x 16 bytes) and
- * their 32 scales (84 KB for 64 heads). Each warp keeps two tiles of keys
- * (8 KB) in flight without holding them in registers. */
+ * `stages` tiles of 32 keys (4 n-tiles x 2 halves x 32 lanes x 16 bytes)
+ * and their 32 scales (148 KB for 64 heads and 4 stages). A warp keeps
+ * stages - 1 tiles of keys in flight (12 KB at 4: about 100 KB per
+ * multiprocessor, what HBM3's latency wants at its bandwidth) while it
+ * works on one, without holding them in registers. */
 constexpr int64_t kNvStageBytes = 4 * 2 * 32 * 16;
-[[maybe_unused]] constexpr int64_t nv_smem_bytes(int mt)
+[[maybe_unused]] constexpr int kNvMaxStages = 4;
+[[maybe_unused]] constexpr int64_t nv_smem_bytes(int mt, int stages)
 {
-    return mt * 8 * 32 * 16 + (kMaxHeadsFast + 4) * 4 + (kThreads / 32) * 2 * (kNvStageBytes + 32 * 4);
+    return mt * 8 * 32 * 16 + (kMaxHeadsFast + 4) * 4 +
+           (int64_t)(kThreads / 32) * stages * (kNvStageBytes + 32 * 4);
 }
 
 #if MLA_IDX_MMA_NV
@@ -196,7 +217,7 @@ MLA_DEV void nv_block_ids(const lg_desc &d, const int32_t *trow, int32_t tile0, 
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
         const int32_t n = tile0 + 8 * j + g;
-        ids[j] = n < nc ? trow[(int64_t)((uint32_t)n / bs) * d.bts1] : 0;
+        ids[j] = n < nc ? trow[(int64_t)blk_of((uint32_t)n, bs, d.bs_log2) * d.bts1] : 0;
     }
 }
 
@@ -211,7 +232,7 @@ MLA_DEV void nv_issue(const lg_desc &d, const uint8_t *cache, const int32_t ids[
         const bool valid = n < nc;
         const uint8_t *p0 = cache, *p1 = cache, *ps = cache;
         if (valid) {
-            const uint32_t tok = (uint32_t)n % bs;
+            const uint32_t tok = tok_of((uint32_t)n, bs, d.bs_log2);
             const uint8_t *blk = cache + (int64_t)ids[j] * d.cs0;
             if (LAYOUT == MLA_IL_SHUFFLE) {
                 const uint8_t *tb = blk + (tok / 16) * 16 * kHeadDimFast + (tok % 16) * 16;
@@ -246,8 +267,9 @@ MLA_DEV void nv_block(const lg_desc &d, const lg_block &k, const uint8_t *cache,
 {
     float *wsm = reinterpret_cast<float *>(qs + MT * 8 * 32 * 4);
     uint32_t *rownan = reinterpret_cast<uint32_t *>(wsm + kMaxHeadsFast);
+    const int S = d.stages;
     uint8_t *stages = reinterpret_cast<uint8_t *>(rownan + 4);
-    float *scales = reinterpret_cast<float *>(stages + (kThreads / 32) * 2 * kNvStageBytes);
+    float *scales = reinterpret_cast<float *>(stages + (kThreads / 32) * S * kNvStageBytes);
     const int tid = (int)threadIdx.x;
     const int lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
     /* key positions are below a context length (I32): 32-bit index math; a
@@ -255,17 +277,31 @@ MLA_DEV void nv_block(const lg_desc &d, const lg_block &k, const uint8_t *cache,
     const int32_t nc = (int32_t)(k.bound < k.n1 ? k.bound : k.n1);
     const uint32_t bs = d.bs < 0x7FFFFFFF ? (uint32_t)d.bs : 0x7FFFFFFFu;
     const int32_t *trow = table + k.b * d.bts0;
-    uint8_t *st = stages + warp * 2 * kNvStageBytes;
-    float *sc = scales + warp * 2 * 32;
+    uint8_t *st = stages + warp * S * kNvStageBytes;
+    float *sc = scales + warp * S * 32;
     constexpr int32_t kStep = 32 * (kThreads / 32);
     int32_t tile0 = (int32_t)k.n0 + 32 * warp;
-    /* the first keys are on their way while q is converted; the block ids
-     * of the tile after are loaded one step ahead */
+    /* the first S - 1 tiles are on their way while q is converted (their
+     * block ids loaded together first); the ids of the tile after them are
+     * loaded one step ahead */
     int32_t ids[4];
-    nv_block_ids(d, trow, tile0, nc, bs, g, ids);
-    if (tile0 < nc)
-        nv_issue<LAYOUT, A16>(d, cache, ids, tile0, nc, bs, lane, st, sc);
-    nv_block_ids(d, trow, tile0 + kStep, nc, bs, g, ids);
+    {
+        int32_t pre[kNvMaxStages - 1][4];
+#pragma unroll
+        for (int s = 0; s < kNvMaxStages - 1; ++s)
+            nv_block_ids(d, trow, s < S - 1 ? tile0 + s * kStep : nc, nc, bs, g, pre[s]);
+#pragma unroll
+        for (int s = 0; s < kNvMaxStages - 1; ++s) {
+            if (s >= S - 1)
+                break;
+            if (tile0 + s * kStep < nc)
+                nv_issue<LAYOUT, A16>(d, cache, pre[s], tile0 + s * kStep, nc, bs, lane,
+                                      st + s * kNvStageBytes, sc + s * 32);
+            else
+                cp_async_commit(); /* an empty group keeps the count */
+        }
+    }
+    nv_block_ids(d, trow, tile0 + (S - 1) * kStep, nc, bs, g, ids);
     if (tid == 0)
         *rownan = 0;
     idx_sync();
@@ -301,17 +337,36 @@ MLA_DEV void nv_block(const lg_desc &d, const lg_block &k, const uint8_t *cache,
         wsm[tid] = wv;
     idx_sync();
     const bool nan_row = *rownan != 0;
+    /* this lane's head weights: heads 16 i + g and 16 i + g + 8 */
+    float wl[MT][2];
+#pragma unroll
+    for (int i = 0; i < MT; ++i) {
+        wl[i][0] = wsm[16 * i + g];
+        wl[i][1] = wsm[16 * i + g + 8];
+    }
+    /* e4m3fn keys through the hardware conversion: NaN codes reach the
+     * matrix unit as NaNs and need no test */
+    constexpr bool kCvt = MLA_IDX_CVT_E4M3 && FNUZ == 0;
     const u32x4 *qf = reinterpret_cast<const u32x4 *>(qs);
     float *orow = out + k.r * d.ls0;
-    for (int buf = 0; tile0 < nc; tile0 += kStep, buf ^= 1) {
-        /* the next tile's keys go out before this one's are used */
-        if (tile0 + kStep < nc)
-            nv_issue<LAYOUT, A16>(d, cache, ids, tile0 + kStep, nc, bs, lane,
-                                  st + (buf ^ 1) * kNvStageBytes, sc + (buf ^ 1) * 32);
+    for (int buf = 0; tile0 < nc; tile0 += kStep, buf = buf + 1 == S ? 0 : buf + 1) {
+        /* the tile S - 1 steps ahead goes out, into the stage the last step
+         * used, before this one's keys are used */
+        const int32_t ahead = tile0 + (S - 1) * kStep;
+        const int nb = buf == 0 ? S - 1 : buf - 1;
+        if (ahead < nc)
+            nv_issue<LAYOUT, A16>(d, cache, ids, ahead, nc, bs, lane, st + nb * kNvStageBytes,
+                                  sc + nb * 32);
         else
             cp_async_commit(); /* an empty group keeps the count */
-        nv_block_ids(d, trow, tile0 + 2 * kStep, nc, bs, g, ids); /* lands during this tile */
-        cp_async_wait<1>();
+        nv_block_ids(d, trow, ahead + kStep, nc, bs, g, ids); /* lands during this tile */
+        /* this tile's group is done when at most S - 1 are in flight */
+        if (S >= 4)
+            cp_async_wait<3>();
+        else if (S == 3)
+            cp_async_wait<2>();
+        else
+            cp_async_wait<1>();
         const u32x4 *kb = reinterpret_cast<const u32x4 *>(st + buf * kNvStageBytes);
         float acc[MT][4][4];
 #pragma unroll
@@ -329,17 +384,25 @@ MLA_DEV void nv_block(const lg_desc &d, const lg_block &k, const uint8_t *cache,
 #pragma unroll
             for (int j = 0; j < 4; ++j) {
                 raw[j] = kb[(j * 2 + half) * 32 + lane];
+                if constexpr (!kCvt) {
 #pragma unroll
-                for (int e = 0; e < 4; ++e)
-                    nanbits |= fp8_nan_bytes<FNUZ>(raw[j].v[e]) ? 1u << j : 0u;
+                    for (int e = 0; e < 4; ++e)
+                        nanbits |= fp8_nan_bytes<FNUZ>(raw[j].v[e]) ? 1u << j : 0u;
+                }
             }
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
                 const int c = 4 * half + e;
                 uint32_t bf[4][2];
 #pragma unroll
-                for (int j = 0; j < 4; ++j)
-                    fp8x4_to_f16<FNUZ>(raw[j].v[e], bf[j][0], bf[j][1]);
+                for (int j = 0; j < 4; ++j) {
+#if MLA_IDX_CVT_E4M3
+                    if constexpr (kCvt)
+                        e4m3fn_x4_to_f16_cvt(raw[j].v[e], bf[j][0], bf[j][1]);
+                    else
+#endif
+                        fp8x4_to_f16<FNUZ>(raw[j].v[e], bf[j][0], bf[j][1]);
+                }
 #pragma unroll
                 for (int i = 0; i < MT; ++i) {
                     const u32x4 a = qf[(i * 8 + c) * 32 + lane];
@@ -351,8 +414,10 @@ MLA_DEV void nv_block(const lg_desc &d, const lg_block &k, const uint8_t *cache,
         }
         /* a NaN code in the key (any of its 4 loaders) or in q: its scale
          * becomes NaN, and so does the logit */
-        nanbits |= mla_shfl_xor(nanbits, 1);
-        nanbits |= mla_shfl_xor(nanbits, 2);
+        if constexpr (!kCvt) {
+            nanbits |= mla_shfl_xor(nanbits, 1);
+            nanbits |= mla_shfl_xor(nanbits, 2);
+        }
         float scale = sc[buf * 32 + lane]; /* key 8 t + g */
         if (nan_row || ((nanbits >> t) & 1u))
             scale = mla_fb_float(MLA_FB_F32_QNAN);
@@ -365,8 +430,8 @@ MLA_DEV void nv_block(const lg_desc &d, const lg_block &k, const uint8_t *cache,
                 float sum = 0.0f;
 #pragma unroll
                 for (int i = 0; i < MT; ++i) {
-                    sum = fmaf(wsm[16 * i + g], relu(acc[i][j][p]), sum);
-                    sum = fmaf(wsm[16 * i + g + 8], relu(acc[i][j][2 + p]), sum);
+                    sum = fmaf(wl[i][0], relu(acc[i][j][p]), sum);
+                    sum = fmaf(wl[i][1], relu(acc[i][j][2 + p]), sum);
                 }
                 P[2 * j + p] = sum;
             }
@@ -437,15 +502,16 @@ MLA_DEV void amd_block(const lg_desc &d, const lg_block &k, const uint8_t *cache
     const int32_t *trow = table + k.b * d.bts0;
     constexpr int32_t kStep = 32 * (kThreads / 64);
     int32_t tile0 = (int32_t)k.n0 + 32 * wave;
-    int32_t id = tile0 + i < nc ? trow[(int64_t)((uint32_t)(tile0 + i) / bs) * d.bts1] : 0;
+    const int sh = d.bs_log2;
+    int32_t id = tile0 + i < nc ? trow[(int64_t)blk_of((uint32_t)(tile0 + i), bs, sh) * d.bts1] : 0;
     for (; tile0 < nc; tile0 += kStep) {
         const int32_t n = tile0 + i, nn = n + kStep;
-        const int32_t id_next = nn < nc ? trow[(int64_t)((uint32_t)nn / bs) * d.bts1] : 0;
+        const int32_t id_next = nn < nc ? trow[(int64_t)blk_of((uint32_t)nn, bs, sh) * d.bts1] : 0;
         uint32_t raw[16];
         const uint8_t *blk = cache;
         uint32_t tok = 0;
         if (n < nc) {
-            tok = (uint32_t)n % bs;
+            tok = tok_of((uint32_t)n, bs, sh);
             blk = cache + (int64_t)id * d.cs0;
 #pragma unroll
             for (int qq = 0; qq < 4; ++qq) {
@@ -507,8 +573,8 @@ MLA_DEV void amd_block(const lg_desc &d, const lg_block &k, const uint8_t *cache
 #endif
 
 /* ptxas keeps the NVIDIA body near 128 registers with small spills unless
- * told it may use more: 168 at most (160 used for 64 heads: one block of 8
- * warps per SM, each with two tiles of keys in flight in shared memory). */
+ * told it may use more: 168 at most (165 used for 64 heads: one block of 8
+ * warps per SM, each with three tiles of keys in flight in shared memory). */
 #if defined(__CUDACC__) && !MLA_IDX_EMU &&                                                         \
     (__CUDACC_VER_MAJOR__ > 12 || (__CUDACC_VER_MAJOR__ == 12 && __CUDACC_VER_MINOR__ >= 4))
 #define MLA_IDX_LOGITS_BOUNDS __maxnreg__(168)
@@ -552,14 +618,29 @@ mla_status launch(mla_context *ctx, const mla_indexer_logits_args *a, const lg_d
      * body's code table and q (also what the fast kernel falls back to on a
      * device without matrix instructions) */
     int64_t smem = (256 + kGenericQFloats) * 4;
+    lg_desc dl = d;
     if (FAST) {
 #if defined(__CUDACC__)
-        smem = nv_smem_bytes(MT);
+        /* as many key stages as the device's shared memory holds (4 on
+         * sm_80 and sm_90; the emulation takes 3, no power of two) */
+        int stages = kNvMaxStages;
+#if MLA_IDX_EMU
+        stages = 3;
+#else
+        int optin = 0;
+        cudaError_t err = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin,
+                                                 mla_hip_state_of(ctx)->device);
+        if (err != cudaSuccess)
+            return mla_hip_fail(ctx, err, "cudaDeviceGetAttribute (shared memory per block)");
+        while (stages > 2 && nv_smem_bytes(MT, stages) > optin)
+            --stages;
+#endif
+        dl.stages = stages;
+        smem = nv_smem_bytes(MT, stages);
 #if !MLA_IDX_EMU
         /* past 48 KB needs the kernel's consent (per device: every launch) */
-        const cudaError_t err = cudaFuncSetAttribute(logits_kernel<FAST, FNUZ, LAYOUT, MT>,
-                                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                     (int)smem);
+        err = cudaFuncSetAttribute(logits_kernel<FAST, FNUZ, LAYOUT, MT>,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (err != cudaSuccess)
             return mla_hip_fail(ctx, err, "cudaFuncSetAttribute (logits shared memory)");
 #endif
@@ -573,7 +654,7 @@ mla_status launch(mla_context *ctx, const mla_indexer_logits_args *a, const lg_d
             static_cast<const uint8_t *>(a->cache.data), static_cast<const uint8_t *>(a->q.data),
             static_cast<const float *>(a->w.data), static_cast<const int32_t *>(a->block_table.data),
             static_cast<const int32_t *>(a->context_lens.data), static_cast<float *>(a->logits.data),
-            d, smem);
+            dl, smem);
     return mla_hip_check_launch(ctx, "indexer logits kernel launch");
 }
 
@@ -666,23 +747,47 @@ mla_status mla_hip_indexer_logits(mla_context *ctx, const mla_indexer_logits_arg
     d.ls0 = a->logits.stride[0];
     d.ls1 = a->logits.stride[1];
     d.layout = (int32_t)a->desc.layout;
+    d.bs_log2 = -1;
+    for (int s = 0; s < 31; ++s)
+        if (d.bs == (int64_t)1 << s)
+            d.bs_log2 = s;
     if (d.R == 0 || d.N == 0)
         return MLA_OK;
-    /* chunks: about 2 blocks per multiprocessor over the whole call (a
-     * block's q costs one conversion, so long chunks amortize it; the
-     * NVIDIA body runs one block per SM), each a multiple of the 256 keys
-     * one pass of the block covers */
-    const int64_t target = (int64_t)mla_hip_state_of(ctx)->multiprocessors * 2;
-    int64_t chunk = (d.N * d.R + target - 1) / target;
-    chunk = (chunk + kThreads - 1) / kThreads * kThreads;
-    chunk = chunk < kThreads ? kThreads : chunk > 128 * kThreads ? 128 * kThreads : chunk;
-    d.chunk = chunk;
-    d.chunks = (d.N + chunk - 1) / chunk;
+    const int fast = fast_kind(a);
+    /* chunks: a row's keys in equal chunks, each a multiple of the 256 keys
+     * one pass of a block covers and at most 32k (a block's q costs one
+     * conversion, so long chunks amortize it), as many per row as keep the
+     * resident blocks busy: the fewest waves of blocks over the device
+     * times a block's work, its start counted as 1024 keys. Resident: one
+     * block per multiprocessor for the NVIDIA body (its registers and key
+     * stages), about 2 otherwise. */
+    int64_t slots = (int64_t)mla_hip_state_of(ctx)->multiprocessors;
+#if !defined(__CUDACC__)
+    slots *= 2;
+#else
+    slots *= fast ? 1 : 2;
+#endif
+    const int64_t most = (d.N + kThreads - 1) / kThreads, least = (d.N + 32767) / 32768;
+    int64_t best_chunk = 0, best_cost = 0;
+    for (int64_t c = least; c <= most; ++c) {
+        int64_t chunk = (d.N + c - 1) / c;
+        chunk = (chunk + kThreads - 1) / kThreads * kThreads;
+        const int64_t chunks = (d.N + chunk - 1) / chunk;
+        if (d.R * chunks > 0x7FFFFFFF || (c > least && d.R * chunks > 4 * slots))
+            break; /* past 4 waves, more blocks only add starts */
+        const int64_t waves = (d.R * chunks + slots - 1) / slots, cost = waves * (chunk + 1024);
+        if (best_chunk == 0 || cost < best_cost) {
+            best_chunk = chunk;
+            best_cost = cost;
+        }
+    }
+    d.chunk = best_chunk > 0 ? best_chunk : 32768;
+    d.chunks = (d.N + d.chunk - 1) / d.chunk;
     if (d.R * d.chunks > 0x7FFFFFFF)
         return mla_fail(ctx, MLA_ERR_UNSUPPORTED, "logits.shape",
                         "%lld rows of %lld keys: too many blocks for one launch", (long long)d.R,
                         (long long)d.N);
-    switch (fast_kind(a)) {
+    switch (fast) {
     case 2:
         return dispatch_fmt<2>(ctx, a, d);
     case 1:

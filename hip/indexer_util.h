@@ -216,6 +216,37 @@ template <int FNUZ> MLA_DEV void fp8x4_to_f16(uint32_t x, uint32_t &lo, uint32_t
     hi = f16x2_mul_pow2(fp8x2_f16_scaled(x >> 16), e);
 }
 
+/* e4m3fn codes -> f16 pairs by the conversion sm_89 and later have
+ * (cvt.rn.f16x2.e4m3x2, the lower byte to the low half; the emulation
+ * builds the same bits): the values are those of fp8x4_to_f16<0>, in 2
+ * instructions instead of 8, and the NaN codes become f16 NaNs, which the
+ * matrix unit carries into every sum they enter (no separate test). */
+#if MLA_IDX_EMU || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890)
+#define MLA_IDX_CVT_E4M3 1
+MLA_DEV void e4m3fn_x4_to_f16_cvt(uint32_t x, uint32_t &lo, uint32_t &hi)
+{
+#if MLA_IDX_EMU
+    uint32_t h[2];
+    fp8x4_to_f16<0>(x, h[0], h[1]);
+    for (int i = 0; i < 4; ++i) /* NaN codes: an f16 NaN of the code's sign */
+        if (((x >> (8 * i)) & 0x7Fu) == 0x7Fu)
+            h[i / 2] = (h[i / 2] & ~(0xFFFFu << (16 * (i % 2)))) |
+                       ((((x >> (8 * i)) & 0x80u) << 8 | 0x7FFFu) << (16 * (i % 2)));
+    lo = h[0];
+    hi = h[1];
+#else
+    asm("{.reg .b16 l, h;\n\t"
+        "mov.b32 {l, h}, %2;\n\t"
+        "cvt.rn.f16x2.e4m3x2 %0, l;\n\t"
+        "cvt.rn.f16x2.e4m3x2 %1, h;}"
+        : "=r"(lo), "=r"(hi)
+        : "r"(x));
+#endif
+}
+#else
+#define MLA_IDX_CVT_E4M3 0
+#endif
+
 /* --------------------------------------- asynchronous copies (NVIDIA) */
 
 /* cp.async (sm_80+): BYTES (4 or 16) from global src to shared dst without
