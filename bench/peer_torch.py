@@ -527,10 +527,11 @@ def make_decode(torch, dev, B, C, H, cache, nsets, gen):
         bt = st["bt"]
         if cache == "bf16":
             k = st["pages"][bt]
-        elif cache == "fp8":
-            k = st["pages"][bt].to(bf) * st["k_scale"]
+        elif cache == "fp8":  # gathered as bytes: not every torch indexes float8 tensors
+            k = st["pages"].view(torch.uint8)[bt].view(f8).to(bf) * st["k_scale"]
         else:
-            nope = st["nope"][bt].to(bf).reshape(B, nb, bs, L // 128, 128)
+            nope = st["nope"].view(torch.uint8)[bt].view(f8).to(bf)
+            nope = nope.reshape(B, nb, bs, L // 128, 128)
             nope = (nope * st["scales"][bt][..., None].to(bf)).reshape(B, nb, bs, L)
             k = torch.cat([nope, st["rope"][bt]], -1)
         k = k.reshape(B, nb * bs, D)[:, :C]
