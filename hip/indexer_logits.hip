@@ -632,6 +632,10 @@ mla_status launch(mla_context *ctx, const mla_indexer_logits_args *a, const lg_d
                                                  mla_hip_state_of(ctx)->device);
         if (err != cudaSuccess)
             return mla_hip_fail(ctx, err, "cudaDeviceGetAttribute (shared memory per block)");
+        /* MLA_HIP_LOGITS_STAGES=2|3: fewer (a measurement of what they buy) */
+        const char *want = getenv("MLA_HIP_LOGITS_STAGES");
+        if (want && (want[0] == '2' || want[0] == '3') && want[1] == 0)
+            stages = want[0] - '0';
         while (stages > 2 && nv_smem_bytes(MT, stages) > optin)
             --stages;
 #endif
