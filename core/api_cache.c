@@ -101,14 +101,14 @@ mla_status mla_check_cache_k(mla_context *ctx, const mla_cache_desc *d, const ml
     return mla_check_extent(ctx, k_pe, "k_pe", 1, d->rope);
 }
 
-static int cmp_i64(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
 /* slots [T]: each < capacity; negative = skip; no slot written twice (two
- * writers of one slot would race on a GPU). */
+ * writers of one slot would race on a GPU).
+ *
+ * Checked on the host before anything is queued: that is the API's promise
+ * that a refused call writes nothing, and the reason for the synchronous
+ * copy of device slots (mla_read_indices: one copy straight into the values
+ * for contiguous I64 slots). The host work after it is O(T): a hash set
+ * finds repeats (it replaced a sort of the T slots on every call). */
 mla_status mla_check_cache_slots(mla_context *ctx, const mla_cache_desc *d,
                                  const mla_tensor *slots, int64_t T)
 {
@@ -119,11 +119,12 @@ mla_status mla_check_cache_slots(mla_context *ctx, const mla_cache_desc *d,
     MLA_TRY(mla_read_indices(ctx, slots, "slots", &v));
     mla_status st = mla_check_index_range(ctx, v, T, 0, d->num_blocks * d->block_size, 1, "slots");
     if (st == MLA_OK && T > 1) {
-        qsort(v, (size_t)T, sizeof *v, cmp_i64);
-        for (int64_t i = 1; i < T && st == MLA_OK; ++i)
-            if (v[i] >= 0 && v[i] == v[i - 1])
-                st = mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "slots", "slot %lld is written twice",
-                              (long long)v[i]);
+        const int64_t dup = mla_find_duplicate(v, T);
+        if (dup == -2)
+            st = mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, "slots", "slots: cannot check duplicates");
+        else if (dup >= 0)
+            st = mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "slots", "slot %lld is written twice",
+                          (long long)dup);
     }
     free(v);
     return st;

@@ -5,29 +5,35 @@
 
 #include "core/validate.h"
 
-mla_status mla_read_indices(mla_context *ctx, const mla_tensor *t, const char *name,
-                            int64_t **out)
+mla_status mla_read_indices(mla_context *ctx, const mla_tensor *t, const char *name, int64_t **out)
 {
     *out = NULL;
     int64_t n = mla_tensor_numel(t);
     if (n == 0)
         return MLA_OK;
     int64_t span = mla_tensor_span_bytes(t);
-    uint8_t *raw = malloc((size_t)span);
+    /* A contiguous I64 tensor (positions, slots) lands in vals directly: one
+     * copy, no staging buffer and no per-element walk. */
+    const int direct = t->dtype == MLA_DTYPE_I64 && mla_tensor_is_contiguous(t);
+    uint8_t *raw = direct ? NULL : malloc((size_t)span);
     int64_t *vals = malloc((size_t)n * sizeof *vals);
-    if (!raw || !vals) {
+    if ((!direct && !raw) || !vals) {
         free(raw);
         free(vals);
         return mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, name, "%s: cannot stage indices", name);
     }
+    void *dst = direct ? (void *)vals : (void *)raw;
     mla_status st = MLA_OK;
     if (t->memory == MLA_MEMORY_HOST)
-        memcpy(raw, t->data, (size_t)span);
+        memcpy(dst, t->data, (size_t)span);
     else
-        st = ctx->ops->mem_copy(ctx, raw, t->data, (size_t)span, MLA_COPY_CONTEXT_TO_HOST);
-    if (st != MLA_OK) {
+        st = ctx->ops->mem_copy(ctx, dst, t->data, (size_t)span, MLA_COPY_CONTEXT_TO_HOST);
+    if (st != MLA_OK || direct) {
         free(raw);
-        free(vals);
+        if (st != MLA_OK)
+            free(vals);
+        else
+            *out = vals;
         return st;
     }
     int64_t idx[MLA_MAX_DIMS] = {0};
@@ -48,6 +54,33 @@ mla_status mla_read_indices(mla_context *ctx, const mla_tensor *t, const char *n
     free(raw);
     *out = vals;
     return MLA_OK;
+}
+
+int64_t mla_find_duplicate(const int64_t *v, int64_t n)
+{
+    /* Open addressing over 2n..4n slots (a power of two), -1 = empty: O(n)
+     * where the sort it replaces cost tens of microseconds per 1024 slots
+     * on every cache write. */
+    size_t cap = 16;
+    while (cap < 2 * (size_t)n)
+        cap *= 2;
+    int64_t *set = malloc(cap * sizeof *set);
+    if (!set)
+        return -2;
+    memset(set, 0xFF, cap * sizeof *set);
+    int64_t dup = -1;
+    for (int64_t i = 0; i < n && dup < 0; ++i) {
+        if (v[i] < 0)
+            continue;
+        size_t h = (size_t)(((uint64_t)v[i] * 0x9E3779B97F4A7C15ull) >> 17) & (cap - 1);
+        while (set[h] >= 0 && set[h] != v[i])
+            h = (h + 1) & (cap - 1);
+        if (set[h] == v[i])
+            dup = v[i];
+        set[h] = v[i];
+    }
+    free(set);
+    return dup;
 }
 
 mla_status mla_check_index_range(mla_context *ctx, const int64_t *v, int64_t n, int64_t lo,
