@@ -26,6 +26,7 @@
 
 #define HEADS_PER_TASK 64
 #define PREFETCH_ROWS 12
+#define STREAM_MIN_BYTES (64ll << 20)
 
 MLA_CPU_INLINE void rotate_body(const float *restrict in, const float *restrict c,
                                 const float *restrict s, int64_t half, mla_rope_style style,
@@ -70,24 +71,25 @@ MLA_CPU_INLINE void prefetch_row(const char *p, int64_t bytes, int write)
 }
 
 /* Rows (t, h + PREFETCH_ROWS), running on into the next token's heads. */
-MLA_CPU_INLINE void prefetch_ahead(const mla_rope_args *a, int64_t t, int64_t h)
+MLA_CPU_INLINE void prefetch_ahead(const mla_rope_args *a, int64_t t, int64_t h, int y_too)
 {
     const mla_tensor *x = &a->x, *y = &a->y;
     const int64_t H = x->shape[1], R = a->rope_dim;
     h += PREFETCH_ROWS;
-    t += h / H, h %= H;
+    if (h >= H) /* no division on the common path */
+        t += h / H, h %= H;
     if (t >= x->shape[0])
         return;
     const int64_t xsz = (int64_t)mla_dtype_size(x->dtype), ysz = (int64_t)mla_dtype_size(y->dtype);
     prefetch_row((const char *)x->data + (t * x->stride[0] + h * x->stride[1]) * xsz,
                  R * x->stride[2] * xsz, 0);
-    prefetch_row((const char *)y->data + (t * y->stride[0] + h * y->stride[1]) * ysz,
-                 R * y->stride[2] * ysz, 1);
+    if (y_too)
+        prefetch_row((const char *)y->data + (t * y->stride[0] + h * y->stride[1]) * ysz,
+                     R * y->stride[2] * ysz, 1);
 }
 
 /* Heads [h0, h1) of token t. buf: 3 * R + MLA_CPU_CHUNK floats. */
-MLA_CPU_INLINE void task_body(const mla_rope_args *a, int64_t t, int64_t h0, int64_t h1,
-                              float *buf)
+MLA_CPU_INLINE void task_body(const mla_rope_args *a, int64_t t, int64_t h0, int64_t h1, float *buf)
 {
     const mla_tensor *x = &a->x, *y = &a->y;
     const int64_t R = a->rope_dim, half = R / 2, D = x->shape[2];
@@ -101,7 +103,7 @@ MLA_CPU_INLINE void task_body(const mla_rope_args *a, int64_t t, int64_t h0, int
     for (int64_t h = h0; h < h1; ++h) {
         const char *xr = (const char *)x->data + (t * x->stride[0] + h * x->stride[1]) * xsz;
         char *yr = (char *)y->data + (t * y->stride[0] + h * y->stride[1]) * ysz;
-        prefetch_ahead(a, t, h);
+        prefetch_ahead(a, t, h, 1);
         mla_cpu_load_float(xr, x->dtype, x->stride[2], R, in);
         rotate_body(in, c, s, half, a->style, out);
         mla_cpu_store_float(out, yr, y->dtype, y->stride[2], R);
@@ -126,9 +128,27 @@ MLA_AVX512_INLINE __m512 load16(const char *p, int bf16)
     return mla_v16_load(p, bf16 ? MLA_V16_BF16 : MLA_V16_F32, 0.0f, 0xFFFF);
 }
 
-MLA_AVX512_INLINE void store16(char *p, __m512 v, int bf16)
+MLA_AVX512_INLINE void store16(char *p, __m512 v, int bf16) { mla_v16_store(p, v, bf16, 0xFFFF); }
+
+/* store16 by non-temporal stores (p 32-byte aligned): rows of a y much larger
+ * than the caches go to memory without being read for ownership first. */
+MLA_AVX512_INLINE void stream16(char *p, __m512 v, int bf16)
 {
-    mla_v16_store(p, v, bf16, 0xFFFF);
+    if (!bf16) {
+        _mm256_stream_ps((float *)p, _mm512_castps512_ps256(v));
+        _mm256_stream_ps((float *)p + 8, _mm512_extractf32x8_ps(v, 1));
+        return;
+    }
+    /* mla_v16_store's rounding (RNE, NaN -> sign | 0x7FC0), kept in a register */
+    const __m512i u = _mm512_castps_si512(v), hi = _mm512_srli_epi32(u, 16);
+    const __m512i odd = _mm512_and_si512(hi, _mm512_set1_epi32(1));
+    const __m512i r = _mm512_srli_epi32(
+        _mm512_add_epi32(u, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7FFF))), 16);
+    const __mmask16 nan = _mm512_cmpgt_epu32_mask(
+        _mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)), _mm512_set1_epi32(0x7F800000));
+    const __m512i q =
+        _mm512_or_si512(_mm512_and_si512(hi, _mm512_set1_epi32(0x8000)), _mm512_set1_epi32(0x7FC0));
+    _mm256_stream_si256((__m256i *)p, _mm512_cvtepi32_epi16(_mm512_mask_mov_epi32(r, nan, q)));
 }
 
 static int fast_ok(const mla_rope_args *a)
@@ -140,6 +160,19 @@ static int fast_ok(const mla_rope_args *a)
     return xf && yf && x->stride[2] == 1 && y->stride[2] == 1 && a->rope_dim % m == 0;
 }
 
+/* Non-temporal stores of the rotated dims: y's rows span more than
+ * STREAM_MIN_BYTES (far more than the caches hold, so nothing is lost by not
+ * keeping them) and every 16-value group starts 32-byte aligned. */
+static int stream_ok(const mla_rope_args *a)
+{
+    const mla_tensor *y = &a->y;
+    const int64_t ysz = (int64_t)mla_dtype_size(y->dtype);
+    const int64_t span = (y->shape[0] - 1) * y->stride[0] * ysz;
+    return span > STREAM_MIN_BYTES && (uintptr_t)y->data % 32 == 0 &&
+           (y->stride[0] * ysz) % 32 == 0 && (y->shape[1] == 1 || (y->stride[1] * ysz) % 32 == 0) &&
+           (a->rope_dim / 2 * ysz) % 32 == 0;
+}
+
 /* task_body for fast_ok() arguments. buf: 3 * R + MLA_CPU_CHUNK floats. */
 MLA_TARGET_AVX512 static void task_avx512_fast(const mla_rope_args *a, int64_t t, int64_t h0,
                                                int64_t h1, float *buf)
@@ -148,7 +181,7 @@ MLA_TARGET_AVX512 static void task_avx512_fast(const mla_rope_args *a, int64_t t
     const int64_t R = a->rope_dim, half = R / 2, D = x->shape[2];
     const int64_t xsz = (int64_t)mla_dtype_size(x->dtype), ysz = (int64_t)mla_dtype_size(y->dtype);
     const int xb = x->dtype == MLA_DTYPE_BF16, yb = y->dtype == MLA_DTYPE_BF16;
-    const int neox = a->style == MLA_ROPE_NEOX;
+    const int neox = a->style == MLA_ROPE_NEOX, nt = stream_ok(a);
     float *c = buf, *s = buf + R, *rest = buf + 2 * R; /* c, s: R values (interleaved: doubled) */
     const int64_t pos = load_index(&a->positions, t);
     const float *cr = (const float *)a->cos.data + pos * a->cos.stride[0];
@@ -163,15 +196,20 @@ MLA_TARGET_AVX512 static void task_avx512_fast(const mla_rope_args *a, int64_t t
     for (int64_t h = h0; h < h1; ++h) {
         const char *xr = (const char *)x->data + (t * x->stride[0] + h * x->stride[1]) * xsz;
         char *yr = (char *)y->data + (t * y->stride[0] + h * y->stride[1]) * ysz;
-        prefetch_ahead(a, t, h);
+        prefetch_ahead(a, t, h, !nt);
         if (neox) {
             for (int64_t i = 0; i < half; i += 16) {
                 const __m512 va = load16(xr + i * xsz, xb), vb = load16(xr + (i + half) * xsz, xb);
                 const __m512 vc = _mm512_loadu_ps(c + i), vs = _mm512_loadu_ps(s + i);
                 const __m512 oa = _mm512_sub_ps(_mm512_mul_ps(va, vc), _mm512_mul_ps(vb, vs));
                 const __m512 ob = _mm512_add_ps(_mm512_mul_ps(va, vs), _mm512_mul_ps(vb, vc));
-                store16(yr + i * ysz, oa, yb);
-                store16(yr + (i + half) * ysz, ob, yb);
+                if (nt) {
+                    stream16(yr + i * ysz, oa, yb);
+                    stream16(yr + (i + half) * ysz, ob, yb);
+                } else {
+                    store16(yr + i * ysz, oa, yb);
+                    store16(yr + (i + half) * ysz, ob, yb);
+                }
             }
         } else {
             for (int64_t i = 0; i < R; i += 16) {
@@ -179,7 +217,10 @@ MLA_TARGET_AVX512 static void task_avx512_fast(const mla_rope_args *a, int64_t t
                 const __m512 p = _mm512_mul_ps(v, _mm512_loadu_ps(c + i));
                 const __m512 q = _mm512_mul_ps(_mm512_permute_ps(v, 0xB1), _mm512_loadu_ps(s + i));
                 const __m512 o = _mm512_mask_add_ps(_mm512_sub_ps(p, q), 0xAAAA, q, p);
-                store16(yr + i * ysz, o, yb);
+                if (nt)
+                    stream16(yr + i * ysz, o, yb);
+                else
+                    store16(yr + i * ysz, o, yb);
             }
         }
         for (int64_t d = R; d < D; d += MLA_CPU_CHUNK) {
@@ -188,6 +229,8 @@ MLA_TARGET_AVX512 static void task_avx512_fast(const mla_rope_args *a, int64_t t
             mla_cpu_store_float(rest, yr + d * ysz, y->dtype, 1, n);
         }
     }
+    if (nt) /* the streamed rows are visible before the task counts as done */
+        _mm_sfence();
 }
 #endif
 
@@ -209,8 +252,8 @@ MLA_TARGET_AVX2 static void task_avx2(const mla_rope_args *a, int64_t t, int64_t
     task_body(a, t, h0, h1, buf);
 }
 
-MLA_TARGET_AVX512 static void task_avx512(const mla_rope_args *a, int64_t t, int64_t h0,
-                                          int64_t h1, float *buf)
+MLA_TARGET_AVX512 static void task_avx512(const mla_rope_args *a, int64_t t, int64_t h0, int64_t h1,
+                                          float *buf)
 {
     task_body(a, t, h0, h1, buf);
 }
