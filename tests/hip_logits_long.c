@@ -10,7 +10,7 @@
  * conformance suite holds the tight bound on short rows).
  *
  *   build/gpu (any HIP build dir): L=$(ninja -t commands apps/mla | tail -n 1 |
- *     grep -o ' -Wl,-rpath.*' | sed 's/ && :$//')
+ *     sed 's#.* -o apps/mla ##; s# && :$##')
  *   cc -O2 -std=c11 -DMLA_STATIC_DEFINE -I../../include -I../.. \
  *     ../../tests/hip_logits_long.c -o hip_logits_long $L -lm && ./hip_logits_long
  *
