@@ -54,8 +54,9 @@
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kColChunk = 512; /* O columns per block */
-constexpr int kNKFma = 16;     /* keys per tile of the plain body */
+constexpr int kColChunk = 512;    /* O columns per block (matrix bodies) */
+constexpr int kColChunkFma = 128; /* O columns per block (plain launches) */
+constexpr int kNKFma = 16;        /* keys per tile of the plain body */
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
@@ -108,13 +109,27 @@ struct att_desc {
     int32_t q_dtype, paged, sparse, o_bf16;
     int32_t max_splits, S, H, HT, JT, NHT, NJT, NCC;
     int32_t D, DP, KS, nope_chunks, cpk;
+    /* chunk c of a key part (nope / rope) starts (c >> sh) * ts + (c & (2^sh
+     * - 1)) * cb bytes after the part's first byte (key_ref); rope_bf16: the
+     * rope part holds bf16 (bf16 caches, FP8_SCALED) */
+    int32_t n_ts, n_sh, n_cb, r_ts, r_sh, r_cb, rope_bf16, tok_bytes;
     float ss2; /* score scale, log2 units */
     float kso; /* output factor: k_scale of fp8 NORMAL / SHUFFLED, else 1 */
 };
 
+/* What a block works on. Rows r < TM of the tile: query row j0 + r / HT,
+ * head h0 + r % HT. */
+struct att_blk {
+    int32_t s, n_s, c_s, j0, h0, c0, split, direct;
+    int32_t kv_lo, kv_hi;
+    int64_t row0;        /* first global row of the sequence */
+    const int32_t *trow; /* the sequence's block-table row (paged) */
+    const int32_t *krow; /* the tile's top-k row (sparse) */
+};
+
 /* Shared memory of a block, in bytes from the start. */
 struct att_smem {
-    int32_t sp, ps, as, fs, kp, kb, ks, ks_bytes, total;
+    int32_t desc, blk, orow, sp, ps, as, fs, kp, kb, ks, ks_bytes, total;
 };
 
 static __host__ __device__ inline int32_t align16(int32_t v) { return (v + 15) / 16 * 16; }
@@ -124,14 +139,20 @@ static __host__ __device__ inline int32_t align16(int32_t v) { return (v + 15) /
 static __host__ __device__ inline att_smem smem_layout(int TM, int NK, int NPART, int DP, int NBUF)
 {
     att_smem s;
-    s.sp = 0;
+    /* the kernel's descriptor and block record, read from shared memory
+     * (vector registers) instead of being held in scalar registers, which
+     * gfx9 runs out of; per-row output addresses */
+    s.desc = 0;
+    s.blk = align16((int)sizeof(att_desc));
+    s.orow = s.blk + align16((int)sizeof(att_blk));
+    s.sp = s.orow + align16(TM * 8);
     s.ps = s.sp + align16(NPART * TM * NK * 4);
     const int ps_bytes = TM * NK * 4 > TM * (NK + 8) * 2 ? TM * NK * 4 : TM * (NK + 8) * 2;
     s.as = s.ps + align16(ps_bytes);
     s.fs = s.as + align16(TM * 4);
     s.kp = s.fs + align16(TM * 4);
     s.kb = s.kp + align16(NBUF * NK * 4);
-    s.ks = s.kb + align16(NBUF * NK * 8);
+    s.ks = s.kb + align16(NBUF * NK * 16);
     s.ks_bytes = align16(NK * DP * 2);
     s.total = s.ks + NBUF * s.ks_bytes;
     return s;
@@ -199,16 +220,6 @@ MLA_DEV void key_chunk(const cache_dev &c, int64_t block, int64_t t, int64_t d0,
 
 /* ------------------------------------------------------------ the block */
 
-/* What a block works on. Rows r < TM of the tile: query row j0 + r / HT,
- * head h0 + r % HT. */
-struct att_blk {
-    int32_t s, n_s, c_s, j0, h0, c0, split, direct;
-    int32_t kv_lo, kv_hi;
-    int64_t row0;        /* first global row of the sequence */
-    const int32_t *trow; /* the sequence's block-table row (paged) */
-    const int32_t *krow; /* the tile's top-k row (sparse) */
-};
-
 MLA_DEV bool row_valid(const att_desc &d, const att_blk &b, int r)
 {
     const int jj = r / d.HT, hh = r % d.HT;
@@ -233,24 +244,63 @@ MLA_DEV int32_t key_position(const att_desc &d, const att_blk &b, int32_t kb, in
     return pos <= row_limit(d, b, 0) ? pos : -1;
 }
 
-/* Cache block of key position pos >= 0 of sequence s. */
+/* Cache block of key position pos >= 0 of the block's sequence. */
 MLA_DEV int64_t key_block(const att_desc &d, const att_blk &b, int32_t pos)
 {
     return d.paged ? (int64_t)b.trow[(int64_t)((uint32_t)pos / d.c.bs) * d.bts1] : (int64_t)b.s;
 }
 
-/* Where chunk c of a key starts (dim d0) and how many values it has. */
-MLA_DEV void chunk_dims(const att_desc &d, int c, int32_t &d0, int &n)
+/* Where a key's nope and rope data start in the cache (its layout's
+ * addressing, done once per key by key_info; the chunks follow from the
+ * desc's n_* / r_* steps). */
+struct key_ref {
+    const uint8_t *nope, *rope;
+};
+
+template <int CT> MLA_DEV key_ref key_bases(const att_desc &d, int64_t block, uint32_t t)
 {
-    const bool nope = c < d.nope_chunks;
-    d0 = nope ? c * kChunk : (int32_t)d.c.L + (c - d.nope_chunks) * kChunk;
-    n = chunk_len((int64_t)(nope ? d.c.L : d.c.L + d.c.R) - d0);
+    constexpr int64_t eb = dtype_bytes<CT>, K = MLA_CL_TILE_BYTES / eb;
+    const uint8_t *blk = d.c.data + block * d.c.block_stride;
+    key_ref k;
+    if (d.c.layout == MLA_CL_FP8_SCALED) {
+        k.nope = blk + (int64_t)t * d.tok_bytes;
+        k.rope = k.nope + d.c.L + 4 * (d.c.L / MLA_CL_SCALE_GROUP);
+    } else if (d.c.layout == MLA_CL_SHUFFLED) {
+        const int64_t tile = t / MLA_CL_TILE_TOKENS, row = t % MLA_CL_TILE_TOKENS;
+        k.nope = blk + (tile * MLA_CL_TILE_TOKENS * d.c.L + row * K) * eb;
+        k.rope = blk + ((int64_t)d.c.bs * d.c.L + tile * MLA_CL_TILE_TOKENS * d.c.R + row * K) * eb;
+    } else {
+        k.nope = blk + (int64_t)t * (d.c.L + d.c.R) * eb;
+        k.rope = k.nope + (int64_t)d.c.L * eb;
+    }
+    return k;
+}
+
+/* Chunk c (of cpk) of a key: its part, first dim, value count and byte
+ * offset from the part's start. */
+struct chunk_at {
+    bool nope;
+    int32_t d0, off;
+    int n;
+};
+
+MLA_DEV chunk_at chunk_of(const att_desc &d, int c)
+{
+    chunk_at r;
+    r.nope = c < d.nope_chunks;
+    const int cc = r.nope ? c : c - d.nope_chunks;
+    const int sh = r.nope ? d.n_sh : d.r_sh;
+    r.d0 = r.nope ? cc * kChunk : (int32_t)d.c.L + cc * kChunk;
+    r.n = chunk_len((int64_t)(r.nope ? d.c.L : d.c.L + d.c.R) - r.d0);
+    r.off = (cc >> sh) * (r.nope ? d.n_ts : d.r_ts) +
+            (cc & ((1 << sh) - 1)) * (r.nope ? d.n_cb : d.r_cb);
+    return r;
 }
 
 /* Keys of the tile into Ks (bf16 rows of DP values), synchronously: each
  * thread issues the loads of G chunks before converting any. */
 template <int CT, int NK>
-MLA_DEV void load_tile(const att_desc &d, const int32_t *KP, const int64_t *KB, uint16_t *Ks)
+MLA_DEV void load_tile(const att_desc &d, const int32_t *KP, const key_ref *KR, uint16_t *Ks)
 {
     constexpr int G = 4;
     const int items = NK * d.cpk;
@@ -259,6 +309,7 @@ MLA_DEV void load_tile(const att_desc &d, const int32_t *KP, const int64_t *KB, 
         float sc[G];
         int32_t dst[G];
         int cnt[G];
+        bool bf[G];
 #pragma unroll
         for (int g = 0; g < G; ++g) {
             const int it = base + g * kThreads;
@@ -266,22 +317,20 @@ MLA_DEV void load_tile(const att_desc &d, const int32_t *KP, const int64_t *KB, 
             sc[g] = 1.0f;
             dst[g] = -1;
             cnt[g] = 0;
+            bf[g] = true;
             if (it < items) {
-                const int k = it / d.cpk, c = it - k * d.cpk;
-                int32_t d0;
-                chunk_dims(d, c, d0, cnt[g]);
-                dst[g] = k * d.DP + d0;
-                const int32_t pos = KP[k];
-                if (pos >= 0) {
-                    const int64_t tok = (int64_t)((uint32_t)pos % d.c.bs);
-                    const bool bf = cache_bf16_at<CT>(d.c, d0);
-                    load_bytes(cache_at<CT>(d.c, KB[k], tok, d0), raw[g], bf ? 2 * cnt[g] : cnt[g]);
-                    if (!bf && cache_fp8s(d.c)) {
+                const int k = it / d.cpk;
+                const chunk_at ch = chunk_of(d, it - k * d.cpk);
+                cnt[g] = ch.n;
+                dst[g] = k * d.DP + ch.d0;
+                bf[g] = CT == MLA_DTYPE_BF16 || (!ch.nope && d.rope_bf16);
+                if (KP[k] >= 0) {
+                    const key_ref kr = KR[k];
+                    load_bytes((ch.nope ? kr.nope : kr.rope) + ch.off, raw[g],
+                               bf[g] ? 2 * ch.n : ch.n);
+                    if (!bf[g] && cache_fp8s(d.c)) { /* the group's scale */
                         uint32_t sw[4];
-                        const uint8_t *blk = d.c.data + KB[k] * d.c.block_stride;
-                        load_bytes(blk + mla_cl_fp8s_scale_byte(tok, d0 / MLA_CL_SCALE_GROUP, d.c.L,
-                                                                d.c.R),
-                                   sw, 4);
+                        load_bytes(kr.nope + d.c.L + 4 * (ch.d0 / MLA_CL_SCALE_GROUP), sw, 4);
                         sc[g] = mla_fb_float(sw[0]);
                     }
                 }
@@ -291,20 +340,22 @@ MLA_DEV void load_tile(const att_desc &d, const int32_t *KP, const int64_t *KB, 
         for (int g = 0; g < G; ++g) {
             if (dst[g] < 0)
                 continue;
-            const int32_t d0 = dst[g] % d.DP;
             uint32_t w[4];
-            if (cache_bf16_at<CT>(d.c, d0)) {
+            if (bf[g]) {
 #pragma unroll
                 for (int j = 0; j < 4; ++j)
                     w[j] = raw[g][j];
             } else if constexpr (CT != MLA_DTYPE_BF16) {
+                /* codes (times an FP8_SCALED group scale: a power of two) are
+                 * exact in bf16 */
 #pragma unroll
-                for (int j = 0; j < 4; ++j) {
-                    const float v0 = unpack_value<CT>(raw[g], 2 * j),
-                                v1 = unpack_value<CT>(raw[g], 2 * j + 1);
-                    w[j] = mla_fb_f32_to_bf16(cache_fp8s(d.c) ? mla_fb_mul(v0, sc[g]) : v0) |
-                           (mla_fb_f32_to_bf16(cache_fp8s(d.c) ? mla_fb_mul(v1, sc[g]) : v1) << 16);
-                }
+                for (int j = 0; j < 4; ++j)
+                    w[j] =
+                        mla_fb_f32_to_bf16(mla_fb_mul(unpack_value<CT>(raw[g], 2 * j), sc[g])) |
+                        (mla_fb_f32_to_bf16(mla_fb_mul(unpack_value<CT>(raw[g], 2 * j + 1), sc[g]))
+                         << 16);
+            } else {
+                w[0] = w[1] = w[2] = w[3] = 0;
             }
             uint16_t *p = Ks + dst[g];
             if (cnt[g] == kChunk && is_aligned(p, 16)) {
@@ -328,19 +379,17 @@ MLA_DEV void load_tile(const att_desc &d, const int32_t *KP, const int64_t *KB, 
  * 16-byte aligned): one cp.async per chunk, straight into Ks; keys without
  * a position are zero-filled. */
 template <int NK>
-MLA_DEV void issue_tile(const att_desc &d, const int32_t *KP, const int64_t *KB, uint16_t *Ks)
+MLA_DEV void issue_tile(const att_desc &d, const int32_t *KP, const key_ref *KR, uint16_t *Ks)
 {
     const int items = NK * d.cpk;
     for (int it = (int)threadIdx.x; it < items; it += kThreads) {
-        const int k = it / d.cpk, c = it - k * d.cpk;
-        int32_t d0;
-        int n;
-        chunk_dims(d, c, d0, n);
-        const int32_t pos = KP[k];
+        const int k = it / d.cpk;
+        const chunk_at ch = chunk_of(d, it - k * d.cpk);
+        const bool valid = KP[k] >= 0;
         const uint8_t *src = d.c.data;
-        if (pos >= 0)
-            src = cache_at<MLA_DTYPE_BF16>(d.c, KB[k], (int64_t)((uint32_t)pos % d.c.bs), d0);
-        cp_async<16>(Ks + k * d.DP + d0, src, pos >= 0);
+        if (valid)
+            src = (ch.nope ? KR[k].nope : KR[k].rope) + ch.off;
+        cp_async<16>(Ks + k * d.DP + ch.d0, src, valid);
     }
     cp_async_commit();
 }
@@ -348,9 +397,9 @@ MLA_DEV void issue_tile(const att_desc &d, const int32_t *KP, const int64_t *KB,
 
 /* -------------------------------------------------- plain FMA body */
 
-template <int TM, int NK> struct fma_ops {
-    static constexpr int TPR = kThreads / TM;   /* threads per row */
-    static constexpr int OPT = kColChunk / TPR; /* O values per thread */
+template <int TM, int NK, int W> struct fma_ops {
+    static constexpr int TPR = kThreads / TM; /* threads per row */
+    static constexpr int OPT = W / TPR;       /* O values per thread */
     float o[OPT];
 
     MLA_ATT_MEMBER void init(const att_desc &, const att_blk &)
@@ -412,7 +461,8 @@ template <int TM, int NK> struct fma_ops {
 /* Layouts of hip/mfma.h (g = lane / 4, t = lane % 4). Scores: A = q rows
  * (16) x dims of k-step ks, B = Ks^T (key 8 nt + g, dims 16 ks + 2t ..);
  * P V: A = P rows x keys 16 kk .., B = V (keys 16 kk + 2t .., column g). */
-template <bool QSPLIT> struct nv_ops {
+template <int QT> struct nv_ops {
+    static constexpr bool QSPLIT = QT == MLA_DTYPE_F32;
     static constexpr int NK = kNKMat, NT = NK / 8; /* keys, their 8-key tiles */
     uint32_t qh[kKSW][4], ql[QSPLIT ? kKSW : 1][4];
     float o[kCTW][4];
@@ -439,7 +489,8 @@ template <bool QSPLIT> struct nv_ops {
 #pragma unroll
                 for (int e = 0; e < 2; ++e)
                     if (ks < d.KS && valid[h] && dim + e < d.D)
-                        split_bf16(q_value(d, qrow[h] + (int64_t)(dim + e) * d.qs2), hi[e], lo[e]);
+                        split_bf16(load_value<QT>(d.q, qrow[h] + (int64_t)(dim + e) * d.qs2), hi[e],
+                                   lo[e]);
                 qh[i][reg] = hi[0] | (hi[1] << 16);
                 if constexpr (QSPLIT)
                     ql[i][reg] = lo[0] | (lo[1] << 16);
@@ -543,7 +594,8 @@ template <bool QSPLIT> struct nv_ops {
  * (32) x dims 8 ks + 4h .., B = Ks^T (key i); P V: A = P rows x keys
  * 8 kk + 4h .., B = V (keys 8 kk + 4h .., column i). Rows of D:
  * 8 (r / 4) + 4h + r % 4. */
-template <bool QSPLIT> struct amd_ops {
+template <int QT> struct amd_ops {
+    static constexpr bool QSPLIT = QT == MLA_DTYPE_F32;
     static constexpr int NK = kNKMat;
     static_assert(NK == 32, "one MFMA column tile of keys");
     uint32_t qh[kKSW][2], ql[QSPLIT ? kKSW : 1][2];
@@ -566,7 +618,8 @@ template <bool QSPLIT> struct amd_ops {
 #pragma unroll
                 for (int e = 0; e < 2; ++e)
                     if (ks < d.KS && valid && dim + e < d.D)
-                        split_bf16(q_value(d, qrow + (int64_t)(dim + e) * d.qs2), hi[e], lo[e]);
+                        split_bf16(load_value<QT>(d.q, qrow + (int64_t)(dim + e) * d.qs2), hi[e],
+                                   lo[e]);
                 qh[it][reg] = hi[0] | (hi[1] << 16);
                 if constexpr (QSPLIT)
                     ql[it][reg] = lo[0] | (lo[1] << 16);
@@ -647,36 +700,40 @@ template <bool QSPLIT> struct amd_ops {
 };
 #endif
 
-template <int KIND, bool QSPLIT> struct ops_of {
-    using type = fma_ops<kTM, kNKFma>;
+template <int KIND, int QT, int W> struct ops_of {
+    using type = fma_ops<kTM, kNKFma, W>;
     static constexpr int NK = kNKFma, NPART = 1;
 };
 #if MLA_ATT_MATRIX_KIND == 1
-template <bool QSPLIT> struct ops_of<KIND_NV, QSPLIT> {
-    using type = nv_ops<QSPLIT>;
+template <int QT, int W> struct ops_of<KIND_NV, QT, W> {
+    using type = nv_ops<QT>;
     static constexpr int NK = kNKMat, NPART = kNW;
 };
 #endif
 #if MLA_ATT_MATRIX_KIND == 2
-template <bool QSPLIT> struct ops_of<KIND_AMD, QSPLIT> {
-    using type = amd_ops<QSPLIT>;
+template <int QT, int W> struct ops_of<KIND_AMD, QT, W> {
+    using type = amd_ops<QT>;
     static constexpr int NK = kNKMat, NPART = kNW;
 };
 #endif
 
 /* ------------------------------------------------------------ kernel */
 
-/* The key positions and cache blocks of the tile at kb, by threads < NK. */
-MLA_DEV void key_info(const att_desc &d, const att_blk &b, int32_t kb, int32_t &pos, int64_t &blk)
+/* The position and cache data of key threadIdx.x of the tile at kb (threads
+ * < NK). */
+template <int CT>
+MLA_DEV void key_info(const att_desc &d, const att_blk &b, int32_t kb, int32_t &pos, key_ref &ref)
 {
     pos = key_position(d, b, kb, (int)threadIdx.x);
-    blk = pos >= 0 ? key_block(d, b, pos) : 0;
+    ref.nope = ref.rope = d.c.data;
+    if (pos >= 0)
+        ref = key_bases<CT>(d, key_block(d, b, pos), (uint32_t)pos % d.c.bs);
 }
 
-template <int KIND, int CT, bool QSPLIT, bool ASYNC>
+template <int KIND, int CT, int QT, bool ASYNC, int W>
 MLA_DEV void attend(const att_desc &d, const att_blk &b, unsigned char *smem)
 {
-    using OPS = ops_of<KIND, QSPLIT>;
+    using OPS = ops_of<KIND, QT, W>;
     constexpr int TM = kTM, NK = OPS::NK, NPART = OPS::NPART, NBUF = ASYNC ? 2 : 1;
     constexpr int TPR = kThreads / TM, KPT = NK / TPR;
     static_assert(KPT >= 1 && KPT * TPR == NK, "whole keys per softmax thread");
@@ -686,8 +743,9 @@ MLA_DEV void attend(const att_desc &d, const att_blk &b, unsigned char *smem)
     float *Sp = reinterpret_cast<float *>(smem + L.sp);
     float *As = reinterpret_cast<float *>(smem + L.as);
     float *Fs = reinterpret_cast<float *>(smem + L.fs);
+    uint8_t **Or = reinterpret_cast<uint8_t **>(smem + L.orow);
     int32_t *KPs = reinterpret_cast<int32_t *>(smem + L.kp);
-    int64_t *KBs = reinterpret_cast<int64_t *>(smem + L.kb);
+    key_ref *KBs = reinterpret_cast<key_ref *>(smem + L.kb);
     uint16_t *Pb = reinterpret_cast<uint16_t *>(smem + L.ps);
     float *Pf = reinterpret_cast<float *>(smem + L.ps);
 
@@ -712,15 +770,15 @@ MLA_DEV void attend(const att_desc &d, const att_blk &b, unsigned char *smem)
 
     /* key information of the next tile, held by threads < NK a tile ahead */
     int32_t npos = -1;
-    int64_t nblk = 0;
+    key_ref nblk;
     if (tid < NK)
-        key_info(d, b, b.kv_lo, npos, nblk);
+        key_info<CT>(d, b, b.kv_lo, npos, nblk);
     if constexpr (ASYNC) {
 #if MLA_ATT_MATRIX_KIND == 1
         if (tid < NK) {
             KPs[tid] = npos;
             KBs[tid] = nblk;
-            key_info(d, b, b.kv_lo + NK, npos, nblk);
+            key_info<CT>(d, b, b.kv_lo + NK, npos, nblk);
         }
         idx_sync();
         if (b.kv_lo < b.kv_hi)
@@ -740,7 +798,7 @@ MLA_DEV void attend(const att_desc &d, const att_blk &b, unsigned char *smem)
             if (tid < NK) {
                 KPs[nxt * NK + tid] = npos;
                 KBs[nxt * NK + tid] = nblk;
-                key_info(d, b, kb + 2 * NK, npos, nblk);
+                key_info<CT>(d, b, kb + 2 * NK, npos, nblk);
             }
             cp_async_wait<0>();
             idx_sync();
@@ -752,7 +810,7 @@ MLA_DEV void attend(const att_desc &d, const att_blk &b, unsigned char *smem)
             if (tid < NK) {
                 KP[tid] = npos;
                 KBs[tid] = nblk;
-                key_info(d, b, kb + NK, npos, nblk);
+                key_info<CT>(d, b, kb + NK, npos, nblk);
             }
             idx_sync();
             load_tile<CT, NK>(d, KP, KBs, Ks);
@@ -822,8 +880,16 @@ MLA_DEV void attend(const att_desc &d, const att_blk &b, unsigned char *smem)
             f *= d.kso;
         }
         Fs[r] = f;
+        /* the row's output: o[row, h, :] (any strides) or its partial slot */
+        uint8_t *orow = nullptr;
+        const int64_t row = b.row0 + b.j0 + r / d.HT, h = b.h0 + r % d.HT;
+        if (rv && b.direct)
+            orow = static_cast<uint8_t *>(d.o) + (row * d.os0 + h * d.os1) * (d.o_bf16 ? 2 : 4);
+        else if (rv)
+            orow = reinterpret_cast<uint8_t *>(
+                d.part_o + ((row * d.H + h) * d.max_splits + b.split) * (int64_t)d.c.L);
+        Or[r] = orow;
         if (rv && b.c0 == 0) {
-            const int64_t row = b.row0 + b.j0 + r / d.HT, h = b.h0 + r % d.HT;
             if (b.direct) {
                 if (d.lse)
                     d.lse[row * d.lse0 + h * d.lse1] = lse;
@@ -833,25 +899,24 @@ MLA_DEV void attend(const att_desc &d, const att_blk &b, unsigned char *smem)
         }
     }
     idx_sync();
+    /* element step (bytes) and type of the rows: o's, or the partials' f32 */
+    const int64_t step = b.direct ? (int64_t)d.os2 * (d.o_bf16 ? 2 : 4) : 4;
+    const bool obf16 = b.direct && d.o_bf16;
     ops.store(d, b, [&](int rr, int col, float v) {
-        if (!row_valid(d, b, rr))
+        uint8_t *orow = Or[rr];
+        if (!orow)
             return;
         const float f = Fs[rr];
         const float val = f == 0.0f ? 0.0f : v * f;
-        const int64_t row = b.row0 + b.j0 + rr / d.HT, h = b.h0 + rr % d.HT;
-        if (b.direct) {
-            const int64_t off = row * d.os0 + h * d.os1 + (int64_t)col * d.os2;
-            if (d.o_bf16)
-                static_cast<uint16_t *>(d.o)[off] = (uint16_t)mla_fb_f32_to_bf16(val);
-            else
-                static_cast<float *>(d.o)[off] = val;
-        } else {
-            d.part_o[((row * d.H + h) * d.max_splits + b.split) * (int64_t)d.c.L + col] = val;
-        }
+        uint8_t *p = orow + col * step;
+        if (obf16)
+            *reinterpret_cast<uint16_t *>(p) = (uint16_t)mla_fb_f32_to_bf16(val);
+        else
+            *reinterpret_cast<float *>(p) = val;
     });
 }
 
-template <int PATH, int CT, bool QSPLIT, bool ASYNC>
+template <int PATH, int CT, int QT, bool ASYNC>
 __global__ __launch_bounds__(kThreads) void attention_kernel(att_desc d)
 {
     MLA_IDX_SMEM(unsigned char, smem);
@@ -873,7 +938,7 @@ __global__ __launch_bounds__(kThreads) void attention_kernel(att_desc d)
     b.trow = d.paged ? d.table + (int64_t)w.seq * d.bts0 : d.table;
     b.krow = d.sparse ? d.topk + (b.row0 + b.j0) * d.tks0 : d.topk;
     b.h0 = ht * d.HT;
-    b.c0 = cc * kColChunk;
+    b.c0 = cc * (PATH == PATH_MATRIX ? kColChunk : kColChunkFma);
     b.split = w.split;
     b.direct = d.splits[w.seq] <= 1;
     b.kv_lo = w.kv_begin;
@@ -884,10 +949,20 @@ __global__ __launch_bounds__(kThreads) void attention_kernel(att_desc d)
         const int32_t lim = b.c_s - b.n_s + last + 1;
         b.kv_hi = w.kv_end < lim ? w.kv_end : lim;
     }
+    /* from here on the descriptor and the block record come from shared
+     * memory (see smem_layout) */
+    if (threadIdx.x == 0) {
+        *reinterpret_cast<att_desc *>(smem) = d;
+        *reinterpret_cast<att_blk *>(smem + align16((int)sizeof(att_desc))) = b;
+    }
+    idx_sync();
+    const att_desc &sd = *reinterpret_cast<const att_desc *>(smem);
+    const att_blk &sb = *reinterpret_cast<const att_blk *>(smem + align16((int)sizeof(att_desc)));
     if constexpr (PATH == PATH_MATRIX)
-        attend<MLA_ATT_MATRIX_KIND, CT, QSPLIT, ASYNC && MLA_ATT_MATRIX_KIND == 1>(d, b, smem);
-    else
-        attend<KIND_FMA, CT, false, false>(d, b, smem);
+        attend<MLA_ATT_MATRIX_KIND, CT, QT, ASYNC && MLA_ATT_MATRIX_KIND == 1, kColChunk>(sd, sb,
+                                                                                          smem);
+    else /* q read through its run-time dtype */
+        attend<KIND_FMA, CT, MLA_DTYPE_BF16, false, kColChunkFma>(sd, sb, smem);
 }
 
 /* The rows the attention blocks do not finish: a team of kTeam threads per
@@ -969,37 +1044,56 @@ int path_of(const mla_attention_plan *p)
     return p->desc.cache.kv_lora + p->desc.cache.rope <= kMaxDimsMatrix ? PATH_MATRIX : PATH_FMA;
 }
 
-template <int PATH, int CT, bool QSPLIT, bool ASYNC>
+template <int PATH, int CT, int QT, bool ASYNC>
 mla_status launch(mla_context *ctx, const att_desc &d, int64_t blocks, int smem)
 {
 #if defined(__CUDACC__) && !MLA_IDX_EMU
     if (smem > 48 * 1024) {
         const cudaError_t err =
-            cudaFuncSetAttribute(attention_kernel<PATH, CT, QSPLIT, ASYNC>,
+            cudaFuncSetAttribute(attention_kernel<PATH, CT, QT, ASYNC>,
                                  cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
         if (err != cudaSuccess)
             return mla_hip_fail(ctx, err, "cudaFuncSetAttribute (attention shared memory)");
     }
 #endif
-    attention_kernel<PATH, CT, QSPLIT, ASYNC>
+    attention_kernel<PATH, CT, QT, ASYNC>
         <<<(unsigned)blocks, kThreads, (size_t)smem, mla_hip_state_of(ctx)->stream>>>(d);
     return mla_hip_check_launch(ctx, "attention kernel launch");
 }
 
-template <int PATH>
-mla_status launch_ct(mla_context *ctx, const att_desc &d, int64_t blocks, int smem, int ct,
-                     bool qsplit, bool async)
+/* f(tag) for q's dtype (BF16, F32, FP8_E4M3FN, FP8_E4M3FNUZ). */
+template <typename F> static inline mla_status with_q_dtype(int dt, F &&f)
 {
-    return with_cache_dtype(ct, [&](auto tag) {
-        constexpr int CT = decltype(tag)::value;
-        if constexpr (PATH == PATH_MATRIX && CT == MLA_DTYPE_BF16 && kNBufAsync == 2) {
-            if (async)
-                return qsplit ? launch<PATH, CT, true, true>(ctx, d, blocks, smem)
-                              : launch<PATH, CT, false, true>(ctx, d, blocks, smem);
-        }
-        if (PATH == PATH_MATRIX && qsplit)
-            return launch<PATH, CT, true, false>(ctx, d, blocks, smem);
-        return launch<PATH, CT, false, false>(ctx, d, blocks, smem);
+    if (dt == MLA_DTYPE_BF16)
+        return f(dtype_tag<MLA_DTYPE_BF16>{});
+    if (dt == MLA_DTYPE_F32)
+        return f(dtype_tag<MLA_DTYPE_F32>{});
+    if (dt == MLA_DTYPE_FP8_E4M3FN)
+        return f(dtype_tag<MLA_DTYPE_FP8_E4M3FN>{});
+    return f(dtype_tag<MLA_DTYPE_FP8_E4M3FNUZ>{});
+}
+
+mla_status launch_matrix(mla_context *ctx, const att_desc &d, int64_t blocks, int smem, int ct,
+                         int qt, bool async)
+{
+    return with_cache_dtype(ct, [&](auto ctag) {
+        constexpr int CT = decltype(ctag)::value;
+        return with_q_dtype(qt, [&](auto qtag) {
+            constexpr int QT = decltype(qtag)::value;
+            if constexpr (CT == MLA_DTYPE_BF16 && kNBufAsync == 2) {
+                if (async)
+                    return launch<PATH_MATRIX, CT, QT, true>(ctx, d, blocks, smem);
+            }
+            return launch<PATH_MATRIX, CT, QT, false>(ctx, d, blocks, smem);
+        });
+    });
+}
+
+mla_status launch_fma(mla_context *ctx, const att_desc &d, int64_t blocks, int smem, int ct)
+{
+    return with_cache_dtype(ct, [&](auto ctag) {
+        constexpr int CT = decltype(ctag)::value;
+        return launch<PATH_FMA, CT, MLA_DTYPE_BF16, false>(ctx, d, blocks, smem);
     });
 }
 
@@ -1109,6 +1203,23 @@ mla_status mla_hip_attention(mla_context *ctx, const mla_attention_op_args *a)
     d.D = (int32_t)D;
     d.nope_chunks = (int32_t)((L + kChunk - 1) / kChunk);
     d.cpk = d.nope_chunks + (int32_t)((R + kChunk - 1) / kChunk);
+    { /* chunk steps of the layout (key_bases, chunk_of) */
+        const int32_t eb = (int32_t)mla_dtype_size(ds.cache.dtype);
+        d.n_sh = d.r_sh = 0;
+        d.n_cb = d.r_cb = 0;
+        d.rope_bf16 = ds.cache.dtype == MLA_DTYPE_BF16 || fp8_scaled;
+        d.tok_bytes = fp8_scaled ? (int32_t)(L + 4 * (L / MLA_CL_SCALE_GROUP) + 2 * R) : 0;
+        if (ds.cache.layout == MLA_CACHE_SHUFFLED) { /* 16-token x 16-byte tiles */
+            d.n_ts = d.r_ts = MLA_CL_TILE_TOKENS * MLA_CL_TILE_BYTES;
+            if (eb == 1) { /* two 8-value chunks per tile row */
+                d.n_sh = d.r_sh = 1;
+                d.n_cb = d.r_cb = kChunk;
+            }
+        } else {
+            d.n_ts = kChunk * eb;
+            d.r_ts = kChunk * (d.rope_bf16 ? 2 : eb);
+        }
+    }
     double ss = (double)ds.softmax_scale * (double)kLog2e;
     if (q_fp8)
         ss *= (double)ds.q_scale;
@@ -1125,7 +1236,8 @@ mla_status mla_hip_attention(mla_context *ctx, const mla_attention_op_args *a)
     d.NHT = (int32_t)((H + d.HT - 1) / d.HT);
     d.JT = d.sparse ? 1 : TM / d.HT;
     d.NJT = (int32_t)((p->max_q_len + d.JT - 1) / d.JT);
-    d.NCC = (int32_t)((L + kColChunk - 1) / kColChunk);
+    const int32_t col_chunk = path == PATH_MATRIX ? kColChunk : kColChunkFma;
+    d.NCC = (int32_t)((L + col_chunk - 1) / col_chunk);
     if (p->T == 0)
         return MLA_OK;
     /* NVIDIA, bf16 keys in 16-byte aligned chunks: double-buffered cp.async */
@@ -1140,11 +1252,10 @@ mla_status mla_hip_attention(mla_context *ctx, const mla_attention_op_args *a)
     if (blocks > 0x7FFFFFFF)
         return mla_fail(ctx, MLA_ERR_UNSUPPORTED, "q.shape",
                         "%lld attention blocks: beyond one launch", (long long)blocks);
-    const bool qsplit = a->q.dtype == MLA_DTYPE_F32;
     if (blocks > 0) {
         st = path == PATH_MATRIX
-                 ? launch_ct<PATH_MATRIX>(ctx, d, blocks, (int)smem, ds.cache.dtype, qsplit, async)
-                 : launch_ct<PATH_FMA>(ctx, d, blocks, (int)smem, ds.cache.dtype, qsplit, false);
+                 ? launch_matrix(ctx, d, blocks, (int)smem, ds.cache.dtype, a->q.dtype, async)
+                 : launch_fma(ctx, d, blocks, (int)smem, ds.cache.dtype);
         if (st != MLA_OK)
             return st;
     }
