@@ -38,18 +38,17 @@
  * (a bf16 cache's bytes as stored; fp8 NORMAL / SHUFFLED: the codes' exact
  * bf16 values, k_scale applied to the score; FP8_SCALED: code * s, exact for
  * the writer's power-of-two scales, else the tile takes the fp32 path), two
- * exact products per lane and step, fp32 adds: twice the
- * FMA rate, used for a tile when the exponents of its keys and of q rule out
- * the instruction's subnormal flush (mla_cpu_dp_safe), else the FMA tile.
- * With a bf16 o, P @ V runs on vdpbf16ps as well: P rounded to bf16 (RNE),
- * paired over keys, against the values paired over the same keys (fp8: P
- * k_scale against the codes), as FlashMLA does (the conformance bound allows
- * bf16 P); a tile whose values are below 2^-60 in magnitude falls back to
- * fp32 P and FMA. An F32 o keeps fp32 P. No fp32 key rows are decoded then,
- * unless a tile falls back.
- * One core of the Zen 4 build host, batch 4, context 4096, bf16 cache and o:
- * 16 heads 90 (FMA) -> 100 (bf16 scores) -> 121 GFLOP/s (both products),
- * 128 heads 101 -> 126 -> 184.
+ * exact products per lane and step, fp32 adds: twice the FMA rate, used for a
+ * tile when the exponents of its keys and of q rule out the instruction's
+ * subnormal flush (mla_cpu_dp_safe), else the FMA tile. With a bf16 o, P @ V
+ * runs on vdpbf16ps as well: P rounded to bf16 (RNE), paired over keys,
+ * against the values paired over the same keys (fp8 NORMAL / SHUFFLED:
+ * P k_scale against the codes), as FlashMLA does (the conformance bound allows
+ * bf16 P); a tile whose values are below 2^-60 in magnitude falls back to fp32
+ * P and FMA. An F32 o keeps fp32 P. No fp32 key rows are decoded then, unless
+ * a tile falls back. One core of the Zen 4 build host, batch 4, context 4096,
+ * bf16 cache and o: 16 heads 86 GFLOP/s (FMA only) -> 96 (bf16 scores) -> 122
+ * (both products); 128 heads 102 -> 128 -> 180.
  *
  * OpenBLAS is not used: cblas_sgemm on this kernel's tile shapes (M = 16..512
  * pairs, 64 keys, K = 576; and 512 x 64) ran at 63-105 GFLOP/s on one core of
