@@ -817,10 +817,14 @@ static const attn_kernels kernels_avx2 = {qk_avx2, softmax_avx2, pv_avx2, NULL, 
 #if defined(MLA_HAVE_SLEEF)
 /* sleef.h declares its __m512 functions only under __AVX512F__; the library
  * is built without it (run-time dispatch), so the one used is declared here. */
+#if defined(__clang__) /* clang takes the target on the declaration */
+__attribute__((target("avx512f"))) __m512 Sleef_expf16_u10avx512f(__m512 x);
+#else
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,avx512cd")
 __m512 Sleef_expf16_u10avx512f(__m512 x);
 #pragma GCC pop_options
+#endif
 #endif
 
 /* e^x, 16 lanes. SLEEF (1-ulp) when built with it; else: n = round(x log2 e),
@@ -1235,6 +1239,7 @@ mla_status mla_cpu_attention_with_scratch(mla_context *ctx, const mla_attention_
     const int64_t tasks = p->num_work * jb.max_chunks, T = p->T;
     /* every task is at least one tile of MTASK pairs x NKT keys x D dims: heavy */
     const int nt = mla_cpu_threads(ctx, tasks > T ? tasks : T, (tasks > T ? tasks : T) * 32768);
+    (void)nt; /* without OpenMP */
 #if defined(MLA_HAVE_OPENMP)
 #pragma omp parallel num_threads(nt) if (nt > 1)
 #endif
