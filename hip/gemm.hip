@@ -186,6 +186,26 @@ struct mt_regs {
     uint32_t w[8];
 };
 
+/* The first n (< 16 bytes' worth) values of a run from element off on,
+ * element step st, packed little-endian into w[0..3] (the rest 0): a rolled
+ * loop over two 64-bit shift registers (an unrolled one keeps every
+ * address live; AMD spilled scalar registers). */
+template <int DT>
+MLA_GM_DEV void tail16(const void *base, int64_t off, int64_t st, int64_t n, uint32_t *w)
+{
+    constexpr int bits = DT == MLA_DTYPE_BF16 ? 16 : 8;
+    uint64_t lo = 0, hi = 0;
+#pragma unroll 1
+    for (int e = 0; e < n && e * bits < 128; ++e) {
+        const uint64_t v = raw_at<DT>(base, off + e * st);
+        const int sh = e * bits;
+        lo |= sh < 64 ? v << sh : 0;
+        hi |= sh < 64 ? 0 : v << (sh - 64);
+    }
+    w[0] = (uint32_t)lo, w[1] = (uint32_t)(lo >> 32), w[2] = (uint32_t)hi,
+    w[3] = (uint32_t)(hi >> 32);
+}
+
 /* Loads this thread's share of rows [r0, r0 + 128) x k [k0, k0 + 32) of o.
  * VK: 16 bytes of consecutive k per load; VR: 16 bytes of consecutive rows
  * (one k); else one value per load, the unit-stride index across threads. */
@@ -213,14 +233,7 @@ MLA_GM_DEV void mt_fetch(const mt_operand &o, int64_t K, int64_t r0, int64_t k0,
                 for (int j = 0; j < 4; ++j)
                     x.w[4 * p + j] = q.v[j];
             } else {
-#pragma unroll
-                for (int e = 0; e < E; ++e) { /* constant word indices: no stack array */
-                    if (k + e >= K)
-                        break;
-                    const uint32_t v = raw_at<DT>(o.p, row * o.s_row + k + e);
-                    const int bits = 128 / E; /* 16 per bf16, 8 per fp8 */
-                    x.w[4 * p + e * bits / 32] |= v << (e * bits % 32);
-                }
+                tail16<DT>(o.p, row * o.s_row + k, 1, K - k, &x.w[4 * p]);
             }
         }
     } else if (vr) {
@@ -238,24 +251,21 @@ MLA_GM_DEV void mt_fetch(const mt_operand &o, int64_t K, int64_t r0, int64_t k0,
                 for (int j = 0; j < 4; ++j)
                     x.w[4 * p + j] = q.v[j];
             } else {
-#pragma unroll
-                for (int e = 0; e < E; ++e) {
-                    if (row + e >= o.rows)
-                        break;
-                    const uint32_t v = raw_at<DT>(o.p, row + e + kk * o.s_k);
-                    const int bits = 128 / E;
-                    x.w[4 * p + e * bits / 32] |= v << (e * bits % 32);
-                }
+                tail16<DT>(o.p, row + kk * o.s_k, 1, o.rows - row, &x.w[4 * p]);
             }
         }
     } else {
+        /* Value j: row tid / 32 + 8 j, k tid % 32 (kfast), else row
+         * tid % 128, k tid / 128 + 2 j: one uniform step between values. */
+        const int64_t row = r0 + (kfast ? tid / kMK : tid % kMM);
+        const int64_t kk = k0 + (kfast ? tid % kMK : tid / kMM);
+        const int64_t st = kfast ? 8 * o.s_row : 2 * o.s_k;
+        int64_t off = row * o.s_row + kk * o.s_k;
 #pragma unroll
-        for (int j = 0; j < 16; ++j) {
-            const int e = tid + MLA_HIP_BLOCK * j;
-            const int r = kfast ? e / kMK : e % kMM, k = kfast ? e % kMK : e / kMM;
-            const int64_t row = r0 + r, kk = k0 + k;
-            if (row < o.rows && kk < K)
-                x.w[j / 2] |= raw_at<DT>(o.p, row * o.s_row + kk * o.s_k) << (16 * (j % 2));
+        for (int j = 0; j < 16; ++j, off += st) {
+            const bool in = kfast ? row + 8 * j < o.rows && kk < K : row < o.rows && kk + 2 * j < K;
+            if (in)
+                x.w[j / 2] |= raw_at<DT>(o.p, off) << (16 * (j % 2));
         }
     }
 }
@@ -480,9 +490,10 @@ MLA_GM_DEV void mt_store(const gemm_desc &g, int64_t b, int64_t m0, int64_t n0, 
 }
 #endif
 
-/* Operand access of a matrix kernel, fixed at compile time for the common
- * layouts (fewer live registers): linear's (A and B with k unit-stride) and
- * the absorb's (B with n unit-stride); kModeAny reads gemm_desc::vec. */
+/* Operand access of a matrix kernel, fixed at compile time (fewer live
+ * registers): linear's layouts (A and B with k unit-stride: 16-byte loads),
+ * the absorb's (B with n unit-stride), and kModeAny: one load per value for
+ * both operands, any strides. */
 enum { kModeKK = 0, kModeKN = 1, kModeAny = 2 };
 
 /* One block per 128 x 128 tile of C (m tiles fastest: the blocks that run
@@ -502,9 +513,7 @@ __global__ __launch_bounds__(MLA_HIP_BLOCK) void gemm_matrix_kernel(gemm_desc g)
     const mt_operand ob = {static_cast<const uint8_t *>(g.b) +
                                b * g.bs_b * (int64_t)(BT == MLA_DTYPE_BF16 ? 2 : 1),
                            g.bs_n, g.bs_k, g.N};
-    const bool avk = MODE != kModeAny || (g.vec & kAVecK);
-    const bool bvk = MODE == kModeKK || (MODE == kModeAny && (g.vec & kBVecK));
-    const bool bvn = MODE == kModeKN || (MODE == kModeAny && (g.vec & kBVecN));
+    const bool avk = MODE != kModeAny, bvk = MODE == kModeKK, bvn = MODE == kModeKN;
     const int64_t steps = (g.K + kMK - 1) / kMK;
     mt_acc acc;
     mt_zero(acc);
