@@ -23,10 +23,10 @@
 #include "cpu/cpu_rows.h"
 
 #include "cpu/avx512_vec.h"
+#include "cpu/stream_store.h"
 
 #define HEADS_PER_TASK 64
 #define PREFETCH_ROWS 12
-#define STREAM_MIN_BYTES (64ll << 20)
 
 MLA_CPU_INLINE void rotate_body(const float *restrict in, const float *restrict c,
                                 const float *restrict s, int64_t half, mla_rope_style style,
@@ -130,26 +130,8 @@ MLA_AVX512_INLINE __m512 load16(const char *p, int bf16)
 
 MLA_AVX512_INLINE void store16(char *p, __m512 v, int bf16) { mla_v16_store(p, v, bf16, 0xFFFF); }
 
-/* store16 by non-temporal stores (p 32-byte aligned): rows of a y much larger
- * than the caches go to memory without being read for ownership first. */
-MLA_AVX512_INLINE void stream16(char *p, __m512 v, int bf16)
-{
-    if (!bf16) {
-        _mm256_stream_ps((float *)p, _mm512_castps512_ps256(v));
-        _mm256_stream_ps((float *)p + 8, _mm512_extractf32x8_ps(v, 1));
-        return;
-    }
-    /* mla_v16_store's rounding (RNE, NaN -> sign | 0x7FC0), kept in a register */
-    const __m512i u = _mm512_castps_si512(v), hi = _mm512_srli_epi32(u, 16);
-    const __m512i odd = _mm512_and_si512(hi, _mm512_set1_epi32(1));
-    const __m512i r = _mm512_srli_epi32(
-        _mm512_add_epi32(u, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7FFF))), 16);
-    const __mmask16 nan = _mm512_cmpgt_epu32_mask(
-        _mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)), _mm512_set1_epi32(0x7F800000));
-    const __m512i q =
-        _mm512_or_si512(_mm512_and_si512(hi, _mm512_set1_epi32(0x8000)), _mm512_set1_epi32(0x7FC0));
-    _mm256_stream_si256((__m256i *)p, _mm512_cvtepi32_epi16(_mm512_mask_mov_epi32(r, nan, q)));
-}
+/* store16 by non-temporal stores (p 32-byte aligned; cpu/stream_store.h). */
+MLA_AVX512_INLINE void stream16(char *p, __m512 v, int bf16) { mla_cpu_stream16(p, v, bf16); }
 
 static int fast_ok(const mla_rope_args *a)
 {
@@ -161,14 +143,14 @@ static int fast_ok(const mla_rope_args *a)
 }
 
 /* Non-temporal stores of the rotated dims: y's rows span more than
- * STREAM_MIN_BYTES (far more than the caches hold, so nothing is lost by not
+ * MLA_CPU_STREAM_MIN_BYTES (far more than the caches hold, so nothing is lost by not
  * keeping them) and every 16-value group starts 32-byte aligned. */
 static int stream_ok(const mla_rope_args *a)
 {
     const mla_tensor *y = &a->y;
     const int64_t ysz = (int64_t)mla_dtype_size(y->dtype);
     const int64_t span = (y->shape[0] - 1) * y->stride[0] * ysz;
-    return span > STREAM_MIN_BYTES && (uintptr_t)y->data % 32 == 0 &&
+    return span > MLA_CPU_STREAM_MIN_BYTES && (uintptr_t)y->data % 32 == 0 &&
            (y->stride[0] * ysz) % 32 == 0 && (y->shape[1] == 1 || (y->stride[1] * ysz) % 32 == 0) &&
            (a->rope_dim / 2 * ysz) % 32 == 0;
 }

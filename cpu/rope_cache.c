@@ -22,6 +22,7 @@
 #include "cpu/avx512_vec.h"
 #include "cpu/cpu_kernels.h"
 #include "cpu/cpu_rows.h"
+#include "cpu/stream_store.h"
 
 #define HEADS_PER_TASK 16
 #define KEYS_PER_TASK 8
@@ -29,13 +30,14 @@
 /* n values from src (F32 / BF16, unit stride) to q_cat's row at dst (unit
  * stride), rounded as store_q does: an ISA's vector copy, or NULL. */
 typedef void (*copyq_fn)(const char *src, mla_dtype sdt, char *dst, mla_dtype ddt, int64_t n,
-                         float q_scale);
+                         float q_scale, int stream);
 
 typedef struct rc_job {
     const mla_rope_cache_op_args *a;
     mla_cpu_rotate_fn rotate;
     mla_cpu_cache_row_fn write_row;
     copyq_fn copyq;
+    int stream; /* copyq may use non-temporal stores (cpu/stream_store.h) */
 } rc_job;
 
 MLA_CPU_INLINE int64_t load_index(const mla_tensor *t, int64_t i)
@@ -68,7 +70,8 @@ MLA_CPU_INLINE void q_body(const rc_job *jb, int64_t t, int64_t h0, int64_t h1, 
     const mla_rope_cache_op_args *a = jb->a;
     const mla_tensor *qn = &a->q_nope, *qp = &a->q_pe, *qc = &a->q_cat;
     const int64_t L = a->desc.kv_lora, R = a->desc.rope, half = R / 2;
-    const int64_t nsz = (int64_t)mla_dtype_size(qn->dtype), psz = (int64_t)mla_dtype_size(qp->dtype);
+    const int64_t nsz = (int64_t)mla_dtype_size(qn->dtype),
+                  psz = (int64_t)mla_dtype_size(qp->dtype);
     const int64_t csz = (int64_t)mla_dtype_size(qc->dtype);
     float *c = buf, *s = buf + half, *in = buf + R, *out = buf + 2 * R, *chunk = buf + 3 * R;
     const int64_t pos = load_index(&a->q_pos, t);
@@ -81,7 +84,7 @@ MLA_CPU_INLINE void q_body(const rc_job *jb, int64_t t, int64_t h0, int64_t h1, 
         char *cr = (char *)qc->data + (t * qc->stride[0] + h * qc->stride[1]) * csz;
         const int fast = jb->copyq && qc->stride[2] == 1;
         if (fast && qn->stride[2] == 1) {
-            jb->copyq(nr, qn->dtype, cr, qc->dtype, L, a->q_scale);
+            jb->copyq(nr, qn->dtype, cr, qc->dtype, L, a->q_scale, jb->stream);
         } else {
             for (int64_t i = 0; i < L; i += MLA_CPU_CHUNK) {
                 const int64_t n = L - i < MLA_CPU_CHUNK ? L - i : MLA_CPU_CHUNK;
@@ -94,7 +97,8 @@ MLA_CPU_INLINE void q_body(const rc_job *jb, int64_t t, int64_t h0, int64_t h1, 
                            qp->dtype, qp->stride[2], R, in);
         jb->rotate(in, c, s, half, a->style, out);
         if (fast)
-            jb->copyq((const char *)out, MLA_DTYPE_F32, cr + L * csz, qc->dtype, R, a->q_scale);
+            jb->copyq((const char *)out, MLA_DTYPE_F32, cr + L * csz, qc->dtype, R, a->q_scale,
+                      jb->stream);
         else
             store_q(out, R, qc, cr + L * qc->stride[2] * csz, qc->stride[2], a->q_scale);
     }
@@ -106,7 +110,8 @@ MLA_CPU_INLINE void k_body(const rc_job *jb, int64_t j0, int64_t j1, float *buf)
     const mla_rope_cache_op_args *a = jb->a;
     const mla_tensor *kn = &a->k_nope, *kp = &a->k_pe, *ko = &a->k_pe_out;
     const int64_t L = a->desc.kv_lora, R = a->desc.rope, half = R / 2;
-    const int64_t nsz = (int64_t)mla_dtype_size(kn->dtype), psz = (int64_t)mla_dtype_size(kp->dtype);
+    const int64_t nsz = (int64_t)mla_dtype_size(kn->dtype),
+                  psz = (int64_t)mla_dtype_size(kp->dtype);
     float *row = buf, *c = buf + L + R, *s = c + half, *in = s + half;
     uint8_t *scratch = (uint8_t *)(in + R);
     for (int64_t j = j0; j < j1; ++j) {
@@ -119,10 +124,9 @@ MLA_CPU_INLINE void k_body(const rc_job *jb, int64_t j0, int64_t j1, float *buf)
                            kp->stride[1], R, in);
         jb->rotate(in, c, s, half, a->style, row + L);
         if (ko->data)
-            mla_cpu_store_float(row + L,
-                                (char *)ko->data + j * ko->stride[0] *
-                                                       (int64_t)mla_dtype_size(ko->dtype),
-                                ko->dtype, ko->stride[1], R);
+            mla_cpu_store_float(
+                row + L, (char *)ko->data + j * ko->stride[0] * (int64_t)mla_dtype_size(ko->dtype),
+                ko->dtype, ko->stride[1], R);
         const int64_t slot = load_index(&a->slots, j);
         if (slot < 0) /* "do not write" */
             continue;
@@ -146,8 +150,7 @@ static void k_generic(const rc_job *jb, int64_t j0, int64_t j1, float *buf)
 }
 
 #if MLA_CPU_X86
-MLA_TARGET_AVX2 static void q_avx2(const rc_job *jb, int64_t t, int64_t h0, int64_t h1,
-                                   float *buf)
+MLA_TARGET_AVX2 static void q_avx2(const rc_job *jb, int64_t t, int64_t h0, int64_t h1, float *buf)
 {
     q_body(jb, t, h0, h1, buf);
 }
@@ -158,13 +161,29 @@ MLA_TARGET_AVX2 static void k_avx2(const rc_job *jb, int64_t j0, int64_t j1, flo
 }
 
 /* store_q in AVX-512: BF16 by mla_v16_store (mla_fb_f32_to_bf16), fp8 by
- * vdivps (mla_fb_div's NaN choice) and mla_v16_to_fp8. */
-MLA_TARGET_AVX512 static void copyq_avx512(const char *src, mla_dtype sdt, char *dst,
-                                           mla_dtype ddt, int64_t n, float q_scale)
+ * vdivps (mla_fb_div's NaN choice) and mla_v16_to_fp8. stream: by
+ * non-temporal stores where dst is 32-byte aligned and n a multiple of 16. */
+MLA_TARGET_AVX512 static void copyq_avx512(const char *src, mla_dtype sdt, char *dst, mla_dtype ddt,
+                                           int64_t n, float q_scale, int stream)
 {
     const int sk = sdt == MLA_DTYPE_BF16 ? MLA_V16_BF16 : MLA_V16_F32;
     const int64_t ssz = sdt == MLA_DTYPE_BF16 ? 2 : 4;
     const __m512 qs = _mm512_set1_ps(q_scale);
+    if (stream && n % 16 == 0 && (uintptr_t)dst % 32 == 0) {
+        for (int64_t i = 0; i < n; i += 16) {
+            const __m512 v = sk == MLA_V16_BF16
+                                 ? mla_v16_load(src + i * ssz, MLA_V16_BF16, 0.0f, 0xFFFF)
+                                 : mla_v16_load(src + i * ssz, MLA_V16_F32, 0.0f, 0xFFFF);
+            if (ddt == MLA_DTYPE_BF16 || ddt == MLA_DTYPE_F32)
+                mla_cpu_stream16(dst + i * (ddt == MLA_DTYPE_BF16 ? 2 : 4), v,
+                                 ddt == MLA_DTYPE_BF16);
+            else
+                _mm_stream_si128(
+                    (__m128i *)(dst + i),
+                    mla_v16_to_fp8(_mm512_div_ps(v, qs), ddt == MLA_DTYPE_FP8_E4M3FNUZ));
+        }
+        return;
+    }
     for (int64_t i = 0; i < n; i += 16) {
         const __mmask16 m = mla_v16_mask(n - i);
         const __m512 v = sk == MLA_V16_BF16 ? mla_v16_load(src + i * ssz, MLA_V16_BF16, 0.0f, m)
@@ -172,8 +191,8 @@ MLA_TARGET_AVX512 static void copyq_avx512(const char *src, mla_dtype sdt, char 
         if (ddt == MLA_DTYPE_BF16 || ddt == MLA_DTYPE_F32)
             mla_v16_store(dst + i * (ddt == MLA_DTYPE_BF16 ? 2 : 4), v, ddt == MLA_DTYPE_BF16, m);
         else
-            _mm_mask_storeu_epi8(dst + i, m,
-                                 mla_v16_to_fp8(_mm512_div_ps(v, qs), ddt == MLA_DTYPE_FP8_E4M3FNUZ));
+            _mm_mask_storeu_epi8(
+                dst + i, m, mla_v16_to_fp8(_mm512_div_ps(v, qs), ddt == MLA_DTYPE_FP8_E4M3FNUZ));
     }
 }
 
@@ -181,6 +200,8 @@ MLA_TARGET_AVX512 static void q_avx512(const rc_job *jb, int64_t t, int64_t h0, 
                                        float *buf)
 {
     q_body(jb, t, h0, h1, buf);
+    if (jb->stream) /* the streamed rows are visible before the task counts as done */
+        _mm_sfence();
 }
 
 MLA_TARGET_AVX512 static void k_avx512(const rc_job *jb, int64_t j0, int64_t j1, float *buf)
@@ -203,13 +224,16 @@ mla_status mla_cpu_rope_cache(mla_context *ctx, const mla_rope_cache_op_args *a)
         return mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, "cache_desc",
                         "no memory for %d rows of %lld values", nt, (long long)per_thread);
     const mla_cpu_isa isa = mla_cpu_isa_of(ctx);
-    rc_job jb = {a, mla_cpu_pick_rotate(isa), mla_cpu_pick_cache_row(isa), NULL};
+    rc_job jb = {a, mla_cpu_pick_rotate(isa), mla_cpu_pick_cache_row(isa), NULL, 0};
     q_fn qrun = q_generic;
     k_fn krun = k_generic;
 #if MLA_CPU_X86
-    if (isa == MLA_CPU_ISA_AVX512)
+    if (isa == MLA_CPU_ISA_AVX512) {
+        const mla_tensor *qc = &a->q_cat;
         qrun = q_avx512, krun = k_avx512, jb.copyq = copyq_avx512;
-    else if (isa == MLA_CPU_ISA_AVX2)
+        jb.stream = T > 1 && (T - 1) * qc->stride[0] * (int64_t)mla_dtype_size(qc->dtype) >
+                                 MLA_CPU_STREAM_MIN_BYTES;
+    } else if (isa == MLA_CPU_ISA_AVX2)
         qrun = q_avx2, krun = k_avx2;
 #endif
 #if defined(MLA_HAVE_OPENMP)
