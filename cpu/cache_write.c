@@ -61,7 +61,8 @@ MLA_CPU_INLINE void encode(const float *restrict row, int64_t n, mla_dtype dt, f
 MLA_CPU_INLINE float group_scale(const float *restrict v, int fnuz)
 {
     uint32_t amax = 0;
-    MLA_SIMD_MAX(amax) for (int i = 0; i < MLA_CL_SCALE_GROUP; ++i) {
+    MLA_SIMD_MAX(amax) for (int i = 0; i < MLA_CL_SCALE_GROUP; ++i)
+    {
         uint32_t m = mla_fb_bits(v[i]) & 0x7FFFFFFFu;
         amax = m > amax ? m : amax;
     }
@@ -90,9 +91,8 @@ MLA_CPU_INLINE void write_fp8_scaled(const mla_cache_desc *d, uint8_t *blk, int6
     memcpy(blk + mla_cl_fp8s_rope_byte(t, 0, L, R), scratch, (size_t)(2 * R));
 }
 
-MLA_CPU_INLINE void write_row_body(const mla_cache_desc *d, const mla_tensor *cache,
-                                   int64_t slot, const float *row, uint8_t *scratch,
-                                   enc8_fn enc8)
+MLA_CPU_INLINE void write_row_body(const mla_cache_desc *d, const mla_tensor *cache, int64_t slot,
+                                   const float *row, uint8_t *scratch, enc8_fn enc8)
 {
     const int64_t L = d->kv_lora, R = d->rope, bs = d->block_size;
     uint8_t *blk = (uint8_t *)cache->data + mla_cl_slot_block(slot, bs) * cache->stride[0];
@@ -121,11 +121,13 @@ MLA_CPU_INLINE void tokens_body(const mla_cache_write_args *a, int64_t j0, int64
 {
     const int64_t L = a->desc.kv_lora, R = a->desc.rope;
     const mla_tensor *kn = &a->k_nope, *kp = &a->k_pe;
-    const int64_t nsz = (int64_t)mla_dtype_size(kn->dtype), psz = (int64_t)mla_dtype_size(kp->dtype);
+    const int64_t nsz = (int64_t)mla_dtype_size(kn->dtype),
+                  psz = (int64_t)mla_dtype_size(kp->dtype);
     for (int64_t j = j0; j < j1; ++j) {
         const int64_t off = j * a->slots.stride[0];
-        const int64_t slot = a->slots.dtype == MLA_DTYPE_I32 ? ((const int32_t *)a->slots.data)[off]
-                                                             : ((const int64_t *)a->slots.data)[off];
+        const int64_t slot = a->slots.dtype == MLA_DTYPE_I32
+                                 ? ((const int32_t *)a->slots.data)[off]
+                                 : ((const int64_t *)a->slots.data)[off];
         if (slot < 0) /* "do not write" */
             continue;
         mla_cpu_load_float((const char *)kn->data + j * kn->stride[0] * nsz, kn->dtype,
@@ -170,14 +172,14 @@ MLA_TARGET_AVX512 static void enc8_avx512(const float *row, int64_t n, float div
     }
 }
 
-MLA_TARGET_AVX512 static void tokens_avx512(const mla_cache_write_args *a, int64_t j0,
-                                            int64_t j1, float *row, uint8_t *scratch)
+MLA_TARGET_AVX512 static void tokens_avx512(const mla_cache_write_args *a, int64_t j0, int64_t j1,
+                                            float *row, uint8_t *scratch)
 {
     tokens_body(a, j0, j1, row, scratch, enc8_avx512);
 }
 
-MLA_TARGET_AVX2 static void row_avx2(const mla_cache_desc *d, const mla_tensor *cache,
-                                     int64_t slot, const float *row, uint8_t *scratch)
+MLA_TARGET_AVX2 static void row_avx2(const mla_cache_desc *d, const mla_tensor *cache, int64_t slot,
+                                     const float *row, uint8_t *scratch)
 {
     write_row_body(d, cache, slot, row, scratch, NULL);
 }
@@ -217,7 +219,9 @@ mla_status mla_cpu_cache_write(mla_context *ctx, const mla_cache_write_args *a)
 {
     const int64_t T = a->k_nope.shape[0], D = a->desc.kv_lora + a->desc.rope;
     const int64_t tasks = (T + TOKENS_PER_TASK - 1) / TOKENS_PER_TASK;
-    const int nt = mla_cpu_threads(ctx, tasks, T * D);
+    const int64_t bytes =
+        T * D * (int64_t)(mla_dtype_size(a->k_nope.dtype) + mla_dtype_size(a->desc.dtype));
+    const int nt = mla_cpu_threads(ctx, tasks, bytes < MLA_CPU_ONE_THREAD_BYTES ? 0 : T * D);
     /* per thread: the fp32 row, then 2 * D bytes of element scratch */
     float *bufs = malloc((size_t)nt * (size_t)(D + D / 2 + 1) * sizeof(float));
     if (!bufs)

@@ -66,6 +66,11 @@ const char *mla_cpu_isa_name(mla_cpu_isa isa);
  * that small calls do not pay for a thread team. Results never depend on it. */
 int mla_cpu_threads(const mla_context *ctx, int64_t tasks, int64_t values);
 
+/* Memory-bound ops moving fewer bytes than this (read + written) run on one
+ * thread: a thread team costs more than it saves there, and on a busy host a
+ * descheduled second thread holds the barrier for a scheduler tick (ms). */
+#define MLA_CPU_ONE_THREAD_BYTES (1ll << 20)
+
 mla_status mla_cpu_convert(mla_context *ctx, const mla_convert_args *a);
 mla_status mla_cpu_mxfp4_quant(mla_context *ctx, const mla_mxfp4_quant_args *a);
 mla_status mla_cpu_mxfp4_dequant(mla_context *ctx, const mla_mxfp4_dequant_args *a);

@@ -73,7 +73,8 @@ static uint32_t last_nan(const float *v, int64_t n)
 MLA_CPU_INLINE uint32_t abs_max_bits(const float *restrict v, int64_t n)
 {
     uint32_t amax = 0;
-    MLA_SIMD_MAX(amax) for (int64_t i = 0; i < n; ++i) {
+    MLA_SIMD_MAX(amax) for (int64_t i = 0; i < n; ++i)
+    {
         uint32_t m = mla_fb_bits(v[i]) & 0x7FFFFFFFu;
         amax = m > amax ? m : amax;
     }
@@ -125,8 +126,7 @@ MLA_CPU_INLINE void quant_fp4_row(const float *restrict v, int64_t D, uint8_t *c
 typedef void (*q8_fn)(const float *v, int64_t D, uint8_t *c, int64_t cs, float *sc, int64_t ss,
                       int fnuz);
 
-MLA_CPU_INLINE void norm_rows_body(const norm_job *j, int64_t t0, int64_t t1, float *buf,
-                                   q8_fn q8)
+MLA_CPU_INLINE void norm_rows_body(const norm_job *j, int64_t t0, int64_t t1, float *buf, q8_fn q8)
 {
     const mla_tensor *x = j->x, *y = j->y;
     const int64_t D = x->shape[1];
@@ -170,7 +170,6 @@ MLA_CPU_INLINE void norm_rows_body(const norm_job *j, int64_t t0, int64_t t1, fl
 }
 
 typedef void (*rows_fn)(const norm_job *, int64_t, int64_t, float *);
-
 
 static void rows_generic(const norm_job *j, int64_t t0, int64_t t1, float *buf)
 {
@@ -239,14 +238,16 @@ static rows_fn pick_rows(mla_cpu_isa isa)
 static mla_status run_jobs(mla_context *ctx, norm_job *jobs, const mla_tensor *const *ws, int n)
 {
     const int64_t T = jobs[0].x->shape[0];
-    int64_t dmax = 0, wtot = 0, values = 0;
+    int64_t dmax = 0, wtot = 0, values = 0, bytes = 0;
     for (int i = 0; i < n; ++i) {
         const int64_t D = jobs[i].x->shape[1];
         dmax = D > dmax ? D : dmax;
         wtot += D;
         values += T * D;
+        bytes +=
+            T * D * (int64_t)(mla_dtype_size(jobs[i].x->dtype) + mla_dtype_size(jobs[i].y->dtype));
     }
-    const int nt = mla_cpu_threads(ctx, T, values);
+    const int nt = mla_cpu_threads(ctx, T, bytes < MLA_CPU_ONE_THREAD_BYTES ? 0 : values);
     float *scratch = malloc((size_t)(wtot + (int64_t)nt * dmax) * sizeof(float));
     if (!scratch)
         return mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, "x", "no memory for %lld row values",
@@ -286,7 +287,7 @@ mla_status mla_cpu_rmsnorm(mla_context *ctx, const mla_rmsnorm_args *a)
 mla_status mla_cpu_qk_rmsnorm(mla_context *ctx, const mla_qk_rmsnorm_args *a)
 {
     const mla_dtype qd = a->q_out.dtype;
-    const out_kind qk = qd == MLA_DTYPE_FP4X2 ? OUT_FP4
+    const out_kind qk = qd == MLA_DTYPE_FP4X2                                          ? OUT_FP4
                         : (qd == MLA_DTYPE_FP8_E4M3FN || qd == MLA_DTYPE_FP8_E4M3FNUZ) ? OUT_FP8
                                                                                        : OUT_FLOAT;
     norm_job j[2] = {{&a->q, &a->q_out, &a->q_scales, NULL, a->q_eps, qk},

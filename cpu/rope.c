@@ -282,7 +282,9 @@ mla_status mla_cpu_rope(mla_context *ctx, const mla_rope_args *a)
     const int64_t T = a->x.shape[0], H = a->x.shape[1], D = a->x.shape[2];
     const int64_t per_t = (H + HEADS_PER_TASK - 1) / HEADS_PER_TASK, tasks = T * per_t;
     const int64_t buf_len = 3 * a->rope_dim + MLA_CPU_CHUNK;
-    const int nt = mla_cpu_threads(ctx, tasks, T * H * D);
+    const int64_t bytes =
+        T * H * D * (int64_t)(mla_dtype_size(a->x.dtype) + mla_dtype_size(a->y.dtype));
+    const int nt = mla_cpu_threads(ctx, tasks, bytes < MLA_CPU_ONE_THREAD_BYTES ? 0 : T * H * D);
     float *bufs = malloc((size_t)(nt * buf_len) * sizeof(float));
     if (!bufs)
         return mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, "x", "no memory for %lld row values",

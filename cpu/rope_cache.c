@@ -218,7 +218,11 @@ mla_status mla_cpu_rope_cache(mla_context *ctx, const mla_rope_cache_op_args *a)
     const int64_t ktasks = (Tk + KEYS_PER_TASK - 1) / KEYS_PER_TASK;
     /* per thread: q needs 3 R + CHUNK floats; k needs L + 3 R floats + 2 (L + R) bytes */
     const int64_t per_thread = L + 4 * R + MLA_CPU_CHUNK + (L + R) / 2 + 1;
-    const int nt = mla_cpu_threads(ctx, qtasks + ktasks, (T * H + Tk) * (L + R));
+    const int64_t values = (T * H + Tk) * (L + R);
+    const int64_t bytes =
+        values * (int64_t)(mla_dtype_size(a->q_nope.dtype) + mla_dtype_size(a->q_cat.dtype));
+    const int nt =
+        mla_cpu_threads(ctx, qtasks + ktasks, bytes < MLA_CPU_ONE_THREAD_BYTES ? 0 : values);
     float *bufs = malloc((size_t)(nt * per_thread) * sizeof(float));
     if (!bufs)
         return mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, "cache_desc",
