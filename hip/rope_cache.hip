@@ -15,7 +15,9 @@
  * pieces, each instantiated for its input's dtype and its output's (q_cat's,
  * the cache's element type). Items are 8-value nope chunks and the two
  * 8-value pieces of a rotation unit of 8 pairs, one thread each (one
- * store site per kernel keeps the layout arithmetic's registers in budget);
+ * store site per kernel keeps the layout arithmetic's registers in budget;
+ * on NVIDIA a query thread loads kQUnroll items before it stores them, so
+ * that more 16-byte loads are in flight);
  * the key nope chunks are
  * laid out as the cache writer's (FP8_SCALED scale teams on 16 lanes). The
  * keys take two kernels because one holding both parts has more arguments
@@ -26,7 +28,16 @@
 #include "hip/cache_chunk.h"
 #include "hip/rope_util.h"
 
-namespace {
+namespace
+{
+
+/* Query items a thread loads before it stores (gfx9: 1; 2 already spilled
+ * scalar registers in the fp8 q_cat kernels). */
+#if defined(__CUDACC__)
+constexpr int kQUnroll = 4;
+#else
+constexpr int kQUnroll = 1;
+#endif
 
 /* The items of a row: nope chunks, then rotation units. */
 struct rc_items {
@@ -70,33 +81,58 @@ MLA_DEV void store_q(const q_desc &d, int64_t off, int n, float v[kChunk])
 template <int IT, int QT, int MODE>
 __global__ __launch_bounds__(MLA_HIP_BLOCK) void rope_cache_q_kernel(q_desc d, item_window w)
 {
-    for (uint32_t i = window_first() + threadIdx.x; i < w.count; i += window_stride()) {
-        int64_t t;
-        uint32_t hc; /* item of token t's H rows */
-        window_item(w, i, t, hc);
-        const int64_t h = hc / (uint32_t)d.it.per_row, c = hc % (uint32_t)d.it.per_row;
-        float v[kChunk];
-        int64_t d0; /* q_cat dim of v[0] */
-        int n;
-        if (c < d.it.nope_chunks) {
-            if (!d.it.nope)
+    /* kQUnroll items a thread per pass: all their loads, then all their
+     * stores (each item's output depends on its own inputs only), so that a
+     * thread keeps several 16-byte loads in flight. */
+    const uint32_t stride = window_stride();
+    for (uint32_t i0 = window_first() + threadIdx.x; i0 < w.count;) {
+        float v[kQUnroll][kChunk];
+        int64_t off[kQUnroll];
+        int n[kQUnroll];
+        bool live[kQUnroll];
+#pragma unroll
+        for (int u = 0; u < kQUnroll; ++u) {
+            const uint64_t iu = (uint64_t)i0 + (uint64_t)u * stride;
+            live[u] = false;
+            n[u] = 0;
+            off[u] = 0;
+            if (iu >= w.count)
                 continue;
-            d0 = c * kChunk;
-            n = chunk_len(d.L - d0);
-            load8<IT, MODE>(d.qn, t * d.ns0 + h * d.ns1 + d0 * d.ns2, d.ns2, n, v);
-        } else {
-            if (!d.it.rope)
-                continue;
-            const int64_t u = c - d.it.nope_chunks; /* 2 items per unit: its pieces */
-            const int64_t i0 = (u / 2) * kPairs;
-            const int piece = (int)(u % 2);
-            const int64_t pos = load_index(d.pos, d.pos64, t * d.poss);
-            rope_piece<IT, MODE>(d.qp, t * d.ps0 + h * d.ps1, d.ps2, d.tb, pos, i0, piece, v);
-            const rope_pieces p = pieces_of(d.tb, i0, unit_pairs(d.tb, i0));
-            d0 = d.L + (piece ? p.d[1] : p.d[0]);
-            n = piece ? p.n[1] : p.n[0];
+            int64_t t;
+            uint32_t hc; /* item of token t's H rows */
+            window_item(w, (uint32_t)iu, t, hc);
+            const int64_t h = hc / (uint32_t)d.it.per_row, c = hc % (uint32_t)d.it.per_row;
+            int64_t d0; /* q_cat dim of v[u][0] */
+            if (c < d.it.nope_chunks) {
+                if (!d.it.nope)
+                    continue;
+                d0 = c * kChunk;
+                n[u] = chunk_len(d.L - d0);
+                load8<IT, MODE>(d.qn, t * d.ns0 + h * d.ns1 + d0 * d.ns2, d.ns2, n[u], v[u]);
+            } else {
+                if (!d.it.rope)
+                    continue;
+                const int64_t un = c - d.it.nope_chunks; /* 2 items per unit: its pieces */
+                const int64_t i0p = (un / 2) * kPairs;
+                const int piece = (int)(un % 2);
+                const int64_t pos = load_index(d.pos, d.pos64, t * d.poss);
+                rope_piece<IT, MODE>(d.qp, t * d.ps0 + h * d.ps1, d.ps2, d.tb, pos, i0p, piece,
+                                     v[u]);
+                const rope_pieces p = pieces_of(d.tb, i0p, unit_pairs(d.tb, i0p));
+                d0 = d.L + (piece ? p.d[1] : p.d[0]);
+                n[u] = piece ? p.n[1] : p.n[0];
+            }
+            off[u] = t * d.cs0 + h * d.cs1 + d0 * d.cs2;
+            live[u] = true;
         }
-        store_q<QT, MODE>(d, t * d.cs0 + h * d.cs1 + d0 * d.cs2, n, v);
+#pragma unroll
+        for (int u = 0; u < kQUnroll; ++u)
+            if (live[u])
+                store_q<QT, MODE>(d, off[u], n[u], v[u]);
+        const uint64_t next = (uint64_t)i0 + (uint64_t)kQUnroll * stride;
+        if (next >= w.count)
+            break;
+        i0 = (uint32_t)next;
     }
 }
 
@@ -221,8 +257,8 @@ mla_status mla_hip_rope_cache(mla_context *ctx, const mla_rope_cache_op_args *a)
     const mla_hip_device_scope scope(mla_hip_state_of(ctx)->device);
     if (scope.error() != hipSuccess)
         return mla_hip_fail(ctx, scope.error(), "selecting the context's GPU");
-    const mla_tensor *t[] = {&a->cos,  &a->sin,  &a->q_nope, &a->q_pe,  &a->q_pos, &a->k_nope,
-                             &a->k_pe, &a->k_pos, &a->slots, &a->cache, &a->q_cat, &a->k_pe_out};
+    const mla_tensor *t[] = {&a->cos,  &a->sin,   &a->q_nope, &a->q_pe,  &a->q_pos, &a->k_nope,
+                             &a->k_pe, &a->k_pos, &a->slots,  &a->cache, &a->q_cat, &a->k_pe_out};
     const char *names[] = {"cos",  "sin",   "q_nope", "q_pe",  "q_pos", "k_nope",
                            "k_pe", "k_pos", "slots",  "cache", "q_cat", "k_pe_out"};
     const int ntensors = a->k_pe_out.data ? 12 : 11;
