@@ -164,6 +164,7 @@ MLA_TARGET_AVX512 static void task_avx512_fast(const mla_rope_args *a, int64_t t
     const int64_t xsz = (int64_t)mla_dtype_size(x->dtype), ysz = (int64_t)mla_dtype_size(y->dtype);
     const int xb = x->dtype == MLA_DTYPE_BF16, yb = y->dtype == MLA_DTYPE_BF16;
     const int neox = a->style == MLA_ROPE_NEOX, nt = stream_ok(a);
+    const int64_t H = x->shape[1], xs1 = x->stride[1] * xsz, ys1 = y->stride[1] * ysz;
     float *c = buf, *s = buf + R, *rest = buf + 2 * R; /* c, s: R values (interleaved: doubled) */
     const int64_t pos = load_index(&a->positions, t);
     const float *cr = (const float *)a->cos.data + pos * a->cos.stride[0];
@@ -178,7 +179,13 @@ MLA_TARGET_AVX512 static void task_avx512_fast(const mla_rope_args *a, int64_t t
     for (int64_t h = h0; h < h1; ++h) {
         const char *xr = (const char *)x->data + (t * x->stride[0] + h * x->stride[1]) * xsz;
         char *yr = (char *)y->data + (t * y->stride[0] + h * y->stride[1]) * ysz;
-        prefetch_ahead(a, t, h, !nt);
+        if (h + PREFETCH_ROWS < H) { /* same token: no index arithmetic, no calls */
+            prefetch_row(xr + PREFETCH_ROWS * xs1, R * xsz, 0);
+            if (!nt)
+                prefetch_row(yr + PREFETCH_ROWS * ys1, R * ysz, 1);
+        } else {
+            prefetch_ahead(a, t, h, !nt);
+        }
         if (neox) {
             for (int64_t i = 0; i < half; i += 16) {
                 const __m512 va = load16(xr + i * xsz, xb), vb = load16(xr + (i + half) * xsz, xb);
