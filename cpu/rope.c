@@ -76,7 +76,9 @@ MLA_CPU_INLINE void prefetch_ahead(const mla_rope_args *a, int64_t t, int64_t h,
     const mla_tensor *x = &a->x, *y = &a->y;
     const int64_t H = x->shape[1], R = a->rope_dim;
     h += PREFETCH_ROWS;
-    if (h >= H) /* no division on the common path */
+    if (H == 1) /* one row per token (k_pe) */
+        t += h, h = 0;
+    else if (h >= H) /* no division on the common path */
         t += h / H, h %= H;
     if (t >= x->shape[0])
         return;
@@ -169,12 +171,22 @@ MLA_TARGET_AVX512 static void task_avx512_fast(const mla_rope_args *a, int64_t t
     const int64_t pos = load_index(&a->positions, t);
     const float *cr = (const float *)a->cos.data + pos * a->cos.stride[0];
     const float *sr = (const float *)a->sin.data + pos * a->sin.stride[0];
-    for (int64_t i = 0; i < half; ++i) {
-        const float ci = cr[i * a->cos.stride[1]], si = sr[i * a->sin.stride[1]];
-        if (neox)
-            c[i] = ci, s[i] = si;
-        else
-            c[2 * i] = c[2 * i + 1] = ci, s[2 * i] = s[2 * i + 1] = si;
+    if (a->cos.stride[1] == 1 && a->sin.stride[1] == 1 && !neox) { /* 8 pairs at a time */
+        const __m512i dup = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+        for (int64_t i = 0; i < half; i += 8) { /* half % 8 == 0 (fast_ok) */
+            const __m512 cv = _mm512_castps256_ps512(_mm256_loadu_ps(cr + i));
+            const __m512 sv = _mm512_castps256_ps512(_mm256_loadu_ps(sr + i));
+            _mm512_storeu_ps(c + 2 * i, _mm512_permutexvar_ps(dup, cv));
+            _mm512_storeu_ps(s + 2 * i, _mm512_permutexvar_ps(dup, sv));
+        }
+    } else {
+        for (int64_t i = 0; i < half; ++i) {
+            const float ci = cr[i * a->cos.stride[1]], si = sr[i * a->sin.stride[1]];
+            if (neox)
+                c[i] = ci, s[i] = si;
+            else
+                c[2 * i] = c[2 * i + 1] = ci, s[2 * i] = s[2 * i + 1] = si;
+        }
     }
     for (int64_t h = h0; h < h1; ++h) {
         const char *xr = (const char *)x->data + (t * x->stride[0] + h * x->stride[1]) * xsz;
