@@ -71,7 +71,8 @@ MLA_CPU_INLINE void prefetch_row(const char *p, int64_t bytes, int write)
 }
 
 /* Rows (t, h + PREFETCH_ROWS), running on into the next token's heads. */
-MLA_CPU_INLINE void prefetch_ahead(const mla_rope_args *a, int64_t t, int64_t h, int y_too)
+MLA_CPU_INLINE void prefetch_ahead(const mla_rope_args *a, int64_t t, int64_t h, int y_too,
+                                   int64_t xsz, int64_t ysz)
 {
     const mla_tensor *x = &a->x, *y = &a->y;
     const int64_t H = x->shape[1], R = a->rope_dim;
@@ -82,7 +83,6 @@ MLA_CPU_INLINE void prefetch_ahead(const mla_rope_args *a, int64_t t, int64_t h,
         t += h / H, h %= H;
     if (t >= x->shape[0])
         return;
-    const int64_t xsz = (int64_t)mla_dtype_size(x->dtype), ysz = (int64_t)mla_dtype_size(y->dtype);
     prefetch_row((const char *)x->data + (t * x->stride[0] + h * x->stride[1]) * xsz,
                  R * x->stride[2] * xsz, 0);
     if (y_too)
@@ -105,7 +105,7 @@ MLA_CPU_INLINE void task_body(const mla_rope_args *a, int64_t t, int64_t h0, int
     for (int64_t h = h0; h < h1; ++h) {
         const char *xr = (const char *)x->data + (t * x->stride[0] + h * x->stride[1]) * xsz;
         char *yr = (char *)y->data + (t * y->stride[0] + h * y->stride[1]) * ysz;
-        prefetch_ahead(a, t, h, 1);
+        prefetch_ahead(a, t, h, 1, xsz, ysz);
         mla_cpu_load_float(xr, x->dtype, x->stride[2], R, in);
         rotate_body(in, c, s, half, a->style, out);
         mla_cpu_store_float(out, yr, y->dtype, y->stride[2], R);
@@ -196,7 +196,7 @@ MLA_TARGET_AVX512 static void task_avx512_fast(const mla_rope_args *a, int64_t t
             if (!nt)
                 prefetch_row(yr + PREFETCH_ROWS * ys1, R * ysz, 1);
         } else {
-            prefetch_ahead(a, t, h, !nt);
+            prefetch_ahead(a, t, h, !nt, xsz, ysz);
         }
         if (neox) {
             for (int64_t i = 0; i < half; i += 16) {
