@@ -24,6 +24,7 @@
 
 #include "cpu/cpu_kernels.h"
 #include "cpu/cpu_rows.h"
+#include "cpu/linear_kernel.h" /* mla_cpu_linear_has_bf16 */
 #include "cpu/mxfp4_gemm.h"
 
 #define BLOCK MLA_MX_BLOCK
@@ -34,6 +35,8 @@
  * than 8 x 2 or 16 x 1, which load more activations per FMA). */
 #define MT_MAX 4
 #define MIN_TASKS 8
+#define QCHUNK 16   /* blocks per pass of the prequant path's quant */
+#define DP_MAX_M 16 /* the AVX512-BF16 path: all activation rows in one vector's lanes */
 
 /* Byte offset of scale (r, j) of batch b of an operand with nblk scales per row. */
 static int64_t scale_offset(const mla_mxfp4_operand *op, int64_t b, int64_t r, int64_t j,
@@ -108,6 +111,58 @@ MLA_CPU_INLINE void act_rows_body(const mla_mxfp4_gemm_args *g, int a4w4, int64_
         deinterleave(buf, K, ad + (m - m0) * K);
     }
 }
+
+/* Rows 0 .. M of x[b] quantized as the MXFP4 quant does (the prequant
+ * round trip's first half): codes to xc (row m at xc + m * K / 2), scale
+ * bytes to xs (row m at xs + m * K / 32); buf holds K floats. Returns the
+ * smallest scale byte. */
+MLA_CPU_INLINE int quant_rows_body(const mla_mxfp4_gemm_args *g, int64_t b, uint8_t *xc,
+                                   uint8_t *xs, float *buf)
+{
+    const int64_t K = g->K, nblk = K / BLOCK;
+    const int production = g->rule == MLA_MXFP4_PRODUCTION;
+    int smin = 255;
+    for (int64_t m = 0; m < g->M; ++m) {
+        const char *x = (const char *)g->x.data + (b * g->x.stride[0] + m * g->x.stride[1]) *
+                                                       (int64_t)mla_dtype_size(g->x.dtype);
+        mla_cpu_load_float(x, g->x.dtype, g->x.stride[2], K, buf);
+        /* per chunk: the blocks' scale bytes and masks spread per code byte,
+         * then one long loop (byte-wide data: gcc then uses full vectors) */
+        for (int64_t j0 = 0; j0 < nblk; j0 += QCHUNK) {
+            uint8_t sb[QCHUNK * (BLOCK / 2)], mk[QCHUNK * (BLOCK / 2)];
+            const int64_t nj = nblk - j0 < QCHUNK ? nblk - j0 : QCHUNK;
+            for (int64_t j = 0; j < nj; ++j) {
+                const float *v = buf + (j0 + j) * BLOCK;
+                uint32_t amax = 0;
+                MLA_SIMD_MAX(amax) for (int i = 0; i < BLOCK; ++i)
+                {
+                    uint32_t a = mla_fb_bits(v[i]) & 0x7FFFFFFFu;
+                    amax = a > amax ? a : amax;
+                }
+                const uint8_t s = mla_fb_mxfp4_scale_byte(amax, production);
+                memset(sb + j * (BLOCK / 2), s, BLOCK / 2);
+                memset(mk + j * (BLOCK / 2), mla_fb_mxfp4_code_mask(amax) ? 0xFF : 0, BLOCK / 2);
+                xs[m * nblk + j0 + j] = s;
+                smin = s < smin ? s : smin;
+            }
+            const float *v = buf + j0 * BLOCK;
+            uint8_t *c = xc + m * (K / 2) + j0 * (BLOCK / 2);
+            MLA_SIMD for (int64_t i = 0; i < nj * (BLOCK / 2); ++i) c[i] =
+                (uint8_t)((mla_fb_mxfp4_code(v[2 * i], sb[i], 0xFu) |
+                           (mla_fb_mxfp4_code(v[2 * i + 1], sb[i], 0xFu) << 4)) &
+                          mk[i]);
+        }
+    }
+    return smin;
+}
+
+#if MLA_CPU_X86
+MLA_TARGET_AVX512 static int quant_rows_avx512(const mla_mxfp4_gemm_args *g, int64_t b,
+                                               uint8_t *xc, uint8_t *xs, float *buf)
+{
+    return quant_rows_body(g, b, xc, xs, buf);
+}
+#endif
 
 /* ------------------------------------------------------ weight rows */
 
@@ -229,7 +284,7 @@ static kernels pick(mla_cpu_isa isa)
 
 typedef struct plan {
     const mla_mxfp4_gemm_args *g;
-    int a4w4, sgemm;
+    int a4w4, sgemm, dp;
     kernels k;
     int64_t nchunk, nsplit; /* weight rows per task, tasks per batch */
     int64_t mchunk;         /* activation rows per pass */
@@ -244,9 +299,9 @@ static int64_t round16(int64_t n) { return (n + 15) / 16 * 16; }
 static size_t scratch_floats(const plan *p)
 {
     const int64_t K = p->g->K, rows = p->nchunk, ldo = round16(rows);
-    const int64_t out = p->sgemm ? p->mchunk * p->prows : MT_MAX * ldo;
+    const int64_t out = p->sgemm ? p->mchunk * p->prows : (p->dp ? DP_MAX_M : MT_MAX) * ldo;
     return (size_t)(rows * (K / BLOCK) + p->mchunk * K + K + out + (p->sgemm ? p->prows * K : 0) +
-                    (rows * K / 2 + 3) / 4);
+                    (rows * K / 2 + 3) / 4 + (p->dp ? 2 * DP_MAX_M * (K / 2) : 0));
 }
 
 
@@ -302,6 +357,50 @@ static void sgemm_rows(const plan *p, const mla_mx_rows *r, int64_t b, int64_t n
 }
 #endif
 
+/* The AVX512-BF16 path (cpu/mxfp4_gemm.h) for all M <= 16 rows: x as
+ * bf16 pairs in the lanes (exact: BF16 x, its MXFP4 round trip, or a4w4
+ * codes), then the tiles; 0 when a subnormal could occur (the caller then
+ * runs the fp32 tiles, which write every output again). */
+static int dp_rows(const plan *p, int64_t b, const mla_mx_rows *r, int ew, float *ad,
+                   float *buf, uint32_t *xt, uint32_t *wp, int64_t n_lo)
+{
+    const mla_mxfp4_gemm_args *g = p->g;
+    const int64_t M = g->M, K = g->K;
+    int xe = 255;
+    if (p->a4w4) { /* the codes and scale bytes, contiguous, decoded like W */
+        const mla_mxfp4_operand *x = &g->xq;
+        const int64_t nblk = K / BLOCK;
+        uint8_t *xc = (uint8_t *)ad, *xs = xc + M * (K / 2);
+        for (int64_t m = 0; m < M; ++m) {
+            const uint8_t *c = (const uint8_t *)x->codes.data + b * x->codes.stride[0] +
+                               m * x->codes.stride[1];
+            for (int64_t i = 0; i < K / 2; ++i)
+                xc[m * (K / 2) + i] = c[i * x->codes.stride[2]];
+            for (int64_t j = 0; j < nblk; ++j) {
+                const uint8_t s = ((const uint8_t *)x->scales.data)[scale_offset(x, b, m, j, nblk)];
+                xs[m * nblk + j] = s;
+                xe = s - 1 < xe ? s - 1 : xe; /* as for W */
+            }
+        }
+        mla_cpu_mx_x_codes(xc, xs, K, M, xt);
+    } else if (g->prequant) { /* the round trip: quantized, then decoded like W */
+#if MLA_CPU_X86
+        uint8_t *xc = (uint8_t *)ad, *xs = xc + M * (K / 2);
+        xe = quant_rows_avx512(g, b, xc, xs, buf) - 1;
+        mla_cpu_mx_x_codes(xc, xs, K, M, xt);
+#endif
+    } else {
+        p->k.act(g, 0, b, 0, M, ad, buf);
+        xe = mla_cpu_mx_x_pairs(ad, K, M, xt);
+    }
+    if (!mla_cpu_dp_safe(xe, ew))
+        return 0;
+    const mla_mx_dp d = {xt, M, r->w, r->ldw, r->ws, r->rows, r->nblk, wp, r->out, r->ldo};
+    mla_cpu_mx_rows_dp(&d);
+    store_rows(&g->y, b, 0, M, n_lo, r->rows, r->out, r->ldo);
+    return 1;
+}
+
 /* Batch b, weight rows [n_lo, n_hi). */
 static void run_task(const plan *p, int64_t b, int64_t n_lo, int64_t n_hi, float *scratch)
 {
@@ -309,20 +408,28 @@ static void run_task(const plan *p, int64_t b, int64_t n_lo, int64_t n_hi, float
     const mla_mxfp4_operand *w = &g->w;
     const int64_t K = g->K, nblk = K / BLOCK, rows = n_hi - n_lo, ldo = round16(rows);
     float *ws = scratch, *ad = ws + rows * nblk, *buf = ad + p->mchunk * K, *out = buf + K;
-    float *panel = out + (p->sgemm ? p->mchunk * p->prows : MT_MAX * ldo);
-    uint8_t *codes = (uint8_t *)(panel + (p->sgemm ? p->prows * K : 0));
+    float *panel = out + (p->sgemm ? p->mchunk * p->prows : (p->dp ? DP_MAX_M : MT_MAX) * ldo);
+    uint32_t *xt = (uint32_t *)(panel + (p->sgemm ? p->prows * K : 0));
+    uint32_t *wp = xt + (p->dp ? DP_MAX_M * (K / 2) : 0);
+    uint8_t *codes = (uint8_t *)(wp + (p->dp ? DP_MAX_M * (K / 2) : 0));
     const uint8_t *wc = (const uint8_t *)w->codes.data + b * w->codes.stride[0] +
                         n_lo * w->codes.stride[1];
     const int copy = w->codes.stride[2] != 1;
+    unsigned smin = 255; /* nonzero weights of a block with scale byte s: exponent field >= s - 1 */
     for (int64_t n = 0; n < rows; ++n) {
-        for (int64_t j = 0; j < nblk; ++j)
-            ws[n * nblk + j] = mla_fb_e8m0_to_f32(
-                ((const uint8_t *)w->scales.data)[scale_offset(w, b, n_lo + n, j, nblk)]);
+        for (int64_t j = 0; j < nblk; ++j) {
+            const uint8_t s =
+                ((const uint8_t *)w->scales.data)[scale_offset(w, b, n_lo + n, j, nblk)];
+            smin = s < smin ? s : smin;
+            ws[n * nblk + j] = mla_fb_e8m0_to_f32(s);
+        }
         for (int64_t i = 0; copy && i < K / 2; ++i)
             codes[n * (K / 2) + i] = wc[n * w->codes.stride[1] + i * w->codes.stride[2]];
     }
     mla_mx_rows r = {NULL, K, copy ? codes : wc, copy ? K / 2 : w->codes.stride[1], ws, rows,
                      nblk, out, ldo};
+    if (p->dp && dp_rows(p, b, &r, (int)smin - 1, ad, buf, xt, wp, n_lo))
+        return;
     for (int64_t n = 0; p->sgemm && p->prows >= rows && n < rows; ++n)
         p->k.wrow(r.w + n * r.ldw, ws + n * nblk, nblk, panel + n * K);
     for (int64_t m0 = 0; m0 < g->M; m0 += p->mchunk) {
@@ -348,9 +455,15 @@ static void run_task(const plan *p, int64_t b, int64_t n_lo, int64_t n_hi, float
 
 static mla_status run(mla_context *ctx, const mla_mxfp4_gemm_args *g, int a4w4)
 {
-    plan p = {g, a4w4, 0, pick(mla_cpu_isa_of(ctx)), g->N, 1, 0, 0, 0};
+    const mla_cpu_isa isa = mla_cpu_isa_of(ctx);
+    plan p = {g, a4w4, 0, 0, pick(isa), g->N, 1, 0, 0, 0};
 #if defined(MLA_HAVE_OPENBLAS)
     p.sgemm = g->M >= SGEMM_MIN_M;
+#endif
+#if MLA_CPU_X86
+    /* x exact in bf16: a4w4 codes, the round trip, or BF16 x itself */
+    p.dp = isa == MLA_CPU_ISA_AVX512 && g->M <= DP_MAX_M &&
+           (a4w4 || g->prequant || g->x.dtype == MLA_DTYPE_BF16) && mla_cpu_linear_has_bf16();
 #endif
     p.mchunk = g->M < MCHUNK ? g->M : MCHUNK;
     /* Few batches: split the weight rows too (16-row multiples, about

@@ -39,4 +39,33 @@ typedef struct mla_mx_rows {
  * tile, AVX-512 F. */
 void mla_cpu_mx_rows_avx512(const mla_mx_rows *r, int mt);
 
+/* AVX512-BF16 path for at most 16 activation rows: 16 weight rows at a time
+ * decoded once to bf16 pairs along k (code byte p = the pair k = 2p, 2p + 1:
+ * both values fp4 times a power of two, exact in bf16) and transposed, so
+ * that a vector holds pair p of the 16 rows; per pair one vdpbf16ps per
+ * activation row (its pair broadcast), all M rows per weight load.
+ * Products are exact; the instruction flushes subnormal inputs and results,
+ * so the caller runs it only where mla_cpu_dp_safe rules them out. */
+typedef struct mla_mx_dp {
+    const uint32_t *xt; /* x as bf16 pairs: pair p of row m at xt[p * 16 + m] */
+    int64_t M;          /* activation rows, <= 16 */
+    const uint8_t *w;   /* weight code rows as in mla_mx_rows */
+    int64_t ldw;
+    const float *ws;
+    int64_t rows, nblk;
+    uint32_t *panel; /* scratch: K / 2 pairs of 16 rows */
+    float *out;      /* out[m * ldo + n] for m < M, n < rows */
+    int64_t ldo;
+} mla_mx_dp;
+
+/* out for all rows (AVX512-BF16 CPUs only). */
+void mla_cpu_mx_rows_dp(const mla_mx_dp *d);
+/* xt of mla_mx_dp from M <= 16 de-interleaved fp32 rows ad (row stride K),
+ * which must be exact in bf16; returns the smallest exponent field of the
+ * nonzero values (255 when none). AVX512-BF16 CPUs only. */
+int mla_cpu_mx_x_pairs(const float *ad, int64_t K, int64_t M, uint32_t *xt);
+/* ... from M <= 16 rows of contiguous codes (row m at xc + m * K / 2) and
+ * their scale bytes (row m at xs + m * K / 32). */
+void mla_cpu_mx_x_codes(const uint8_t *xc, const uint8_t *xs, int64_t K, int64_t M, uint32_t *xt);
+
 #endif

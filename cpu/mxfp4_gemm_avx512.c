@@ -6,6 +6,7 @@
  * in. Lane l of an accumulator sums the k = 2l, 2l + 1 terms of every block;
  * one fixed reduction tree adds the 16 lanes of all 16 accumulators at the
  * end, so the summation order depends on nothing but K. */
+#include "core/format_bits.h"
 #include "cpu/cpu_kernels.h"
 #include "cpu/mxfp4_gemm.h"
 
@@ -123,10 +124,219 @@ MLA_TARGET_AVX512 void mla_cpu_mx_rows_avx512(const mla_mx_rows *r, int mt)
         break;
     }
 }
+
+#if defined(__clang__)
+#define TARGET_BF16 __attribute__((target(MLA_AVX512_ISAS ",avx512bf16")))
+#else
+#define TARGET_BF16 __attribute__((target(MLA_AVX512_ISAS ",avx512bf16,prefer-vector-width=512")))
+#endif
+
+/* r[0..16) transposed in place (lane c of row i <-> lane i of row c): per
+ * bit b of the index, rows r and r + b (bit b of r clear) swap their
+ * off-diagonal b x b blocks. */
+TARGET_BF16 static void transpose16(__m512i *r)
+{
+#pragma GCC unroll 4
+    for (int b = 8; b >= 1; b /= 2) {
+        int lo[16], hi[16];
+        for (int c = 0; c < 16; ++c) {
+            lo[c] = c & b ? 16 + c - b : c;
+            hi[c] = c & b ? 16 + c : c + b;
+        }
+        const __m512i il = _mm512_loadu_si512(lo), ih = _mm512_loadu_si512(hi);
+#pragma GCC unroll 16
+        for (int i = 0; i < 16; ++i)
+            if (!(i & b)) {
+                const __m512i x = r[i], y = r[i + b];
+                r[i] = _mm512_permutex2var_epi32(x, il, y);
+                r[i + b] = _mm512_permutex2var_epi32(x, ih, y);
+            }
+    }
+}
+
+/* Weight rows n0 .. n0 + 16 (rows past the last repeat it) as bf16 pairs,
+ * pair p of row ni at panel[p * 16 + ni]. The table is fp4 * scale in fp32
+ * (exact), its top halves the bf16 values (exact: at most two significant
+ * bits); code byte i of a block is the pair of its k = 2i, 2i + 1. */
+TARGET_BF16 static void decode16(const mla_mx_dp *d, int64_t n0, uint32_t *panel)
+{
+    const __m512 fp4 = _mm512_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f,
+                                      -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f);
+    const uint8_t *c[MLA_MX_TILE];
+    const float *ws[MLA_MX_TILE];
+    for (int ni = 0; ni < MLA_MX_TILE; ++ni) {
+        const int64_t n = n0 + ni < d->rows ? n0 + ni : d->rows - 1;
+        c[ni] = d->w + n * d->ldw;
+        ws[ni] = d->ws + n * d->nblk;
+    }
+    for (int64_t j = 0; j < d->nblk; ++j) {
+        __m512i v[MLA_MX_TILE];
+#pragma GCC unroll 16
+        for (int ni = 0; ni < MLA_MX_TILE; ++ni) {
+            const __m512i t = _mm512_srli_epi32(
+                _mm512_castps_si512(_mm512_mul_ps(fp4, _mm512_set1_ps(ws[ni][j]))), 16);
+            const __m512i cb = _mm512_cvtepu8_epi32(
+                _mm_loadu_si128((const __m128i *)(const void *)(c[ni] + 16 * j)));
+            const __m512i lo = _mm512_permutexvar_epi32(cb, t);
+            const __m512i hi = _mm512_permutexvar_epi32(_mm512_srli_epi32(cb, 4), t);
+            v[ni] = _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16));
+        }
+        transpose16(v); /* v[i] lane ni: pair 16 j + i */
+#pragma GCC unroll 16
+        for (int i = 0; i < 16; ++i)
+            _mm512_storeu_si512(panel + (16 * j + i) * 16, v[i]);
+    }
+}
+
+/* MT activation rows x 16 weight rows: acc[m] lane ni sums the pairs p in
+ * order; written to out[m * ldo + n0 + ni]. */
+TARGET_BF16 static inline __attribute__((always_inline)) void
+tile_dp(const mla_mx_dp *d, const int MT, const uint32_t *panel, int64_t n0)
+{
+    const int64_t P = d->nblk * 16;
+    __m512 acc[16];
+#pragma GCC unroll 16
+    for (int m = 0; m < MT; ++m)
+        acc[m] = _mm512_setzero_ps();
+    for (int64_t p = 0; p < P; ++p) {
+        const __m512bh wv = (__m512bh)_mm512_loadu_si512(panel + p * 16);
+#pragma GCC unroll 16
+        for (int m = 0; m < MT; ++m)
+            acc[m] = _mm512_dpbf16_ps(acc[m], (__m512bh)_mm512_set1_epi32((int)d->xt[p * 16 + m]),
+                                      wv);
+    }
+#pragma GCC unroll 16
+    for (int m = 0; m < MT; ++m) /* ldo: a multiple of 16 */
+        _mm512_storeu_ps(d->out + m * d->ldo + n0, acc[m]);
+}
+
+TARGET_BF16 static inline __attribute__((always_inline)) void rows_mt(const mla_mx_dp *d,
+                                                                      const int MT)
+{
+    for (int64_t n0 = 0; n0 < d->rows; n0 += MLA_MX_TILE) {
+        decode16(d, n0, d->panel);
+        tile_dp(d, MT, d->panel, n0);
+    }
+}
+
+#define MT_CASE(n)                                                                                 \
+    case n:                                                                                        \
+        rows_mt(d, n);                                                                             \
+        break;
+
+TARGET_BF16 static void rows_dp(const mla_mx_dp *d)
+{
+    switch (d->M) {
+        MT_CASE(1)
+        MT_CASE(2)
+        MT_CASE(3)
+        MT_CASE(4)
+        MT_CASE(5)
+        MT_CASE(6)
+        MT_CASE(7)
+        MT_CASE(8)
+        MT_CASE(9)
+        MT_CASE(10)
+        MT_CASE(11)
+        MT_CASE(12)
+        MT_CASE(13)
+        MT_CASE(14)
+        MT_CASE(15)
+    default:
+        rows_mt(d, 16);
+        break;
+    }
+}
+
+/* xt (pair p of row m at xt[p * 16 + m]) from de-interleaved fp32 rows,
+ * exact in bf16: 16 rows' pairs of a block (zeros past M), transposed. */
+TARGET_BF16 static int x_pairs_dp(const float *ad, int64_t K, int64_t M, uint32_t *xt)
+{
+    const __m512i top = _mm512_set1_epi32((int)0xFFFF0000u), eight = _mm512_set1_epi32(0xFF),
+                  mag = _mm512_set1_epi32(0x7FFFFFFF);
+    __m512i emin = eight;
+    for (int64_t k0 = 0; k0 < K; k0 += MLA_MX_BLOCK) {
+        __m512i v[16];
+        for (int m = 0; m < 16; ++m) {
+            if (m >= M) {
+                v[m] = _mm512_setzero_si512();
+                continue;
+            }
+            const __m512i lo = _mm512_loadu_si512(ad + m * K + k0);
+            const __m512i hi = _mm512_loadu_si512(ad + m * K + k0 + 16);
+            emin = _mm512_mask_min_epu32(emin, _mm512_test_epi32_mask(lo, mag), emin,
+                                         _mm512_and_si512(_mm512_srli_epi32(lo, 23), eight));
+            emin = _mm512_mask_min_epu32(emin, _mm512_test_epi32_mask(hi, mag), emin,
+                                         _mm512_and_si512(_mm512_srli_epi32(hi, 23), eight));
+            v[m] = _mm512_or_si512(_mm512_srli_epi32(lo, 16), _mm512_and_si512(hi, top));
+        }
+        transpose16(v); /* v[i] lane m: pair k0 / 2 + i */
+#pragma GCC unroll 16
+        for (int i = 0; i < 16; ++i)
+            _mm512_storeu_si512(xt + (k0 / 2 + i) * 16, v[i]);
+    }
+    return (int)_mm512_reduce_min_epu32(emin);
+}
+
+/* xt from M <= 16 rows of contiguous codes xc (row m at xc + m * K / 2)
+ * and their scale bytes xs (row m at xs + m * K / 32), decoded like the
+ * weights. */
+TARGET_BF16 static void x_codes_dp(const uint8_t *xc, const uint8_t *xs, int64_t K, int64_t M,
+                                   uint32_t *xt)
+{
+    const __m512 fp4 = _mm512_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f,
+                                      -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f);
+    const int64_t nblk = K / MLA_MX_BLOCK;
+    for (int64_t j = 0; j < nblk; ++j) {
+        __m512i v[16];
+        for (int m = 0; m < 16; ++m) {
+            if (m >= M) {
+                v[m] = _mm512_setzero_si512();
+                continue;
+            }
+            const __m512 sc = _mm512_set1_ps(mla_fb_e8m0_to_f32(xs[m * nblk + j]));
+            const __m512i t = _mm512_srli_epi32(_mm512_castps_si512(_mm512_mul_ps(fp4, sc)), 16);
+            const __m512i cb = _mm512_cvtepu8_epi32(
+                _mm_loadu_si128((const __m128i *)(const void *)(xc + m * (K / 2) + 16 * j)));
+            const __m512i lo = _mm512_permutexvar_epi32(cb, t);
+            const __m512i hi = _mm512_permutexvar_epi32(_mm512_srli_epi32(cb, 4), t);
+            v[m] = _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16));
+        }
+        transpose16(v);
+#pragma GCC unroll 16
+        for (int i = 0; i < 16; ++i)
+            _mm512_storeu_si512(xt + (16 * j + i) * 16, v[i]);
+    }
+}
+
+void mla_cpu_mx_x_codes(const uint8_t *xc, const uint8_t *xs, int64_t K, int64_t M, uint32_t *xt)
+{
+    x_codes_dp(xc, xs, K, M, xt);
+}
+
+int mla_cpu_mx_x_pairs(const float *ad, int64_t K, int64_t M, uint32_t *xt)
+{
+    return x_pairs_dp(ad, K, M, xt);
+}
+
+void mla_cpu_mx_rows_dp(const mla_mx_dp *d) { rows_dp(d); }
 #else
 /* Not x86: the driver never picks these tiles. */
 void mla_cpu_mx_rows_avx512(const mla_mx_rows *r, int mt)
 {
     (void)r, (void)mt;
+}
+
+void mla_cpu_mx_rows_dp(const mla_mx_dp *d) { (void)d; }
+
+int mla_cpu_mx_x_pairs(const float *ad, int64_t K, int64_t M, uint32_t *xt)
+{
+    (void)ad, (void)K, (void)M, (void)xt;
+    return 0;
+}
+
+void mla_cpu_mx_x_codes(const uint8_t *xc, const uint8_t *xs, int64_t K, int64_t M, uint32_t *xt)
+{
+    (void)xc, (void)xs, (void)K, (void)M, (void)xt;
 }
 #endif
