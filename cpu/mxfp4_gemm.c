@@ -36,7 +36,11 @@
 #define MT_MAX 4
 #define MIN_TASKS 8
 #define QCHUNK 16   /* blocks per pass of the prequant path's quant */
-#define DP_MAX_M 16 /* the AVX512-BF16 path: all activation rows in one vector's lanes */
+/* The AVX512-BF16 path from DP_MIN_M to DP_MAX_M activation rows (fewer:
+ * its weight decode, a fixed cost per batch, outweighs the products; the
+ * fp32 tiles decode on the fly and measured faster at M = 1..4). */
+#define DP_MIN_M 8
+#define DP_MAX_M 16
 
 /* Byte offset of scale (r, j) of batch b of an operand with nblk scales per row. */
 static int64_t scale_offset(const mla_mxfp4_operand *op, int64_t b, int64_t r, int64_t j,
@@ -395,9 +399,15 @@ static int dp_rows(const plan *p, int64_t b, const mla_mx_rows *r, int ew, float
     }
     if (!mla_cpu_dp_safe(xe, ew))
         return 0;
-    const mla_mx_dp d = {xt, M, r->w, r->ldw, r->ws, r->rows, r->nblk, wp, r->out, r->ldo};
+    const mla_tensor *y = &g->y;
+    const int64_t ysz = (int64_t)mla_dtype_size(y->dtype);
+    mla_mx_dp d = {xt, M, r->w, r->ldw, r->ws, r->rows, r->nblk, wp, r->out, r->ldo, NULL, 0, 0};
+    if (y->stride[2] == 1) /* y is F32 or BF16: written by the tiles */
+        d.y = (char *)y->data + (b * y->stride[0] + n_lo) * ysz, d.ldy = y->stride[1] * ysz,
+        d.ybf16 = y->dtype == MLA_DTYPE_BF16;
     mla_cpu_mx_rows_dp(&d);
-    store_rows(&g->y, b, 0, M, n_lo, r->rows, r->out, r->ldo);
+    if (!d.y)
+        store_rows(y, b, 0, M, n_lo, r->rows, r->out, r->ldo);
     return 1;
 }
 
@@ -462,7 +472,7 @@ static mla_status run(mla_context *ctx, const mla_mxfp4_gemm_args *g, int a4w4)
 #endif
 #if MLA_CPU_X86
     /* x exact in bf16: a4w4 codes, the round trip, or BF16 x itself */
-    p.dp = isa == MLA_CPU_ISA_AVX512 && g->M <= DP_MAX_M &&
+    p.dp = isa == MLA_CPU_ISA_AVX512 && g->M >= DP_MIN_M && g->M <= DP_MAX_M &&
            (a4w4 || g->prequant || g->x.dtype == MLA_DTYPE_BF16) && mla_cpu_linear_has_bf16();
 #endif
     p.mchunk = g->M < MCHUNK ? g->M : MCHUNK;

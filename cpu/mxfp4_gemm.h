@@ -54,8 +54,11 @@ typedef struct mla_mx_dp {
     const float *ws;
     int64_t rows, nblk;
     uint32_t *panel; /* scratch: K / 2 pairs of 16 rows */
-    float *out;      /* out[m * ldo + n] for m < M, n < rows */
+    float *out;      /* out[m * ldo + n] for m < M, n < rows, when y is NULL */
     int64_t ldo;
+    char *y;         /* or y itself (F32 / BF16, unit stride): y[m, n] at y + m * ldy bytes */
+    int64_t ldy;
+    int ybf16;
 } mla_mx_dp;
 
 /* out for all rows (AVX512-BF16 CPUs only). */

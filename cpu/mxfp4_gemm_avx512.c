@@ -13,6 +13,8 @@
 #if MLA_CPU_X86
 #include <immintrin.h>
 
+#include "cpu/avx512_vec.h"
+
 #define TILE_INLINE MLA_TARGET_AVX512 static inline __attribute__((always_inline))
 
 /* Adds lane groups of two vectors pairwise: returns a + b after the 128-bit
@@ -134,7 +136,7 @@ MLA_TARGET_AVX512 void mla_cpu_mx_rows_avx512(const mla_mx_rows *r, int mt)
 /* r[0..16) transposed in place (lane c of row i <-> lane i of row c): per
  * bit b of the index, rows r and r + b (bit b of r clear) swap their
  * off-diagonal b x b blocks. */
-TARGET_BF16 static void transpose16(__m512i *r)
+TARGET_BF16 static inline __attribute__((always_inline)) void transpose16(__m512i *r)
 {
 #pragma GCC unroll 4
     for (int b = 8; b >= 1; b /= 2) {
@@ -204,6 +206,13 @@ tile_dp(const mla_mx_dp *d, const int MT, const uint32_t *panel, int64_t n0)
         for (int m = 0; m < MT; ++m)
             acc[m] = _mm512_dpbf16_ps(acc[m], (__m512bh)_mm512_set1_epi32((int)d->xt[p * 16 + m]),
                                       wv);
+    }
+    if (d->y) { /* F32 or BF16 y, unit stride: rows past d->rows masked off */
+        const __mmask16 k = mla_v16_mask(d->rows - n0);
+#pragma GCC unroll 16
+        for (int m = 0; m < MT; ++m)
+            mla_v16_store(d->y + m * d->ldy + n0 * (d->ybf16 ? 2 : 4), acc[m], d->ybf16, k);
+        return;
     }
 #pragma GCC unroll 16
     for (int m = 0; m < MT; ++m) /* ldo: a multiple of 16 */
