@@ -41,6 +41,7 @@
  * fp32 tiles decode on the fly and measured faster at M = 1..4). */
 #define DP_MIN_M 8
 #define DP_MAX_M 16
+#define DP_MAX_SCALE 252 /* its weight decode adds exponents: 6 * 2^(252 - 127) is still finite */
 
 /* Byte offset of scale (r, j) of batch b of an operand with nblk scales per row. */
 static int64_t scale_offset(const mla_mxfp4_operand *op, int64_t b, int64_t r, int64_t j,
@@ -425,12 +426,14 @@ static void run_task(const plan *p, int64_t b, int64_t n_lo, int64_t n_hi, float
     const uint8_t *wc = (const uint8_t *)w->codes.data + b * w->codes.stride[0] +
                         n_lo * w->codes.stride[1];
     const int copy = w->codes.stride[2] != 1;
-    unsigned smin = 255; /* nonzero weights of a block with scale byte s: exponent field >= s - 1 */
+    unsigned smin = 255, smax = 0; /* nonzero weights of a block with scale byte s: exponent
+                                    * field >= s - 1 */
     for (int64_t n = 0; n < rows; ++n) {
         for (int64_t j = 0; j < nblk; ++j) {
             const uint8_t s =
                 ((const uint8_t *)w->scales.data)[scale_offset(w, b, n_lo + n, j, nblk)];
             smin = s < smin ? s : smin;
+            smax = s > smax ? s : smax;
             ws[n * nblk + j] = mla_fb_e8m0_to_f32(s);
         }
         for (int64_t i = 0; copy && i < K / 2; ++i)
@@ -438,7 +441,7 @@ static void run_task(const plan *p, int64_t b, int64_t n_lo, int64_t n_hi, float
     }
     mla_mx_rows r = {NULL, K, copy ? codes : wc, copy ? K / 2 : w->codes.stride[1], ws, rows,
                      nblk, out, ldo};
-    if (p->dp && dp_rows(p, b, &r, (int)smin - 1, ad, buf, xt, wp, n_lo))
+    if (p->dp && smax <= DP_MAX_SCALE && dp_rows(p, b, &r, (int)smin - 1, ad, buf, xt, wp, n_lo))
         return;
     for (int64_t n = 0; p->sgemm && p->prows >= rows && n < rows; ++n)
         p->k.wrow(r.w + n * r.ldw, ws + n * nblk, nblk, panel + n * K);

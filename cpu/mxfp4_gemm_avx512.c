@@ -6,6 +6,8 @@
  * in. Lane l of an accumulator sums the k = 2l, 2l + 1 terms of every block;
  * one fixed reduction tree adds the 16 lanes of all 16 accumulators at the
  * end, so the summation order depends on nothing but K. */
+#include <string.h>
+
 #include "core/format_bits.h"
 #include "cpu/cpu_kernels.h"
 #include "cpu/mxfp4_gemm.h"
@@ -157,31 +159,40 @@ TARGET_BF16 static inline __attribute__((always_inline)) void transpose16(__m512
 }
 
 /* Weight rows n0 .. n0 + 16 (rows past the last repeat it) as bf16 pairs,
- * pair p of row ni at panel[p * 16 + ni]. The table is fp4 * scale in fp32
- * (exact), its top halves the bf16 values (exact: at most two significant
- * bits); code byte i of a block is the pair of its k = 2i, 2i + 1. */
+ * pair p of row ni at panel[p * 16 + ni]; code byte i of a block is the
+ * pair of its k = 2i, 2i + 1. The block's table is the bf16 fp4 values with
+ * the scale's exponent s - 127 added to the fields of the nonzero ones:
+ * exact for scale bytes 2 ..  252 (the caller's guard), where every value
+ * stays a normal bf16. The 16 entries sit twice in 32 words, so that one
+ * vpermw decodes both nibbles: a dword b + (b << 12) holds b (index b & 31)
+ * in its low word and b >> 4 in its high one. */
 TARGET_BF16 static void decode16(const mla_mx_dp *d, int64_t n0, uint32_t *panel)
 {
-    const __m512 fp4 = _mm512_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f,
-                                      -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f);
-    const uint8_t *c[MLA_MX_TILE];
-    const float *ws[MLA_MX_TILE];
-    for (int ni = 0; ni < MLA_MX_TILE; ++ni) {
-        const int64_t n = n0 + ni < d->rows ? n0 + ni : d->rows - 1;
-        c[ni] = d->w + n * d->ldw;
-        ws[ni] = d->ws + n * d->nblk;
-    }
+    const __m512i fp4 = _mm512_set_epi16(
+        (short)0xC0C0, (short)0xC080, (short)0xC040, (short)0xC000, (short)0xBFC0, (short)0xBF80,
+        (short)0xBF00, (short)0x8000, 0x40C0, 0x4080, 0x4040, 0x4000, 0x3FC0, 0x3F80, 0x3F00, 0,
+        (short)0xC0C0, (short)0xC080, (short)0xC040, (short)0xC000, (short)0xBFC0, (short)0xBF80,
+        (short)0xBF00, (short)0x8000, 0x40C0, 0x4080, 0x4040, 0x4000, 0x3FC0, 0x3F80, 0x3F00, 0);
+    const __mmask32 nz = 0xFEFEFEFEu;
+    /* row ni at c + ni * ldc, its scales at ws + ni * lds (the last row
+     * repeated in a short last tile) */
+    const int full = n0 + MLA_MX_TILE <= d->rows;
+    const uint8_t *c = d->w + n0 * d->ldw;
+    const float *ws = d->ws + n0 * d->nblk;
+    const int64_t ldc = d->ldw, lds = d->nblk;
+    const int64_t last = d->rows - 1 - n0;
     for (int64_t j = 0; j < d->nblk; ++j) {
         __m512i v[MLA_MX_TILE];
 #pragma GCC unroll 16
         for (int ni = 0; ni < MLA_MX_TILE; ++ni) {
-            const __m512i t = _mm512_srli_epi32(
-                _mm512_castps_si512(_mm512_mul_ps(fp4, _mm512_set1_ps(ws[ni][j]))), 16);
+            const int64_t r = full || ni <= last ? ni : last;
+            uint32_t sb;
+            memcpy(&sb, ws + r * lds + j, sizeof sb);
+            const short e = (short)(((int)(sb >> 23) - 127) * 128);
+            const __m512i t = _mm512_mask_add_epi16(fp4, nz, fp4, _mm512_set1_epi16(e));
             const __m512i cb = _mm512_cvtepu8_epi32(
-                _mm_loadu_si128((const __m128i *)(const void *)(c[ni] + 16 * j)));
-            const __m512i lo = _mm512_permutexvar_epi32(cb, t);
-            const __m512i hi = _mm512_permutexvar_epi32(_mm512_srli_epi32(cb, 4), t);
-            v[ni] = _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16));
+                _mm_loadu_si128((const __m128i *)(const void *)(c + r * ldc + 16 * j)));
+            v[ni] = _mm512_permutexvar_epi16(_mm512_add_epi32(cb, _mm512_slli_epi32(cb, 12)), t);
         }
         transpose16(v); /* v[i] lane ni: pair 16 j + i */
 #pragma GCC unroll 16
