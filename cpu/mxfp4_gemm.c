@@ -35,7 +35,6 @@
  * than 8 x 2 or 16 x 1, which load more activations per FMA). */
 #define MT_MAX 4
 #define MIN_TASKS 8
-#define QCHUNK 16   /* blocks per pass of the prequant path's quant */
 /* The AVX512-BF16 path from DP_MIN_M to DP_MAX_M activation rows (fewer:
  * its weight decode, a fixed cost per batch, outweighs the products; the
  * fp32 tiles decode on the fly and measured faster at M = 1..4). */
@@ -116,58 +115,6 @@ MLA_CPU_INLINE void act_rows_body(const mla_mxfp4_gemm_args *g, int a4w4, int64_
         deinterleave(buf, K, ad + (m - m0) * K);
     }
 }
-
-/* Rows 0 .. M of x[b] quantized as the MXFP4 quant does (the prequant
- * round trip's first half): codes to xc (row m at xc + m * K / 2), scale
- * bytes to xs (row m at xs + m * K / 32); buf holds K floats. Returns the
- * smallest scale byte. */
-MLA_CPU_INLINE int quant_rows_body(const mla_mxfp4_gemm_args *g, int64_t b, uint8_t *xc,
-                                   uint8_t *xs, float *buf)
-{
-    const int64_t K = g->K, nblk = K / BLOCK;
-    const int production = g->rule == MLA_MXFP4_PRODUCTION;
-    int smin = 255;
-    for (int64_t m = 0; m < g->M; ++m) {
-        const char *x = (const char *)g->x.data + (b * g->x.stride[0] + m * g->x.stride[1]) *
-                                                       (int64_t)mla_dtype_size(g->x.dtype);
-        mla_cpu_load_float(x, g->x.dtype, g->x.stride[2], K, buf);
-        /* per chunk: the blocks' scale bytes and masks spread per code byte,
-         * then one long loop (byte-wide data: gcc then uses full vectors) */
-        for (int64_t j0 = 0; j0 < nblk; j0 += QCHUNK) {
-            uint8_t sb[QCHUNK * (BLOCK / 2)], mk[QCHUNK * (BLOCK / 2)];
-            const int64_t nj = nblk - j0 < QCHUNK ? nblk - j0 : QCHUNK;
-            for (int64_t j = 0; j < nj; ++j) {
-                const float *v = buf + (j0 + j) * BLOCK;
-                uint32_t amax = 0;
-                MLA_SIMD_MAX(amax) for (int i = 0; i < BLOCK; ++i)
-                {
-                    uint32_t a = mla_fb_bits(v[i]) & 0x7FFFFFFFu;
-                    amax = a > amax ? a : amax;
-                }
-                const uint8_t s = mla_fb_mxfp4_scale_byte(amax, production);
-                memset(sb + j * (BLOCK / 2), s, BLOCK / 2);
-                memset(mk + j * (BLOCK / 2), mla_fb_mxfp4_code_mask(amax) ? 0xFF : 0, BLOCK / 2);
-                xs[m * nblk + j0 + j] = s;
-                smin = s < smin ? s : smin;
-            }
-            const float *v = buf + j0 * BLOCK;
-            uint8_t *c = xc + m * (K / 2) + j0 * (BLOCK / 2);
-            MLA_SIMD for (int64_t i = 0; i < nj * (BLOCK / 2); ++i) c[i] =
-                (uint8_t)((mla_fb_mxfp4_code(v[2 * i], sb[i], 0xFu) |
-                           (mla_fb_mxfp4_code(v[2 * i + 1], sb[i], 0xFu) << 4)) &
-                          mk[i]);
-        }
-    }
-    return smin;
-}
-
-#if MLA_CPU_X86
-MLA_TARGET_AVX512 static int quant_rows_avx512(const mla_mxfp4_gemm_args *g, int64_t b,
-                                               uint8_t *xc, uint8_t *xs, float *buf)
-{
-    return quant_rows_body(g, b, xc, xs, buf);
-}
-#endif
 
 /* ------------------------------------------------------ weight rows */
 
@@ -388,12 +335,15 @@ static int dp_rows(const plan *p, int64_t b, const mla_mx_rows *r, int ew, float
             }
         }
         mla_cpu_mx_x_codes(xc, xs, K, M, xt);
-    } else if (g->prequant) { /* the round trip: quantized, then decoded like W */
-#if MLA_CPU_X86
-        uint8_t *xc = (uint8_t *)ad, *xs = xc + M * (K / 2);
-        xe = quant_rows_avx512(g, b, xc, xs, buf) - 1;
-        mla_cpu_mx_x_codes(xc, xs, K, M, xt);
-#endif
+    } else if (g->prequant) { /* the round trip, vectorized */
+        for (int64_t m = 0; m < M; ++m) {
+            const char *x = (const char *)g->x.data + (b * g->x.stride[0] + m * g->x.stride[1]) *
+                                                          (int64_t)mla_dtype_size(g->x.dtype);
+            mla_cpu_load_float(x, g->x.dtype, g->x.stride[2], K, buf);
+            if (!mla_cpu_mx_round_trip(buf, K, g->rule == MLA_MXFP4_PRODUCTION, ad + m * K))
+                return 0;
+        }
+        xe = mla_cpu_mx_x_pairs(ad, K, M, xt);
     } else {
         p->k.act(g, 0, b, 0, M, ad, buf);
         xe = mla_cpu_mx_x_pairs(ad, K, M, xt);

@@ -70,5 +70,9 @@ int mla_cpu_mx_x_pairs(const float *ad, int64_t K, int64_t M, uint32_t *xt);
 /* ... from M <= 16 rows of contiguous codes (row m at xc + m * K / 2) and
  * their scale bytes (row m at xs + m * K / 32). */
 void mla_cpu_mx_x_codes(const uint8_t *xc, const uint8_t *xs, int64_t K, int64_t M, uint32_t *xt);
+/* ad[0, K) = the MXFP4 round trip of v[0, K), de-interleaved per block, as
+ * the driver's round_trip + deinterleave; 0 (ad partly written) when a
+ * block's scale byte is 254 or 255. AVX512-BF16 CPUs only. */
+int mla_cpu_mx_round_trip(const float *v, int64_t K, int production, float *ad);
 
 #endif

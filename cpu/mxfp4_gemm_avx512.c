@@ -268,6 +268,59 @@ TARGET_BF16 static void rows_dp(const mla_mx_dp *d)
     }
 }
 
+/* The e2m1 value nearest to |s| (ties to the even code, above 6: 6) with
+ * s's sign: the grid has steps 0.5 below 2, 1 below 4, 2 above, and its
+ * even codes are the even multiples of each step, so round-to-nearest-even
+ * at the step is the code's rounding. */
+TARGET_BF16 static inline __attribute__((always_inline)) __m512 e2m1_round(__m512 s)
+{
+    const __m512 a = _mm512_abs_ps(s);
+    const __m512 r1 = _mm512_roundscale_ps(a, 0x18); /* multiples of 0.5 */
+    const __m512 r2 = _mm512_roundscale_ps(a, 0x08); /* of 1 */
+    const __m512 r4 = _mm512_min_ps(
+        _mm512_mul_ps(_mm512_roundscale_ps(_mm512_mul_ps(a, _mm512_set1_ps(0.5f)), 0x08),
+                      _mm512_set1_ps(2.0f)),
+        _mm512_set1_ps(6.0f));
+    __m512 r = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, _mm512_set1_ps(4.0f), _CMP_LT_OQ), r4, r2);
+    r = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, _mm512_set1_ps(2.0f), _CMP_LT_OQ), r, r1);
+    return _mm512_or_ps(r, _mm512_and_ps(s, _mm512_castsi512_ps(_mm512_set1_epi32(INT32_MIN))));
+}
+
+/* ad[0, K) = deq(Q(v[0, K))) de-interleaved per block (cpu/mxfp4_gemm.h),
+ * Q the MXFP4 quant: per block the scale byte of core/format_bits.h, then
+ * each value v * 2^-e rounded to e2m1 (exact: a power of two) and scaled
+ * back (exact). 0 when a block's scale byte is 254 or 255 (the caller then
+ * takes the scalar path). */
+TARGET_BF16 static int round_trip_dp(const float *v, int64_t K, int production, float *ad)
+{
+    const __m512i mag = _mm512_set1_epi32(0x7FFFFFFF);
+    const __m512i ie = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i io = _mm512_add_epi32(ie, _mm512_set1_epi32(1));
+    for (int64_t k0 = 0; k0 < K; k0 += MLA_MX_BLOCK) {
+        const __m512 a = _mm512_loadu_ps(v + k0), b = _mm512_loadu_ps(v + k0 + 16);
+        const uint32_t amax = _mm512_reduce_max_epu32(_mm512_max_epu32(
+            _mm512_and_si512(_mm512_castps_si512(a), mag), _mm512_and_si512(_mm512_castps_si512(b), mag)));
+        const uint8_t sb = mla_fb_mxfp4_scale_byte(amax, production);
+        if (sb >= 254)
+            return 0;
+        __m512 ra = _mm512_setzero_ps(), rb = _mm512_setzero_ps(); /* a zero block: codes 0 */
+        if (amax != 0) {
+            const __m512 inv = _mm512_castsi512_ps(_mm512_set1_epi32((254 - sb) << 23));
+            const __m512 sc = _mm512_set1_ps(mla_fb_e8m0_to_f32(sb));
+            ra = _mm512_mul_ps(e2m1_round(_mm512_mul_ps(a, inv)), sc);
+            rb = _mm512_mul_ps(e2m1_round(_mm512_mul_ps(b, inv)), sc);
+        }
+        _mm512_storeu_ps(ad + k0, _mm512_permutex2var_ps(ra, ie, rb));
+        _mm512_storeu_ps(ad + k0 + 16, _mm512_permutex2var_ps(ra, io, rb));
+    }
+    return 1;
+}
+
+int mla_cpu_mx_round_trip(const float *v, int64_t K, int production, float *ad)
+{
+    return round_trip_dp(v, K, production, ad);
+}
+
 /* xt (pair p of row m at xt[p * 16 + m]) from de-interleaved fp32 rows,
  * exact in bf16: 16 rows' pairs of a block (zeros past M), transposed. */
 TARGET_BF16 static int x_pairs_dp(const float *ad, int64_t K, int64_t M, uint32_t *xt)
@@ -358,5 +411,11 @@ int mla_cpu_mx_x_pairs(const float *ad, int64_t K, int64_t M, uint32_t *xt)
 void mla_cpu_mx_x_codes(const uint8_t *xc, const uint8_t *xs, int64_t K, int64_t M, uint32_t *xt)
 {
     (void)xc, (void)xs, (void)K, (void)M, (void)xt;
+}
+
+int mla_cpu_mx_round_trip(const float *v, int64_t K, int production, float *ad)
+{
+    (void)v, (void)K, (void)production, (void)ad;
+    return 0;
 }
 #endif
