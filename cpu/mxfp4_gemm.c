@@ -37,8 +37,9 @@
 #define MIN_TASKS 8
 /* The AVX512-BF16 path from DP_MIN_M to DP_MAX_M activation rows (fewer:
  * its weight decode, a fixed cost per batch, outweighs the products; the
- * fp32 tiles decode on the fly and measured faster at M = 1..4). */
-#define DP_MIN_M 8
+ * fp32 tiles decode on the fly and measured faster at M = 1, 2, as fast at
+ * M = 4, slower from M = 6, Zen 4, W_kc and W_vc shapes). */
+#define DP_MIN_M 5
 #define DP_MAX_M 16
 #define DP_MAX_SCALE 252 /* its weight decode adds exponents: 6 * 2^(252 - 127) is still finite */
 
