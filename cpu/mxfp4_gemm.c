@@ -95,14 +95,18 @@ MLA_CPU_INLINE void act_rows_body(const mla_mxfp4_gemm_args *g, int a4w4, int64_
             const uint8_t *c = (const uint8_t *)x->codes.data + b * x->codes.stride[0] +
                                m * x->codes.stride[1];
             const uint8_t *s = (const uint8_t *)x->scales.data;
+            static const float fp4[16] = MLA_MX_FP4_VALUES;
             for (int64_t j = 0; j < nblk; ++j) {
-                uint8_t sb = s[scale_offset(x, b, m, j, nblk)];
+                /* fp4 * 2^(s - 127) in fp32 is exact (or inf; NaN for s = 255,
+                 * as mla_fb_e2m1_scaled_to_f32): a table per block */
+                const float sc = mla_fb_e8m0_to_f32(s[scale_offset(x, b, m, j, nblk)]);
+                float table[16];
+                MLA_SIMD for (int i = 0; i < 16; ++i) table[i] = fp4[i] * sc;
                 const uint8_t *cj = c + j * (BLOCK / 2) * x->codes.stride[2];
-                MLA_SIMD for (int i = 0; i < BLOCK / 2; ++i)
-                {
+                for (int i = 0; i < BLOCK / 2; ++i) {
                     uint8_t byte = cj[i * x->codes.stride[2]];
-                    buf[j * BLOCK + 2 * i] = mla_fb_e2m1_scaled_to_f32(byte & 0xFu, sb);
-                    buf[j * BLOCK + 2 * i + 1] = mla_fb_e2m1_scaled_to_f32(byte >> 4, sb);
+                    buf[j * BLOCK + 2 * i] = table[byte & 0xFu];
+                    buf[j * BLOCK + 2 * i + 1] = table[byte >> 4];
                 }
             }
         } else {
