@@ -314,6 +314,24 @@ static void sgemm_rows(const plan *p, const mla_mx_rows *r, int64_t b, int64_t n
 }
 #endif
 
+#if MLA_CPU_X86
+/* Rows 0 .. M of x[b] through the vectorized round trip into ad (the
+ * layout of act_rows_body); 0 where a block's scale byte rules it out. */
+MLA_TARGET_AVX512 static int prequant_rows_avx512(const mla_mxfp4_gemm_args *g, int64_t b,
+                                                  float *ad, float *buf)
+{
+    const int64_t K = g->K, sz = (int64_t)mla_dtype_size(g->x.dtype);
+    for (int64_t m = 0; m < g->M; ++m) {
+        const char *x =
+            (const char *)g->x.data + (b * g->x.stride[0] + m * g->x.stride[1]) * sz;
+        mla_cpu_load_float(x, g->x.dtype, g->x.stride[2], K, buf);
+        if (!mla_cpu_mx_round_trip(buf, K, g->rule == MLA_MXFP4_PRODUCTION, ad + m * K))
+            return 0;
+    }
+    return 1;
+}
+#endif
+
 /* The AVX512-BF16 path (cpu/mxfp4_gemm.h) for all M <= 16 rows: x as
  * bf16 pairs in the lanes (exact: BF16 x, its MXFP4 round trip, or a4w4
  * codes), then the tiles; 0 when a subnormal could occur (the caller then
@@ -331,7 +349,9 @@ static int dp_rows(const plan *p, int64_t b, const mla_mx_rows *r, int ew, float
         for (int64_t m = 0; m < M; ++m) {
             const uint8_t *c = (const uint8_t *)x->codes.data + b * x->codes.stride[0] +
                                m * x->codes.stride[1];
-            for (int64_t i = 0; i < K / 2; ++i)
+            if (x->codes.stride[2] == 1)
+                memcpy(xc + m * (K / 2), c, (size_t)(K / 2));
+            for (int64_t i = 0; x->codes.stride[2] != 1 && i < K / 2; ++i)
                 xc[m * (K / 2) + i] = c[i * x->codes.stride[2]];
             for (int64_t j = 0; j < nblk; ++j) {
                 const uint8_t s = ((const uint8_t *)x->scales.data)[scale_offset(x, b, m, j, nblk)];
@@ -341,13 +361,10 @@ static int dp_rows(const plan *p, int64_t b, const mla_mx_rows *r, int ew, float
         }
         mla_cpu_mx_x_codes(xc, xs, K, M, xt);
     } else if (g->prequant) { /* the round trip, vectorized */
-        for (int64_t m = 0; m < M; ++m) {
-            const char *x = (const char *)g->x.data + (b * g->x.stride[0] + m * g->x.stride[1]) *
-                                                          (int64_t)mla_dtype_size(g->x.dtype);
-            mla_cpu_load_float(x, g->x.dtype, g->x.stride[2], K, buf);
-            if (!mla_cpu_mx_round_trip(buf, K, g->rule == MLA_MXFP4_PRODUCTION, ad + m * K))
-                return 0;
-        }
+#if MLA_CPU_X86
+        if (!prequant_rows_avx512(g, b, ad, buf))
+            return 0;
+#endif
         xe = mla_cpu_mx_x_pairs(ad, K, M, xt);
     } else {
         p->k.act(g, 0, b, 0, M, ad, buf);
@@ -383,10 +400,14 @@ static void run_task(const plan *p, int64_t b, int64_t n_lo, int64_t n_hi, float
     const int copy = w->codes.stride[2] != 1;
     unsigned smin = 255, smax = 0; /* nonzero weights of a block with scale byte s: exponent
                                     * field >= s - 1 */
+    const int plain = w->layout != MLA_SCALE_PRESHUFFLED_GFX950 && w->scales.stride[2] == 1;
     for (int64_t n = 0; n < rows; ++n) {
+        const uint8_t *sr = (const uint8_t *)w->scales.data +
+                            (plain ? scale_offset(w, b, n_lo + n, 0, nblk) : 0);
         for (int64_t j = 0; j < nblk; ++j) {
-            const uint8_t s =
-                ((const uint8_t *)w->scales.data)[scale_offset(w, b, n_lo + n, j, nblk)];
+            const uint8_t s = plain ? sr[j]
+                                    : ((const uint8_t *)w->scales.data)[scale_offset(
+                                          w, b, n_lo + n, j, nblk)];
             smin = s < smin ? s : smin;
             smax = s > smax ? s : smax;
             ws[n * nblk + j] = mla_fb_e8m0_to_f32(s);

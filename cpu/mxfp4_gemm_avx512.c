@@ -281,8 +281,9 @@ TARGET_BF16 static inline __attribute__((always_inline)) __m512 e2m1_round(__m51
         _mm512_mul_ps(_mm512_roundscale_ps(_mm512_mul_ps(a, _mm512_set1_ps(0.5f)), 0x08),
                       _mm512_set1_ps(2.0f)),
         _mm512_set1_ps(6.0f));
-    __m512 r = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, _mm512_set1_ps(4.0f), _CMP_LT_OQ), r4, r2);
-    r = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, _mm512_set1_ps(2.0f), _CMP_LT_OQ), r, r1);
+    const __mmask16 lt4 = _mm512_cmp_ps_mask(a, _mm512_set1_ps(4.0f), _CMP_LT_OQ);
+    const __mmask16 lt2 = _mm512_cmp_ps_mask(a, _mm512_set1_ps(2.0f), _CMP_LT_OQ);
+    const __m512 r = _mm512_mask_blend_ps(lt2, _mm512_mask_blend_ps(lt4, r4, r2), r1);
     return _mm512_or_ps(r, _mm512_and_ps(s, _mm512_castsi512_ps(_mm512_set1_epi32(INT32_MIN))));
 }
 
@@ -298,8 +299,9 @@ TARGET_BF16 static int round_trip_dp(const float *v, int64_t K, int production, 
     const __m512i io = _mm512_add_epi32(ie, _mm512_set1_epi32(1));
     for (int64_t k0 = 0; k0 < K; k0 += MLA_MX_BLOCK) {
         const __m512 a = _mm512_loadu_ps(v + k0), b = _mm512_loadu_ps(v + k0 + 16);
-        const uint32_t amax = _mm512_reduce_max_epu32(_mm512_max_epu32(
-            _mm512_and_si512(_mm512_castps_si512(a), mag), _mm512_and_si512(_mm512_castps_si512(b), mag)));
+        const __m512i ma = _mm512_and_si512(_mm512_castps_si512(a), mag);
+        const __m512i mb = _mm512_and_si512(_mm512_castps_si512(b), mag);
+        const uint32_t amax = _mm512_reduce_max_epu32(_mm512_max_epu32(ma, mb));
         const uint8_t sb = mla_fb_mxfp4_scale_byte(amax, production);
         if (sb >= 254)
             return 0;
