@@ -361,11 +361,16 @@ static int dp_rows(const plan *p, int64_t b, const mla_mx_rows *r, int ew, float
         }
         mla_cpu_mx_x_codes(xc, xs, K, M, xt);
     } else if (g->prequant) { /* the round trip, vectorized */
-#if MLA_CPU_X86
-        if (!prequant_rows_avx512(g, b, ad, buf))
+        xe = mla_cpu_mx_x_prequant(g, b, xt);
+        if (xe == -2)
             return 0;
+#if MLA_CPU_X86
+        if (xe == -1) {
+            if (!prequant_rows_avx512(g, b, ad, buf))
+                return 0;
+            xe = mla_cpu_mx_x_pairs(ad, K, M, xt);
+        }
 #endif
-        xe = mla_cpu_mx_x_pairs(ad, K, M, xt);
     } else {
         p->k.act(g, 0, b, 0, M, ad, buf);
         xe = mla_cpu_mx_x_pairs(ad, K, M, xt);

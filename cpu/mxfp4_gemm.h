@@ -14,6 +14,8 @@
 
 #include <stdint.h>
 
+#include "core/backend.h"
+
 #define MLA_MX_BLOCK 32
 #define MLA_MX_TILE 16 /* outputs per tile */
 
@@ -74,5 +76,9 @@ void mla_cpu_mx_x_codes(const uint8_t *xc, const uint8_t *xs, int64_t K, int64_t
  * the driver's round_trip + deinterleave; 0 (ad partly written) when a
  * block's scale byte is 254 or 255. AVX512-BF16 CPUs only. */
 int mla_cpu_mx_round_trip(const float *v, int64_t K, int production, float *ad);
+/* xt of x[b]'s round trip (g->M <= 16 rows) straight from an F32 or BF16 x
+ * at unit stride: the smallest exponent field of the nonzero values, -1
+ * for any other x, -2 when a block's scale byte is 254 or 255. */
+int mla_cpu_mx_x_prequant(const mla_mxfp4_gemm_args *g, int64_t b, uint32_t *xt);
 
 #endif

@@ -318,6 +318,80 @@ TARGET_BF16 static int round_trip_dp(const float *v, int64_t K, int production, 
     return 1;
 }
 
+/* The xt of x[b]'s MXFP4 round trip straight from x (F32 or BF16 at unit
+ * stride): per block, each row's 32 values loaded, rounded as
+ * round_trip_dp, paired, then the 16 rows transposed. Returns the smallest
+ * exponent field of the nonzero values, -1 for any other x, -2 when a
+ * block's scale byte is 254 or 255. */
+TARGET_BF16 static int x_prequant_dp(const mla_mxfp4_gemm_args *g, int64_t b, uint32_t *xt)
+{
+    const mla_tensor *x = &g->x;
+    const int bf16 = x->dtype == MLA_DTYPE_BF16;
+    if (x->stride[2] != 1 || (!bf16 && x->dtype != MLA_DTYPE_F32))
+        return -1;
+    const int production = g->rule == MLA_MXFP4_PRODUCTION;
+    const int64_t K = g->K, M = g->M;
+    const __m512i top = _mm512_set1_epi32((int)0xFFFF0000u), eight = _mm512_set1_epi32(0xFF),
+                  mag = _mm512_set1_epi32(0x7FFFFFFF);
+    const __m512i ie = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i io = _mm512_add_epi32(ie, _mm512_set1_epi32(1));
+    __m512i emin = eight;
+    for (int64_t k0 = 0; k0 < K; k0 += MLA_MX_BLOCK) {
+        __m512i v[16];
+        for (int m = 0; m < 16; ++m) {
+            if (m >= M) {
+                v[m] = _mm512_setzero_si512();
+                continue;
+            }
+            const int64_t off = b * x->stride[0] + m * x->stride[1] + k0;
+            __m512 a, c;
+            if (bf16) {
+                const uint16_t *r = (const uint16_t *)x->data + off;
+                a = _mm512_castsi512_ps(_mm512_slli_epi32(
+                    _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)r)),
+                    16));
+                c = _mm512_castsi512_ps(_mm512_slli_epi32(
+                    _mm512_cvtepu16_epi32(
+                        _mm256_loadu_si256((const __m256i *)(const void *)(r + 16))),
+                    16));
+            } else {
+                a = _mm512_loadu_ps((const float *)x->data + off);
+                c = _mm512_loadu_ps((const float *)x->data + off + 16);
+            }
+            const __m512i ma = _mm512_and_si512(_mm512_castps_si512(a), mag);
+            const __m512i mc = _mm512_and_si512(_mm512_castps_si512(c), mag);
+            const uint32_t amax = _mm512_reduce_max_epu32(_mm512_max_epu32(ma, mc));
+            const uint8_t sb = mla_fb_mxfp4_scale_byte(amax, production);
+            if (sb >= 254)
+                return -2;
+            __m512 ra = _mm512_setzero_ps(), rc = _mm512_setzero_ps(); /* a zero block */
+            if (amax != 0) {
+                const __m512 inv = _mm512_castsi512_ps(_mm512_set1_epi32((254 - sb) << 23));
+                const __m512 sc = _mm512_set1_ps(mla_fb_e8m0_to_f32(sb));
+                ra = _mm512_mul_ps(e2m1_round(_mm512_mul_ps(a, inv)), sc);
+                rc = _mm512_mul_ps(e2m1_round(_mm512_mul_ps(c, inv)), sc);
+            }
+            const __m512i lo = _mm512_castps_si512(_mm512_permutex2var_ps(ra, ie, rc));
+            const __m512i hi = _mm512_castps_si512(_mm512_permutex2var_ps(ra, io, rc));
+            emin = _mm512_mask_min_epu32(emin, _mm512_test_epi32_mask(lo, mag), emin,
+                                         _mm512_and_si512(_mm512_srli_epi32(lo, 23), eight));
+            emin = _mm512_mask_min_epu32(emin, _mm512_test_epi32_mask(hi, mag), emin,
+                                         _mm512_and_si512(_mm512_srli_epi32(hi, 23), eight));
+            v[m] = _mm512_or_si512(_mm512_srli_epi32(lo, 16), _mm512_and_si512(hi, top));
+        }
+        transpose16(v); /* v[i] lane m: pair k0 / 2 + i */
+#pragma GCC unroll 16
+        for (int i = 0; i < 16; ++i)
+            _mm512_storeu_si512(xt + (k0 / 2 + i) * 16, v[i]);
+    }
+    return (int)_mm512_reduce_min_epu32(emin);
+}
+
+int mla_cpu_mx_x_prequant(const mla_mxfp4_gemm_args *g, int64_t b, uint32_t *xt)
+{
+    return x_prequant_dp(g, b, xt);
+}
+
 int mla_cpu_mx_round_trip(const float *v, int64_t K, int production, float *ad)
 {
     return round_trip_dp(v, K, production, ad);
@@ -419,5 +493,11 @@ int mla_cpu_mx_round_trip(const float *v, int64_t K, int production, float *ad)
 {
     (void)v, (void)K, (void)production, (void)ad;
     return 0;
+}
+
+int mla_cpu_mx_x_prequant(const mla_mxfp4_gemm_args *g, int64_t b, uint32_t *xt)
+{
+    (void)g, (void)b, (void)xt;
+    return -1;
 }
 #endif
