@@ -389,6 +389,30 @@ static int dp_rows(const plan *p, int64_t b, const mla_mx_rows *r, int ew, float
     return 1;
 }
 
+/* ws[n * nblk + j] = the block scales of weight rows n_lo .. n_lo + rows as
+ * fp32; with smin, smax also the smallest and largest scale byte. */
+MLA_CPU_INLINE void weight_scales(const mla_mxfp4_operand *w, int64_t b, int64_t n_lo,
+                                  int64_t rows, int64_t nblk, float *ws, unsigned *smin,
+                                  unsigned *smax)
+{
+    const int plain = w->layout != MLA_SCALE_PRESHUFFLED_GFX950 && w->scales.stride[2] == 1;
+    const uint8_t *sd = (const uint8_t *)w->scales.data;
+    unsigned lo = 255, hi = 0;
+    for (int64_t n = 0; n < rows; ++n) {
+        const uint8_t *sr = sd + (plain ? scale_offset(w, b, n_lo + n, 0, nblk) : 0);
+        for (int64_t j = 0; j < nblk; ++j) {
+            const uint8_t s = plain ? sr[j] : sd[scale_offset(w, b, n_lo + n, j, nblk)];
+            if (smin) {
+                lo = s < lo ? s : lo;
+                hi = s > hi ? s : hi;
+            }
+            ws[n * nblk + j] = mla_fb_e8m0_to_f32(s);
+        }
+    }
+    if (smin)
+        *smin = lo, *smax = hi;
+}
+
 /* Batch b, weight rows [n_lo, n_hi). */
 static void run_task(const plan *p, int64_t b, int64_t n_lo, int64_t n_hi, float *scratch)
 {
@@ -405,21 +429,13 @@ static void run_task(const plan *p, int64_t b, int64_t n_lo, int64_t n_hi, float
     const int copy = w->codes.stride[2] != 1;
     unsigned smin = 255, smax = 0; /* nonzero weights of a block with scale byte s: exponent
                                     * field >= s - 1 */
-    const int plain = w->layout != MLA_SCALE_PRESHUFFLED_GFX950 && w->scales.stride[2] == 1;
-    for (int64_t n = 0; n < rows; ++n) {
-        const uint8_t *sr = (const uint8_t *)w->scales.data +
-                            (plain ? scale_offset(w, b, n_lo + n, 0, nblk) : 0);
-        for (int64_t j = 0; j < nblk; ++j) {
-            const uint8_t s = plain ? sr[j]
-                                    : ((const uint8_t *)w->scales.data)[scale_offset(
-                                          w, b, n_lo + n, j, nblk)];
-            smin = s < smin ? s : smin;
-            smax = s > smax ? s : smax;
-            ws[n * nblk + j] = mla_fb_e8m0_to_f32(s);
-        }
-        for (int64_t i = 0; copy && i < K / 2; ++i)
+    if (p->dp)
+        weight_scales(w, b, n_lo, rows, nblk, ws, &smin, &smax);
+    else
+        weight_scales(w, b, n_lo, rows, nblk, ws, NULL, NULL);
+    for (int64_t n = 0; copy && n < rows; ++n)
+        for (int64_t i = 0; i < K / 2; ++i)
             codes[n * (K / 2) + i] = wc[n * w->codes.stride[1] + i * w->codes.stride[2]];
-    }
     mla_mx_rows r = {NULL, K, copy ? codes : wc, copy ? K / 2 : w->codes.stride[1], ws, rows,
                      nblk, out, ldo};
     if (p->dp && smax <= DP_MAX_SCALE && dp_rows(p, b, &r, (int)smin - 1, ad, buf, xt, wp, n_lo))
