@@ -8,9 +8,13 @@
  * when prequant, or the a4w4 dequant: all bit-exact per core/format_bits.h)
  * and runs tiles of 16 dot products (cpu/mxfp4_gemm.h); from M = 64, in
  * builds with OpenBLAS, one single-threaded sgemm against the task's weight
- * rows decoded to fp32 instead. K is never split: every output is one
- * tile's (or one sgemm call's) fixed sequence of operations, whatever the
- * thread count. Scratch is allocated before anything is written, so a
+ * rows decoded to fp32 instead. With AVX512-BF16 and 5 <= M <= 16 (and x
+ * exact in bf16: BF16 x, the round trip, a4w4), a task decodes its weights
+ * once to bf16 pairs and runs vdpbf16ps over all M rows per weight load
+ * (cpu/mxfp4_gemm.h), where the scale bytes and x's exponents rule out the
+ * instruction's subnormal flush; else the tiles. K is never split: every
+ * output is one tile's (or one sgemm call's) fixed sequence of operations,
+ * whatever the thread count. Scratch is allocated before anything is written, so a
  * failed allocation leaves y untouched. */
 #include <stdlib.h>
 #include <string.h>

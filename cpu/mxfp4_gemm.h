@@ -47,13 +47,15 @@ void mla_cpu_mx_rows_avx512(const mla_mx_rows *r, int mt);
  * that a vector holds pair p of the 16 rows; per pair one vdpbf16ps per
  * activation row (its pair broadcast), all M rows per weight load.
  * Products are exact; the instruction flushes subnormal inputs and results,
- * so the caller runs it only where mla_cpu_dp_safe rules them out. */
+ * so the caller runs it only where mla_cpu_dp_safe rules them out, and only
+ * for weight scale bytes up to 252 (the decode adds the scale's exponent to
+ * bf16 fields). Each output sums its pairs in k order, in fp32. */
 typedef struct mla_mx_dp {
     const uint32_t *xt; /* x as bf16 pairs: pair p of row m at xt[p * 16 + m] */
     int64_t M;          /* activation rows, <= 16 */
     const uint8_t *w;   /* weight code rows as in mla_mx_rows */
     int64_t ldw;
-    const float *ws;
+    const float *ws;    /* block scales as fp32 (powers of two: their exponents are used) */
     int64_t rows, nblk;
     uint32_t *panel; /* scratch: K / 2 pairs of 16 rows */
     float *out;      /* out[m * ldo + n] for m < M, n < rows, when y is NULL */
