@@ -16,6 +16,9 @@ typedef struct mla_attention_work {
     int32_t seq, split, kv_begin, kv_end;
 } mla_attention_work;
 
+/* seq of an unused entry (num_work .. work_capacity-1): see the work list */
+#define MLA_ATTN_WORK_UNUSED (-1)
+
 struct mla_attention_plan {
     mla_context *ctx;
     mla_attention_desc desc;
@@ -26,6 +29,9 @@ struct mla_attention_plan {
      * split dimension of the partial buffers. 1 = no split. */
     int32_t max_splits;
     int64_t num_work, work_capacity;
+    /* Fixed at create (launch sizes of graph-capturable kernels): max_q_len
+     * and num_work as create planned them; updates may exceed both. */
+    int64_t q_len_at_create, work_at_create;
     /* Host copies (what the plan computed) and the same arrays in context
      * memory (equal pointers for host backends). */
     mla_attention_work *work_host, *work_dev; /* [work_capacity] */
@@ -43,9 +49,9 @@ struct mla_attention_plan {
     /* CPU backend: its kernel's per-thread tiles, ctx->num_threads x
      * mla_cpu_attention_scratch_bytes(L, R) (cpu/cpu_kernels.h); -1 elsewhere. */
     int64_t host_scratch_offset;
-    int64_t Tk;          /* rope: new key tokens; 0 without rope */
-    int32_t has_rope;    /* planned with args->rope */
-    int32_t has_cu_q;    /* planned with cu_q_lens (else next_n rows each) */
+    int64_t Tk;       /* rope: new key tokens; 0 without rope */
+    int32_t has_rope; /* planned with args->rope */
+    int32_t has_cu_q; /* planned with cu_q_lens (else next_n rows each) */
 };
 
 /* The work list (written by core/attention_planner.c):
@@ -58,7 +64,13 @@ struct mla_attention_plan {
  *   partial gets zero weight (lse -inf);
  * - when splits[s] > 1 the kernel writes partial slot `split` of each row
  *   (part_o, part_lse; lse natural-log, -inf for no visible key) and a
- *   combine writes o and lse; when splits[s] == 1 it may write o directly. */
+ *   combine writes o and lse; when splits[s] == 1 it may write o directly;
+ * - entries num_work .. work_capacity-1 (host and device copies) have seq
+ *   MLA_ATTN_WORK_UNUSED, after create and after every update. A kernel
+ *   captured in a graph must not depend on num_work or max_q_len (an update
+ *   changes them): it sizes its launch from quantities fixed at create
+ *   (work_capacity, T, S, max_splits) and skips marked entries, writing
+ *   nothing for them. */
 
 /* Validated: kernels trust it. cu_q_lens is always valid (the plan's array
  * when the caller passed next_n); block_table, topk_indices, sinks and lse

@@ -9,9 +9,11 @@
  * - desc.num_splits == 0, the plan decides: when the B non-padding sequences
  *   already give every unit an item (B >= U) nothing is split; otherwise
  *   about 2U items in total (two per unit hides the tail of uneven items),
- *   shared in proportion to the lengths: n_s = ceil(2U len_s / sum len),
- *   at least 1, at most ceil(len_s / 64) (no chunk under 64 keys) and the
- *   split capacity; then chunk_s = ceil(len_s / n_s) rounded up to 64 and
+ *   shared in proportion to the lengths: n_s = floor(2U len_s / sum len)
+ *   (rounded down: the items fit in one wave of two blocks per unit, where
+ *   rounding up made e.g. 128 equal sequences on 132 units 384 items, one
+ *   and a half waves), at least 1, at most ceil(len_s / 64) (no chunk
+ *   under 64 keys) and the split capacity; then chunk_s = ceil(len_s / n_s) rounded up to 64 and
  *   n_s = ceil(len_s / chunk_s), so no automatic item is empty. */
 #include "core/attention_planner.h"
 #include "cpu/cpu_kernels.h" /* mla_cpu_attention_scratch_bytes */
@@ -38,7 +40,7 @@ static void choose_splits(const mla_attention_plan *plan, const int64_t *len, in
         } else if (forced >= 1) {
             k = forced;
         } else if (busy < U) {
-            k = (int64_t)ceil(2.0 * (double)U * (double)len[s] / (double)total);
+            k = (int64_t)floor(2.0 * (double)U * (double)len[s] / (double)total);
             const int64_t by_len = ceil_div(len[s], MLA_ATTN_CHUNK);
             k = k < 1 ? 1 : k > by_len ? by_len : k;
         }
@@ -74,7 +76,13 @@ void mla_attention_schedule(mla_attention_plan *plan, const int64_t *len, int32_
         plan->splits_host[s] = (int32_t)items;
     }
     plan->num_work = w;
+    /* the unused entries carry the marker (kernels sized from work_capacity
+     * skip them: a graph captured before an update stays valid) */
+    for (; w < plan->work_capacity; ++w)
+        plan->work_host[w] = (mla_attention_work){MLA_ATTN_WORK_UNUSED, 0, 0, 0};
     if (creating) {
+        plan->q_len_at_create = plan->max_q_len;
+        plan->work_at_create = plan->num_work;
         plan->max_splits = plan->desc.num_splits >= 1 ? plan->desc.num_splits : 1;
         for (int64_t s = 0; s < S; ++s)
             if (plan->splits_host[s] > plan->max_splits)

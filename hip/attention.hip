@@ -2,7 +2,13 @@
  * dense or sparse, decode and prefill, split-KV partial passes and their
  * combine, following the plan of core/attention_plan.h.
  *
- * One block (256 threads) per (work item, row tile, column chunk). A row
+ * One block record (256 threads) per (work item, row tile, column chunk).
+ * The launch is graph-capturable across plan updates: its grid comes from
+ * what the plan fixed at create (the items create planned, at least two per
+ * compute unit, at most work_capacity; row tiles from create's largest
+ * n_s), and each block walks virtual blocks with a grid stride, stopping at
+ * the first unused item (seq MLA_ATTN_WORK_UNUSED, core/attention_plan.h)
+ * and skipping row tiles past its sequence's rows. A row
  * tile is TM (query row, head) pairs of one sequence: HT = min(H, TM)
  * consecutive heads of JT = TM / HT consecutive query rows (dense; sparse
  * rows list their own keys, so JT = 1). Every block streams the work
@@ -24,7 +30,7 @@
  *   4. O = alpha O + P V with V = the first L dims of the same key rows.
  *
  * Matrix units through hip/mfma.h:
- *   NVIDIA mma m16n8k16: TM = 16 rows, NK = 64 keys, 8 warps; warp w holds
+ *   NVIDIA mma m16n8k16: TM = 16 rows, NK = 32 keys, 8 warps; warp w holds
  *     q's k-steps w, w + 8, .. (16 dims each) and O's 8-column tiles w,
  *     w + 8, .. of the block's 512-column chunk;
  *   gfx9 MFMA 32x32x8: TM = 32 rows, NK = 32 keys, 4 waves; wave w holds
@@ -39,7 +45,11 @@
  * any strides) and lse directly, sinks applied there; with several it writes
  * normalized partials (part_o F32 [T, H, max_splits, L], part_lse [T, H,
  * max_splits]) and finish_kernel merges them with weights e^(lse_i - max)
- * (empty splits weigh 0), sinks applied once. A row without a visible key
+ * (empty splits weigh 0), sinks applied once: a 64-lane team per (row,
+ * head, 256 columns), 16-byte loads, 8 splits' loads in flight per lane
+ * (the old 32-lane team per row walked 16 columns x all splits one load at
+ * a time: with 64 splits and few rows that serial chain was most of a
+ * small-batch decode). A row without a visible key
  * gets o = 0 and lse = -inf. Cache addresses are 64-bit throughout. */
 #include <math.h>
 #include <stdlib.h>
@@ -51,7 +61,8 @@
 #include "hip/cache_chunk.h"
 #include "hip/mfma.h"
 
-namespace {
+namespace
+{
 
 constexpr int kThreads = 256;
 constexpr int kColChunk = 512;    /* O columns per block (matrix bodies) */
@@ -107,7 +118,7 @@ struct att_desc {
      * registers for the kernel's uniform values */
     int32_t qs0, qs1, qs2, bts0, bts1, cls, cus, tks0, tks1, sks, os0, os1, os2, lse0, lse1;
     int32_t q_dtype, paged, sparse, o_bf16;
-    int32_t max_splits, S, H, HT, JT, NHT, NJT, NCC;
+    int32_t max_splits, S, H, HT, JT, NHT, NJT, NCC, num_items;
     int32_t D, DP, KS, nope_chunks, cpk;
     /* chunk c of a key part (nope / rope) starts (c >> sh) * ts + (c & (2^sh
      * - 1)) * cb bytes after the part's first byte (key_ref); rope_bf16: the
@@ -122,6 +133,7 @@ struct att_desc {
 struct att_blk {
     int32_t s, n_s, c_s, j0, h0, c0, split, direct;
     int32_t kv_lo, kv_hi;
+    int32_t v, jt, live; /* the kernel's cursor (attention_kernel); live: a block to run */
     int64_t row0;        /* first global row of the sequence */
     const int32_t *trow; /* the sequence's block-table row (paged) */
     const int32_t *krow; /* the tile's top-k row (sparse) */
@@ -299,10 +311,9 @@ MLA_DEV chunk_at chunk_of(const att_desc &d, int c)
 
 /* Keys of the tile into Ks (bf16 rows of DP values), synchronously: each
  * thread issues the loads of G chunks before converting any. */
-template <int CT, int NK>
+template <int CT, int NK, int G>
 MLA_DEV void load_tile(const att_desc &d, const int32_t *KP, const key_ref *KR, uint16_t *Ks)
 {
-    constexpr int G = 4;
     const int items = NK * d.cpk;
     for (int base = (int)threadIdx.x; base < items; base += G * kThreads) {
         uint32_t raw[G][4];
@@ -730,6 +741,22 @@ MLA_DEV void key_info(const att_desc &d, const att_blk &b, int32_t kb, int32_t &
         ref = key_bases<CT>(d, key_block(d, b, pos), (uint32_t)pos % d.c.bs);
 }
 
+/* Dims D .. DP of every key row stay 0 (the matrix steps read them; no
+ * tile load writes them): once per kernel, before its first record. */
+template <int KIND, int QT, bool ASYNC, int W>
+MLA_DEV void zero_pads(const att_desc &d, unsigned char *smem)
+{
+    using OPS = ops_of<KIND, QT, W>;
+    constexpr int NK = OPS::NK, NBUF = ASYNC ? 2 : 1;
+    const att_smem L = smem_layout(kTM, NK, OPS::NPART, d.DP, NBUF);
+    const int pad = d.DP - d.D;
+    for (int i = (int)threadIdx.x; i < NBUF * NK * pad; i += kThreads) {
+        const int row = i / pad;
+        reinterpret_cast<uint16_t *>(
+            smem + L.ks + (row / NK) * L.ks_bytes)[(row % NK) * d.DP + d.D + i % pad] = 0;
+    }
+}
+
 template <int KIND, int CT, int QT, bool ASYNC, int W>
 MLA_DEV void attend(const att_desc &d, const att_blk &b, unsigned char *smem)
 {
@@ -750,14 +777,6 @@ MLA_DEV void attend(const att_desc &d, const att_blk &b, unsigned char *smem)
     float *Pf = reinterpret_cast<float *>(smem + L.ps);
 
     const int tid = (int)threadIdx.x;
-    { /* dims D .. DP of every key row stay 0 (the matrix steps read them) */
-        const int pad = d.DP - d.D;
-        for (int i = tid; i < NBUF * NK * pad; i += kThreads) {
-            const int row = i / pad;
-            reinterpret_cast<uint16_t *>(
-                smem + L.ks + (row / NK) * L.ks_bytes)[(row % NK) * d.DP + d.D + i % pad] = 0;
-        }
-    }
     typename OPS::type ops;
     ops.init(d, b);
 
@@ -813,7 +832,11 @@ MLA_DEV void attend(const att_desc &d, const att_blk &b, unsigned char *smem)
                 key_info<CT>(d, b, kb + NK, npos, nblk);
             }
             idx_sync();
-            load_tile<CT, NK>(d, KP, KBs, Ks);
+            /* G chunks a thread loads before it converts them: 2 for f32 q
+             * in the matrix bodies (its hi + lo fragments leave no room for
+             * 4 in a loop over records: spills on gfx942 and sm_90) */
+            constexpr int G = KIND != KIND_FMA && QT == MLA_DTYPE_F32 ? 2 : 4;
+            load_tile<CT, NK, G>(d, KP, KBs, Ks);
             idx_sync();
         }
         ops.scores(d, b, Ks, Sp);
@@ -916,24 +939,20 @@ MLA_DEV void attend(const att_desc &d, const att_blk &b, unsigned char *smem)
     });
 }
 
-template <int PATH, int CT, int QT, bool ASYNC>
-__global__ __launch_bounds__(kThreads) void attention_kernel(att_desc d)
+/* The block record of virtual block v (item, row-tile slot, head tile,
+ * column chunk), row tile jt of that slot; false when the item is unused or
+ * the row tile lies past the sequence's rows. */
+template <int PATH>
+MLA_DEV bool block_of(const att_desc &d, const mla_attention_work &w, int32_t v, int32_t jt,
+                      att_blk &b)
 {
-    MLA_IDX_SMEM(unsigned char, smem);
-    const int32_t per_work = d.NJT * d.NHT * d.NCC;
-    const int32_t wi = (int32_t)blockIdx.x / per_work;
-    int32_t rem = (int32_t)blockIdx.x - wi * per_work;
-    const int32_t cc = rem % d.NCC;
-    rem /= d.NCC;
-    const int32_t ht = rem % d.NHT, jt = rem / d.NHT;
-    const mla_attention_work w = d.work[wi];
-    att_blk b;
+    const int32_t cc = v % d.NCC, ht = (v / d.NCC) % d.NHT;
     b.s = w.seq;
     b.row0 = d.cu_q[(int64_t)w.seq * d.cus];
     b.n_s = (int32_t)(d.cu_q[(int64_t)(w.seq + 1) * d.cus] - b.row0);
     b.j0 = jt * d.JT;
-    if (b.j0 >= b.n_s) /* the whole block */
-        return;
+    if (b.j0 >= b.n_s)
+        return false;
     b.c_s = d.ctx_lens[(int64_t)w.seq * d.cls];
     b.trow = d.paged ? d.table + (int64_t)w.seq * d.bts0 : d.table;
     b.krow = d.sparse ? d.topk + (b.row0 + b.j0) * d.tks0 : d.topk;
@@ -949,35 +968,90 @@ __global__ __launch_bounds__(kThreads) void attention_kernel(att_desc d)
         const int32_t lim = b.c_s - b.n_s + last + 1;
         b.kv_hi = w.kv_end < lim ? w.kv_end : lim;
     }
-    /* from here on the descriptor and the block record come from shared
-     * memory (see smem_layout) */
+    return true;
+}
+
+/* Thread 0's step to the block's next record: virtual block v (v = ((item *
+ * NJT + slot) * NHT + head tile) * NCC + chunk), row tile jt of the slot's
+ * row tiles j, j + NJT, ..; the next v is v + gridDim.x. b.live = 0 once v
+ * passes the list or meets an unused item (every later one is unused too). */
+template <int PATH> MLA_DEV void next_block(const att_desc &d, att_blk &b, bool first)
+{
+    const int32_t per_work = d.NJT * d.NHT * d.NCC, per_slot = d.NHT * d.NCC;
+    int64_t v = first ? (int64_t)blockIdx.x : b.v;
+    int32_t jt = first ? -1 : b.jt + d.NJT; /* -1: the slot's first row tile */
+    b.live = 0;
+    for (; v < (int64_t)d.num_items * per_work; v += gridDim.x, jt = -1) {
+        const int32_t wi = (int32_t)v / per_work; /* v < 2^31 (the host checks) */
+        const int32_t rem = (int32_t)v - wi * per_work;
+        const mla_attention_work w = d.work[wi];
+        if (w.seq < 0)
+            return;
+        if (jt < 0)
+            jt = rem / per_slot;
+        if (block_of<PATH>(d, w, rem, jt, b)) {
+            b.v = (int32_t)v;
+            b.jt = jt;
+            b.live = 1;
+            return;
+        }
+    }
+}
+
+/* Graph-capturable: the grid is fixed at plan create, the work list is
+ * device data; a block runs the records next_block gives it (NJT from the
+ * row count at create: an update with more rows loops here). The
+ * descriptor, the record and the cursor live in shared memory (see
+ * smem_layout): nothing of the loop stays in scalar registers across the
+ * attention body. */
+template <int PATH, int CT, int QT, bool ASYNC>
+__global__ __launch_bounds__(kThreads) void attention_kernel(att_desc d)
+{
+    MLA_IDX_SMEM(unsigned char, smem);
+    att_desc &sd = *reinterpret_cast<att_desc *>(smem);
+    att_blk &sb = *reinterpret_cast<att_blk *>(smem + align16((int)sizeof(att_desc)));
     if (threadIdx.x == 0) {
-        *reinterpret_cast<att_desc *>(smem) = d;
-        *reinterpret_cast<att_blk *>(smem + align16((int)sizeof(att_desc))) = b;
+        sd = d;
+        next_block<PATH>(d, sb, true);
     }
     idx_sync();
-    const att_desc &sd = *reinterpret_cast<const att_desc *>(smem);
-    const att_blk &sb = *reinterpret_cast<const att_blk *>(smem + align16((int)sizeof(att_desc)));
     if constexpr (PATH == PATH_MATRIX)
-        attend<MLA_ATT_MATRIX_KIND, CT, QT, ASYNC && MLA_ATT_MATRIX_KIND == 1, kColChunk>(sd, sb,
-                                                                                          smem);
-    else /* q read through its run-time dtype */
-        attend<KIND_FMA, CT, MLA_DTYPE_BF16, false, kColChunkFma>(sd, sb, smem);
+        zero_pads<MLA_ATT_MATRIX_KIND, QT, ASYNC && MLA_ATT_MATRIX_KIND == 1, kColChunk>(sd, smem);
+    else
+        zero_pads<KIND_FMA, MLA_DTYPE_BF16, false, kColChunkFma>(sd, smem);
+    while (sb.live) {
+        if constexpr (PATH == PATH_MATRIX)
+            attend<MLA_ATT_MATRIX_KIND, CT, QT, ASYNC && MLA_ATT_MATRIX_KIND == 1, kColChunk>(
+                sd, sb, smem);
+        else /* q read through its run-time dtype */
+            attend<KIND_FMA, CT, MLA_DTYPE_BF16, false, kColChunkFma>(sd, sb, smem);
+        idx_sync(); /* every thread is done with the record */
+        if (threadIdx.x == 0)
+            next_block<PATH>(sd, sb, false);
+        idx_sync();
+    }
 }
 
 /* The rows the attention blocks do not finish: a team of kTeam threads per
- * (row, head). Rows of a padding sequence (no work item) get o = 0 and
- * lse = -inf; rows of a sequence with several splits the combine of their
- * partials (weights e^(lse_i - max), empty splits 0, sinks once); rows of a
- * one-split sequence were written directly and are left alone. */
-constexpr int kTeam = 32;
+ * (row, head, column chunk of kTeam * VEC). Rows of a padding sequence (no
+ * work item) get o = 0 and lse = -inf; rows of a sequence with several
+ * splits the combine of their partials (weights e^(lse_i - max), empty
+ * splits 0, sinks once); rows of a one-split sequence were written directly
+ * and are left alone. A lane combines VEC consecutive columns (16-byte loads
+ * of the partials when L is a multiple of 4), its loads over the splits
+ * independent of each other (several in flight). */
+constexpr int kTeam = 64;
 
-__global__ __launch_bounds__(kThreads) void finish_kernel(att_desc d, int64_t pairs)
+template <int VEC>
+__global__ __launch_bounds__(kThreads) void finish_kernel(att_desc d, int64_t teams)
 {
-    const int64_t pair = (int64_t)blockIdx.x * (kThreads / kTeam) + threadIdx.x / kTeam;
-    if (pair >= pairs)
+    const int64_t team = (int64_t)blockIdx.x * (kThreads / kTeam) + threadIdx.x / kTeam;
+    if (team >= teams)
         return;
     const int lane = (int)threadIdx.x % kTeam;
+    const int32_t L = (int32_t)d.c.L, nch = (L + kTeam * VEC - 1) / (kTeam * VEC);
+    const int64_t pair = team / nch;
+    const int32_t chunk = (int32_t)(team - pair * nch);
     const int64_t row = pair / d.H, h = pair % d.H;
     /* the sequence of row: the last s with cu_q[s] <= row (empty sequences
      * share their cu_q with the next: the last of them owns the row) */
@@ -1015,22 +1089,52 @@ __global__ __launch_bounds__(kThreads) void finish_kernel(att_desc d, int64_t pa
         f = scale / W;
         lse = mm + logf(W);
     }
-    for (int32_t col = lane; col < (int32_t)d.c.L; col += kTeam) {
-        float val = 0.0f;
-        if (M != -INFINITY) {
-            float acc = 0.0f;
-            for (int i = 0; i < ns; ++i)
-                if (pl[i] != -INFINITY)
-                    acc += expf(pl[i] - M) * po[(int64_t)i * d.c.L + col];
-            val = acc * f;
+    const int32_t col0 = (chunk * kTeam + lane) * VEC;
+    float acc[VEC];
+#pragma unroll
+    for (int e = 0; e < VEC; ++e)
+        acc[e] = 0.0f;
+    if (M != -INFINITY && col0 < L) {
+        constexpr int U = 8; /* splits whose loads are in flight together */
+        for (int i0 = 0; i0 < ns; i0 += U) {
+            float wt[U], v[U][VEC];
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+                const int i = i0 + u < ns ? i0 + u : ns - 1;
+                const float l = pl[i];
+                wt[u] = (i0 + u >= ns || l == -INFINITY) ? 0.0f : expf(l - M);
+                const float *src = po + (int64_t)i * d.c.L + col0;
+                if constexpr (VEC == 4) {
+                    const mla_u32x4 q = *reinterpret_cast<const mla_u32x4 *>(src);
+#pragma unroll
+                    for (int e = 0; e < 4; ++e)
+                        v[u][e] = mla_fb_float(q.v[e]);
+                } else {
+#pragma unroll
+                    for (int e = 0; e < VEC; ++e)
+                        v[u][e] = src[e];
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < U; ++u)
+#pragma unroll
+                for (int e = 0; e < VEC; ++e)
+                    acc[e] += wt[u] == 0.0f ? 0.0f : wt[u] * v[u][e];
         }
+    }
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) {
+        const int32_t col = col0 + e;
+        if (col >= L)
+            continue;
+        const float val = M != -INFINITY ? acc[e] * f : 0.0f;
         const int64_t off = row * d.os0 + h * d.os1 + (int64_t)col * d.os2;
         if (d.o_bf16)
             static_cast<uint16_t *>(d.o)[off] = (uint16_t)mla_fb_f32_to_bf16(val);
         else
             static_cast<float *>(d.o)[off] = val;
     }
-    if (lane == 0 && d.lse)
+    if (lane == 0 && chunk == 0 && d.lse)
         d.lse[row * d.lse0 + h * d.lse1] = lse;
 }
 
@@ -1235,7 +1339,11 @@ mla_status mla_hip_attention(mla_context *ctx, const mla_attention_op_args *a)
     d.HT = (int32_t)(H < TM ? H : TM);
     d.NHT = (int32_t)((H + d.HT - 1) / d.HT);
     d.JT = d.sparse ? 1 : TM / d.HT;
-    d.NJT = (int32_t)((p->max_q_len + d.JT - 1) / d.JT);
+    /* launch sizes from what the plan fixed at create (an update under a
+     * captured graph changes num_work and max_q_len, not these) */
+    const int64_t qcap = p->q_len_at_create > 0 ? p->q_len_at_create : 1;
+    d.NJT = (int32_t)((qcap + d.JT - 1) / d.JT);
+    d.num_items = (int32_t)p->work_capacity;
     const int32_t col_chunk = path == PATH_MATRIX ? kColChunk : kColChunkFma;
     d.NCC = (int32_t)((L + col_chunk - 1) / col_chunk);
     if (p->T == 0)
@@ -1248,8 +1356,13 @@ mla_status mla_hip_attention(mla_context *ctx, const mla_attention_op_args *a)
         return mla_fail(ctx, MLA_ERR_UNSUPPORTED, "cache_desc.kv_lora",
                         "L + R = %lld: the key tile needs %lld bytes of shared memory",
                         (long long)D, (long long)smem);
-    const int64_t blocks = p->num_work * (int64_t)d.NJT * d.NHT * d.NCC;
-    if (blocks > 0x7FFFFFFF)
+    /* the items create planned, at least two per compute unit (an update
+     * may plan more: blocks then take several), at most the capacity */
+    const int64_t units = 2 * (int64_t)(ctx->compute_units > 0 ? ctx->compute_units : 1);
+    int64_t grid_items = p->work_at_create > units ? p->work_at_create : units;
+    grid_items = grid_items < p->work_capacity ? grid_items : p->work_capacity;
+    const int64_t blocks = grid_items * (int64_t)d.NJT * d.NHT * d.NCC;
+    if (blocks > 0x7FFFFFFF || p->work_capacity * (int64_t)d.NJT * d.NHT * d.NCC > 0x7FFFFFFF)
         return mla_fail(ctx, MLA_ERR_UNSUPPORTED, "q.shape",
                         "%lld attention blocks: beyond one launch", (long long)blocks);
     if (blocks > 0) {
@@ -1261,11 +1374,17 @@ mla_status mla_hip_attention(mla_context *ctx, const mla_attention_op_args *a)
     }
     /* padding rows and the combine: every run (the split counts are device
      * data that a plan update may change under a captured graph) */
-    const int64_t pairs = p->T * H, per = kThreads / kTeam;
-    const int64_t fblocks = (pairs + per - 1) / per;
+    const bool vec4 = L % 4 == 0;
+    const int64_t per_pair = (L + kTeam * (vec4 ? 4 : 1) - 1) / (kTeam * (vec4 ? 4 : 1));
+    const int64_t teams = p->T * H * per_pair, per = kThreads / kTeam;
+    const int64_t fblocks = (teams + per - 1) / per;
     if (fblocks > 0x7FFFFFFF)
         return mla_fail(ctx, MLA_ERR_UNSUPPORTED, "q.shape", "%lld rows x heads: beyond one launch",
-                        (long long)pairs);
-    finish_kernel<<<(unsigned)fblocks, kThreads, 0, mla_hip_state_of(ctx)->stream>>>(d, pairs);
+                        (long long)(p->T * H));
+    hipStream_t stream = mla_hip_state_of(ctx)->stream;
+    if (vec4)
+        finish_kernel<4><<<(unsigned)fblocks, kThreads, 0, stream>>>(d, teams);
+    else
+        finish_kernel<1><<<(unsigned)fblocks, kThreads, 0, stream>>>(d, teams);
     return mla_hip_check_launch(ctx, "attention finish kernel launch");
 }

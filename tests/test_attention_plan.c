@@ -76,6 +76,19 @@ static int32_t check_work(const mla_attention_plan *p, const int64_t *len)
     return largest;
 }
 
+/* Entries num_work .. work_capacity-1 carry the unused marker (kernels
+ * launched for the capacity skip them), in the host and the device copy. */
+static void check_unused(const mla_attention_plan *p)
+{
+    CHECK(p->num_work <= p->work_capacity);
+    for (int64_t w = p->num_work; w < p->work_capacity; ++w) {
+        CHECK(p->work_host[w].seq == MLA_ATTN_WORK_UNUSED);
+        CHECK(p->work_dev[w].seq == MLA_ATTN_WORK_UNUSED);
+    }
+    for (int64_t w = 0; w < p->num_work; ++w)
+        CHECK(p->work_host[w].seq >= 0 && p->work_host[w].seq < p->S);
+}
+
 static void test_planner(mla_context *ctx)
 {
     const int32_t lens[S] = {300, 0, 100}, short_lens[S] = {70, 0, 10};
@@ -133,7 +146,26 @@ static void test_planner(mla_context *ctx)
     memcpy(f.lens, lens, sizeof lens);
     CHECK_STATUS(mla_attention_plan_update(ctx, p, &f.args), MLA_OK);
     CHECK(check_work(p, len) == 2 && p->max_splits == 2 && p->workspace_bytes == wb);
+    check_unused(p);
+    /* what create planned stays the launch size; an update that shrinks
+     * the work marks the entries it no longer uses */
+    CHECK(p->work_at_create == 3 && p->q_len_at_create == 1);
+    const int32_t one[S] = {0, 0, 10};
+    const int64_t one_len[S] = {0, 0, 10};
+    memcpy(f.lens, one, sizeof one);
+    CHECK_STATUS(mla_attention_plan_update(ctx, p, &f.args), MLA_OK);
+    CHECK(check_work(p, one_len) == 1 && p->num_work == 1 && p->work_at_create == 3);
+    check_unused(p);
     mla_attention_plan_destroy(p);
+
+    /* after create too, forced splits (capacity S * 4) */
+    f.desc.num_splits = 4;
+    memcpy(f.lens, lens, sizeof lens);
+    CHECK_STATUS(mla_attention_plan_create(ctx, &f.desc, &f.args, &p), MLA_OK);
+    CHECK(p->num_work == 8 && p->work_capacity == 12);
+    check_unused(p);
+    mla_attention_plan_destroy(p);
+    f.desc.num_splits = 0;
     free(f.cache);
 }
 
@@ -181,6 +213,7 @@ static void test_device_paths(mla_context *host)
     CHECK(copies >= 4 && allocs == 3); /* index tensors read back; three twins, filled */
     CHECK(p->work_dev != p->work_host && p->cu_q_dev != p->cu_q_host);
     CHECK(memcmp(p->work_dev, p->work_host, (size_t)p->num_work * sizeof *p->work_host) == 0);
+    check_unused(p);
     const int64_t wb = mla_attention_plan_workspace_bytes(p);
     void *ws = NULL;
     mla_malloc(dev, (size_t)wb, &ws);
@@ -200,6 +233,16 @@ static void test_device_paths(mla_context *host)
     CHECK(p->work_dev == work_dev);
     CHECK(memcmp(p->work_dev, p->work_host, (size_t)p->num_work * sizeof *p->work_host) == 0);
     CHECK(p->work_host[0].kv_end == 20);
+    check_unused(p);
+    CHECK_STATUS(mla_attention_run(dev, p, &f.args), MLA_OK);
+    /* an update that shrinks the work (one busy sequence): the device copy
+     * marks the entries it no longer uses */
+    const int32_t lens3[S] = {5, 0, 0};
+    memcpy(f.lens, lens3, sizeof lens3);
+    const int64_t before = p->num_work;
+    CHECK_STATUS(mla_attention_plan_update(dev, p, &f.args), MLA_OK);
+    CHECK(p->num_work < before && p->work_dev == work_dev);
+    check_unused(p);
     CHECK_STATUS(mla_attention_run(dev, p, &f.args), MLA_OK);
     f.args.workspace = NULL;
     mla_free(dev, ws);
