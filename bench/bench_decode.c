@@ -241,8 +241,9 @@ static mla_status dc_setup(dc_set *s, bench_rng *rng, const dc_row *w, int n)
     return MLA_OK;
 }
 
-static void dc_print(FILE *out, const dc_row *rows, int n)
+static void dc_print(FILE *out, const void *rp, int n)
 {
+    const dc_row *rows = rp;
     fprintf(out, "%5s %6s %4s %-10s %6s %10s %7s %10s %11s %11s %9s %9s %5s %8s\n", "batch", "ctx",
             "H", "cache", "splits", "bytes_MiB", "bound", "roof_us", "median_us", "min_us", "GB/s",
             "GFLOP/s", "reps", "roof%");
@@ -474,17 +475,12 @@ int bench_decode_cmd(int argc, char **argv)
                 (long long)w->C, (long long)w->H, dc_cache_names[w->cache],
                 w->ok ? 1e6 * w->t.median_s : 0.0, w->note);
     }
-    const double seconds = bench_now() - start;
-    bench_print_ceilings(stdout, &c);
-    printf("\n");
-    dc_print(stdout, rows, n);
-    printf("\nsweep: %.1f s; FLOPs = 2 B H C (576 + 512), bytes = cache (B C bytes per token) + q "
-           "+ o; roof = max(bytes / copy BW, FLOPs / matmul rate); roof%% = roof / median "
-           "(docs/PERFORMANCE.md)\n",
-           seconds);
-    if (bench_mx_write_json(&a, ctx, &c, dc_json, rows, n, seconds) != MLA_EXIT_OK)
-        rc = MLA_EXIT_FAIL;
-    if (errors)
+    if (bench_mx_finish(
+            &a, ctx, &c, dc_print, dc_json, rows, n, start,
+            "FLOPs = 2 B H C (576 + 512), bytes = cache (B C bytes per token) + q + o; roof = "
+            "max(bytes / copy BW, FLOPs / matmul rate); roof% = roof / median "
+            "(docs/PERFORMANCE.md)",
+            errors) != MLA_EXIT_OK)
         rc = MLA_EXIT_FAIL;
     free(rows);
     mla_context_destroy(ctx);

@@ -117,12 +117,13 @@ static mla_status ix_setup(ix_set *s, bench_rng *rng, int64_t C, int64_t B)
     free(h);
     MLA_BENCH_TRY(st);
     const int64_t cs[2] = {nblocks, bb};
-    MLA_BENCH_TRY(mla_tensor_init(&s->cache, s->mem[0], MLA_DTYPE_U8, mla_context_memory(ctx), 2, cs));
+    MLA_BENCH_TRY(
+        mla_tensor_init(&s->cache, s->mem[0], MLA_DTYPE_U8, mla_context_memory(ctx), 2, cs));
 
     const int64_t qs[3] = {B, IX_HI, IX_D}, ws[2] = {B, IX_HI}, ls[2] = {B, C},
                   is[2] = {B, IX_TOPK};
-    MLA_BENCH_TRY(bench_mx_upload(ctx, rng, MLA_DTYPE_FP8_E4M3FN, 3, qs, BENCH_FILL_ACT,
-                                  &s->mem[1], &s->q));
+    MLA_BENCH_TRY(
+        bench_mx_upload(ctx, rng, MLA_DTYPE_FP8_E4M3FN, 3, qs, BENCH_FILL_ACT, &s->mem[1], &s->q));
     MLA_BENCH_TRY(
         bench_mx_upload(ctx, rng, MLA_DTYPE_F32, 2, ws, BENCH_FILL_ACT, &s->mem[2], &s->w));
     MLA_BENCH_TRY(
@@ -158,8 +159,9 @@ static mla_status ix_setup(ix_set *s, bench_rng *rng, int64_t C, int64_t B)
     return st;
 }
 
-static void ix_print(FILE *out, const ix_row *rows, int n)
+static void ix_print(FILE *out, const void *rp, int n)
 {
+    const ix_row *rows = rp;
     fprintf(out, "%7s %3s %10s %7s %9s %8s %11s %6s %8s %10s %9s %7s %9s\n", "context", "B",
             "cache_MiB", "bound", "roof_us", "logit_us", "logit_GB/s", "reps", "logit%", "topk_us",
             "topk%BW", "reps", "total%");
@@ -196,7 +198,10 @@ static void ix_json(bench_json *j, const void *rp, int n)
         bench_json_int(j, "block_size", IX_BLOCK);
         bench_json_str(j, "layout", mla_indexer_layout_name(mla_indexer_layout_for(IX_BLOCK)));
         bench_json_int(j, "topk", IX_TOPK);
-        bench_json_str(j, "status", w->skipped ? "skipped" : w->ok_logits && w->ok_topk ? "ok" : "failed");
+        bench_json_str(j, "status",
+                       w->skipped                   ? "skipped"
+                       : w->ok_logits && w->ok_topk ? "ok"
+                                                    : "failed");
         bench_json_str(j, "note", w->note);
         bench_json_int(j, "cache_bytes", w->cache_bytes);
         bench_json_num(j, "flops", w->flops);
@@ -318,17 +323,12 @@ int bench_indexer_cmd(int argc, char **argv)
                     w->ok_topk ? 1e6 * w->tk.median_s : 0.0, w->note);
         }
     }
-    const double seconds = bench_now() - start;
-    bench_print_ceilings(stdout, &c);
-    printf("\n");
-    ix_print(stdout, rows, n);
-    printf("\nsweep: %.1f s; roof = max(132 B per key / copy BW, 2*64*128 FLOP per key / matmul "
-           "rate); logit%% and total%% = roof / time (total = logits + top-k); topk%%BW = (logits "
-           "read + indices written) / copy BW / time (docs/PERFORMANCE.md)\n",
-           seconds);
-    if (bench_mx_write_json(&a, ctx, &c, ix_json, rows, n, seconds) != MLA_EXIT_OK)
-        rc = MLA_EXIT_FAIL;
-    if (errors)
+    if (bench_mx_finish(
+            &a, ctx, &c, ix_print, ix_json, rows, n, start,
+            "roof = max(132 B per key / copy BW, 2*64*128 FLOP per key / matmul rate); logit% "
+            "and total% = roof / time (total = logits + top-k); topk%BW = (logits read + indices "
+            "written) / copy BW / time (docs/PERFORMANCE.md)",
+            errors) != MLA_EXIT_OK)
         rc = MLA_EXIT_FAIL;
     free(rows);
     mla_context_destroy(ctx);

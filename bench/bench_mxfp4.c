@@ -173,9 +173,8 @@ mla_context *bench_mx_open(bench_mx_args *a, bench_ceilings *c)
     const char *why = mla_context_fallback_reason(ctx);
     if (why && *why)
         printf("fallback  : %s\n", why);
-    printf("host CPU  : %s, %d logical CPUs, LLC %lld MiB; load average %.2f\n",
-           bench_cpu_model(), bench_cpu_count(), (long long)(bench_llc_bytes() >> 20),
-           bench_loadavg());
+    printf("host CPU  : %s, %d logical CPUs, LLC %lld MiB; load average %.2f\n", bench_cpu_model(),
+           bench_cpu_count(), (long long)(bench_llc_bytes() >> 20), bench_loadavg());
     printf("build     : %s; OpenMP %s, OpenBLAS %s; CPU kernels: %s\n", bi->compiler,
            bi->has_openmp ? "yes" : "no", bi->has_openblas ? "yes" : "no", bi->cpu_isa);
     printf("timing    : up to %d reps after %d warm-up, row budget %.2f s, max call %.2f s, "
@@ -274,8 +273,7 @@ void bench_mx_note(mla_context *ctx, mla_status st, char *buf, size_t len)
 enum { V_BF16, V_A16WFP4, V_A4W4, V_FLAT_MXFP4, V_FLAT_FP8, V_COUNT };
 static const char *const v_name[V_COUNT] = {"bf16", "a16wfp4", "a4w4", "mxfp4", "fp8 g128"};
 static const char *const v_api[V_COUNT] = {"mla_batched_gemm", "mla_batched_gemm_a16wfp4",
-                                           "mla_batched_gemm_a4w4",
-                                           "mla_fused_flatten_mxfp4_quant",
+                                           "mla_batched_gemm_a4w4", "mla_fused_flatten_mxfp4_quant",
                                            "mla_fused_flatten_fp8_group_quant"};
 
 #define MX_HEADS 128
@@ -307,15 +305,18 @@ static mla_status mx_call(void *arg, int i)
 {
     mx_set *s = arg;
     switch (s->v) {
-    case V_BF16: return mla_batched_gemm(s->ctx, &s->x[i], &s->w[i], 1.0f, &s->y[i]);
+    case V_BF16:
+        return mla_batched_gemm(s->ctx, &s->x[i], &s->w[i], 1.0f, &s->y[i]);
     case V_A16WFP4:
         return mla_batched_gemm_a16wfp4(s->ctx, &s->x[i], &s->wq[i], 1, MLA_MXFP4_PRODUCTION,
                                         &s->y[i]);
-    case V_A4W4: return mla_batched_gemm_a4w4(s->ctx, &s->xq[i], &s->wq[i], &s->y[i]);
+    case V_A4W4:
+        return mla_batched_gemm_a4w4(s->ctx, &s->xq[i], &s->wq[i], &s->y[i]);
     case V_FLAT_MXFP4:
         return mla_fused_flatten_mxfp4_quant(s->ctx, &s->x[i], &s->c[i], &s->s[i],
                                              MLA_MXFP4_PRODUCTION);
-    default: return mla_fused_flatten_fp8_group_quant(s->ctx, &s->x[i], &s->c[i], &s->s[i]);
+    default:
+        return mla_fused_flatten_fp8_group_quant(s->ctx, &s->x[i], &s->c[i], &s->s[i]);
     }
 }
 
@@ -360,8 +361,8 @@ static mla_status mx_setup(mx_set *s, bench_rng *rng, const mx_row *w)
         void **m = s->mem[i];
         if (!w->is_gemm) {
             const int64_t xs[3] = {M, B, K};
-            MLA_BENCH_TRY(bench_mx_upload(ctx, rng, MLA_DTYPE_BF16, 3, xs, BENCH_FILL_ACT, &m[0],
-                                          &s->x[i]));
+            MLA_BENCH_TRY(
+                bench_mx_upload(ctx, rng, MLA_DTYPE_BF16, 3, xs, BENCH_FILL_ACT, &m[0], &s->x[i]));
             const int fp8 = s->v == V_FLAT_FP8;
             const int64_t cs[2] = {M, fp8 ? B * K : B * K / 2},
                           ss[2] = {M, fp8 ? B * K / 128 : B * K / 32};
@@ -379,8 +380,8 @@ static mla_status mx_setup(mx_set *s, bench_rng *rng, const mx_row *w)
             bench_mx_upload(ctx, rng, MLA_DTYPE_BF16, 3, ys, BENCH_FILL_BYTES, &m[1], &s->y[i]));
         if (s->v == V_BF16) {
             const int64_t ws[3] = {B, K, N};
-            MLA_BENCH_TRY(bench_mx_upload(ctx, rng, MLA_DTYPE_BF16, 3, ws, BENCH_FILL_WEIGHT,
-                                          &m[2], &s->w[i]));
+            MLA_BENCH_TRY(bench_mx_upload(ctx, rng, MLA_DTYPE_BF16, 3, ws, BENCH_FILL_WEIGHT, &m[2],
+                                          &s->w[i]));
         } else {
             const int64_t ws[2] = {B * N, K};
             mla_tensor wb;
@@ -393,7 +394,8 @@ static mla_status mx_setup(mx_set *s, bench_rng *rng, const mx_row *w)
         if (s->v == V_A4W4) {
             const int64_t x2[2] = {M * B, K};
             mla_tensor xb;
-            MLA_BENCH_TRY(mla_tensor_init(&xb, m[0], MLA_DTYPE_BF16, mla_context_memory(ctx), 2, x2));
+            MLA_BENCH_TRY(
+                mla_tensor_init(&xb, m[0], MLA_DTYPE_BF16, mla_context_memory(ctx), 2, x2));
             /* codes [M, B, K/2] as MLA would quantize q_nope / o_lat, viewed [B, M, K/2] */
             MLA_BENCH_TRY(mx_quant(ctx, &xb, M, B, K, &m[2], &m[5], &s->xq[i]));
             MLA_BENCH_TRY(mx_swap01(&s->xq[i].codes));
@@ -409,19 +411,28 @@ static void mx_counts(mx_row *w, int v)
 {
     const int64_t B = w->B, M = w->M, N = w->N, K = w->K;
     switch (v) {
-    case V_BF16: w->bytes = 2 * (B * M * K + B * K * N + B * M * N); break;
-    case V_A16WFP4: w->bytes = 2 * B * M * K + B * N * K / 2 + B * N * K / 32 + 2 * B * M * N; break;
+    case V_BF16:
+        w->bytes = 2 * (B * M * K + B * K * N + B * M * N);
+        break;
+    case V_A16WFP4:
+        w->bytes = 2 * B * M * K + B * N * K / 2 + B * N * K / 32 + 2 * B * M * N;
+        break;
     case V_A4W4:
         w->bytes = B * M * K / 2 + B * M * K / 32 + B * N * K / 2 + B * N * K / 32 + 2 * B * M * N;
         break;
-    case V_FLAT_MXFP4: w->bytes = 2 * M * B * K + M * B * K / 2 + M * B * K / 32; break;
-    default: w->bytes = 2 * M * B * K + M * B * K + 4 * (M * B * K / 128); break;
+    case V_FLAT_MXFP4:
+        w->bytes = 2 * M * B * K + M * B * K / 2 + M * B * K / 32;
+        break;
+    default:
+        w->bytes = 2 * M * B * K + M * B * K + 4 * (M * B * K / 128);
+        break;
     }
     w->flops = w->is_gemm ? 2.0 * (double)B * (double)M * (double)N * (double)K : 0.0;
 }
 
-static void mx_print(FILE *out, const mx_row *rows, int n)
+static void mx_print(FILE *out, const void *rp, int n)
 {
+    const mx_row *rows = rp;
     fprintf(out, "%-18s %-9s %5s %11s %11s %9s %9s %5s %8s %8s %9s  %s\n", "shape", "variant", "T",
             "median_us", "min_us", "GB/s", "GFLOP/s", "reps", "%copyBW", "%matmul", "vs bf16",
             "api");
@@ -483,8 +494,8 @@ static void mx_json(bench_json *j, const mx_row *rows, int n)
 }
 
 int bench_mx_write_json(const bench_mx_args *a, mla_context *ctx, const bench_ceilings *c,
-                        void (*rows_json)(bench_json *, const void *, int), const void *rows,
-                        int n, double seconds)
+                        void (*rows_json)(bench_json *, const void *, int), const void *rows, int n,
+                        double seconds)
 {
     int rc = MLA_EXIT_OK;
     if (!a->json)
@@ -514,6 +525,20 @@ int bench_mx_write_json(const bench_mx_args *a, mla_context *ctx, const bench_ce
     if (fclose(f) != 0)
         rc = MLA_EXIT_FAIL;
     return rc;
+}
+
+int bench_mx_finish(const bench_mx_args *a, mla_context *ctx, const bench_ceilings *c,
+                    void (*print)(FILE *, const void *, int),
+                    void (*rows_json)(bench_json *, const void *, int), const void *rows, int n,
+                    double start, const char *note, int errors)
+{
+    const double seconds = bench_now() - start;
+    bench_print_ceilings(stdout, c);
+    printf("\n");
+    print(stdout, rows, n);
+    printf("\nsweep: %.1f s; %s\n", seconds, note);
+    const int rc = bench_mx_write_json(a, ctx, c, rows_json, rows, n, seconds);
+    return errors ? MLA_EXIT_FAIL : rc;
 }
 
 static void mx_json_cb(bench_json *j, const void *rows, int n) { mx_json(j, rows, n); }
@@ -598,18 +623,13 @@ int bench_mxfp4_cmd(int argc, char **argv)
             }
         }
     }
-    const double seconds = bench_now() - start;
-    bench_print_ceilings(stdout, &c);
-    printf("\n");
-    mx_print(stdout, rows, n);
-    printf("\nsweep: %.1f s; median of the reps after warm-up; x and y are [B,M,*] views of "
-           "[M,B,*] buffers (B = 128 heads, M = T); GB/s counts each input once and each output "
-           "once; %%copyBW and %%matmul are achieved over the ceilings above; vs bf16 = time / "
-           "bf16 time of the same shape and T (docs/PERFORMANCE.md)\n",
-           seconds);
-    if (bench_mx_write_json(&a, ctx, &c, mx_json_cb, rows, n, seconds) != MLA_EXIT_OK)
-        rc = MLA_EXIT_FAIL;
-    if (errors)
+    if (bench_mx_finish(
+            &a, ctx, &c, mx_print, mx_json_cb, rows, n, start,
+            "median of the reps after warm-up; x and y are [B,M,*] views of [M,B,*] buffers (B = "
+            "128 heads, M = T); GB/s counts each input once and each output once; %copyBW and "
+            "%matmul are achieved over the ceilings above; vs bf16 = time / bf16 time of the "
+            "same shape and T (docs/PERFORMANCE.md)",
+            errors) != MLA_EXIT_OK)
         rc = MLA_EXIT_FAIL;
     free(rows);
     mla_context_destroy(ctx);

@@ -70,8 +70,15 @@ void bench_mx_note(mla_context *ctx, mla_status st, char *buf, size_t len);
 /* Writes the run's JSON to a->json (nothing when NULL): the header fields,
  * the ceilings, then rows_json's "rows" array. */
 int bench_mx_write_json(const bench_mx_args *a, mla_context *ctx, const bench_ceilings *c,
-                        void (*rows_json)(bench_json *, const void *, int), const void *rows,
-                        int n, double seconds);
+                        void (*rows_json)(bench_json *, const void *, int), const void *rows, int n,
+                        double seconds);
+
+/* The end of a sweep: the ceilings, the table (print), "sweep: <seconds> s; <note>", and the
+ * JSON. MLA_EXIT_FAIL when the JSON could not be written or errors > 0. */
+int bench_mx_finish(const bench_mx_args *a, mla_context *ctx, const bench_ceilings *c,
+                    void (*print)(FILE *, const void *, int),
+                    void (*rows_json)(bench_json *, const void *, int), const void *rows, int n,
+                    double start, const char *note, int errors);
 
 int bench_mxfp4_cmd(int argc, char **argv);
 int bench_indexer_cmd(int argc, char **argv);
