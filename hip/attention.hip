@@ -73,22 +73,22 @@ constexpr float kLn2 = 0.6931471805599453f;
 
 /* The geometry of the host's vendor (the device pass of that vendor uses the
  * same constants; a device without the matrix unit runs the plain body on
- * the same tiles). */
+ * the same tiles). NVIDIA's matrix body (hip/attention_nv.h) has its own
+ * tiles; kTM there is the plain body's. */
 #if defined(__CUDACC__)
-constexpr int kTM = 16, kNKMat = 32, kNW = 8, kTK = 16, kKSW = 5;
-[[maybe_unused]] constexpr int kCTW = 8; /* O column tiles per warp */
+constexpr int kTM = 16, kNKMat = 32, kNW = 8, kTK = 16;
 constexpr int64_t kSmemMax = 227 * 1024;
-constexpr int kNBufAsync = 2; /* key tiles in flight (cp.async) */
+/* L + R the matrix body takes: its key rows, two tiles, in shared memory */
+constexpr int kMaxDimsMatrix = 640;
 #else
 constexpr int kTM = 32, kNKMat = 32, kNW = 4, kTK = 8, kKSW = 18;
 [[maybe_unused]] constexpr int kCTW = 4; /* O column tiles per wave */
 constexpr int64_t kSmemMax = 64 * 1024;  /* gfx942's LDS */
-constexpr int kNBufAsync = 1;            /* no asynchronous copies */
-#endif
-/* L + R the matrix bodies take: every wave runs all kKSW of its k-steps
+/* L + R the matrix body takes: every wave runs all kKSW of its k-steps
  * (no per-step test: loop-invariant conditions become scalar registers that
  * gfx9 would spill), over q fragments and key rows zero beyond L + R */
-constexpr int kMaxDimsMatrix = kNW * kTK * kKSW; /* 640 NVIDIA, 576 gfx9 */
+constexpr int kMaxDimsMatrix = kNW * kTK * kKSW; /* 576 */
+#endif
 
 /* member functions of the per-path structs (MLA_DEV is static) */
 #define MLA_ATT_MEMBER __device__ __forceinline__
@@ -124,6 +124,9 @@ struct att_desc {
      * - 1)) * cb bytes after the part's first byte (key_ref); rope_bf16: the
      * rope part holds bf16 (bf16 caches, FP8_SCALED) */
     int32_t n_ts, n_sh, n_cb, r_ts, r_sh, r_cb, rope_bf16, tok_bytes;
+    /* NVIDIA body (hip/attention_nv.h): raw key row bytes (fp8 caches) and
+     * where FP8_SCALED's scales sit in it; cp.async usable; f32 q (hi + lo) */
+    int32_t rb, raw_so, async, qsplit;
     float ss2; /* score scale, log2 units */
     float kso; /* output factor: k_scale of fp8 NORMAL / SHUFFLED, else 1 */
 };
@@ -385,27 +388,6 @@ MLA_DEV void load_tile(const att_desc &d, const int32_t *KP, const key_ref *KR, 
     }
 }
 
-#if MLA_ATT_MATRIX_KIND == 1
-/* The asynchronous form (NVIDIA, bf16 caches whose 8-value chunks are
- * 16-byte aligned): one cp.async per chunk, straight into Ks; keys without
- * a position are zero-filled. */
-template <int NK>
-MLA_DEV void issue_tile(const att_desc &d, const int32_t *KP, const key_ref *KR, uint16_t *Ks)
-{
-    const int items = NK * d.cpk;
-    for (int it = (int)threadIdx.x; it < items; it += kThreads) {
-        const int k = it / d.cpk;
-        const chunk_at ch = chunk_of(d, it - k * d.cpk);
-        const bool valid = KP[k] >= 0;
-        const uint8_t *src = d.c.data;
-        if (valid)
-            src = (ch.nope ? KR[k].nope : KR[k].rope) + ch.off;
-        cp_async<16>(Ks + k * d.DP + ch.d0, src, valid);
-    }
-    cp_async_commit();
-}
-#endif
-
 /* -------------------------------------------------- plain FMA body */
 
 template <int TM, int NK, int W> struct fma_ops {
@@ -465,138 +447,6 @@ template <int TM, int NK, int W> struct fma_ops {
         }
     }
 };
-
-/* ------------------------------------------------- NVIDIA: mma.sync */
-
-#if MLA_ATT_MATRIX_KIND == 1
-/* Layouts of hip/mfma.h (g = lane / 4, t = lane % 4). Scores: A = q rows
- * (16) x dims of k-step ks, B = Ks^T (key 8 nt + g, dims 16 ks + 2t ..);
- * P V: A = P rows x keys 16 kk .., B = V (keys 16 kk + 2t .., column g). */
-template <int QT> struct nv_ops {
-    static constexpr bool QSPLIT = QT == MLA_DTYPE_F32;
-    static constexpr int NK = kNKMat, NT = NK / 8; /* keys, their 8-key tiles */
-    uint32_t qh[kKSW][4], ql[QSPLIT ? kKSW : 1][4];
-    float o[kCTW][4];
-
-    MLA_ATT_MEMBER void init(const att_desc &d, const att_blk &b)
-    {
-        const int lane = (int)threadIdx.x % 32, w = (int)threadIdx.x / 32, g = lane / 4,
-                  t = lane % 4;
-        int64_t qrow[2];
-        bool valid[2];
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const int r = g + 8 * h;
-            valid[h] = row_valid(d, b, r);
-            qrow[h] = (b.row0 + b.j0 + r / d.HT) * d.qs0 + (int64_t)(b.h0 + r % d.HT) * d.qs1;
-        }
-#pragma unroll
-        for (int i = 0; i < kKSW; ++i) {
-            const int ks = w + 8 * i;
-#pragma unroll
-            for (int reg = 0; reg < 4; ++reg) {
-                const int h = reg & 1, dim = 16 * ks + 2 * t + 8 * (reg >> 1);
-                uint32_t hi[2] = {0, 0}, lo[2] = {0, 0};
-#pragma unroll
-                for (int e = 0; e < 2; ++e)
-                    if (ks < d.KS && valid[h] && dim + e < d.D)
-                        split_bf16(load_value<QT>(d.q, qrow[h] + (int64_t)(dim + e) * d.qs2), hi[e],
-                                   lo[e]);
-                qh[i][reg] = hi[0] | (hi[1] << 16);
-                if constexpr (QSPLIT)
-                    ql[i][reg] = lo[0] | (lo[1] << 16);
-            }
-        }
-#pragma unroll
-        for (int i = 0; i < kCTW; ++i)
-#pragma unroll
-            for (int e = 0; e < 4; ++e)
-                o[i][e] = 0.0f;
-    }
-
-    MLA_ATT_MEMBER void scores(const att_desc &d, const att_blk &, const uint16_t *Ks, float *Sp)
-    {
-        const int lane = (int)threadIdx.x % 32, w = (int)threadIdx.x / 32, g = lane / 4,
-                  t = lane % 4;
-        float acc[NT][4];
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-            for (int e = 0; e < 4; ++e)
-                acc[nt][e] = 0.0f;
-#pragma unroll
-        for (int i = 0; i < kKSW; ++i) {
-            const int ks = w + 8 * i;
-#pragma unroll
-            for (int nt = 0; nt < NT; ++nt) {
-                const uint32_t *kr =
-                    reinterpret_cast<const uint32_t *>(Ks + (8 * nt + g) * d.DP + 16 * ks + 2 * t);
-                const uint32_t bf[2] = {kr[0], kr[4]};
-                mla_mma_bf16_16x8x16(acc[nt], qh[i], bf);
-                if constexpr (QSPLIT)
-                    mla_mma_bf16_16x8x16(acc[nt], ql[i], bf);
-            }
-        }
-        float *sp = Sp + w * 16 * NK;
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
-            sp[g * NK + 8 * nt + 2 * t] = acc[nt][0];
-            sp[g * NK + 8 * nt + 2 * t + 1] = acc[nt][1];
-            sp[(g + 8) * NK + 8 * nt + 2 * t] = acc[nt][2];
-            sp[(g + 8) * NK + 8 * nt + 2 * t + 1] = acc[nt][3];
-        }
-    }
-
-    /* P: bf16 rows of NK + 8 values */
-    MLA_ATT_MEMBER void pv(const att_desc &d, const att_blk &b, const uint16_t *P, const float *As,
-                           const uint16_t *Ks)
-    {
-        const int lane = (int)threadIdx.x % 32, w = (int)threadIdx.x / 32, g = lane / 4,
-                  t = lane % 4;
-        const float a0 = As[g], a1 = As[g + 8];
-#pragma unroll
-        for (int i = 0; i < kCTW; ++i) {
-            o[i][0] *= a0;
-            o[i][1] *= a0;
-            o[i][2] *= a1;
-            o[i][3] *= a1;
-        }
-        constexpr int PS = NK + 8;
-#pragma unroll
-        for (int kk = 0; kk < NK / 16; ++kk) {
-            const uint32_t *p0 = reinterpret_cast<const uint32_t *>(P + g * PS + 16 * kk + 2 * t);
-            const uint32_t *p1 =
-                reinterpret_cast<const uint32_t *>(P + (g + 8) * PS + 16 * kk + 2 * t);
-            const uint32_t af[4] = {p0[0], p1[0], p0[4], p1[4]};
-            const uint16_t *v0 = Ks + (16 * kk + 2 * t) * d.DP;
-#pragma unroll
-            for (int i = 0; i < kCTW; ++i) {
-                /* columns past L read column L - 1 (never stored): no test */
-                const uint16_t *v = v0 + imin(b.c0 + 8 * (w + 8 * i) + g, (int)d.c.L - 1);
-                const uint32_t bf[2] = {(uint32_t)v[0] | ((uint32_t)v[d.DP] << 16),
-                                        (uint32_t)v[8 * d.DP] | ((uint32_t)v[9 * d.DP] << 16)};
-                mla_mma_bf16_16x8x16(o[i], af, bf);
-            }
-        }
-    }
-
-    template <typename E> MLA_ATT_MEMBER void store(const att_desc &d, const att_blk &b, E &&emit)
-    {
-        const int lane = (int)threadIdx.x % 32, w = (int)threadIdx.x / 32, g = lane / 4,
-                  t = lane % 4;
-#pragma unroll
-        for (int i = 0; i < kCTW; ++i) {
-            const int col0 = b.c0 + 8 * (w + 8 * i) + 2 * t;
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const int col = col0 + (e & 1);
-                if (col < (int)d.c.L && col < b.c0 + kColChunk)
-                    emit(g + 8 * (e >> 1), col, o[i][e]);
-            }
-        }
-    }
-};
-#endif
 
 /* ---------------------------------------------------- gfx9: MFMA */
 
@@ -715,12 +565,6 @@ template <int KIND, int QT, int W> struct ops_of {
     using type = fma_ops<kTM, kNKFma, W>;
     static constexpr int NK = kNKFma, NPART = 1;
 };
-#if MLA_ATT_MATRIX_KIND == 1
-template <int QT, int W> struct ops_of<KIND_NV, QT, W> {
-    using type = nv_ops<QT>;
-    static constexpr int NK = kNKMat, NPART = kNW;
-};
-#endif
 #if MLA_ATT_MATRIX_KIND == 2
 template <int QT, int W> struct ops_of<KIND_AMD, QT, W> {
     using type = amd_ops<QT>;
@@ -743,38 +587,94 @@ MLA_DEV void key_info(const att_desc &d, const att_blk &b, int32_t kb, int32_t &
 
 /* Dims D .. DP of every key row stay 0 (the matrix steps read them; no
  * tile load writes them): once per kernel, before its first record. */
-template <int KIND, int QT, bool ASYNC, int W>
-MLA_DEV void zero_pads(const att_desc &d, unsigned char *smem)
+template <int KIND, int QT, int W> MLA_DEV void zero_pads(const att_desc &d, unsigned char *smem)
 {
     using OPS = ops_of<KIND, QT, W>;
-    constexpr int NK = OPS::NK, NBUF = ASYNC ? 2 : 1;
-    const att_smem L = smem_layout(kTM, NK, OPS::NPART, d.DP, NBUF);
+    const att_smem L = smem_layout(kTM, OPS::NK, OPS::NPART, d.DP, 1);
     const int pad = d.DP - d.D;
-    for (int i = (int)threadIdx.x; i < NBUF * NK * pad; i += kThreads) {
-        const int row = i / pad;
-        reinterpret_cast<uint16_t *>(
-            smem + L.ks + (row / NK) * L.ks_bytes)[(row % NK) * d.DP + d.D + i % pad] = 0;
+    for (int i = (int)threadIdx.x; i < OPS::NK * pad; i += kThreads)
+        reinterpret_cast<uint16_t *>(smem + L.ks)[(i / pad) * d.DP + d.D + i % pad] = 0;
+}
+
+/* Row r of the record after its last key tile (m_run, l_run: its running
+ * max, log2 units, and sum): the output factor Fs[r] (sinks when the block
+ * writes o directly, k_scale), lse, and the row's output address Or[r]
+ * (o[row, h, :] or its partial slot; null for an invalid row). */
+MLA_DEV void row_finish(const att_desc &d, const att_blk &b, int r, float m_run, float l_run,
+                        float *Fs, uint8_t **Or)
+{
+    const bool rv = row_valid(d, b, r);
+    float f = 0.0f, lse = -INFINITY;
+    if (rv && l_run > 0.0f) {
+        if (b.direct && d.sinks) {
+            const float s2 = d.sinks[(int64_t)(b.h0 + r % d.HT) * d.sks] * kLog2e;
+            const float mm = fmaxf(m_run, s2);
+            const float z = l_run * exp2f(m_run - mm) + exp2f(s2 - mm);
+            f = exp2f(m_run - mm) / z;
+            lse = (mm + log2f(z)) * kLn2;
+        } else {
+            f = 1.0f / l_run;
+            lse = (m_run + log2f(l_run)) * kLn2;
+        }
+        f *= d.kso;
+    }
+    Fs[r] = f;
+    uint8_t *orow = nullptr;
+    const int64_t row = b.row0 + b.j0 + r / d.HT, h = b.h0 + r % d.HT;
+    if (rv && b.direct)
+        orow = static_cast<uint8_t *>(d.o) + (row * d.os0 + h * d.os1) * (d.o_bf16 ? 2 : 4);
+    else if (rv)
+        orow = reinterpret_cast<uint8_t *>(d.part_o + ((row * d.H + h) * d.max_splits + b.split) *
+                                                          (int64_t)d.c.L);
+    Or[r] = orow;
+    if (rv && b.c0 == 0) {
+        if (b.direct) {
+            if (d.lse)
+                d.lse[row * d.lse0 + h * d.lse1] = lse;
+        } else {
+            d.part_lse[(row * d.H + h) * d.max_splits + b.split] = lse;
+        }
     }
 }
 
-template <int KIND, int CT, int QT, bool ASYNC, int W>
+/* O value v of row rr, column col, times the row's factor, to o (F32 or
+ * BF16, its strides) or the f32 partial row. */
+MLA_DEV void out_store(const att_desc &d, const att_blk &b, uint8_t *const *Or, const float *Fs,
+                       int rr, int col, float v)
+{
+    uint8_t *orow = Or[rr];
+    if (!orow)
+        return;
+    const float f = Fs[rr];
+    const float val = f == 0.0f ? 0.0f : v * f;
+    if (b.direct && d.o_bf16)
+        *reinterpret_cast<uint16_t *>(orow + (int64_t)col * d.os2 * 2) =
+            (uint16_t)mla_fb_f32_to_bf16(val);
+    else
+        *reinterpret_cast<float *>(orow + (int64_t)col * (b.direct ? d.os2 : 1) * 4) = val;
+}
+
+/* The plain-FMA and gfx9 bodies: one key tile at a time, loaded
+ * synchronously. */
+template <int KIND, int CT, int QT, int W>
 MLA_DEV void attend(const att_desc &d, const att_blk &b, unsigned char *smem)
 {
     using OPS = ops_of<KIND, QT, W>;
-    constexpr int TM = kTM, NK = OPS::NK, NPART = OPS::NPART, NBUF = ASYNC ? 2 : 1;
+    constexpr int TM = kTM, NK = OPS::NK, NPART = OPS::NPART;
     constexpr int TPR = kThreads / TM, KPT = NK / TPR;
     static_assert(KPT >= 1 && KPT * TPR == NK, "whole keys per softmax thread");
     /* the launch sized shared memory for the matrix tiles (NPART, NK of the
      * vendor) or the plain ones; the plain body fits in either */
-    const att_smem L = smem_layout(TM, NK, NPART, d.DP, NBUF);
+    const att_smem L = smem_layout(TM, NK, NPART, d.DP, 1);
     float *Sp = reinterpret_cast<float *>(smem + L.sp);
     float *As = reinterpret_cast<float *>(smem + L.as);
     float *Fs = reinterpret_cast<float *>(smem + L.fs);
     uint8_t **Or = reinterpret_cast<uint8_t **>(smem + L.orow);
-    int32_t *KPs = reinterpret_cast<int32_t *>(smem + L.kp);
+    int32_t *KP = reinterpret_cast<int32_t *>(smem + L.kp);
     key_ref *KBs = reinterpret_cast<key_ref *>(smem + L.kb);
     uint16_t *Pb = reinterpret_cast<uint16_t *>(smem + L.ps);
     float *Pf = reinterpret_cast<float *>(smem + L.ps);
+    uint16_t *Ks = reinterpret_cast<uint16_t *>(smem + L.ks);
 
     const int tid = (int)threadIdx.x;
     typename OPS::type ops;
@@ -792,53 +692,20 @@ MLA_DEV void attend(const att_desc &d, const att_blk &b, unsigned char *smem)
     key_ref nblk;
     if (tid < NK)
         key_info<CT>(d, b, b.kv_lo, npos, nblk);
-    if constexpr (ASYNC) {
-#if MLA_ATT_MATRIX_KIND == 1
+
+    for (int32_t kb = b.kv_lo; kb < b.kv_hi; kb += NK) {
         if (tid < NK) {
-            KPs[tid] = npos;
+            KP[tid] = npos;
             KBs[tid] = nblk;
-            key_info<CT>(d, b, b.kv_lo + NK, npos, nblk);
+            key_info<CT>(d, b, kb + NK, npos, nblk);
         }
         idx_sync();
-        if (b.kv_lo < b.kv_hi)
-            issue_tile<NK>(d, KPs, KBs, reinterpret_cast<uint16_t *>(smem + L.ks));
-#endif
-    }
-
-    int buf = 0;
-    for (int32_t kb = b.kv_lo; kb < b.kv_hi; kb += NK, buf ^= 1) {
-        const int cur = ASYNC ? buf : 0;
-        int32_t *KP = KPs + cur * NK;
-        uint16_t *Ks = reinterpret_cast<uint16_t *>(smem + L.ks + cur * L.ks_bytes);
-        if constexpr (ASYNC) {
-#if MLA_ATT_MATRIX_KIND == 1
-            /* the next tile's keys go out before this one's are used */
-            const int nxt = cur ^ 1;
-            if (tid < NK) {
-                KPs[nxt * NK + tid] = npos;
-                KBs[nxt * NK + tid] = nblk;
-                key_info<CT>(d, b, kb + 2 * NK, npos, nblk);
-            }
-            cp_async_wait<0>();
-            idx_sync();
-            if (kb + NK < b.kv_hi)
-                issue_tile<NK>(d, KPs + nxt * NK, KBs + nxt * NK,
-                               reinterpret_cast<uint16_t *>(smem + L.ks + nxt * L.ks_bytes));
-#endif
-        } else {
-            if (tid < NK) {
-                KP[tid] = npos;
-                KBs[tid] = nblk;
-                key_info<CT>(d, b, kb + NK, npos, nblk);
-            }
-            idx_sync();
-            /* G chunks a thread loads before it converts them: 2 for f32 q
-             * in the matrix bodies (its hi + lo fragments leave no room for
-             * 4 in a loop over records: spills on gfx942 and sm_90) */
-            constexpr int G = KIND != KIND_FMA && QT == MLA_DTYPE_F32 ? 2 : 4;
-            load_tile<CT, NK, G>(d, KP, KBs, Ks);
-            idx_sync();
-        }
+        /* G chunks a thread loads before it converts them: 2 for f32 q in
+         * the matrix body (its hi + lo fragments leave no room for 4 in a
+         * loop over records: spills on gfx942) */
+        constexpr int G = KIND != KIND_FMA && QT == MLA_DTYPE_F32 ? 2 : 4;
+        load_tile<CT, NK, G>(d, KP, KBs, Ks);
+        idx_sync();
         ops.scores(d, b, Ks, Sp);
         idx_sync();
         float x[KPT];
@@ -880,64 +747,16 @@ MLA_DEV void attend(const att_desc &d, const att_blk &b, unsigned char *smem)
             ops.pv(d, b, Pf, As, Ks);
         else
             ops.pv(d, b, Pb, As, Ks);
-        if constexpr (!ASYNC)
-            idx_sync();
+        idx_sync();
     }
-    if constexpr (ASYNC)
-        idx_sync(); /* the last tile's P V is done with Ps before Fs is written */
 
-    /* per row: the output factor, and lse */
-    if (u == 0) {
-        float f = 0.0f, lse = -INFINITY;
-        if (rv && l_run > 0.0f) {
-            if (b.direct && d.sinks) {
-                const float s2 = d.sinks[(int64_t)(b.h0 + r % d.HT) * d.sks] * kLog2e;
-                const float mm = fmaxf(m_run, s2);
-                const float z = l_run * exp2f(m_run - mm) + exp2f(s2 - mm);
-                f = exp2f(m_run - mm) / z;
-                lse = (mm + log2f(z)) * kLn2;
-            } else {
-                f = 1.0f / l_run;
-                lse = (m_run + log2f(l_run)) * kLn2;
-            }
-            f *= d.kso;
-        }
-        Fs[r] = f;
-        /* the row's output: o[row, h, :] (any strides) or its partial slot */
-        uint8_t *orow = nullptr;
-        const int64_t row = b.row0 + b.j0 + r / d.HT, h = b.h0 + r % d.HT;
-        if (rv && b.direct)
-            orow = static_cast<uint8_t *>(d.o) + (row * d.os0 + h * d.os1) * (d.o_bf16 ? 2 : 4);
-        else if (rv)
-            orow = reinterpret_cast<uint8_t *>(
-                d.part_o + ((row * d.H + h) * d.max_splits + b.split) * (int64_t)d.c.L);
-        Or[r] = orow;
-        if (rv && b.c0 == 0) {
-            if (b.direct) {
-                if (d.lse)
-                    d.lse[row * d.lse0 + h * d.lse1] = lse;
-            } else {
-                d.part_lse[(row * d.H + h) * d.max_splits + b.split] = lse;
-            }
-        }
-    }
+    if (u == 0)
+        row_finish(d, b, r, m_run, l_run, Fs, Or);
     idx_sync();
-    /* element step (bytes) and type of the rows: o's, or the partials' f32 */
-    const int64_t step = b.direct ? (int64_t)d.os2 * (d.o_bf16 ? 2 : 4) : 4;
-    const bool obf16 = b.direct && d.o_bf16;
-    ops.store(d, b, [&](int rr, int col, float v) {
-        uint8_t *orow = Or[rr];
-        if (!orow)
-            return;
-        const float f = Fs[rr];
-        const float val = f == 0.0f ? 0.0f : v * f;
-        uint8_t *p = orow + col * step;
-        if (obf16)
-            *reinterpret_cast<uint16_t *>(p) = (uint16_t)mla_fb_f32_to_bf16(val);
-        else
-            *reinterpret_cast<float *>(p) = val;
-    });
+    ops.store(d, b, [&](int rr, int col, float v) { out_store(d, b, Or, Fs, rr, col, v); });
 }
+
+#include "hip/attention_nv.h"
 
 /* The block record of virtual block v (item, row-tile slot, head tile,
  * column chunk), row tile jt of that slot; false when the item is unused or
@@ -1004,7 +823,7 @@ template <int PATH> MLA_DEV void next_block(const att_desc &d, att_blk &b, bool 
  * descriptor, the record and the cursor live in shared memory (see
  * smem_layout): nothing of the loop stays in scalar registers across the
  * attention body. */
-template <int PATH, int CT, int QT, bool ASYNC>
+template <int PATH, int CT, int QT, int RG>
 __global__ __launch_bounds__(kThreads) void attention_kernel(att_desc d)
 {
     MLA_IDX_SMEM(unsigned char, smem);
@@ -1015,16 +834,24 @@ __global__ __launch_bounds__(kThreads) void attention_kernel(att_desc d)
         next_block<PATH>(d, sb, true);
     }
     idx_sync();
-    if constexpr (PATH == PATH_MATRIX)
-        zero_pads<MLA_ATT_MATRIX_KIND, QT, ASYNC && MLA_ATT_MATRIX_KIND == 1, kColChunk>(sd, smem);
+#if MLA_ATT_MATRIX_KIND == 1
+    constexpr bool nv = PATH == PATH_MATRIX; /* RG: the NVIDIA body's row groups */
+#else
+    constexpr bool nv = false;
+#endif
+    if constexpr (nv)
+        nv_zero_pads<CT, RG>(sd, smem);
+    else if constexpr (PATH == PATH_MATRIX)
+        zero_pads<MLA_ATT_MATRIX_KIND, QT, kColChunk>(sd, smem);
     else
-        zero_pads<KIND_FMA, MLA_DTYPE_BF16, false, kColChunkFma>(sd, smem);
+        zero_pads<KIND_FMA, MLA_DTYPE_BF16, kColChunkFma>(sd, smem);
     while (sb.live) {
-        if constexpr (PATH == PATH_MATRIX)
-            attend<MLA_ATT_MATRIX_KIND, CT, QT, ASYNC && MLA_ATT_MATRIX_KIND == 1, kColChunk>(
-                sd, sb, smem);
+        if constexpr (nv)
+            attend_nv<CT, RG>(sd, sb, smem);
+        else if constexpr (PATH == PATH_MATRIX)
+            attend<MLA_ATT_MATRIX_KIND, CT, QT, kColChunk>(sd, sb, smem);
         else /* q read through its run-time dtype */
-            attend<KIND_FMA, CT, MLA_DTYPE_BF16, false, kColChunkFma>(sd, sb, smem);
+            attend<KIND_FMA, CT, MLA_DTYPE_BF16, kColChunkFma>(sd, sb, smem);
         idx_sync(); /* every thread is done with the record */
         if (threadIdx.x == 0)
             next_block<PATH>(sd, sb, false);
@@ -1148,19 +975,18 @@ int path_of(const mla_attention_plan *p)
     return p->desc.cache.kv_lora + p->desc.cache.rope <= kMaxDimsMatrix ? PATH_MATRIX : PATH_FMA;
 }
 
-template <int PATH, int CT, int QT, bool ASYNC>
+template <int PATH, int CT, int QT, int RG>
 mla_status launch(mla_context *ctx, const att_desc &d, int64_t blocks, int smem)
 {
 #if defined(__CUDACC__) && !MLA_IDX_EMU
     if (smem > 48 * 1024) {
-        const cudaError_t err =
-            cudaFuncSetAttribute(attention_kernel<PATH, CT, QT, ASYNC>,
-                                 cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        const cudaError_t err = cudaFuncSetAttribute(
+            attention_kernel<PATH, CT, QT, RG>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
         if (err != cudaSuccess)
             return mla_hip_fail(ctx, err, "cudaFuncSetAttribute (attention shared memory)");
     }
 #endif
-    attention_kernel<PATH, CT, QT, ASYNC>
+    attention_kernel<PATH, CT, QT, RG>
         <<<(unsigned)blocks, kThreads, (size_t)smem, mla_hip_state_of(ctx)->stream>>>(d);
     return mla_hip_check_launch(ctx, "attention kernel launch");
 }
@@ -1177,19 +1003,27 @@ template <typename F> static inline mla_status with_q_dtype(int dt, F &&f)
     return f(dtype_tag<MLA_DTYPE_FP8_E4M3FNUZ>{});
 }
 
+/* NVIDIA: the body of hip/attention_nv.h, q's dtype read at run time, RG
+ * row groups; gfx9: the MFMA body per q dtype. */
 mla_status launch_matrix(mla_context *ctx, const att_desc &d, int64_t blocks, int smem, int ct,
-                         int qt, bool async)
+                         int qt, int rg)
 {
     return with_cache_dtype(ct, [&](auto ctag) {
         constexpr int CT = decltype(ctag)::value;
+#if defined(__CUDACC__)
+        (void)qt;
+        if (rg == 1)
+            return launch<PATH_MATRIX, CT, MLA_DTYPE_BF16, 1>(ctx, d, blocks, smem);
+        if (rg == 2)
+            return launch<PATH_MATRIX, CT, MLA_DTYPE_BF16, 2>(ctx, d, blocks, smem);
+        return launch<PATH_MATRIX, CT, MLA_DTYPE_BF16, 4>(ctx, d, blocks, smem);
+#else
+        (void)rg;
         return with_q_dtype(qt, [&](auto qtag) {
             constexpr int QT = decltype(qtag)::value;
-            if constexpr (CT == MLA_DTYPE_BF16 && kNBufAsync == 2) {
-                if (async)
-                    return launch<PATH_MATRIX, CT, QT, true>(ctx, d, blocks, smem);
-            }
-            return launch<PATH_MATRIX, CT, QT, false>(ctx, d, blocks, smem);
+            return launch<PATH_MATRIX, CT, QT, 0>(ctx, d, blocks, smem);
         });
+#endif
     });
 }
 
@@ -1197,31 +1031,34 @@ mla_status launch_fma(mla_context *ctx, const att_desc &d, int64_t blocks, int s
 {
     return with_cache_dtype(ct, [&](auto ctag) {
         constexpr int CT = decltype(ctag)::value;
-        return launch<PATH_FMA, CT, MLA_DTYPE_BF16, false>(ctx, d, blocks, smem);
+        return launch<PATH_FMA, CT, MLA_DTYPE_BF16, 0>(ctx, d, blocks, smem);
     });
 }
 
 } // namespace
 
-/* Bytes of shared memory a launch of this variant needs (0: the kernels do
- * not take it): for hip_supports and the launch. */
-/* Key rows in shared memory: D rounded up to 16 (the matrix bodies: to all
- * of their k-steps), plus 8 values against bank conflicts. */
-static int64_t key_row_values(int64_t D, bool matrix)
+/* Key rows in shared memory, values: D rounded up to the body's k-steps
+ * (NVIDIA: pairs of 16; gfx9: all of its 576), plus 8 against bank
+ * conflicts. */
+static int64_t key_row_values(int64_t D, int path)
 {
-    const int64_t covered = matrix && D < kMaxDimsMatrix ? kMaxDimsMatrix : D;
-    return (covered + 15) / 16 * 16 + 8;
+    if (path != PATH_MATRIX)
+        return (D + 15) / 16 * 16 + 8;
+#if defined(__CUDACC__)
+    return (D + 31) / 32 * 32 + 8;
+#else
+    return (D < kMaxDimsMatrix ? kMaxDimsMatrix : D + 15) / 16 * 16 + 8;
+#endif
 }
 
-static int64_t attention_smem(int64_t L, int64_t R, int force_fma, bool async)
+/* Row groups of 16 of the NVIDIA body: as many as a record's rows fill
+ * (the heads of one query row, or of several in dense prefill and MTP
+ * decode, from the largest query length create planned), one for f32 q
+ * (its hi + lo rows would not fit beside 64 keys). */
+static int nv_row_groups(int64_t H, int64_t qcap, bool sparse, bool qsplit)
 {
-    const int64_t D = L + R;
-    const bool matrix = !force_fma && D <= kMaxDimsMatrix;
-    const int64_t DP = key_row_values(D, matrix);
-    if (DP > 0x7FFFFF)
-        return 0;
-    return smem_layout(kTM, matrix ? kNKMat : kNKFma, matrix ? kNW : 1, (int)DP, async ? 2 : 1)
-        .total;
+    const int64_t rows = sparse ? H : H * qcap;
+    return qsplit || rows <= 16 ? 1 : rows <= 32 ? 2 : 4;
 }
 
 mla_status mla_hip_attention(mla_context *ctx, const mla_attention_op_args *a)
@@ -1333,26 +1170,46 @@ mla_status mla_hip_attention(mla_context *ctx, const mla_attention_op_args *a)
     d.kso = cache_fp8 ? ds.cache.k_scale : 1.0f;
 
     const int path = path_of(p);
-    d.DP = (int32_t)key_row_values(D, path == PATH_MATRIX);
-    const int TM = kTM;
+    /* launch sizes from what the plan fixed at create (an update under a
+     * captured graph changes num_work and max_q_len, not these) */
+    const int64_t qcap = p->q_len_at_create > 0 ? p->q_len_at_create : 1;
+#if defined(__CUDACC__)
+    const bool nv = path == PATH_MATRIX;
+#else
+    const bool nv = false;
+#endif
+    d.qsplit = a->q.dtype == MLA_DTYPE_F32;
+    const int rg = nv ? nv_row_groups(H, qcap, d.sparse, d.qsplit) : 0;
+    d.DP = (int32_t)key_row_values(D, path);
+    const int TM = nv ? 16 * rg : kTM;
     d.KS = (int32_t)((D + kTK - 1) / kTK);
     d.HT = (int32_t)(H < TM ? H : TM);
     d.NHT = (int32_t)((H + d.HT - 1) / d.HT);
     d.JT = d.sparse ? 1 : TM / d.HT;
-    /* launch sizes from what the plan fixed at create (an update under a
-     * captured graph changes num_work and max_q_len, not these) */
-    const int64_t qcap = p->q_len_at_create > 0 ? p->q_len_at_create : 1;
     d.NJT = (int32_t)((qcap + d.JT - 1) / d.JT);
     d.num_items = (int32_t)p->work_capacity;
     const int32_t col_chunk = path == PATH_MATRIX ? kColChunk : kColChunkFma;
     d.NCC = (int32_t)((L + col_chunk - 1) / col_chunk);
     if (p->T == 0)
         return MLA_OK;
-    /* NVIDIA, bf16 keys in 16-byte aligned chunks: double-buffered cp.async */
-    const bool async = kNBufAsync == 2 && path == PATH_MATRIX && ds.cache.dtype == MLA_DTYPE_BF16 &&
-                       cache_wide_ok(ds.cache, a->cache);
-    const int64_t smem = attention_smem(L, R, path == PATH_FMA, async);
-    if (smem == 0 || smem > kSmemMax)
+    int64_t smem = 0;
+    if (nv) {
+        /* cp.async where every chunk is aligned; fp8 caches as raw rows:
+         * 8-byte code chunks, 16-byte bf16 rope chunks, then the scales */
+        d.async = cache_wide_ok(ds.cache, a->cache);
+        if (ds.cache.dtype != MLA_DTYPE_BF16) {
+            d.raw_so =
+                (int32_t)(8 * d.nope_chunks + (d.cpk - d.nope_chunks) * (d.rope_bf16 ? 16 : 8));
+            d.rb = (int32_t)((d.raw_so + (fp8_scaled ? 4 * (L / MLA_CL_SCALE_GROUP) : 0) + 15) /
+                             16 * 16);
+        }
+        smem = nv_layout(rg, d.DP, d.rb, d.qsplit).total;
+    } else {
+        smem = smem_layout(kTM, path == PATH_MATRIX ? kNKMat : kNKFma,
+                           path == PATH_MATRIX ? kNW : 1, d.DP, 1)
+                   .total;
+    }
+    if (smem > kSmemMax)
         return mla_fail(ctx, MLA_ERR_UNSUPPORTED, "cache_desc.kv_lora",
                         "L + R = %lld: the key tile needs %lld bytes of shared memory",
                         (long long)D, (long long)smem);
@@ -1367,7 +1224,7 @@ mla_status mla_hip_attention(mla_context *ctx, const mla_attention_op_args *a)
                         "%lld attention blocks: beyond one launch", (long long)blocks);
     if (blocks > 0) {
         st = path == PATH_MATRIX
-                 ? launch_matrix(ctx, d, blocks, (int)smem, ds.cache.dtype, a->q.dtype, async)
+                 ? launch_matrix(ctx, d, blocks, (int)smem, ds.cache.dtype, a->q.dtype, rg)
                  : launch_fma(ctx, d, blocks, (int)smem, ds.cache.dtype);
         if (st != MLA_OK)
             return st;

@@ -249,7 +249,7 @@ MLA_DEV void e4m3fn_x4_to_f16_cvt(uint32_t x, uint32_t &lo, uint32_t &hi)
 
 /* --------------------------------------- asynchronous copies (NVIDIA) */
 
-/* cp.async (sm_80+): BYTES (4 or 16) from global src to shared dst without
+/* cp.async (sm_80+): BYTES (4, 8 or 16) from global src to shared dst without
  * registers, zero-filled when !valid; commit closes a group, wait<N> returns
  * once at most N of this thread's groups are still in flight. Only the
  * issuing thread reads what it copied. The emulation copies at once. */
@@ -266,6 +266,8 @@ template <int BYTES> MLA_DEV void cp_async(void *dst, const void *src, bool vali
     const int n = valid ? BYTES : 0;
     if constexpr (BYTES == 16)
         asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(n) : "memory");
+    else if constexpr (BYTES == 8)
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;" ::"r"(d), "l"(src), "r"(n) : "memory");
     else
         asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(d), "l"(src), "r"(n) : "memory");
 #endif

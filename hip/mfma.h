@@ -29,6 +29,13 @@
  * half h, and one e8m0 scale byte for those 32 values; B likewise for column
  * i; D as above. A product is fp4 * 2^(sa - 127) * fp4 * 2^(sb - 127).
  *
+ * ldmatrix m8n8 x4 (NVIDIA sm_75+, wave32; mla_ldsm_x4 / _x4_trans): lanes
+ * 8j .. 8j + 7 give the 16-byte rows of 8x8 bf16 matrix j (row i at the
+ * address of lane 8j + i); lane l receives r[j] = M_j[l / 4][2 (l % 4), +1]
+ * (trans: M_j[2 (l % 4)][l / 4], M_j[2 (l % 4) + 1][l / 4]), the lower
+ * element in the low half. With rows = A's rows (or B's columns) these are
+ * the mma fragments above.
+ *
  * In every case the kernels only need A's and B's k orders to agree, so a
  * k permutation inside a lane's (or a step's) share is free.
  *
@@ -57,7 +64,8 @@
 #if defined(__CUDACC__) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
 #define MLA_HAVE_MMA_BF16 1
 #endif
-#if defined(__HIP_DEVICE_COMPILE__) && (defined(__gfx90a__) || defined(__gfx942__) || defined(__gfx950__))
+#if defined(__HIP_DEVICE_COMPILE__) &&                                                             \
+    (defined(__gfx90a__) || defined(__gfx942__) || defined(__gfx950__))
 #define MLA_HAVE_MFMA_BF16 1
 #endif
 #if defined(__HIP_DEVICE_COMPILE__) && defined(__gfx950__)
@@ -202,6 +210,32 @@ static inline void mla_mma_bf16_16x8x16(float d[4], const uint32_t a[4], const u
         d[q] = (float)r[q];
 }
 
+/* ldmatrix: every lane's row address through the scratch, then the rows. */
+static inline void mla_emu_ldsm_x4(uint32_t r[4], const void *row, bool trans)
+{
+    const unsigned char(*s)[64] = mla_emu_operands(&row, sizeof row);
+    const int lane = (int)(threadIdx.x % 32);
+    for (int j = 0; j < 4; ++j) {
+        uint16_t e[2];
+        for (int h = 0; h < 2; ++h) {
+            /* plain: row lane / 4, column 2 (lane % 4) + h; trans: the transpose */
+            const int i = trans ? 2 * (lane % 4) + h : lane / 4;
+            const int c = trans ? lane / 4 : 2 * (lane % 4) + h;
+            const uint16_t *p;
+            std::memcpy(&p, s[8 * j + i], sizeof p);
+            e[h] = p[c];
+        }
+        r[j] = (uint32_t)e[0] | ((uint32_t)e[1] << 16);
+    }
+    mla_emu_my_wave->barrier();
+}
+
+static inline void mla_ldsm_x4(uint32_t r[4], const void *row) { mla_emu_ldsm_x4(r, row, false); }
+static inline void mla_ldsm_x4_trans(uint32_t r[4], const void *row)
+{
+    mla_emu_ldsm_x4(r, row, true);
+}
+
 struct mla_f32x16 {
     float v[16];
     float &operator[](int i) { return v[i]; }
@@ -209,7 +243,7 @@ struct mla_f32x16 {
 };
 
 static inline mla_f32x16 mla_mfma_bf16_32x32x8(uint32_t a0, uint32_t a1, uint32_t b0, uint32_t b1,
-                                                mla_f32x16 acc)
+                                               mla_f32x16 acc)
 {
     const uint32_t mine[4] = {a0, a1, b0, b1};
     const unsigned char(*s)[64] = mla_emu_operands(mine, sizeof mine);
@@ -232,9 +266,10 @@ static inline mla_f32x16 mla_mfma_bf16_32x32x8(uint32_t a0, uint32_t a1, uint32_
 }
 
 static inline mla_f32x16 mla_mfma_scale_f4_32x32x64(const uint32_t a[4], const uint32_t b[4],
-                                                     uint32_t sa, uint32_t sb, mla_f32x16 acc)
+                                                    uint32_t sa, uint32_t sb, mla_f32x16 acc)
 {
-    const uint32_t mine[10] = {a[0], a[1], a[2], a[3], b[0], b[1], b[2], b[3], sa & 0xFFu, sb & 0xFFu};
+    const uint32_t mine[10] = {a[0], a[1], a[2], a[3],       b[0],
+                               b[1], b[2], b[3], sa & 0xFFu, sb & 0xFFu};
     const unsigned char(*s)[64] = mla_emu_operands(mine, sizeof mine);
     const int lane = (int)(threadIdx.x % 64), j = lane % 32, h = lane / 32;
     mla_f32x16 out;
@@ -245,7 +280,8 @@ static inline mla_f32x16 mla_mfma_scale_f4_32x32x64(const uint32_t a[4], const u
             /* A[i][k]: lane i + 32 (k / 32), byte (k % 32) / 2, nibble k % 2 */
             const unsigned char *la = s[i + 32 * (k / 32)], *lb = s[j + 32 * (k / 32)];
             const int q = (k % 32) / 2, sh = 4 * (k % 2);
-            const double va = (double)mla_fb_e2m1_scaled_to_f32((uint8_t)((la[q] >> sh) & 0xFu), la[32]);
+            const double va =
+                (double)mla_fb_e2m1_scaled_to_f32((uint8_t)((la[q] >> sh) & 0xFu), la[32]);
             const double vb =
                 (double)mla_fb_e2m1_scaled_to_f32((uint8_t)((lb[16 + q] >> sh) & 0xFu), lb[36]);
             v += va * vb;
@@ -262,12 +298,29 @@ static inline mla_f32x16 mla_mfma_scale_f4_32x32x64(const uint32_t a[4], const u
 #if defined(MLA_HAVE_MMA_BF16)
 /* d += A B, one warp (layout above). */
 static __device__ __forceinline__ void mla_mma_bf16_16x8x16(float d[4], const uint32_t a[4],
-                                                           const uint32_t b[2])
+                                                            const uint32_t b[2])
 {
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
                  "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+/* r = four 8x8 bf16 matrices from shared memory, this lane's row at `row`
+ * (layout above). */
+static __device__ __forceinline__ void mla_ldsm_x4(uint32_t r[4], const void *row)
+{
+    const uint32_t a = (uint32_t)__cvta_generic_to_shared(row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+}
+
+static __device__ __forceinline__ void mla_ldsm_x4_trans(uint32_t r[4], const void *row)
+{
+    const uint32_t a = (uint32_t)__cvta_generic_to_shared(row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
 }
 #endif
 
@@ -280,8 +333,8 @@ typedef short mla_i16x4 __attribute__((ext_vector_type(4)));
 
 /* acc += A B: a0, a1 = this lane's 4 bf16 of A, b0, b1 of B (layout above). */
 static __device__ __forceinline__ mla_f32x16 mla_mfma_bf16_32x32x8(uint32_t a0, uint32_t a1,
-                                                                  uint32_t b0, uint32_t b1,
-                                                                  mla_f32x16 acc)
+                                                                   uint32_t b0, uint32_t b1,
+                                                                   mla_f32x16 acc)
 {
     mla_i16x4 a, b;
     a[0] = (short)(a0 & 0xFFFFu), a[1] = (short)(a0 >> 16);
@@ -298,9 +351,9 @@ typedef int mla_i32x8 __attribute__((ext_vector_type(8)));
 /* acc += (A * 2^(sa - 127)) (B * 2^(sb - 127)): a, b = this lane's 16 code
  * bytes (32 fp4), sa, sb its scale bytes (format 4 = e2m1 for both). */
 static __device__ __forceinline__ mla_f32x16 mla_mfma_scale_f4_32x32x64(const uint32_t a[4],
-                                                                       const uint32_t b[4],
-                                                                       uint32_t sa, uint32_t sb,
-                                                                       mla_f32x16 acc)
+                                                                        const uint32_t b[4],
+                                                                        uint32_t sa, uint32_t sb,
+                                                                        mla_f32x16 acc)
 {
     const mla_i32x8 av = {(int)a[0], (int)a[1], (int)a[2], (int)a[3], 0, 0, 0, 0};
     const mla_i32x8 bv = {(int)b[0], (int)b[1], (int)b[2], (int)b[3], 0, 0, 0, 0};

@@ -1,0 +1,499 @@
+/* The NVIDIA matrix body of hip/attention.hip (mma.sync m16n8k16 through
+ * hip/mfma.h), included there after the pieces every body shares (att_desc,
+ * att_blk, key_info, chunk_of, row_finish, out_store).
+ *
+ * A block record is TM = 16 RG (query row, head) pairs (RG = 1, 2, 4 row
+ * groups of 16, the host's choice from the rows a tile can fill) against the
+ * work item's keys in tiles of NK (64; 32 at RG = 4, for shared memory). The
+ * 8 warps split each tile twice, so that no warp waits on another's partial
+ * sums:
+ *   scores: warp w owns row group w % RG and keys KW (w / RG) .. + KW - 1
+ *     (KW = NK RG / 8), over all L + R dims, q and keys by ldmatrix from
+ *     shared memory (q staged once per record as bf16, f32 q as hi + lo);
+ *   P V:    warp w owns O's columns 64 w .. 64 w + 63 for every row, P and
+ *     V (the first L dims of the key rows) by ldmatrix (V transposed).
+ * The softmax between them: each warp's row maxima of its keys through
+ * shared memory (one barrier), then every warp forms the same running max
+ * per row (so the alpha rescale needs no exchange), P = exp2(S - m) rounded
+ * to bf16 into shared memory (a second barrier), and each lane keeps the sum
+ * of its own unrounded P; the sums meet once after the last tile.
+ *
+ * Keys: the next tile is in flight (cp.async, when the cache's chunks are
+ * aligned: bf16 chunks 16 bytes, fp8 8, FP8_SCALED scales 4) while the
+ * current one is used. bf16 caches land in the key rows directly; fp8
+ * caches land as their bytes in raw rows and are converted to bf16 rows
+ * (exact: e4m3 codes and code x power-of-two group scale are bf16 values;
+ * e4m3fn by the sm_89+ cvt) before the scores. Key rows have DP = D rounded
+ * up to 32 plus 8 values: an odd number of 16-byte units, so the 8 rows an
+ * ldmatrix reads fall in distinct banks; dims D .. DP - 8 stay zero. */
+
+/* Shared memory of the NVIDIA body, bytes from the start (after the
+ * descriptor and block record of smem_layout). */
+struct nv_smem {
+    int32_t orow, fs, ms, mx, lw, kp, kb, ps, qs, ks, raw, ks_bytes, raw_bytes, total;
+};
+
+static __host__ __device__ constexpr int nv_keys(int RG) { return RG == 4 ? 32 : 64; }
+
+/* RB: bytes of a raw key row (0: bf16 cache, keys straight into Ks). */
+static __host__ __device__ inline nv_smem nv_layout(int RG, int DP, int RB, int qsplit)
+{
+    const int TM = 16 * RG, NK = nv_keys(RG);
+    nv_smem s;
+    s.orow = align16((int)sizeof(att_desc)) + align16((int)sizeof(att_blk));
+    s.fs = s.orow + align16(TM * 8);
+    s.ms = s.fs + align16(TM * 4);
+    s.mx = s.ms + align16(TM * 4);
+    s.lw = s.mx + align16(kNW * 16 * 4);
+    s.kp = s.lw + align16(kNW * 16 * 4);
+    s.kb = s.kp + align16(2 * NK * 4);
+    s.ps = s.kb + align16(2 * NK * (int)sizeof(key_ref));
+    s.qs = s.ps + align16(TM * (NK + 8) * 2);
+    s.ks = s.qs + align16(TM * DP * 2 * (qsplit ? 2 : 1));
+    s.ks_bytes = align16(NK * DP * 2);
+    s.raw = s.ks + (RB ? 1 : 2) * s.ks_bytes;
+    s.raw_bytes = align16(NK * RB);
+    s.total = s.raw + (RB ? 2 : 0) * s.raw_bytes;
+    return s;
+}
+
+#if MLA_ATT_MATRIX_KIND == 1
+
+/* Offset of chunk c in a raw key row: fp8 chunks 8 bytes, bf16 rope chunks
+ * (FP8_SCALED) 16; the FP8_SCALED scales at d.raw_so. */
+MLA_DEV int nv_raw_off(const att_desc &d, int c)
+{
+    return c < d.nope_chunks ? 8 * c
+                             : 8 * d.nope_chunks + (c - d.nope_chunks) * (d.rope_bf16 ? 16 : 8);
+}
+
+/* The keys of a tile (positions KP, -1 none: zeros; addresses KR) into Ks
+ * (bf16 caches) or the raw rows (fp8); commits one cp.async group. */
+template <int CT, int NK>
+MLA_DEV void nv_issue(const att_desc &d, const int32_t *KP, const key_ref *KR, uint16_t *Ks,
+                      uint8_t *raw)
+{
+    const int items = NK * d.cpk;
+    for (int it = (int)threadIdx.x; it < items; it += kThreads) {
+        const int k = it / d.cpk, c = it - k * d.cpk;
+        const chunk_at ch = chunk_of(d, c);
+        const bool valid = KP[k] >= 0;
+        const bool bf = CT == MLA_DTYPE_BF16 || (!ch.nope && d.rope_bf16);
+        const uint8_t *src = valid ? (ch.nope ? KR[k].nope : KR[k].rope) + ch.off : d.c.data;
+        uint16_t *kd = Ks + k * d.DP + ch.d0;
+        uint8_t *rd = raw + k * d.rb + nv_raw_off(d, c);
+        if (d.async) {
+            void *dst = CT == MLA_DTYPE_BF16 ? static_cast<void *>(kd) : static_cast<void *>(rd);
+            if (bf)
+                cp_async<16>(dst, src, valid);
+            else
+                cp_async<8>(dst, src, valid);
+            continue;
+        }
+        uint32_t w[4] = {0, 0, 0, 0};
+        if (valid)
+            load_bytes(src, w, bf ? 2 * ch.n : ch.n);
+        if constexpr (CT == MLA_DTYPE_BF16) {
+            if (ch.n == kChunk && is_aligned(kd, 16)) {
+                mla_u32x4 q;
+#pragma unroll
+                for (int j = 0; j < 4; ++j)
+                    q.v[j] = w[j];
+                *reinterpret_cast<mla_u32x4 *>(kd) = q;
+            } else { /* a short chunk: the next part's dims follow it */
+#pragma unroll
+                for (int j = 0; j < kChunk; ++j)
+                    if (j < ch.n)
+                        kd[j] = (uint16_t)(w[j / 2] >> (16 * (j % 2)));
+            }
+        } else { /* raw slots do not overlap: whole words */
+            uint32_t *p = reinterpret_cast<uint32_t *>(rd);
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+                if (j < (bf ? 4 : 2))
+                    p[j] = w[j];
+        }
+    }
+    if (CT != MLA_DTYPE_BF16 && cache_fp8s(d.c)) { /* the group scales */
+        const int G = (int)d.c.L / MLA_CL_SCALE_GROUP;
+        for (int it = (int)threadIdx.x; it < NK * G; it += kThreads) {
+            const int k = it / G, grp = it - k * G;
+            const bool valid = KP[k] >= 0;
+            const uint8_t *src = valid ? KR[k].nope + d.c.L + 4 * grp : d.c.data;
+            uint8_t *dst = raw + k * d.rb + d.raw_so + 4 * grp;
+            if (d.async) {
+                cp_async<4>(dst, src, valid);
+            } else {
+                uint32_t w[4] = {0, 0, 0, 0};
+                if (valid)
+                    load_bytes(src, w, 4);
+                *reinterpret_cast<uint32_t *>(dst) = w[0];
+            }
+        }
+    }
+    if (d.async)
+        cp_async_commit();
+}
+
+MLA_DEV float nv_f16(uint32_t h)
+{
+#if defined(__CUDA_ARCH__) && !MLA_IDX_EMU
+    return __half2float(__ushort_as_half((unsigned short)h));
+#else
+    return mla_fb_f16_to_f32((uint16_t)h);
+#endif
+}
+
+/* fp8 codes x (bytes 0..3) times sc -> bf16 pairs lo (bytes 0, 1), hi. */
+template <int CT> MLA_DEV void nv_fp8x4_bf16(uint32_t x, float sc, uint32_t &lo, uint32_t &hi)
+{
+    float v[4];
+#if MLA_IDX_CVT_E4M3
+    if constexpr (CT == MLA_DTYPE_FP8_E4M3FN) {
+        uint32_t h0, h1; /* exact f16, NaN codes NaN */
+        e4m3fn_x4_to_f16_cvt(x, h0, h1);
+        v[0] = nv_f16(h0 & 0xFFFFu), v[1] = nv_f16(h0 >> 16);
+        v[2] = nv_f16(h1 & 0xFFFFu), v[3] = nv_f16(h1 >> 16);
+    } else
+#endif
+    {
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+            v[j] = unpack_value<CT>(&x, j);
+    }
+    uint32_t b[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+        b[j] = mla_fb_f32_to_bf16(mla_fb_mul(v[j], sc));
+    lo = b[0] | (b[1] << 16);
+    hi = b[2] | (b[3] << 16);
+}
+
+/* Raw rows (fp8 caches) -> bf16 key rows. */
+template <int CT, int NK>
+MLA_DEV void nv_convert(const att_desc &d, const uint8_t *raw, uint16_t *Ks)
+{
+    const int items = NK * d.cpk;
+    for (int it = (int)threadIdx.x; it < items; it += kThreads) {
+        const int k = it / d.cpk, c = it - k * d.cpk;
+        const chunk_at ch = chunk_of(d, c);
+        const uint8_t *row = raw + k * d.rb;
+        const uint32_t *src = reinterpret_cast<const uint32_t *>(row + nv_raw_off(d, c));
+        uint32_t w[4];
+        if (!ch.nope && d.rope_bf16) {
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+                w[j] = src[j];
+        } else {
+            const float sc = cache_fp8s(d.c)
+                                 ? *reinterpret_cast<const float *>(
+                                       row + d.raw_so + 4 * (ch.d0 / MLA_CL_SCALE_GROUP))
+                                 : 1.0f;
+            nv_fp8x4_bf16<CT>(src[0], sc, w[0], w[1]);
+            nv_fp8x4_bf16<CT>(src[1], sc, w[2], w[3]);
+        }
+        uint16_t *kd = Ks + k * d.DP + ch.d0;
+        if (ch.n == kChunk) {
+            mla_u32x4 q;
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+                q.v[j] = w[j];
+            *reinterpret_cast<mla_u32x4 *>(kd) = q;
+        } else {
+#pragma unroll
+            for (int j = 0; j < kChunk; ++j)
+                if (j < ch.n)
+                    kd[j] = (uint16_t)(w[j / 2] >> (16 * (j % 2)));
+        }
+    }
+}
+
+/* q rows of the record into Qs (bf16; f32 q: hi, and lo into Ql), zero for
+ * invalid rows and dims D .. DP - 8. */
+MLA_DEV void nv_stage_q(const att_desc &d, const att_blk &b, int TM, uint16_t *Qs, uint16_t *Ql)
+{
+    const int per = (d.DP - 8) / kChunk;
+    for (int it = (int)threadIdx.x; it < TM * per; it += kThreads) {
+        const int r = it / per, c = it - r * per;
+        const bool rv = row_valid(d, b, r);
+        const int64_t qoff =
+            (b.row0 + b.j0 + r / d.HT) * d.qs0 + (int64_t)(b.h0 + r % d.HT) * d.qs1;
+        mla_u32x4 hi, lo;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            uint32_t h[2], l[2];
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const int dim = kChunk * c + 2 * j + e;
+                const float v = rv && dim < d.D ? q_value(d, qoff + (int64_t)dim * d.qs2) : 0.0f;
+                split_bf16(v, h[e], l[e]);
+            }
+            hi.v[j] = h[0] | (h[1] << 16);
+            lo.v[j] = l[0] | (l[1] << 16);
+        }
+        *reinterpret_cast<mla_u32x4 *>(Qs + r * d.DP + kChunk * c) = hi;
+        if (d.qsplit)
+            *reinterpret_cast<mla_u32x4 *>(Ql + r * d.DP + kChunk * c) = lo;
+    }
+}
+
+/* Dims D .. DP - 8 of the key rows stay 0 (the scores read them; no key
+ * load writes them): once per kernel, before its first record. */
+template <int CT, int RG> MLA_DEV void nv_zero_pads(const att_desc &d, unsigned char *smem)
+{
+    constexpr int NK = nv_keys(RG);
+    const nv_smem L = nv_layout(RG, d.DP, d.rb, d.qsplit);
+    const int pad = d.DP - 8 - d.D, rows = (CT == MLA_DTYPE_BF16 ? 2 : 1) * NK;
+    uint16_t *Ks = reinterpret_cast<uint16_t *>(smem + L.ks);
+    for (int i = (int)threadIdx.x; i < rows * pad; i += kThreads) {
+        const int row = i / pad; /* the two buffers are consecutive rows */
+        Ks[row * d.DP + d.D + i % pad] = 0;
+    }
+}
+
+template <int CT, int RG>
+MLA_DEV void attend_nv(const att_desc &d, const att_blk &b, unsigned char *smem)
+{
+    constexpr int TM = 16 * RG, NK = nv_keys(RG), KW = NK * RG / kNW, NT = KW / 8;
+    constexpr int CW = kNW / RG, PSS = NK + 8; /* key groups; P row stride */
+    constexpr bool RAW = CT != MLA_DTYPE_BF16;
+    static_assert(KW % 8 == 0 && kNW * 64 == kColChunk, "warp tiles");
+    const nv_smem L = nv_layout(RG, d.DP, d.rb, d.qsplit);
+    float *Fs = reinterpret_cast<float *>(smem + L.fs);
+    float *Ms = reinterpret_cast<float *>(smem + L.ms);
+    float *Mx = reinterpret_cast<float *>(smem + L.mx);
+    float *Lw = reinterpret_cast<float *>(smem + L.lw);
+    uint8_t **Or = reinterpret_cast<uint8_t **>(smem + L.orow);
+    int32_t *KPs = reinterpret_cast<int32_t *>(smem + L.kp);
+    key_ref *KBs = reinterpret_cast<key_ref *>(smem + L.kb);
+    uint16_t *Ps = reinterpret_cast<uint16_t *>(smem + L.ps);
+    uint16_t *Qs = reinterpret_cast<uint16_t *>(smem + L.qs);
+    uint16_t *Ql = Qs + TM * d.DP;
+    uint16_t *Ks = reinterpret_cast<uint16_t *>(smem + L.ks);
+    uint8_t *raw = smem + L.raw;
+
+    const int tid = (int)threadIdx.x, lane = tid % 32, w = tid / 32, g = lane / 4, t = lane % 4;
+    const int rg = w % RG, kg = w / RG, DP = d.DP, KS = (DP - 8) / 16;
+
+    nv_stage_q(d, b, TM, Qs, Ql);
+    int32_t npos = -1;
+    key_ref nblk;
+    if (tid < NK) {
+        key_info<CT>(d, b, b.kv_lo, npos, nblk);
+        KPs[tid] = npos;
+        KBs[tid] = nblk;
+        key_info<CT>(d, b, b.kv_lo + NK, npos, nblk);
+    }
+    idx_sync();
+    if (b.kv_lo < b.kv_hi)
+        nv_issue<CT, NK>(d, KPs, KBs, Ks, raw);
+
+    int32_t lim[2]; /* causal limits of this lane's rows, -1: invalid row */
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const int r = 16 * rg + g + 8 * h;
+        lim[h] = !row_valid(d, b, r) ? -1 : d.sparse ? 0x7FFFFFFF : row_limit(d, b, r);
+    }
+    float m_run[RG][2], m_own[2] = {-INFINITY, -INFINITY}, l_own[2] = {0.0f, 0.0f};
+    float o[RG][8][4];
+#pragma unroll
+    for (int rr = 0; rr < RG; ++rr) {
+        m_run[rr][0] = m_run[rr][1] = -INFINITY;
+#pragma unroll
+        for (int n = 0; n < 8; ++n)
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+                o[rr][n][e] = 0.0f;
+    }
+    const int colbase = b.c0 + 64 * w;
+    const bool pv_live = colbase < (int)d.c.L;
+    /* 8-column groups past the key row read its last one (never stored) */
+    const int colmax = DP - 16;
+
+    int cur = 0;
+    for (int32_t kb = b.kv_lo; kb < b.kv_hi; kb += NK, cur ^= 1) {
+        const int nxt = cur ^ 1;
+        if (tid < NK) {
+            KPs[nxt * NK + tid] = npos;
+            KBs[nxt * NK + tid] = nblk;
+            key_info<CT>(d, b, kb + 2 * NK, npos, nblk);
+        }
+        if (d.async)
+            cp_async_wait<0>();
+        idx_sync(); /* tile kb is in; every warp is done with tile kb - NK */
+        if (kb + NK < b.kv_hi)
+            nv_issue<CT, NK>(d, KPs + nxt * NK, KBs + nxt * NK,
+                             RAW ? Ks : Ks + nxt * (L.ks_bytes / 2), raw + nxt * L.raw_bytes);
+        const int32_t *KP = KPs + cur * NK;
+        const uint16_t *Kt = RAW ? Ks : Ks + cur * (L.ks_bytes / 2);
+        if constexpr (RAW) {
+            nv_convert<CT, NK>(d, raw + cur * L.raw_bytes, Ks);
+            idx_sync();
+        }
+
+        /* S for row group rg x keys KW kg .. (ldmatrix x4: q's 16x16 steps
+         * ks, ks + 1; one 8-key tile's two steps) */
+        float s[NT][4];
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+                s[nt][e] = 0.0f;
+        const int qrow = (16 * rg + lane % 16) * DP + 8 * (lane / 16);
+        const uint16_t *ka = Kt + (KW * kg + lane % 8) * DP + 8 * (lane / 8);
+        for (int ks = 0; ks < KS; ks += 2) {
+            uint32_t a0[4], a1[4], bb[NT][4];
+            mla_ldsm_x4(a0, Qs + qrow + 16 * ks);
+            mla_ldsm_x4(a1, Qs + qrow + 16 * ks + 16);
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt)
+                mla_ldsm_x4(bb[nt], ka + 8 * nt * DP + 16 * ks);
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt) {
+                mla_mma_bf16_16x8x16(s[nt], a0, &bb[nt][0]);
+                mla_mma_bf16_16x8x16(s[nt], a1, &bb[nt][2]);
+            }
+            if (d.qsplit) {
+                mla_ldsm_x4(a0, Ql + qrow + 16 * ks);
+                mla_ldsm_x4(a1, Ql + qrow + 16 * ks + 16);
+#pragma unroll
+                for (int nt = 0; nt < NT; ++nt) {
+                    mla_mma_bf16_16x8x16(s[nt], a0, &bb[nt][0]);
+                    mla_mma_bf16_16x8x16(s[nt], a1, &bb[nt][2]);
+                }
+            }
+        }
+
+        /* masked, scaled scores; this warp's row maxima */
+        float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int32_t pos = KP[KW * kg + 8 * nt + 2 * t + (e & 1)];
+                s[nt][e] = (pos >= 0 && pos <= lim[e >> 1]) ? s[nt][e] * d.ss2 : -INFINITY;
+                mx[e >> 1] = fmaxf(mx[e >> 1], s[nt][e]);
+            }
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            mx[h] = fmaxf(mx[h], mla_shfl_xor(mx[h], 1));
+            mx[h] = fmaxf(mx[h], mla_shfl_xor(mx[h], 2));
+        }
+        if (t == 0) {
+            Mx[16 * w + g] = mx[0];
+            Mx[16 * w + g + 8] = mx[1];
+        }
+        idx_sync();
+
+        /* every warp: the same running max of every row */
+        float alpha[RG][2], a_own[2] = {1.0f, 1.0f};
+#pragma unroll
+        for (int rr = 0; rr < RG; ++rr)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                float tm = -INFINITY;
+#pragma unroll
+                for (int c = 0; c < CW; ++c)
+                    tm = fmaxf(tm, Mx[16 * (c * RG + rr) + g + 8 * h]);
+                const float mn = fmaxf(m_run[rr][h], tm);
+                alpha[rr][h] = mn == -INFINITY ? 1.0f : exp2f(m_run[rr][h] - mn);
+                m_run[rr][h] = mn;
+                if (rr == rg) {
+                    m_own[h] = mn;
+                    a_own[h] = alpha[rr][h];
+                }
+            }
+        float psum[2] = {0.0f, 0.0f};
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const float x0 = s[nt][2 * h], x1 = s[nt][2 * h + 1];
+                const float p0 = x0 == -INFINITY ? 0.0f : exp2f(x0 - m_own[h]);
+                const float p1 = x1 == -INFINITY ? 0.0f : exp2f(x1 - m_own[h]);
+                psum[h] += p0 + p1;
+                *reinterpret_cast<uint32_t *>(Ps + (16 * rg + g + 8 * h) * PSS + KW * kg + 8 * nt +
+                                              2 * t) =
+                    mla_fb_f32_to_bf16(p0) | ((uint32_t)mla_fb_f32_to_bf16(p1) << 16);
+            }
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+            l_own[h] = l_own[h] * a_own[h] + psum[h];
+        idx_sync();
+
+        /* O = alpha O + P V over this warp's 64 columns */
+        if (pv_live) {
+#pragma unroll
+            for (int rr = 0; rr < RG; ++rr)
+#pragma unroll
+                for (int n = 0; n < 8; ++n)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e)
+                        o[rr][n][e] *= alpha[rr][e >> 1];
+#pragma unroll
+            for (int kk = 0; kk < NK / 16; ++kk) {
+                uint32_t bv[8][2];
+                const uint16_t *vrow = Kt + (16 * kk + 8 * ((lane / 8) % 2) + lane % 8) * DP;
+#pragma unroll
+                for (int np = 0; np < 4; ++np) {
+                    const int col = colbase + 8 * (2 * np + lane / 16);
+                    uint32_t q4[4];
+                    mla_ldsm_x4_trans(q4, vrow + (col < colmax ? col : colmax));
+                    bv[2 * np][0] = q4[0], bv[2 * np][1] = q4[1];
+                    bv[2 * np + 1][0] = q4[2], bv[2 * np + 1][1] = q4[3];
+                }
+#pragma unroll
+                for (int rr = 0; rr < RG; ++rr) {
+                    uint32_t a[4];
+                    mla_ldsm_x4(a, Ps + (16 * rr + lane % 16) * PSS + 16 * kk + 8 * (lane / 16));
+#pragma unroll
+                    for (int n = 0; n < 8; ++n)
+                        mla_mma_bf16_16x8x16(o[rr][n], a, bv[n]);
+                }
+            }
+        }
+    }
+
+    /* the rows' sums: lanes, then key groups; the factors and lse */
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        l_own[h] += mla_shfl_xor(l_own[h], 1);
+        l_own[h] += mla_shfl_xor(l_own[h], 2);
+    }
+    if (t == 0) {
+        Lw[16 * w + g] = l_own[0];
+        Lw[16 * w + g + 8] = l_own[1];
+        if (kg == 0) {
+            Ms[16 * rg + g] = m_own[0];
+            Ms[16 * rg + g + 8] = m_own[1];
+        }
+    }
+    idx_sync();
+    if (tid < TM) {
+        float l = 0.0f;
+#pragma unroll
+        for (int c = 0; c < CW; ++c)
+            l += Lw[16 * (c * RG + tid / 16) + tid % 16];
+        row_finish(d, b, tid, Ms[tid], l, Fs, Or);
+    }
+    idx_sync();
+    if (!pv_live)
+        return;
+#pragma unroll
+    for (int rr = 0; rr < RG; ++rr)
+#pragma unroll
+        for (int n = 0; n < 8; ++n)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int col = colbase + 8 * n + 2 * t + (e & 1);
+                if (col < (int)d.c.L && col < b.c0 + kColChunk)
+                    out_store(d, b, Or, Fs, 16 * rr + g + 8 * (e >> 1), col, o[rr][n][e]);
+            }
+}
+
+#else
+/* passes without the matrix unit name them in discarded branches only */
+template <int CT, int RG> MLA_DEV void nv_zero_pads(const att_desc &d, unsigned char *smem);
+template <int CT, int RG>
+MLA_DEV void attend_nv(const att_desc &d, const att_blk &b, unsigned char *smem);
+#endif
