@@ -74,6 +74,10 @@ static int build_linear(conf_case *cases, int cap)
         "strided");
     add(&b, MLA_OP_LINEAR, f32, bf16, f32, 1, 2, 1, 9, C, C, C, 0, 1.0, "K=1");
     add(&b, MLA_OP_LINEAR, bf16, fp8, bf16, 1, 0, 256, 64, C, C, C, 0, 1.0, "T=0");
+    /* T > 16: the HIP matrix tiles (MLA_HIP_GEMM_SPLITS=n splits their K). */
+    add(&b, MLA_OP_LINEAR, bf16, fp8, bf16, 1, 40, 1000, 200, C, C, C, 0, 1.0,
+        "T=40, N, K % 128 != 0");
+    add(&b, MLA_OP_LINEAR, bf16, bf16, f32, 1, 130, 600, 136, C, C, P, 0, 1.0, "T=130");
     return b.n;
 }
 

@@ -57,9 +57,27 @@ MLA_DEV void load_tiles(const gemm_desc &g, int64_t b, int64_t m0, int64_t n0, i
     }
 }
 
-/* One 64 x 64 tile of C by FMA; every thread of the block calls it. */
+/* Output value (b, m, n) of K split s, sb = s batch + b: alpha v rounded
+ * once to C's dtype (one split: sb is b), or v into the split's fp32 partial
+ * sums [splits, batch, M, N] (several: gemm_split_reduce adds them). */
+MLA_DEV void put_out(const gemm_desc &g, int64_t sb, int64_t m, int64_t n, float v)
+{
+    if (g.splits > 1) {
+        g.partial[(sb * g.M + m) * g.N + n] = v;
+        return;
+    }
+    const int64_t off = sb * g.cs_b + m * g.cs_m + n * g.cs_n;
+    if (g.cdt == MLA_DTYPE_F32)
+        store_value<MLA_DTYPE_F32>(g.c, off, g.alpha * v, 1);
+    else
+        store_value<MLA_DTYPE_BF16>(g.c, off, g.alpha * v, 1);
+}
+
+/* One 64 x 64 tile of C by FMA over k in [kb, ke) (ke: K, or a K split's
+ * end, a multiple of kBK); every thread of the block calls it. */
 template <int AT, int BT>
-MLA_DEV void fma_tile(const gemm_desc &g, int64_t b, int64_t m0, int64_t n0)
+MLA_DEV void fma_tile(const gemm_desc &g, int64_t b, int64_t m0, int64_t n0, int64_t kb, int64_t ke,
+                      int64_t split)
 {
     __shared__ float As[kBK][kBM + 1]; /* +1: the transposed fills avoid bank conflicts */
     __shared__ float Bs[kBK][kBN + 1];
@@ -70,10 +88,10 @@ MLA_DEV void fma_tile(const gemm_desc &g, int64_t b, int64_t m0, int64_t n0)
 #pragma unroll
         for (int j = 0; j < kTN; ++j)
             acc[i][j] = 0.0f;
-    for (int64_t k0 = 0; k0 < g.K; k0 += kBK) {
+    for (int64_t k0 = kb; k0 < ke; k0 += kBK) {
         load_tiles<AT, BT>(g, b, m0, n0, k0, As, Bs);
         mla_block_sync();
-        const int kn = g.K - k0 < kBK ? (int)(g.K - k0) : kBK;
+        const int kn = ke - k0 < kBK ? (int)(ke - k0) : kBK;
         for (int kk = 0; kk < kn; ++kk) {
             float av[kTM], bv[kTN];
 #pragma unroll
@@ -96,14 +114,8 @@ MLA_DEV void fma_tile(const gemm_desc &g, int64_t b, int64_t m0, int64_t n0)
 #pragma unroll
         for (int j = 0; j < kTN; ++j) {
             const int64_t n = n0 + tx + j * (kBN / kTN);
-            if (m >= g.M || n >= g.N)
-                continue;
-            const int64_t off = b * g.cs_b + m * g.cs_m + n * g.cs_n;
-            const float y = g.alpha * acc[i][j];
-            if (g.cdt == MLA_DTYPE_F32)
-                store_value<MLA_DTYPE_F32>(g.c, off, y, 1);
-            else
-                store_value<MLA_DTYPE_BF16>(g.c, off, y, 1);
+            if (m < g.M && n < g.N)
+                put_out(g, split * g.batch + b, m, n, acc[i][j]);
         }
     }
 }
@@ -116,7 +128,7 @@ __global__ __launch_bounds__(MLA_HIP_BLOCK) void gemm_fma_kernel(gemm_desc g)
         int64_t b, mn, tm, tn;
         divmod64(tile, g.tiles_m * g.tiles_n, b, mn);
         divmod64(mn, g.tiles_n, tm, tn);
-        fma_tile<AT, BT>(g, b, tm * kBM, tn * kBN);
+        fma_tile<AT, BT>(g, b, tm * kBM, tn * kBN, 0, g.K, 0);
     }
 }
 
@@ -393,7 +405,7 @@ MLA_GM_DEV void mt_compute(mt_acc &acc, float s, const uint32_t (*sa)[kRowW],
     }
 }
 
-MLA_GM_DEV void mt_store(const gemm_desc &g, int64_t b, int64_t m0, int64_t n0, const mt_acc &acc)
+MLA_GM_DEV void mt_store(const gemm_desc &g, int64_t sb, int64_t m0, int64_t n0, const mt_acc &acc)
 {
     const int lane = (int)threadIdx.x % 32, warp = (int)threadIdx.x / 32;
     const int gg = lane / 4, t = lane % 4, wm = warp / 4, wn = warp % 4;
@@ -406,7 +418,7 @@ MLA_GM_DEV void mt_store(const gemm_desc &g, int64_t b, int64_t m0, int64_t n0, 
                 const int64_t m = m0 + wm * 64 + 16 * i + gg + 8 * (q / 2);
                 const int64_t n = n0 + wn * 32 + 8 * j + 2 * t + q % 2;
                 if (m < g.M && n < g.N)
-                    store_out(g, b * g.cs_b + m * g.cs_m + n * g.cs_n, acc.v[i][j][q]);
+                    put_out(g, sb, m, n, acc.v[i][j][q]);
             }
 }
 #elif defined(MLA_GEMM_AMD)
@@ -472,7 +484,7 @@ MLA_GM_DEV void mt_compute(mt_acc &acc, float s, const uint32_t (*sa)[kRowW],
     }
 }
 
-MLA_GM_DEV void mt_store(const gemm_desc &g, int64_t b, int64_t m0, int64_t n0, const mt_acc &acc)
+MLA_GM_DEV void mt_store(const gemm_desc &g, int64_t sb, int64_t m0, int64_t n0, const mt_acc &acc)
 {
     const int lane = (int)threadIdx.x % 64, wave = (int)threadIdx.x / 64;
     const int i = lane % 32, h = lane / 32, wm = wave / 2, wn = wave % 2;
@@ -485,7 +497,7 @@ MLA_GM_DEV void mt_store(const gemm_desc &g, int64_t b, int64_t m0, int64_t n0, 
                 const int64_t m = m0 + wm * 64 + 32 * ti + 8 * (r / 4) + 4 * h + r % 4;
                 const int64_t n = n0 + wn * 64 + 32 * tj + i;
                 if (m < g.M && n < g.N)
-                    store_out(g, b * g.cs_b + m * g.cs_m + n * g.cs_n, acc.v[ti][tj][r]);
+                    put_out(g, sb, m, n, acc.v[ti][tj][r]);
             }
 }
 #endif
@@ -496,16 +508,38 @@ MLA_GM_DEV void mt_store(const gemm_desc &g, int64_t b, int64_t m0, int64_t n0, 
  * both operands, any strides. */
 enum { kModeKK = 0, kModeKN = 1, kModeAny = 2 };
 
-/* One block per 128 x 128 tile of C (m tiles fastest: the blocks that run
- * together share B's tile, so the weights come from memory about once). */
+/* Resident blocks per multiprocessor that the split rule (tile_splits)
+ * counts on. sm_90: two for linear's layout (kModeKK) and the bf16 absorb
+ * (kModeKN), with at most 128 registers per thread (the launch bounds) and
+ * 2 x 41.5 KB of shared memory; the others need more registers and get one.
+ * gfx9: one (gfx942's 64 KB of LDS per CU holds one block's 41.5 KB). */
+#if defined(__CUDACC__)
 template <int BT, int MODE>
-__global__ __launch_bounds__(MLA_HIP_BLOCK) void gemm_matrix_kernel(gemm_desc g)
+constexpr int kTileBlocksPerUnit = MODE == kModeKK || (MODE == kModeKN && BT == MLA_DTYPE_BF16) ? 2
+                                                                                                : 1;
+#else
+template <int BT, int MODE> constexpr int kTileBlocksPerUnit = 1;
+#endif
+
+/* One block per 128 x 128 tile of C and K split (m tiles fastest: the
+ * blocks that run together share B's tile, so the weights come from memory
+ * about once). Split s takes the K steps [s cps, (s + 1) cps) (cps:
+ * g.chunks_per_split, whole steps, so every step still lies inside one
+ * 128-wide scale block) and, with several splits, writes its fp32 sums to
+ * the partials that gemm_split_reduce adds. */
+template <int BT, int MODE>
+__global__
+MLA_LAUNCH_BOUNDS_BLOCKS(MLA_HIP_BLOCK,
+                         (kTileBlocksPerUnit<BT, MODE>)) void gemm_matrix_kernel(gemm_desc g)
 {
     const int64_t tm_count = (g.M + kMM - 1) / kMM, tn_count = (g.N + kMN - 1) / kMN;
-    int64_t rest, tm, b, tn;
+    int64_t rest, tm, sb, tn, split, b; /* sb = split * batch + b */
     divmod64((int64_t)blockIdx.x, tm_count, rest, tm);
-    divmod64(rest, tn_count, b, tn);
+    divmod64(rest, tn_count, sb, tn);
+    divmod64(sb, g.batch, split, b);
     const int64_t m0 = tm * kMM, n0 = tn * kMN;
+    const int64_t steps = (g.K + kMK - 1) / kMK, st0 = split * g.chunks_per_split;
+    const int64_t st1 = st0 + g.chunks_per_split < steps ? st0 + g.chunks_per_split : steps;
 #if defined(MLA_GEMM_NV) || defined(MLA_GEMM_AMD)
     __shared__ mt_smem sm;
     fill_lut<BT>(sm.lut);
@@ -514,31 +548,35 @@ __global__ __launch_bounds__(MLA_HIP_BLOCK) void gemm_matrix_kernel(gemm_desc g)
                                b * g.bs_b * (int64_t)(BT == MLA_DTYPE_BF16 ? 2 : 1),
                            g.bs_n, g.bs_k, g.N};
     const bool avk = MODE != kModeAny, bvk = MODE == kModeKK, bvn = MODE == kModeKN;
-    const int64_t steps = (g.K + kMK - 1) / kMK;
     mt_acc acc;
     mt_zero(acc);
     mt_regs ra, rb;
     mla_block_sync(); /* the table */
-    if (steps > 0) {
-        mt_fetch<MLA_DTYPE_BF16>(oa, g.K, m0, 0, avk, false, g.a_kfast, ra);
-        mt_fetch<BT>(ob, g.K, n0, 0, bvk, bvn, g.b_kfast, rb);
+    /* Linear's fp8 block scales: row n0 / 128 of the scales (a K step lies
+     * inside one 128-wide scale block). */
+    constexpr bool scaled = BT != MLA_DTYPE_BF16;
+    const float *srow = scaled && g.bscale ? g.bscale + (n0 / kBlockScale) * g.sc_n : nullptr;
+    /* The split's k range [kb, ke), whole steps (the last may pass K); 32-bit
+     * (the host keeps K below 2^31 here: fewer registers in the loop). */
+    const int32_t kb = (int32_t)(st0 * kMK), ke = (int32_t)(st1 * kMK);
+    if (kb < ke) {
+        mt_fetch<MLA_DTYPE_BF16>(oa, g.K, m0, kb, avk, false, g.a_kfast, ra);
+        mt_fetch<BT>(ob, g.K, n0, kb, bvk, bvn, g.b_kfast, rb);
         mt_stash<MLA_DTYPE_BF16>(ra, avk, false, g.a_kfast, sm.a[0], sm.lut);
         mt_stash<BT>(rb, bvk, bvn, g.b_kfast, sm.b[0], sm.lut);
     }
     mla_block_sync();
-    for (int64_t st = 0; st < steps; ++st) {
-        const int cur = (int)(st & 1);
-        const bool next = st + 1 < steps;
+    int cur = 0;
+    for (int32_t k0 = kb; k0 < ke; k0 += kMK, cur ^= 1) {
+        const bool next = k0 + kMK < ke;
+        const float sc = srow ? srow[(k0 / kBlockScale) * g.sc_k] : 1.0f;
         if (next) {
-            mt_fetch<MLA_DTYPE_BF16>(oa, g.K, m0, (st + 1) * kMK, avk, false, g.a_kfast, ra);
-            mt_fetch<BT>(ob, g.K, n0, (st + 1) * kMK, bvk, bvn, g.b_kfast, rb);
+            mt_fetch<MLA_DTYPE_BF16>(oa, g.K, m0, k0 + kMK, avk, false, g.a_kfast, ra);
+            mt_fetch<BT>(ob, g.K, n0, k0 + kMK, bvk, bvn, g.b_kfast, rb);
         }
-        /* Linear's fp8 block scale multiplies each step's sum (a K step
-         * lies inside one 128-wide scale block). */
-        if (BT != MLA_DTYPE_BF16 && g.bscale)
-            mt_compute<true>(
-                acc, g.bscale[(n0 / kBlockScale) * g.sc_n + (st * kMK / kBlockScale) * g.sc_k],
-                sm.a[cur], sm.b[cur]);
+        /* The fp8 block scale multiplies each step's sum. */
+        if (scaled && srow)
+            mt_compute<true>(acc, sc, sm.a[cur], sm.b[cur]);
         else
             mt_compute<false>(acc, 1.0f, sm.a[cur], sm.b[cur]);
         if (next) {
@@ -547,12 +585,13 @@ __global__ __launch_bounds__(MLA_HIP_BLOCK) void gemm_matrix_kernel(gemm_desc g)
         }
         mla_block_sync();
     }
-    mt_store(g, b, m0, n0, acc);
+    mt_store(g, sb, m0, n0, acc);
 #else
-    /* No matrix unit on this target: the FMA tiles. */
+    /* No matrix unit on this target: the FMA tiles over the split's range. */
+    const int64_t kend = st1 * kMK < g.K ? st1 * kMK : g.K;
     for (int q = 0; q < (kMM / kBM) * (kMN / kBN); ++q)
         fma_tile<MLA_DTYPE_BF16, BT>(g, b, m0 + (q / (kMN / kBN)) * kBM,
-                                     n0 + (q % (kMN / kBN)) * kBN);
+                                     n0 + (q % (kMN / kBN)) * kBN, st0 * kMK, kend, split);
 #endif
 }
 
@@ -633,12 +672,8 @@ template <int BT> MLA_GM_DEV uint32_t s_pair(const uint32_t r[4], int q, const u
  * partial sums. */
 MLA_GM_DEV void s_emit(const gemm_desc &g, int64_t split, int64_t n, int64_t m, float v)
 {
-    if (n >= g.N || m >= g.M)
-        return;
-    if (g.splits == 1)
-        store_out(g, m * g.cs_m + n * g.cs_n, v);
-    else
-        g.partial[(split * g.M + m) * g.N + n] = v;
+    if (n < g.N && m < g.M)
+        put_out(g, split, m, n, v); /* batch 1 */
 }
 
 template <int BT> MLA_GM_DEV float s_scale(const gemm_desc &g, int64_t n0, int64_t k)
@@ -838,27 +873,31 @@ template <int BT> __global__ __launch_bounds__(MLA_HIP_BLOCK) void gemm_small_ke
 #endif
 }
 
-/* y = alpha * (sum of the splits' partials, split 0 first); the partials
- * are zeroed again (the scratch is all-zero between ops). */
+/* y = alpha * (sum of the splits' partials [splits, batch, M, N], split 0
+ * first); the partials are zeroed again (the scratch is all-zero between
+ * ops). */
 __global__ __launch_bounds__(MLA_HIP_BLOCK) void gemm_split_reduce(gemm_desc g)
 {
-    const int64_t items = g.M * g.N;
+    const int64_t items = g.batch * g.M * g.N;
     for (int64_t it = block_first_item() + threadIdx.x; it < items; it += grid_items()) {
-        int64_t m, n;
-        divmod64(it, g.N, m, n);
+        int64_t bm, b, m, n;
+        divmod64(it, g.N, bm, n);
+        divmod64(bm, g.M, b, m);
         float sum = 0.0f;
         for (int64_t s = 0; s < g.splits; ++s) {
-            float *p = &g.partial[(s * g.M + m) * g.N + n];
+            float *p = &g.partial[s * items + it];
             sum += *p;
             *p = 0.0f;
         }
-        store_out(g, m * g.cs_m + n * g.cs_n, sum);
+        store_out(g, b * g.cs_b + m * g.cs_m + n * g.cs_n, sum);
     }
 }
 
 /* ============================================================== host */
 
 enum { PATH_AUTO = 0, PATH_FMA = 1, PATH_TILE = 2 };
+constexpr int64_t kMaxSplits = 64;    /* K splits of one launch, either path */
+constexpr int64_t kMinSplitSteps = 8; /* tile path: K steps per split, at least */
 
 /* MLA_HIP_GEMM=fma: every GEMM by the FMA kernel; =tile: the matrix tiles
  * for every M (the small-M path off). For checking one path against
@@ -887,21 +926,93 @@ int32_t vec_flags(const gemm_desc &g)
     return v;
 }
 
+/* MLA_HIP_GEMM_SPLITS=n (1 .. 64): the tile path's K splits for every
+ * launch instead of the rule of tile_splits (0: the rule). For exercising
+ * the split sums on shapes, or hosts, where the rule would not split. */
+int64_t splits_from_env()
+{
+    const char *p = getenv("MLA_HIP_GEMM_SPLITS");
+    if (!p)
+        return 0;
+    const long v = strtol(p, nullptr, 10);
+    return v < 1 ? 0 : v > kMaxSplits ? kMaxSplits : v;
+}
+
+/* The tile path's K splits: where the output tiles leave resident block
+ * slots idle (q_a_proj and kv_a_proj at T <= 1024: K = 7168 in 224 steps on
+ * 5-96 tiles, for 132 SMs x 2), as many splits as keep the launch within
+ * one wave of resident blocks (`slots`: multiprocessors x
+ * kTileBlocksPerUnit), each at least kMinSplitSteps steps of K (the partial
+ * sums' round trip through memory stays small against a split's work). */
+int64_t tile_splits(int64_t slots, int64_t tiles, int64_t steps)
+{
+    int64_t s = tiles > 0 ? slots / tiles : 1;
+    const int64_t most = steps / kMinSplitSteps;
+    s = s > most ? most : s;
+    return s > kMaxSplits ? kMaxSplits : s < 1 ? 1 : s;
+}
+
+/* The splits' fp32 partials [splits, batch, M, N] in the context's scratch. */
+mla_status split_scratch(mla_context *ctx, gemm_desc &g)
+{
+    void *scratch = nullptr;
+    const mla_status s = mla_hip_scratch(
+        ctx, (size_t)g.splits * (size_t)(g.batch * g.M * g.N) * sizeof(float), &scratch);
+    g.partial = static_cast<float *>(scratch);
+    return s;
+}
+
+/* After a split launch: y from the partials. */
+mla_status launch_reduce(mla_context *ctx, const gemm_desc &g, const char *what)
+{
+    const unsigned rb = mla_hip_grid_blocks(ctx, g.batch * g.M * g.N, MLA_HIP_BLOCK);
+    gemm_split_reduce<<<rb, MLA_HIP_BLOCK, 0, mla_hip_state_of(ctx)->stream>>>(g);
+    return mla_hip_check_launch(ctx, what);
+}
+
 template <int BT> mla_status launch_matrix(mla_context *ctx, gemm_desc &g, const char *what)
 {
-    hipStream_t stream = mla_hip_state_of(ctx)->stream;
+    mla_hip_state *st = mla_hip_state_of(ctx);
+    hipStream_t stream = st->stream;
     const int64_t tiles = g.batch * ((g.M + kMM - 1) / kMM) * ((g.N + kMN - 1) / kMN);
-    if (tiles > 0x7FFFFFFF)
+    const int64_t steps = (g.K + kMK - 1) / kMK;
+    const bool avk = g.vec & kAVecK;
+    const int mode = avk && (g.vec & kBVecK)   ? kModeKK
+                     : avk && (g.vec & kBVecN) ? kModeKN
+                                               : kModeAny;
+    const int per_unit = mode == kModeKK   ? kTileBlocksPerUnit<BT, kModeKK>
+                         : mode == kModeKN ? kTileBlocksPerUnit<BT, kModeKN>
+                                           : kTileBlocksPerUnit<BT, kModeAny>;
+    const int64_t forced = splits_from_env();
+    const int64_t want =
+        forced ? forced : tile_splits((int64_t)st->multiprocessors * per_unit, tiles, steps);
+    /* Whole steps per split; the count recomputed so that none is empty. */
+    g.chunks_per_split = steps > 0 ? (steps + want - 1) / want : 0;
+    g.splits =
+        (int32_t)(g.chunks_per_split > 0 ? (steps + g.chunks_per_split - 1) / g.chunks_per_split
+                                         : 1);
+    const int64_t blocks = tiles * g.splits;
+    if (blocks > 0x7FFFFFFF)
         return mla_fail(ctx, MLA_ERR_UNSUPPORTED, "y", "%lld output tiles: beyond one launch",
                         (long long)tiles);
-    const bool avk = g.vec & kAVecK;
-    if (avk && (g.vec & kBVecK))
-        gemm_matrix_kernel<BT, kModeKK><<<(unsigned)tiles, MLA_HIP_BLOCK, 0, stream>>>(g);
-    else if (avk && (g.vec & kBVecN))
-        gemm_matrix_kernel<BT, kModeKN><<<(unsigned)tiles, MLA_HIP_BLOCK, 0, stream>>>(g);
+    if (g.K > 0x7FFFFFFF - kMK) /* the kernel's k is 32-bit */
+        return mla_fail(ctx, MLA_ERR_UNSUPPORTED, "x", "K = %lld: beyond the tile kernel's 2^31",
+                        (long long)g.K);
+    if (g.splits > 1) {
+        const mla_status s = split_scratch(ctx, g);
+        if (s != MLA_OK)
+            return s;
+    }
+    if (mode == kModeKK)
+        gemm_matrix_kernel<BT, kModeKK><<<(unsigned)blocks, MLA_HIP_BLOCK, 0, stream>>>(g);
+    else if (mode == kModeKN)
+        gemm_matrix_kernel<BT, kModeKN><<<(unsigned)blocks, MLA_HIP_BLOCK, 0, stream>>>(g);
     else
-        gemm_matrix_kernel<BT, kModeAny><<<(unsigned)tiles, MLA_HIP_BLOCK, 0, stream>>>(g);
-    return mla_hip_check_launch(ctx, what);
+        gemm_matrix_kernel<BT, kModeAny><<<(unsigned)blocks, MLA_HIP_BLOCK, 0, stream>>>(g);
+    const mla_status s = mla_hip_check_launch(ctx, what);
+    if (s != MLA_OK || g.splits == 1)
+        return s;
+    return launch_reduce(ctx, g, what);
 }
 
 template <int BT> mla_status launch_small(mla_context *ctx, gemm_desc &g, const char *what)
@@ -915,17 +1026,14 @@ template <int BT> mla_status launch_small(mla_context *ctx, gemm_desc &g, const 
     int64_t splits = (want + groups - 1) / groups;
     const int64_t most = nch / (2 * (MLA_HIP_BLOCK / 64) * 2);
     splits = splits > most ? most : splits;
-    splits = splits > 64 ? 64 : splits < 1 ? 1 : splits;
+    splits = splits > kMaxSplits ? kMaxSplits : splits < 1 ? 1 : splits;
     g.chunks_per_split = nch > 0 ? (nch + splits - 1) / splits : 0;
     g.splits =
         (int32_t)(g.chunks_per_split > 0 ? (nch + g.chunks_per_split - 1) / g.chunks_per_split : 1);
     if (g.splits > 1) {
-        void *scratch = nullptr;
-        mla_status s =
-            mla_hip_scratch(ctx, (size_t)g.splits * (size_t)(g.M * g.N) * sizeof(float), &scratch);
+        const mla_status s = split_scratch(ctx, g);
         if (s != MLA_OK)
             return s;
-        g.partial = static_cast<float *>(scratch);
     }
     const int64_t blocks = groups * g.splits;
     if (blocks > 0x7FFFFFFF)
@@ -935,9 +1043,7 @@ template <int BT> mla_status launch_small(mla_context *ctx, gemm_desc &g, const 
     mla_status s = mla_hip_check_launch(ctx, what);
     if (s != MLA_OK || g.splits == 1)
         return s;
-    const unsigned rb = mla_hip_grid_blocks(ctx, g.M * g.N, MLA_HIP_BLOCK);
-    gemm_split_reduce<<<rb, MLA_HIP_BLOCK, 0, st->stream>>>(g);
-    return mla_hip_check_launch(ctx, what);
+    return launch_reduce(ctx, g, what);
 }
 
 } // namespace
@@ -948,6 +1054,7 @@ mla_status mla_hip_gemm(mla_context *ctx, gemm_desc &g, const char *what)
         return MLA_OK;
     const int path = path_from_env();
     hipStream_t stream = mla_hip_state_of(ctx)->stream;
+    g.splits = 1; /* the FMA kernel writes y; the other paths choose */
     if (g.adt == MLA_DTYPE_F32 || path == PATH_FMA) {
         const int64_t tiles = g.batch * g.tiles_m * g.tiles_n;
         const unsigned blocks = mla_hip_grid_blocks(ctx, tiles * MLA_HIP_BLOCK, MLA_HIP_BLOCK);

@@ -22,7 +22,9 @@
  * inside one 128-wide scale block) joins the accumulator as
  * fmaf(scale, partial, acc); alpha multiplies the final sum. Operand access
  * is compiled per layout (k unit-stride for both: linear; n unit-stride for
- * B: the absorb views; anything else through per-value loads).
+ * B: the absorb views; anything else through per-value loads). Where the
+ * tiles would leave multiprocessors idle (q_a_proj / kv_a_proj at T <= 1024:
+ * 5-96 tiles, K = 7168), K is split too, in whole K steps (see below).
  *
  * Small M (linear with bf16 x and T <= 16: a stream of the weights): W plays
  * the matrix unit's row operand (16 rows per NVIDIA mma, 32 per MFMA), x^T
@@ -31,11 +33,17 @@
  * range; its warps take the range's chunks in turn (each chunk's sum
  * times its fp8 block scale, as above) and their sums meet in shared memory
  * in a fixed order. K is split over several blocks where the
- * rows alone would not fill the device: the splits write fp32 partial sums
- * to the context's scratch and a second kernel adds them in split order
- * (and zeroes them again: the scratch is kept all-zero between ops, which
- * the other users of it rely on). Every reduction order is fixed by the
- * shape and the device's multiprocessor count, never by timing.
+ * rows alone would not fill the device.
+ *
+ * Split K (tiles and small M): the splits write fp32 partial sums [splits,
+ * batch, M, N] to the context's scratch and a second kernel adds them in
+ * split order, then applies alpha and the one rounding to C (and zeroes the
+ * partials again: the scratch is kept all-zero between ops, which the other
+ * users of it rely on). Each split's sum carries its own block scales as
+ * above. Every reduction order is fixed by the shape and the device's
+ * multiprocessor count, never by timing. MLA_HIP_GEMM=fma: the FMA kernel for
+ * every GEMM; =tile: the tiles for every M (small-M path off);
+ * MLA_HIP_GEMM_SPLITS=n: n tile-path splits for every launch (testing).
  *
  * Error: the bound of conformance/bounds.c (gamma_{K+3} S: any order and
  * blocking of fp32 sums, one rounding for the block scale applied to a
@@ -70,14 +78,14 @@ struct gemm_desc {
     const void *a, *b;
     void *c;
     const float *bscale; /* linear fp8: [ceil(N/128), ceil(K/128)]; NULL otherwise */
-    float *partial;      /* small-M split-K sums: [splits, M, N] fp32 in the scratch */
+    float *partial;      /* split-K sums: [splits, batch, M, N] fp32 in the scratch */
     int64_t M, N, K, batch, tiles_m, tiles_n;
     int64_t as_b, as_m, as_k, bs_b, bs_k, bs_n, cs_b, cs_m, cs_n, sc_n, sc_k;
     float alpha;
     int32_t adt, bdt, cdt;
     int32_t a_kfast, b_kfast;         /* k is A's (B's) unit-stride index */
     int32_t vec;                      /* kAVecK | kBVecK | kBVecN */
-    int32_t splits, chunks_per_split; /* small-M path */
+    int32_t splits, chunks_per_split; /* split K: chunks (small M) or K steps (tiles) */
 };
 
 /* Tile counts, and which operand index runs with unit stride. */
