@@ -839,15 +839,18 @@ __global__ __launch_bounds__(kThreads) void attention_kernel(att_desc d)
 #else
     constexpr bool nv = false;
 #endif
+    /* the NVIDIA body reads the descriptor from the kernel's parameters
+     * (constant operands; gfx9 keeps it in shared memory for want of scalar
+     * registers) */
     if constexpr (nv)
-        nv_zero_pads<CT, RG>(sd, smem);
+        nv_zero_pads<CT, RG>(d, smem);
     else if constexpr (PATH == PATH_MATRIX)
         zero_pads<MLA_ATT_MATRIX_KIND, QT, kColChunk>(sd, smem);
     else
         zero_pads<KIND_FMA, MLA_DTYPE_BF16, kColChunkFma>(sd, smem);
     while (sb.live) {
         if constexpr (nv)
-            attend_nv<CT, RG>(sd, sb, smem);
+            attend_nv<CT, RG>(d, sb, smem);
         else if constexpr (PATH == PATH_MATRIX)
             attend<MLA_ATT_MATRIX_KIND, CT, QT, kColChunk>(sd, sb, smem);
         else /* q read through its run-time dtype */

@@ -73,15 +73,17 @@ template <int CT, int NK>
 MLA_DEV void nv_issue(const att_desc &d, const int32_t *KP, const key_ref *KR, uint16_t *Ks,
                       uint8_t *raw)
 {
-    const int items = NK * d.cpk;
-    for (int it = (int)threadIdx.x; it < items; it += kThreads) {
-        const int k = it / d.cpk, c = it - k * d.cpk;
-        const chunk_at ch = chunk_of(d, c);
+    /* thread: chunk column c of keys k0, k0 + tpc, .. (the chunk's place
+     * in the layout worked out once) */
+    const int tpc = kThreads / d.cpk, c = (int)threadIdx.x % d.cpk, k0 = (int)threadIdx.x / d.cpk;
+    const chunk_at ch = chunk_of(d, c);
+    const bool bf = CT == MLA_DTYPE_BF16 || (!ch.nope && d.rope_bf16);
+    const int ro = nv_raw_off(d, c), nb = bf ? 2 * ch.n : ch.n;
+    for (int k = k0; k0 < tpc && k < NK; k += tpc) {
         const bool valid = KP[k] >= 0;
-        const bool bf = CT == MLA_DTYPE_BF16 || (!ch.nope && d.rope_bf16);
         const uint8_t *src = valid ? (ch.nope ? KR[k].nope : KR[k].rope) + ch.off : d.c.data;
         uint16_t *kd = Ks + k * d.DP + ch.d0;
-        uint8_t *rd = raw + k * d.rb + nv_raw_off(d, c);
+        uint8_t *rd = raw + k * d.rb + ro;
         if (d.async) {
             void *dst = CT == MLA_DTYPE_BF16 ? static_cast<void *>(kd) : static_cast<void *>(rd);
             if (bf)
@@ -92,7 +94,7 @@ MLA_DEV void nv_issue(const att_desc &d, const int32_t *KP, const key_ref *KR, u
         }
         uint32_t w[4] = {0, 0, 0, 0};
         if (valid)
-            load_bytes(src, w, bf ? 2 * ch.n : ch.n);
+            load_bytes(src, w, nb);
         if constexpr (CT == MLA_DTYPE_BF16) {
             if (ch.n == kChunk && is_aligned(kd, 16)) {
                 mla_u32x4 q;
@@ -144,8 +146,22 @@ MLA_DEV float nv_f16(uint32_t h)
 #endif
 }
 
-/* fp8 codes x (bytes 0..3) times sc -> bf16 pairs lo (bytes 0, 1), hi. */
-template <int CT> MLA_DEV void nv_fp8x4_bf16(uint32_t x, float sc, uint32_t &lo, uint32_t &hi)
+/* Two exact values -> a bf16 pair (lo in the low half). */
+MLA_DEV uint32_t nv_bf16x2(float lo, float hi)
+{
+#if defined(__CUDA_ARCH__) && !MLA_IDX_EMU
+    uint32_t r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+#else
+    return mla_fb_f32_to_bf16(lo) | ((uint32_t)mla_fb_f32_to_bf16(hi) << 16);
+#endif
+}
+
+/* fp8 codes x (bytes 0..3) times sc (FP8_SCALED's power-of-two group scale
+ * when SCALED) -> bf16 pairs lo (bytes 0, 1), hi: exact. */
+template <int CT, bool SCALED>
+MLA_DEV void nv_fp8x4_bf16(uint32_t x, float sc, uint32_t &lo, uint32_t &hi)
 {
     float v[4];
 #if MLA_IDX_CVT_E4M3
@@ -161,36 +177,39 @@ template <int CT> MLA_DEV void nv_fp8x4_bf16(uint32_t x, float sc, uint32_t &lo,
         for (int j = 0; j < 4; ++j)
             v[j] = unpack_value<CT>(&x, j);
     }
-    uint32_t b[4];
+    if constexpr (SCALED) {
 #pragma unroll
-    for (int j = 0; j < 4; ++j)
-        b[j] = mla_fb_f32_to_bf16(mla_fb_mul(v[j], sc));
-    lo = b[0] | (b[1] << 16);
-    hi = b[2] | (b[3] << 16);
+        for (int j = 0; j < 4; ++j)
+            v[j] = mla_fb_mul(v[j], sc);
+    }
+    lo = nv_bf16x2(v[0], v[1]);
+    hi = nv_bf16x2(v[2], v[3]);
 }
 
 /* Raw rows (fp8 caches) -> bf16 key rows. */
 template <int CT, int NK>
 MLA_DEV void nv_convert(const att_desc &d, const uint8_t *raw, uint16_t *Ks)
 {
-    const int items = NK * d.cpk;
-    for (int it = (int)threadIdx.x; it < items; it += kThreads) {
-        const int k = it / d.cpk, c = it - k * d.cpk;
-        const chunk_at ch = chunk_of(d, c);
+    const int tpc = kThreads / d.cpk, c = (int)threadIdx.x % d.cpk, k0 = (int)threadIdx.x / d.cpk;
+    const chunk_at ch = chunk_of(d, c);
+    const int ro = nv_raw_off(d, c), so = d.raw_so + 4 * (ch.d0 / MLA_CL_SCALE_GROUP);
+    for (int k = k0; k0 < tpc && k < NK; k += tpc) {
         const uint8_t *row = raw + k * d.rb;
-        const uint32_t *src = reinterpret_cast<const uint32_t *>(row + nv_raw_off(d, c));
+        const uint32_t *src = reinterpret_cast<const uint32_t *>(row + ro);
         uint32_t w[4];
         if (!ch.nope && d.rope_bf16) {
 #pragma unroll
             for (int j = 0; j < 4; ++j)
                 w[j] = src[j];
         } else {
-            const float sc = cache_fp8s(d.c)
-                                 ? *reinterpret_cast<const float *>(
-                                       row + d.raw_so + 4 * (ch.d0 / MLA_CL_SCALE_GROUP))
-                                 : 1.0f;
-            nv_fp8x4_bf16<CT>(src[0], sc, w[0], w[1]);
-            nv_fp8x4_bf16<CT>(src[1], sc, w[2], w[3]);
+            if (cache_fp8s(d.c)) {
+                const float sc = *reinterpret_cast<const float *>(row + so);
+                nv_fp8x4_bf16<CT, true>(src[0], sc, w[0], w[1]);
+                nv_fp8x4_bf16<CT, true>(src[1], sc, w[2], w[3]);
+            } else {
+                nv_fp8x4_bf16<CT, false>(src[0], 1.0f, w[0], w[1]);
+                nv_fp8x4_bf16<CT, false>(src[1], 1.0f, w[2], w[3]);
+            }
         }
         uint16_t *kd = Ks + k * d.DP + ch.d0;
         if (ch.n == kChunk) {
@@ -276,13 +295,16 @@ MLA_DEV void attend_nv(const att_desc &d, const att_blk &b, unsigned char *smem)
     const int rg = w % RG, kg = w / RG, DP = d.DP, KS = (DP - 8) / 16;
 
     nv_stage_q(d, b, TM, Qs, Ql);
+    /* key tid of the tile after next: its position and cache block are
+     * loaded a tile ahead of their use (nv_key_ref after the P V) */
     int32_t npos = -1;
-    key_ref nblk;
+    int64_t nblock = 0;
+    key_ref nref;
     if (tid < NK) {
-        key_info<CT>(d, b, b.kv_lo, npos, nblk);
+        key_info<CT>(d, b, b.kv_lo, npos, nref);
         KPs[tid] = npos;
-        KBs[tid] = nblk;
-        key_info<CT>(d, b, b.kv_lo + NK, npos, nblk);
+        KBs[tid] = nref;
+        key_info<CT>(d, b, b.kv_lo + NK, npos, nref);
     }
     idx_sync();
     if (b.kv_lo < b.kv_hi)
@@ -315,8 +337,10 @@ MLA_DEV void attend_nv(const att_desc &d, const att_blk &b, unsigned char *smem)
         const int nxt = cur ^ 1;
         if (tid < NK) {
             KPs[nxt * NK + tid] = npos;
-            KBs[nxt * NK + tid] = nblk;
-            key_info<CT>(d, b, kb + 2 * NK, npos, nblk);
+            KBs[nxt * NK + tid] = nref;
+            npos = key_position(d, b, kb + 2 * NK, tid);
+            if (npos >= 0)
+                nblock = key_block(d, b, npos);
         }
         if (d.async)
             cp_async_wait<0>();
@@ -333,14 +357,15 @@ MLA_DEV void attend_nv(const att_desc &d, const att_blk &b, unsigned char *smem)
 
         /* S for row group rg x keys KW kg .. (ldmatrix x4: q's 16x16 steps
          * ks, ks + 1; one 8-key tile's two steps) */
-        float s[NT][4];
+        float s[NT][4], s1[NT][4]; /* even and odd k-steps: two mma chains */
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
             for (int e = 0; e < 4; ++e)
-                s[nt][e] = 0.0f;
+                s[nt][e] = s1[nt][e] = 0.0f;
         const int qrow = (16 * rg + lane % 16) * DP + 8 * (lane / 16);
         const uint16_t *ka = Kt + (KW * kg + lane % 8) * DP + 8 * (lane / 8);
+#pragma unroll 2
         for (int ks = 0; ks < KS; ks += 2) {
             uint32_t a0[4], a1[4], bb[NT][4];
             mla_ldsm_x4(a0, Qs + qrow + 16 * ks);
@@ -351,7 +376,7 @@ MLA_DEV void attend_nv(const att_desc &d, const att_blk &b, unsigned char *smem)
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt) {
                 mla_mma_bf16_16x8x16(s[nt], a0, &bb[nt][0]);
-                mla_mma_bf16_16x8x16(s[nt], a1, &bb[nt][2]);
+                mla_mma_bf16_16x8x16(s1[nt], a1, &bb[nt][2]);
             }
             if (d.qsplit) {
                 mla_ldsm_x4(a0, Ql + qrow + 16 * ks);
@@ -359,10 +384,15 @@ MLA_DEV void attend_nv(const att_desc &d, const att_blk &b, unsigned char *smem)
 #pragma unroll
                 for (int nt = 0; nt < NT; ++nt) {
                     mla_mma_bf16_16x8x16(s[nt], a0, &bb[nt][0]);
-                    mla_mma_bf16_16x8x16(s[nt], a1, &bb[nt][2]);
+                    mla_mma_bf16_16x8x16(s1[nt], a1, &bb[nt][2]);
                 }
             }
         }
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+                s[nt][e] += s1[nt][e];
 
         /* masked, scaled scores; this warp's row maxima */
         float mx[2] = {-INFINITY, -INFINITY};
@@ -451,6 +481,11 @@ MLA_DEV void attend_nv(const att_desc &d, const att_blk &b, unsigned char *smem)
                         mla_mma_bf16_16x8x16(o[rr][n], a, bv[n]);
                 }
             }
+        }
+        if (tid < NK) {
+            nref.nope = nref.rope = d.c.data;
+            if (npos >= 0)
+                nref = key_bases<CT>(d, nblock, (uint32_t)npos % d.c.bs);
         }
     }
 
