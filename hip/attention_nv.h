@@ -146,6 +146,19 @@ MLA_DEV float nv_f16(uint32_t h)
 #endif
 }
 
+/* 2^x for the softmax: the hardware's approximation on NVIDIA (relative
+ * error below 2^-22, far inside the bf16 rounding of P; -inf gives 0). */
+MLA_DEV float nv_exp2(float x)
+{
+#if defined(__CUDA_ARCH__) && !MLA_IDX_EMU
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+#else
+    return exp2f(x);
+#endif
+}
+
 /* Two exact values -> a bf16 pair (lo in the low half). */
 MLA_DEV uint32_t nv_bf16x2(float lo, float hi)
 {
@@ -288,6 +301,9 @@ MLA_DEV void attend_nv(const att_desc &d, const att_blk &b, unsigned char *smem)
     uint16_t *Ps = reinterpret_cast<uint16_t *>(smem + L.ps);
     uint16_t *Qs = reinterpret_cast<uint16_t *>(smem + L.qs);
     uint16_t *Ql = Qs + TM * d.DP;
+    const mla_saddr qs_at = mla_smem_addr(Qs), ps_at = mla_smem_addr(Ps);
+    const uint32_t ql_off = 2u * TM * d.DP; /* Ql after Qs */
+    const bool qsplit = d.qsplit;
     uint16_t *Ks = reinterpret_cast<uint16_t *>(smem + L.ks);
     uint8_t *raw = smem + L.raw;
 
@@ -363,24 +379,25 @@ MLA_DEV void attend_nv(const att_desc &d, const att_blk &b, unsigned char *smem)
 #pragma unroll
             for (int e = 0; e < 4; ++e)
                 s[nt][e] = s1[nt][e] = 0.0f;
-        const int qrow = (16 * rg + lane % 16) * DP + 8 * (lane / 16);
-        const uint16_t *ka = Kt + (KW * kg + lane % 8) * DP + 8 * (lane / 8);
-#pragma unroll 2
+        /* byte addresses: a k-step is 32 bytes along a row */
+        const mla_saddr qa = qs_at + 2 * ((16 * rg + lane % 16) * DP + 8 * (lane / 16));
+        const mla_saddr ka = mla_smem_addr(Kt) + 2 * ((KW * kg + lane % 8) * DP + 8 * (lane / 8));
+#pragma unroll 6
         for (int ks = 0; ks < KS; ks += 2) {
             uint32_t a0[4], a1[4], bb[NT][4];
-            mla_ldsm_x4(a0, Qs + qrow + 16 * ks);
-            mla_ldsm_x4(a1, Qs + qrow + 16 * ks + 16);
+            mla_ldsm_x4_at(a0, qa + 32 * ks);
+            mla_ldsm_x4_at(a1, qa + 32 * ks + 32);
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt)
-                mla_ldsm_x4(bb[nt], ka + 8 * nt * DP + 16 * ks);
+                mla_ldsm_x4_at(bb[nt], ka + 16 * nt * DP + 32 * ks);
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt) {
                 mla_mma_bf16_16x8x16(s[nt], a0, &bb[nt][0]);
                 mla_mma_bf16_16x8x16(s1[nt], a1, &bb[nt][2]);
             }
-            if (d.qsplit) {
-                mla_ldsm_x4(a0, Ql + qrow + 16 * ks);
-                mla_ldsm_x4(a1, Ql + qrow + 16 * ks + 16);
+            if (qsplit) {
+                mla_ldsm_x4_at(a0, qa + ql_off + 32 * ks);
+                mla_ldsm_x4_at(a1, qa + ql_off + 32 * ks + 32);
 #pragma unroll
                 for (int nt = 0; nt < NT; ++nt) {
                     mla_mma_bf16_16x8x16(s[nt], a0, &bb[nt][0]);
@@ -426,7 +443,7 @@ MLA_DEV void attend_nv(const att_desc &d, const att_blk &b, unsigned char *smem)
                 for (int c = 0; c < CW; ++c)
                     tm = fmaxf(tm, Mx[16 * (c * RG + rr) + g + 8 * h]);
                 const float mn = fmaxf(m_run[rr][h], tm);
-                alpha[rr][h] = mn == -INFINITY ? 1.0f : exp2f(m_run[rr][h] - mn);
+                alpha[rr][h] = mn == -INFINITY ? 1.0f : nv_exp2(m_run[rr][h] - mn);
                 m_run[rr][h] = mn;
                 if (rr == rg) {
                     m_own[h] = mn;
@@ -439,12 +456,11 @@ MLA_DEV void attend_nv(const att_desc &d, const att_blk &b, unsigned char *smem)
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
                 const float x0 = s[nt][2 * h], x1 = s[nt][2 * h + 1];
-                const float p0 = x0 == -INFINITY ? 0.0f : exp2f(x0 - m_own[h]);
-                const float p1 = x1 == -INFINITY ? 0.0f : exp2f(x1 - m_own[h]);
+                const float p0 = x0 == -INFINITY ? 0.0f : nv_exp2(x0 - m_own[h]);
+                const float p1 = x1 == -INFINITY ? 0.0f : nv_exp2(x1 - m_own[h]);
                 psum[h] += p0 + p1;
                 *reinterpret_cast<uint32_t *>(Ps + (16 * rg + g + 8 * h) * PSS + KW * kg + 8 * nt +
-                                              2 * t) =
-                    mla_fb_f32_to_bf16(p0) | ((uint32_t)mla_fb_f32_to_bf16(p1) << 16);
+                                              2 * t) = nv_bf16x2(p0, p1);
             }
 #pragma unroll
         for (int h = 0; h < 2; ++h)
@@ -460,22 +476,30 @@ MLA_DEV void attend_nv(const att_desc &d, const att_blk &b, unsigned char *smem)
 #pragma unroll
                     for (int e = 0; e < 4; ++e)
                         o[rr][n][e] *= alpha[rr][e >> 1];
+            /* V: keys 16 kk + 8 ((lane / 8) % 2) + lane % 8, 8-column groups
+             * 2 np + lane / 16 (clamped to the row); P: rows 16 rr + lane % 16 */
+            const mla_saddr vb = mla_smem_addr(Kt) + 2 * ((8 * ((lane / 8) % 2) + lane % 8) * DP);
+            mla_saddr vc[4];
+#pragma unroll
+            for (int np = 0; np < 4; ++np) {
+                const int col = colbase + 8 * (2 * np + lane / 16);
+                vc[np] = vb + 2 * (col < colmax ? col : colmax);
+            }
+            const mla_saddr pa = ps_at + 2 * ((lane % 16) * PSS + 8 * (lane / 16));
 #pragma unroll
             for (int kk = 0; kk < NK / 16; ++kk) {
                 uint32_t bv[8][2];
-                const uint16_t *vrow = Kt + (16 * kk + 8 * ((lane / 8) % 2) + lane % 8) * DP;
 #pragma unroll
                 for (int np = 0; np < 4; ++np) {
-                    const int col = colbase + 8 * (2 * np + lane / 16);
                     uint32_t q4[4];
-                    mla_ldsm_x4_trans(q4, vrow + (col < colmax ? col : colmax));
+                    mla_ldsm_x4_trans_at(q4, vc[np] + 32 * kk * DP);
                     bv[2 * np][0] = q4[0], bv[2 * np][1] = q4[1];
                     bv[2 * np + 1][0] = q4[2], bv[2 * np + 1][1] = q4[3];
                 }
 #pragma unroll
                 for (int rr = 0; rr < RG; ++rr) {
                     uint32_t a[4];
-                    mla_ldsm_x4(a, Ps + (16 * rr + lane % 16) * PSS + 16 * kk + 8 * (lane / 16));
+                    mla_ldsm_x4_at(a, pa + 2 * (16 * rr * PSS + 16 * kk));
 #pragma unroll
                     for (int n = 0; n < 8; ++n)
                         mla_mma_bf16_16x8x16(o[rr][n], a, bv[n]);

@@ -230,11 +230,18 @@ static inline void mla_emu_ldsm_x4(uint32_t r[4], const void *row, bool trans)
     mla_emu_my_wave->barrier();
 }
 
-static inline void mla_ldsm_x4(uint32_t r[4], const void *row) { mla_emu_ldsm_x4(r, row, false); }
-static inline void mla_ldsm_x4_trans(uint32_t r[4], const void *row)
+/* a shared-memory address (the device's 32-bit window; here the pointer) */
+typedef uintptr_t mla_saddr;
+static inline mla_saddr mla_smem_addr(const void *p) { return (uintptr_t)p; }
+static inline void mla_ldsm_x4_at(uint32_t r[4], mla_saddr a)
 {
-    mla_emu_ldsm_x4(r, row, true);
+    mla_emu_ldsm_x4(r, (const void *)a, false);
 }
+static inline void mla_ldsm_x4_trans_at(uint32_t r[4], mla_saddr a)
+{
+    mla_emu_ldsm_x4(r, (const void *)a, true);
+}
+static inline void mla_ldsm_x4(uint32_t r[4], const void *row) { mla_emu_ldsm_x4(r, row, false); }
 
 struct mla_f32x16 {
     float v[16];
@@ -305,22 +312,32 @@ static __device__ __forceinline__ void mla_mma_bf16_16x8x16(float d[4], const ui
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
-/* r = four 8x8 bf16 matrices from shared memory, this lane's row at `row`
- * (layout above). */
-static __device__ __forceinline__ void mla_ldsm_x4(uint32_t r[4], const void *row)
+/* r = four 8x8 bf16 matrices from shared memory, this lane's row at
+ * shared address a (layout above); the _at forms take the 32-bit address
+ * (mla_smem_addr once, then plain offsets: no conversion per load). */
+typedef uint32_t mla_saddr;
+static __device__ __forceinline__ mla_saddr mla_smem_addr(const void *p)
 {
-    const uint32_t a = (uint32_t)__cvta_generic_to_shared(row);
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+static __device__ __forceinline__ void mla_ldsm_x4_at(uint32_t r[4], mla_saddr a)
+{
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"(a));
 }
 
-static __device__ __forceinline__ void mla_ldsm_x4_trans(uint32_t r[4], const void *row)
+static __device__ __forceinline__ void mla_ldsm_x4_trans_at(uint32_t r[4], mla_saddr a)
 {
-    const uint32_t a = (uint32_t)__cvta_generic_to_shared(row);
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"(a));
+}
+
+static __device__ __forceinline__ void mla_ldsm_x4(uint32_t r[4], const void *row)
+{
+    mla_ldsm_x4_at(r, mla_smem_addr(row));
 }
 #endif
 
