@@ -356,43 +356,72 @@ MLA_GM_DEV void mt_zero(mt_acc &a)
                 a.v[i][j][q] = 0.0f;
 }
 
+/* B fragments of the warp's 4 n8 tiles at word kw (k 2 kw ..): two
+ * ldmatrix x4, each two n tiles x two k halves. pb: this lane's row
+ * address (mt_compute). */
+MLA_GM_DEV void mt_frag_b(const uint32_t *pb, int kw, uint32_t b[4][2])
+{
+#pragma unroll
+    for (int jj = 0; jj < 2; ++jj) {
+        uint32_t r[4];
+        mla_ldsm_x4(r, pb + 16 * jj * kRowW + kw);
+        b[2 * jj][0] = r[0], b[2 * jj][1] = r[1], b[2 * jj + 1][0] = r[2], b[2 * jj + 1][1] = r[3];
+    }
+}
+
 /* acc += A B over the staged K step; SC: acc += s (A B), the step's sum
- * formed first (half of the m tiles at a time: fewer live registers). */
+ * formed first (half of the m tiles at a time: fewer live registers).
+ * Fragments by ldmatrix x4 (mfma.h's layout: with lane l giving row l % 8 of
+ * matrix l / 8, A's matrices are rows +0 / +8 x k +0 / +8, i.e. a[0..3]
+ * of the mma; B's are k +0 / +8 of n tile j, then of tile j + 1): a quarter
+ * of the shared-memory instructions of 32-bit loads. Without SC the B
+ * fragments of a k half serve all 4 m tiles. */
 template <bool SC>
 MLA_GM_DEV void mt_compute(mt_acc &acc, float s, const uint32_t (*sa)[kRowW],
                            const uint32_t (*sb)[kRowW])
 {
     const int lane = (int)threadIdx.x % 32, warp = (int)threadIdx.x / 32;
-    const int g = lane / 4, t = lane % 4, wm = warp / 4, wn = warp % 4;
-#pragma unroll
-    for (int hf = 0; hf < 2; ++hf) {
-        float part[2][4][4];
-#pragma unroll
-        for (int ii = 0; ii < 2; ++ii)
-#pragma unroll
-            for (int j = 0; j < 4; ++j)
-#pragma unroll
-                for (int q = 0; q < 4; ++q)
-                    part[ii][j][q] = 0.0f;
+    const int wm = warp / 4, wn = warp % 4, li = lane % 8, lj = lane / 8;
+    const uint32_t *pa = &sa[wm * 64 + li + 8 * (lj % 2)][4 * (lj / 2)];
+    const uint32_t *pb = &sb[wn * 32 + li + 8 * (lj / 2)][4 * (lj % 2)];
+    if constexpr (!SC) {
 #pragma unroll
         for (int kw = 0; kw < kMK / 2; kw += 8) {
             uint32_t b[4][2];
+            mt_frag_b(pb, kw, b);
 #pragma unroll
-            for (int j = 0; j < 4; ++j) {
-                const uint32_t *r = sb[wn * 32 + 8 * j + g];
-                b[j][0] = r[kw + t], b[j][1] = r[kw + t + 4];
-            }
-#pragma unroll
-            for (int ii = 0; ii < 2; ++ii) {
-                const int i = 2 * hf + ii;
-                const uint32_t *r0 = sa[wm * 64 + 16 * i + g], *r1 = sa[wm * 64 + 16 * i + g + 8];
-                const uint32_t a[4] = {r0[kw + t], r1[kw + t], r0[kw + t + 4], r1[kw + t + 4]};
+            for (int i = 0; i < 4; ++i) {
+                uint32_t a[4];
+                mla_ldsm_x4(a, pa + 16 * i * kRowW + kw);
 #pragma unroll
                 for (int j = 0; j < 4; ++j)
-                    mla_mma_bf16_16x8x16(SC ? part[ii][j] : acc.v[i][j], a, b[j]);
+                    mla_mma_bf16_16x8x16(acc.v[i][j], a, b[j]);
             }
         }
-        if (SC) {
+    } else {
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) {
+            float part[2][4][4];
+#pragma unroll
+            for (int ii = 0; ii < 2; ++ii)
+#pragma unroll
+                for (int j = 0; j < 4; ++j)
+#pragma unroll
+                    for (int q = 0; q < 4; ++q)
+                        part[ii][j][q] = 0.0f;
+#pragma unroll
+            for (int kw = 0; kw < kMK / 2; kw += 8) {
+                uint32_t b[4][2];
+                mt_frag_b(pb, kw, b);
+#pragma unroll
+                for (int ii = 0; ii < 2; ++ii) {
+                    uint32_t a[4];
+                    mla_ldsm_x4(a, pa + 16 * (2 * hf + ii) * kRowW + kw);
+#pragma unroll
+                    for (int j = 0; j < 4; ++j)
+                        mla_mma_bf16_16x8x16(part[ii][j], a, b[j]);
+                }
+            }
 #pragma unroll
             for (int ii = 0; ii < 2; ++ii)
 #pragma unroll
