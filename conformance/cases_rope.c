@@ -82,6 +82,9 @@ static int build(conf_case *cases, int cap)
         add(&b, s, 6, f16, f16, 5, 2, 10, 0, 1, 0, i64, 300, CONF_L_PAD, "in place, D 10");
     }
     add(&b, 0, 16, bf16, bf16, 0, 3, 16, 4, 0, 0, i32, 512, CONF_L_CONTIG, "T=0");
+    /* more heads than a HIP thread takes (4): head groups */
+    add(&b, 0, 64, bf16, bf16, 3, 9, 64, 1, 0, 1, i64, 4096, CONF_L_CONTIG, "q_pe view, 9 heads");
+    add(&b, 1, 16, f32, f32, 3, 6, 24, 4, 1, 0, i32, 512, CONF_L_PAD, "in place, 6 heads, D 24");
     return b.n;
 }
 

@@ -16,9 +16,9 @@
  * the cache's element type). Items are 8-value nope chunks and the two
  * 8-value pieces of a rotation unit of 8 pairs, one thread each (one
  * store site per kernel keeps the layout arithmetic's registers in budget;
- * on NVIDIA a query thread loads kQUnroll items before it stores them, so
- * that more 16-byte loads are in flight);
- * the key nope chunks are
+ * a query item is its chunk in kQHeads heads, all loaded before the first
+ * store, so that several 16-byte loads are in flight per thread and the
+ * index arithmetic is paid once per kQHeads chunks); the key nope chunks are
  * laid out as the cache writer's (FP8_SCALED scale teams on 16 lanes). The
  * keys take two kernels because one holding both parts has more arguments
  * and layout constants than a gfx9 wave's scalar registers (it spilled);
@@ -31,12 +31,12 @@
 namespace
 {
 
-/* Query items a thread loads before it stores (gfx9: 1; 2 already spilled
- * scalar registers in the fp8 q_cat kernels). */
+/* Heads a query item covers: its loads in flight before its stores (gfx9:
+ * 1; 2 and 4 spilled scalar registers in the fp8 q_cat kernels). */
 #if defined(__CUDACC__)
-constexpr int kQUnroll = 4;
+constexpr int kQHeads = 4;
 #else
-constexpr int kQUnroll = 1;
+constexpr int kQHeads = 1;
 #endif
 
 /* The items of a row: nope chunks, then rotation units. */
@@ -50,7 +50,7 @@ struct q_desc {
     const void *qn, *qp, *pos;
     void *qcat;
     int64_t ns0, ns1, ns2, ps0, ps1, ps2, cs0, cs1, cs2;
-    uint32_t poss, L;
+    uint32_t poss, L, H, groups; /* groups: ceil(H / kQHeads) */
     float q_scale;
     int32_t pos64;
     rc_items it;
@@ -81,58 +81,53 @@ MLA_DEV void store_q(const q_desc &d, int64_t off, int n, float v[kChunk])
 template <int IT, int QT, int MODE>
 __global__ __launch_bounds__(MLA_HIP_BLOCK) void rope_cache_q_kernel(q_desc d, item_window w)
 {
-    /* kQUnroll items a thread per pass: all their loads, then all their
-     * stores (each item's output depends on its own inputs only), so that a
-     * thread keeps several 16-byte loads in flight. */
-    const uint32_t stride = window_stride();
-    for (uint32_t i0 = window_first() + threadIdx.x; i0 < w.count;) {
-        float v[kQUnroll][kChunk];
-        int64_t off[kQUnroll];
-        int n[kQUnroll];
-        bool live[kQUnroll];
-#pragma unroll
-        for (int u = 0; u < kQUnroll; ++u) {
-            const uint64_t iu = (uint64_t)i0 + (uint64_t)u * stride;
-            live[u] = false;
-            n[u] = 0;
-            off[u] = 0;
-            if (iu >= w.count)
+    /* Item (g, c) of token t: output chunk c of a q_cat row (nope chunk or
+     * rotation piece) in the heads g, g + groups, ... (kQHeads of them): all
+     * their loads, then all their stores, so that a thread keeps kQHeads
+     * 16-byte loads in flight; the item's index arithmetic is shared. */
+    for (uint32_t i = window_first() + threadIdx.x; i < w.count; i += window_stride()) {
+        int64_t t;
+        uint32_t k; /* item of token t */
+        window_item(w, i, t, k);
+        const uint32_t g = k / d.it.per_row, c = k % d.it.per_row;
+        float v[kQHeads][kChunk];
+        int64_t d0; /* q_cat dim of v[j][0] */
+        int n;
+        if (c < d.it.nope_chunks) {
+            if (!d.it.nope)
                 continue;
-            int64_t t;
-            uint32_t hc; /* item of token t's H rows */
-            window_item(w, (uint32_t)iu, t, hc);
-            const int64_t h = hc / (uint32_t)d.it.per_row, c = hc % (uint32_t)d.it.per_row;
-            int64_t d0; /* q_cat dim of v[u][0] */
-            if (c < d.it.nope_chunks) {
-                if (!d.it.nope)
-                    continue;
-                d0 = c * kChunk;
-                n[u] = chunk_len(d.L - d0);
-                load8<IT, MODE>(d.qn, t * d.ns0 + h * d.ns1 + d0 * d.ns2, d.ns2, n[u], v[u]);
-            } else {
-                if (!d.it.rope)
-                    continue;
-                const int64_t un = c - d.it.nope_chunks; /* 2 items per unit: its pieces */
-                const int64_t i0p = (un / 2) * kPairs;
-                const int piece = (int)(un % 2);
-                const int64_t pos = load_index(d.pos, d.pos64, t * d.poss);
-                rope_piece<IT, MODE>(d.qp, t * d.ps0 + h * d.ps1, d.ps2, d.tb, pos, i0p, piece,
-                                     v[u]);
-                const rope_pieces p = pieces_of(d.tb, i0p, unit_pairs(d.tb, i0p));
-                d0 = d.L + (piece ? p.d[1] : p.d[0]);
-                n[u] = piece ? p.n[1] : p.n[0];
+            d0 = (int64_t)c * kChunk;
+            n = chunk_len(d.L - d0);
+#pragma unroll
+            for (int j = 0; j < kQHeads; ++j) {
+                const int64_t h = (int64_t)g + (int64_t)j * d.groups;
+                load8<IT, MODE>(d.qn, t * d.ns0 + h * d.ns1 + d0 * d.ns2, d.ns2, h < d.H ? n : 0,
+                                v[j]);
             }
-            off[u] = t * d.cs0 + h * d.cs1 + d0 * d.cs2;
-            live[u] = true;
+        } else {
+            if (!d.it.rope)
+                continue;
+            const uint32_t un = c - d.it.nope_chunks; /* 2 items per unit: its pieces */
+            const int64_t i0p = (int64_t)(un / 2) * kPairs;
+            const int piece = (int)(un % 2);
+            const int64_t pos = load_index(d.pos, d.pos64, t * d.poss);
+#pragma unroll
+            for (int j = 0; j < kQHeads; ++j) {
+                const int64_t h = (int64_t)g + (int64_t)j * d.groups;
+                if (h < d.H)
+                    rope_piece<IT, MODE>(d.qp, t * d.ps0 + h * d.ps1, d.ps2, d.tb, pos, i0p, piece,
+                                         v[j]);
+            }
+            const rope_pieces p = pieces_of(d.tb, i0p, unit_pairs(d.tb, i0p));
+            d0 = d.L + (piece ? p.d[1] : p.d[0]);
+            n = piece ? p.n[1] : p.n[0];
         }
 #pragma unroll
-        for (int u = 0; u < kQUnroll; ++u)
-            if (live[u])
-                store_q<QT, MODE>(d, off[u], n[u], v[u]);
-        const uint64_t next = (uint64_t)i0 + (uint64_t)kQUnroll * stride;
-        if (next >= w.count)
-            break;
-        i0 = (uint32_t)next;
+        for (int j = 0; j < kQHeads; ++j) {
+            const int64_t h = (int64_t)g + (int64_t)j * d.groups;
+            if (h < d.H)
+                store_q<QT, MODE>(d, t * d.cs0 + h * d.cs1 + d0 * d.cs2, n, v[j]);
+        }
     }
 }
 
@@ -192,27 +187,28 @@ template <typename F> mla_status with_q_cat(int dt, F &&f)
     return with_cache_dtype(dt, f);
 }
 
-mla_status launch_q(mla_context *ctx, q_desc d, int64_t T, int64_t H, int nope_dt, int pe_dt,
-                    int qcat_dt, bool wide)
+mla_status launch_q(mla_context *ctx, q_desc d, int64_t T, int nope_dt, int pe_dt, int qcat_dt,
+                    bool wide)
 {
     hipStream_t stream = mla_hip_state_of(ctx)->stream;
     const int split = nope_dt != pe_dt; /* one launch per part */
     for (int part = 0; part <= split; ++part) {
         d.it.nope = !split || part == 0;
         d.it.rope = !split || part == 1;
-        const mla_status st = for_windows(ctx, T, H * d.it.per_row, [&](const item_window &w) {
-            const unsigned blocks = mla_hip_grid_blocks(ctx, w.count, MLA_HIP_BLOCK);
-            return with_float(part ? pe_dt : nope_dt, [&](auto it) {
-                return with_q_cat(qcat_dt, [&](auto qt) {
-                    return with_access(wide, [&](auto m) {
-                        rope_cache_q_kernel<decltype(it)::value, decltype(qt)::value,
-                                            decltype(m)::value>
-                            <<<blocks, MLA_HIP_BLOCK, 0, stream>>>(d, w);
-                        return mla_hip_check_launch(ctx, "rope_cache query kernel launch");
+        const mla_status st =
+            for_windows(ctx, T, d.groups * d.it.per_row, [&](const item_window &w) {
+                const unsigned blocks = mla_hip_grid_blocks(ctx, w.count, MLA_HIP_BLOCK);
+                return with_float(part ? pe_dt : nope_dt, [&](auto it) {
+                    return with_q_cat(qcat_dt, [&](auto qt) {
+                        return with_access(wide, [&](auto m) {
+                            rope_cache_q_kernel<decltype(it)::value, decltype(qt)::value,
+                                                decltype(m)::value>
+                                <<<blocks, MLA_HIP_BLOCK, 0, stream>>>(d, w);
+                            return mla_hip_check_launch(ctx, "rope_cache query kernel launch");
+                        });
                     });
                 });
             });
-        });
         if (st != MLA_OK)
             return st;
     }
@@ -299,13 +295,17 @@ mla_status mla_hip_rope_cache(mla_context *ctx, const mla_rope_cache_op_args *a)
     q.q_scale = a->q_scale;
     q.pos64 = a->q_pos.dtype == MLA_DTYPE_I64;
     q.it = it;
+    if ((st = check_dim32(ctx, qn.shape[1], "q_nope.shape[1]")) != MLA_OK)
+        return st;
+    q.H = (uint32_t)qn.shape[1];
+    q.groups = (q.H + kQHeads - 1) / kQHeads;
     /* Whole chunks and pieces everywhere, every tensor contiguous along its
      * rows and aligned: the wide-access instantiation. */
     const bool table_wide = wide_ok(a->cos, 1) && wide_ok(a->sin, 1) && tb.half % kPairs == 0;
     const bool q_wide = table_wide && a->desc.kv_lora % kChunk == 0 && wide_ok(qn, 2) &&
                         wide_ok(qp, 2) && wide_ok(qc, 2);
     if (qn.shape[0] > 0) {
-        st = launch_q(ctx, q, qn.shape[0], qn.shape[1], qn.dtype, qp.dtype, qc.dtype, q_wide);
+        st = launch_q(ctx, q, qn.shape[0], qn.dtype, qp.dtype, qc.dtype, q_wide);
         if (st != MLA_OK)
             return st;
     }

@@ -36,13 +36,20 @@ static inline mla_status make_rope_table(mla_context *ctx, const mla_tensor &cos
 {
     const int64_t v[5] = {cos.stride[0], cos.stride[1], sin.stride[0], sin.stride[1], cos.shape[1]};
     for (int i = 0; i < 5; ++i) {
-        const mla_status st = check_dim32(ctx, v[i], i < 2 ? "cos.stride" : i < 4 ? "sin.stride"
-                                                                             : "cos.shape[1]");
+        const mla_status st = check_dim32(ctx, v[i],
+                                          i < 2   ? "cos.stride"
+                                          : i < 4 ? "sin.stride"
+                                                  : "cos.shape[1]");
         if (st != MLA_OK)
             return st;
     }
-    tb = {static_cast<const float *>(cos.data), static_cast<const float *>(sin.data),
-          (uint32_t)v[0], (uint32_t)v[1], (uint32_t)v[2], (uint32_t)v[3], (uint32_t)v[4],
+    tb = {static_cast<const float *>(cos.data),
+          static_cast<const float *>(sin.data),
+          (uint32_t)v[0],
+          (uint32_t)v[1],
+          (uint32_t)v[2],
+          (uint32_t)v[3],
+          (uint32_t)v[4],
           style == MLA_ROPE_NEOX};
     return MLA_OK;
 }
@@ -70,10 +77,7 @@ MLA_DEV rope_pieces pieces_of(const rope_table &tb, int64_t i0, int np)
     return p;
 }
 
-MLA_DEV int unit_pairs(const rope_table &tb, int64_t i0)
-{
-    return chunk_len(tb.half - i0);
-}
+MLA_DEV int unit_pairs(const rope_table &tb, int64_t i0) { return chunk_len(tb.half - i0); }
 
 MLA_DEV void rotate(float a, float b, float c, float s, float &out_a, float &out_b)
 {
@@ -81,20 +85,22 @@ MLA_DEV void rotate(float a, float b, float c, float s, float &out_a, float &out
     out_b = mla_fadd_rn(mla_fmul_rn(a, s), mla_fmul_rn(b, c));
 }
 
-/* Rotates the unit at pair i0 of the row of dtype DT whose dim d is at
- * element base + d * step, by position pos: out[p][k] is value k of piece p
- * (pieces_of), in fp32. */
-template <int DT>
-MLA_DEV void rope_unit(const void *x, int64_t base, int64_t step, const rope_table &tb,
-                       int64_t pos, int64_t i0, float out[2][kChunk])
+/* cos and sin of the np pairs of the unit at pair i0, position pos (a
+ * kernel that rotates the unit in several rows of one token loads them
+ * once). */
+template <int MODE = kAuto>
+MLA_DEV void rope_table_unit(const rope_table &tb, int64_t pos, int64_t i0, int np, float c[kChunk],
+                             float s[kChunk])
 {
-    const int np = unit_pairs(tb, i0);
-    const rope_pieces p = pieces_of(tb, i0, np);
-    float v[2][kChunk], c[kChunk], s[kChunk];
-    load8<DT>(x, base + p.d[0] * step, step, p.n[0], v[0]);
-    load8<DT>(x, base + p.d[1] * step, step, p.n[1], v[1]);
-    load8<MLA_DTYPE_F32>(tb.cos, pos * tb.cs0 + i0 * tb.cs1, tb.cs1, np, c);
-    load8<MLA_DTYPE_F32>(tb.sin, pos * tb.ss0 + i0 * tb.ss1, tb.ss1, np, s);
+    load8<MLA_DTYPE_F32, MODE>(tb.cos, pos * tb.cs0 + i0 * tb.cs1, tb.cs1, np, c);
+    load8<MLA_DTYPE_F32, MODE>(tb.sin, pos * tb.ss0 + i0 * tb.ss1, tb.ss1, np, s);
+}
+
+/* The unit's values v (v[p][k]: value k of piece p, pieces_of) rotated by
+ * c, s into out (same layout), in fp32. */
+MLA_DEV void rope_rotate_unit(const rope_table &tb, const float v[2][kChunk], const float c[kChunk],
+                              const float s[kChunk], float out[2][kChunk])
+{
     /* Two loops with constant indices (a run-time index into a register
      * array would put it in scratch memory). */
     if (tb.neox) {
@@ -108,6 +114,22 @@ MLA_DEV void rope_unit(const void *x, int64_t base, int64_t step, const rope_tab
             rotate(v[pc][i], v[pc][i + 1], c[k], s[k], out[pc][i], out[pc][i + 1]);
         }
     }
+}
+
+/* Rotates the unit at pair i0 of the row of dtype DT whose dim d is at
+ * element base + d * step, by position pos: out[p][k] is value k of piece p
+ * (pieces_of), in fp32. */
+template <int DT>
+MLA_DEV void rope_unit(const void *x, int64_t base, int64_t step, const rope_table &tb, int64_t pos,
+                       int64_t i0, float out[2][kChunk])
+{
+    const int np = unit_pairs(tb, i0);
+    const rope_pieces p = pieces_of(tb, i0, np);
+    float v[2][kChunk], c[kChunk], s[kChunk];
+    load8<DT>(x, base + p.d[0] * step, step, p.n[0], v[0]);
+    load8<DT>(x, base + p.d[1] * step, step, p.n[1], v[1]);
+    rope_table_unit(tb, pos, i0, np, c, s);
+    rope_rotate_unit(tb, v, c, s, out);
 }
 
 /* Piece `piece` (0 or 1) of the unit at pair i0 alone, rotated: out[k] is
