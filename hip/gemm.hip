@@ -904,7 +904,10 @@ template <int BT> __global__ __launch_bounds__(MLA_HIP_BLOCK) void gemm_small_ke
 
 /* y = alpha * (sum of the splits' partials [splits, batch, M, N], split 0
  * first); the partials are zeroed again (the scratch is all-zero between
- * ops). */
+ * ops). The loads go out kRedBatch at a time before any zeroing store (a
+ * store between two loads would make each load wait for the one before). */
+constexpr int kRedBatch = 8;
+
 __global__ __launch_bounds__(MLA_HIP_BLOCK) void gemm_split_reduce(gemm_desc g)
 {
     const int64_t items = g.batch * g.M * g.N;
@@ -912,11 +915,21 @@ __global__ __launch_bounds__(MLA_HIP_BLOCK) void gemm_split_reduce(gemm_desc g)
         int64_t bm, b, m, n;
         divmod64(it, g.N, bm, n);
         divmod64(bm, g.M, b, m);
+        float *p = g.partial + it;
         float sum = 0.0f;
-        for (int64_t s = 0; s < g.splits; ++s) {
-            float *p = &g.partial[s * items + it];
-            sum += *p;
-            *p = 0.0f;
+        for (int64_t s0 = 0; s0 < g.splits; s0 += kRedBatch) {
+            float v[kRedBatch];
+#pragma unroll
+            for (int u = 0; u < kRedBatch; ++u)
+                v[u] = s0 + u < g.splits ? p[(s0 + u) * items] : 0.0f;
+#pragma unroll
+            for (int u = 0; u < kRedBatch; ++u)
+                if (s0 + u < g.splits)
+                    sum += v[u];
+#pragma unroll
+            for (int u = 0; u < kRedBatch; ++u)
+                if (s0 + u < g.splits)
+                    p[(s0 + u) * items] = 0.0f;
         }
         store_out(g, b * g.cs_b + m * g.cs_m + n * g.cs_n, sum);
     }
@@ -925,8 +938,8 @@ __global__ __launch_bounds__(MLA_HIP_BLOCK) void gemm_split_reduce(gemm_desc g)
 /* ============================================================== host */
 
 enum { PATH_AUTO = 0, PATH_FMA = 1, PATH_TILE = 2 };
-constexpr int64_t kMaxSplits = 64;    /* K splits of one launch, either path */
-constexpr int64_t kMinSplitSteps = 8; /* tile path: K steps per split, at least */
+constexpr int64_t kMaxSplits = 64;     /* K splits of one launch, either path */
+constexpr int64_t kMinSplitSteps = 16; /* tile path: K steps per split, at least */
 
 /* MLA_HIP_GEMM=fma: every GEMM by the FMA kernel; =tile: the matrix tiles
  * for every M (the small-M path off). For checking one path against
