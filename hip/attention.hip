@@ -127,8 +127,9 @@ struct att_desc {
     /* NVIDIA body (hip/attention_nv.h): raw key row bytes (fp8 caches) and
      * where FP8_SCALED's scales sit in it; cp.async usable; f32 q (hi + lo) */
     int32_t rb, raw_so, async, qsplit;
-    float ss2; /* score scale, log2 units */
-    float kso; /* output factor: k_scale of fp8 NORMAL / SHUFFLED, else 1 */
+    int32_t bs_sh; /* log2 of the block size when a power of two, else -1 */
+    float ss2;     /* score scale, log2 units */
+    float kso;     /* output factor: k_scale of fp8 NORMAL / SHUFFLED, else 1 */
 };
 
 /* What a block works on. Rows r < TM of the tile: query row j0 + r / HT,
@@ -262,7 +263,14 @@ MLA_DEV int32_t key_position(const att_desc &d, const att_blk &b, int32_t kb, in
 /* Cache block of key position pos >= 0 of the block's sequence. */
 MLA_DEV int64_t key_block(const att_desc &d, const att_blk &b, int32_t pos)
 {
-    return d.paged ? (int64_t)b.trow[(int64_t)((uint32_t)pos / d.c.bs) * d.bts1] : (int64_t)b.s;
+    const uint32_t i = d.bs_sh >= 0 ? (uint32_t)pos >> d.bs_sh : (uint32_t)pos / d.c.bs;
+    return d.paged ? (int64_t)b.trow[(int64_t)i * d.bts1] : (int64_t)b.s;
+}
+
+/* Token of key position pos >= 0 in its cache block. */
+MLA_DEV uint32_t key_token(const att_desc &d, int32_t pos)
+{
+    return d.bs_sh >= 0 ? (uint32_t)pos & (d.c.bs - 1) : (uint32_t)pos % d.c.bs;
 }
 
 /* Where a key's nope and rope data start in the cache (its layout's
@@ -582,7 +590,7 @@ MLA_DEV void key_info(const att_desc &d, const att_blk &b, int32_t kb, int32_t &
     pos = key_position(d, b, kb, (int)threadIdx.x);
     ref.nope = ref.rope = d.c.data;
     if (pos >= 0)
-        ref = key_bases<CT>(d, key_block(d, b, pos), (uint32_t)pos % d.c.bs);
+        ref = key_bases<CT>(d, key_block(d, b, pos), key_token(d, pos));
 }
 
 /* Dims D .. DP of every key row stay 0 (the matrix steps read them; no
@@ -1182,6 +1190,10 @@ mla_status mla_hip_attention(mla_context *ctx, const mla_attention_op_args *a)
     const bool nv = false;
 #endif
     d.qsplit = a->q.dtype == MLA_DTYPE_F32;
+    d.bs_sh = -1;
+    for (int sh = 0; sh < 31; ++sh)
+        if ((int64_t)1 << sh == ds.cache.block_size)
+            d.bs_sh = sh;
     const int rg = nv ? nv_row_groups(H, qcap, d.sparse, d.qsplit) : 0;
     d.DP = (int32_t)key_row_values(D, path);
     const int TM = nv ? 16 * rg : kTM;

@@ -67,26 +67,45 @@ MLA_DEV int nv_raw_off(const att_desc &d, int c)
                              : 8 * d.nope_chunks + (c - d.nope_chunks) * (d.rope_bf16 ? 16 : 8);
 }
 
+/* This thread's share of every key tile: chunk c of keys k0, k0 + tpc, ..
+ * (tpc threads per chunk column; threads past them idle), where chunk c sits
+ * in the cache (its part and byte offset there) and in the tile's rows:
+ * worked out once per record. */
+struct nv_map {
+    int32_t k0, tpc, off, d0, ro, n;
+    bool rope, bf;
+};
+
+template <int CT> MLA_DEV nv_map nv_map_of(const att_desc &d)
+{
+    nv_map m;
+    const int c = (int)threadIdx.x % d.cpk;
+    const chunk_at ch = chunk_of(d, c);
+    m.tpc = kThreads / d.cpk; /* >= 3: cpk <= 81 for L + R <= 640 */
+    m.k0 = (int)threadIdx.x / d.cpk;
+    m.off = ch.off;
+    m.d0 = ch.d0;
+    m.ro = nv_raw_off(d, c);
+    m.n = ch.n;
+    m.rope = !ch.nope;
+    m.bf = CT == MLA_DTYPE_BF16 || (!ch.nope && d.rope_bf16);
+    return m;
+}
+
 /* The keys of a tile (positions KP, -1 none: zeros; addresses KR) into Ks
  * (bf16 caches) or the raw rows (fp8); commits one cp.async group. */
 template <int CT, int NK>
-MLA_DEV void nv_issue(const att_desc &d, const int32_t *KP, const key_ref *KR, uint16_t *Ks,
-                      uint8_t *raw)
+MLA_DEV void nv_issue(const att_desc &d, const nv_map &m, const int32_t *KP, const key_ref *KR,
+                      uint16_t *Ks, uint8_t *raw)
 {
-    /* thread: chunk column c of keys k0, k0 + tpc, .. (the chunk's place
-     * in the layout worked out once) */
-    const int tpc = kThreads / d.cpk, c = (int)threadIdx.x % d.cpk, k0 = (int)threadIdx.x / d.cpk;
-    const chunk_at ch = chunk_of(d, c);
-    const bool bf = CT == MLA_DTYPE_BF16 || (!ch.nope && d.rope_bf16);
-    const int ro = nv_raw_off(d, c), nb = bf ? 2 * ch.n : ch.n;
-    for (int k = k0; k0 < tpc && k < NK; k += tpc) {
+    for (int k = m.k0; m.k0 < m.tpc && k < NK; k += m.tpc) {
         const bool valid = KP[k] >= 0;
-        const uint8_t *src = valid ? (ch.nope ? KR[k].nope : KR[k].rope) + ch.off : d.c.data;
-        uint16_t *kd = Ks + k * d.DP + ch.d0;
-        uint8_t *rd = raw + k * d.rb + ro;
+        const uint8_t *src = valid ? (m.rope ? KR[k].rope : KR[k].nope) + m.off : d.c.data;
+        uint16_t *kd = Ks + k * d.DP + m.d0;
+        uint8_t *rd = raw + k * d.rb + m.ro;
         if (d.async) {
             void *dst = CT == MLA_DTYPE_BF16 ? static_cast<void *>(kd) : static_cast<void *>(rd);
-            if (bf)
+            if (m.bf)
                 cp_async<16>(dst, src, valid);
             else
                 cp_async<8>(dst, src, valid);
@@ -94,9 +113,9 @@ MLA_DEV void nv_issue(const att_desc &d, const int32_t *KP, const key_ref *KR, u
         }
         uint32_t w[4] = {0, 0, 0, 0};
         if (valid)
-            load_bytes(src, w, nb);
+            load_bytes(src, w, m.bf ? 2 * m.n : m.n);
         if constexpr (CT == MLA_DTYPE_BF16) {
-            if (ch.n == kChunk && is_aligned(kd, 16)) {
+            if (m.n == kChunk && is_aligned(kd, 16)) {
                 mla_u32x4 q;
 #pragma unroll
                 for (int j = 0; j < 4; ++j)
@@ -105,14 +124,14 @@ MLA_DEV void nv_issue(const att_desc &d, const int32_t *KP, const key_ref *KR, u
             } else { /* a short chunk: the next part's dims follow it */
 #pragma unroll
                 for (int j = 0; j < kChunk; ++j)
-                    if (j < ch.n)
+                    if (j < m.n)
                         kd[j] = (uint16_t)(w[j / 2] >> (16 * (j % 2)));
             }
         } else { /* raw slots do not overlap: whole words */
             uint32_t *p = reinterpret_cast<uint32_t *>(rd);
 #pragma unroll
             for (int j = 0; j < 4; ++j)
-                if (j < (bf ? 4 : 2))
+                if (j < (m.bf ? 4 : 2))
                     p[j] = w[j];
         }
     }
@@ -201,16 +220,14 @@ MLA_DEV void nv_fp8x4_bf16(uint32_t x, float sc, uint32_t &lo, uint32_t &hi)
 
 /* Raw rows (fp8 caches) -> bf16 key rows. */
 template <int CT, int NK>
-MLA_DEV void nv_convert(const att_desc &d, const uint8_t *raw, uint16_t *Ks)
+MLA_DEV void nv_convert(const att_desc &d, const nv_map &m, const uint8_t *raw, uint16_t *Ks)
 {
-    const int tpc = kThreads / d.cpk, c = (int)threadIdx.x % d.cpk, k0 = (int)threadIdx.x / d.cpk;
-    const chunk_at ch = chunk_of(d, c);
-    const int ro = nv_raw_off(d, c), so = d.raw_so + 4 * (ch.d0 / MLA_CL_SCALE_GROUP);
-    for (int k = k0; k0 < tpc && k < NK; k += tpc) {
+    const int so = d.raw_so + 4 * (m.d0 / MLA_CL_SCALE_GROUP);
+    for (int k = m.k0; m.k0 < m.tpc && k < NK; k += m.tpc) {
         const uint8_t *row = raw + k * d.rb;
-        const uint32_t *src = reinterpret_cast<const uint32_t *>(row + ro);
+        const uint32_t *src = reinterpret_cast<const uint32_t *>(row + m.ro);
         uint32_t w[4];
-        if (!ch.nope && d.rope_bf16) {
+        if (m.rope && d.rope_bf16) {
 #pragma unroll
             for (int j = 0; j < 4; ++j)
                 w[j] = src[j];
@@ -224,8 +241,8 @@ MLA_DEV void nv_convert(const att_desc &d, const uint8_t *raw, uint16_t *Ks)
                 nv_fp8x4_bf16<CT, false>(src[1], 1.0f, w[2], w[3]);
             }
         }
-        uint16_t *kd = Ks + k * d.DP + ch.d0;
-        if (ch.n == kChunk) {
+        uint16_t *kd = Ks + k * d.DP + m.d0;
+        if (m.n == kChunk) {
             mla_u32x4 q;
 #pragma unroll
             for (int j = 0; j < 4; ++j)
@@ -234,7 +251,7 @@ MLA_DEV void nv_convert(const att_desc &d, const uint8_t *raw, uint16_t *Ks)
         } else {
 #pragma unroll
             for (int j = 0; j < kChunk; ++j)
-                if (j < ch.n)
+                if (j < m.n)
                     kd[j] = (uint16_t)(w[j / 2] >> (16 * (j % 2)));
         }
     }
@@ -323,8 +340,9 @@ MLA_DEV void attend_nv(const att_desc &d, const att_blk &b, unsigned char *smem)
         key_info<CT>(d, b, b.kv_lo + NK, npos, nref);
     }
     idx_sync();
+    const nv_map map = nv_map_of<CT>(d);
     if (b.kv_lo < b.kv_hi)
-        nv_issue<CT, NK>(d, KPs, KBs, Ks, raw);
+        nv_issue<CT, NK>(d, map, KPs, KBs, Ks, raw);
 
     int32_t lim[2]; /* causal limits of this lane's rows, -1: invalid row */
 #pragma unroll
@@ -362,12 +380,12 @@ MLA_DEV void attend_nv(const att_desc &d, const att_blk &b, unsigned char *smem)
             cp_async_wait<0>();
         idx_sync(); /* tile kb is in; every warp is done with tile kb - NK */
         if (kb + NK < b.kv_hi)
-            nv_issue<CT, NK>(d, KPs + nxt * NK, KBs + nxt * NK,
+            nv_issue<CT, NK>(d, map, KPs + nxt * NK, KBs + nxt * NK,
                              RAW ? Ks : Ks + nxt * (L.ks_bytes / 2), raw + nxt * L.raw_bytes);
         const int32_t *KP = KPs + cur * NK;
         const uint16_t *Kt = RAW ? Ks : Ks + cur * (L.ks_bytes / 2);
         if constexpr (RAW) {
-            nv_convert<CT, NK>(d, raw + cur * L.raw_bytes, Ks);
+            nv_convert<CT, NK>(d, map, raw + cur * L.raw_bytes, Ks);
             idx_sync();
         }
 
@@ -509,7 +527,7 @@ MLA_DEV void attend_nv(const att_desc &d, const att_blk &b, unsigned char *smem)
         if (tid < NK) {
             nref.nope = nref.rope = d.c.data;
             if (npos >= 0)
-                nref = key_bases<CT>(d, nblock, (uint32_t)npos % d.c.bs);
+                nref = key_bases<CT>(d, nblock, key_token(d, npos));
         }
     }
 
