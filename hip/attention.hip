@@ -30,9 +30,9 @@
  *   4. O = alpha O + P V with V = the first L dims of the same key rows.
  *
  * Matrix units through hip/mfma.h:
- *   NVIDIA mma m16n8k16: TM = 16 rows, NK = 32 keys, 8 warps; warp w holds
- *     q's k-steps w, w + 8, .. (16 dims each) and O's 8-column tiles w,
- *     w + 8, .. of the block's 512-column chunk;
+ *   NVIDIA mma m16n8k16: the body of hip/attention_nv.h (TM = 16, 32 or
+ *     64 rows, 64-key tiles, q and keys staged in shared memory, the next
+ *     tile in flight by cp.async; steps 2-4 as there);
  *   gfx9 MFMA 32x32x8: TM = 32 rows, NK = 32 keys, 4 waves; wave w holds
  *     q's 8-dim k-steps w, w + 4, .. and O's 32-column tiles w, w + 4, ...
  * f32 q is split into bf16 hi + lo (two products per step: 16 significant
