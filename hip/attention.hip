@@ -76,7 +76,7 @@ constexpr float kLn2 = 0.6931471805599453f;
  * the same tiles). NVIDIA's matrix body (hip/attention_nv.h) has its own
  * tiles; kTM there is the plain body's. */
 #if defined(__CUDACC__)
-constexpr int kTM = 16, kNKMat = 32, kNW = 8, kTK = 16;
+constexpr int kTM = 16, kNW = 8; /* the plain body's rows; the matrix body's warps */
 constexpr int64_t kSmemMax = 227 * 1024;
 /* L + R the matrix body takes: its key rows, two tiles, in shared memory */
 constexpr int kMaxDimsMatrix = 640;
@@ -1197,7 +1197,9 @@ mla_status mla_hip_attention(mla_context *ctx, const mla_attention_op_args *a)
     const int rg = nv ? nv_row_groups(H, qcap, d.sparse, d.qsplit) : 0;
     d.DP = (int32_t)key_row_values(D, path);
     const int TM = nv ? 16 * rg : kTM;
-    d.KS = (int32_t)((D + kTK - 1) / kTK);
+#if !defined(__CUDACC__)
+    d.KS = (int32_t)((D + kTK - 1) / kTK); /* gfx9's k-steps */
+#endif
     d.HT = (int32_t)(H < TM ? H : TM);
     d.NHT = (int32_t)((H + d.HT - 1) / d.HT);
     d.JT = d.sparse ? 1 : TM / d.HT;
@@ -1220,9 +1222,13 @@ mla_status mla_hip_attention(mla_context *ctx, const mla_attention_op_args *a)
         }
         smem = nv_layout(rg, d.DP, d.rb, d.qsplit).total;
     } else {
+#if defined(__CUDACC__)
+        smem = smem_layout(kTM, kNKFma, 1, d.DP, 1).total;
+#else
         smem = smem_layout(kTM, path == PATH_MATRIX ? kNKMat : kNKFma,
                            path == PATH_MATRIX ? kNW : 1, d.DP, 1)
                    .total;
+#endif
     }
     if (smem > kSmemMax)
         return mla_fail(ctx, MLA_ERR_UNSUPPORTED, "cache_desc.kv_lora",
