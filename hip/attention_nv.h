@@ -329,7 +329,7 @@ MLA_DEV void attend_nv(const att_desc &d, const att_blk &b, unsigned char *smem)
 
     nv_stage_q(d, b, TM, Qs, Ql);
     /* key tid of the tile after next: its position and cache block are
-     * loaded a tile ahead of their use (nv_key_ref after the P V) */
+     * loaded a tile ahead of their use, the addresses resolved after P V */
     int32_t npos = -1;
     int64_t nblock = 0;
     key_ref nref;
