@@ -917,15 +917,10 @@ MLA_TARGET_AVX512 static void softmax_avx512(float *st, int64_t mp, int nv, int 
             _mm512_storeu_ps(st + i * mp + VL * v, acc[i][v]);                                     \
     }
 
-/* Values: MV vectors of pairs x NA value dims, over the tile's keys: per key
- * MV loads of P and NA broadcasts of the key's values; alpha rescales the
- * running output as it is loaded. */
-#define MLA_ATTN_PV_TILE(MV, NA)                                                                   \
-    MLA_TARGET_AVX512 static void pv_tile_##MV##_##NA(const float *pt, int64_t mp,                 \
-                                                      const float *kt, int64_t ks, int nk,         \
-                                                      float *ot, const float *alpha)               \
-    {                                                                                              \
-        __m512 acc[NA][MV];                                                                        \
+/* The P V accumulators of a value tile (acc[NA][MV], NA rows of ot, stride
+ * mp): the running output times alpha, or zeros for the first tile. */
+#define MLA_ATTN_PV_START(MV, NA)                                                                  \
+    do {                                                                                           \
         if (alpha) {                                                                               \
             MLA_UNROLL for (int v = 0; v < MV; ++v)                                                \
             {                                                                                      \
@@ -937,6 +932,18 @@ MLA_TARGET_AVX512 static void softmax_avx512(float *st, int64_t mp, int nv, int 
             MLA_UNROLL for (int i = 0; i < NA; ++i) MLA_UNROLL for (int v = 0; v < MV; ++v)        \
                 acc[i][v] = _mm512_setzero_ps();                                                   \
         }                                                                                          \
+    } while (0)
+
+/* Values: MV vectors of pairs x NA value dims, over the tile's keys: per key
+ * MV loads of P and NA broadcasts of the key's values; alpha rescales the
+ * running output as it is loaded. */
+#define MLA_ATTN_PV_TILE(MV, NA)                                                                   \
+    MLA_TARGET_AVX512 static void pv_tile_##MV##_##NA(const float *pt, int64_t mp,                 \
+                                                      const float *kt, int64_t ks, int nk,         \
+                                                      float *ot, const float *alpha)               \
+    {                                                                                              \
+        __m512 acc[NA][MV];                                                                        \
+        MLA_ATTN_PV_START(MV, NA);                                                                 \
         for (int a = 0; a < nk; ++a) {                                                             \
             __m512 p[MV];                                                                          \
             const float *kr = kt + a * ks;                                                         \
@@ -1102,17 +1109,7 @@ static void qkdp_avx512(const uint32_t *qp, int64_t mp, int nv, const uint32_t *
         const float *alpha)                                                                        \
     {                                                                                              \
         __m512 acc[NA][MV];                                                                        \
-        if (alpha) {                                                                               \
-            MLA_UNROLL for (int v = 0; v < MV; ++v)                                                \
-            {                                                                                      \
-                const __m512 al = _mm512_loadu_ps(alpha + VL * v);                                 \
-                MLA_UNROLL for (int i = 0; i < NA; ++i) acc[i][v] =                                \
-                    _mm512_mul_ps(_mm512_loadu_ps(ot + i * mp + VL * v), al);                      \
-            }                                                                                      \
-        } else {                                                                                   \
-            MLA_UNROLL for (int i = 0; i < NA; ++i) MLA_UNROLL for (int v = 0; v < MV; ++v)        \
-                acc[i][v] = _mm512_setzero_ps();                                                   \
-        }                                                                                          \
+        MLA_ATTN_PV_START(MV, NA);                                                                 \
         for (int j = 0; j < np; ++j) {                                                             \
             __m512bh p[MV];                                                                        \
             const uint32_t *vr = vp + j * L;                                                       \
