@@ -150,9 +150,9 @@ struct att_smem {
 
 static __host__ __device__ inline int32_t align16(int32_t v) { return (v + 15) / 16 * 16; }
 
-/* NBUF key tiles (2: the NVIDIA asynchronous copies), each with its
- * positions KP and cache blocks KB. */
-static __host__ __device__ inline att_smem smem_layout(int TM, int NK, int NPART, int DP, int NBUF)
+/* The plain and gfx9 bodies: one key tile with its positions KP and cache
+ * blocks KB. */
+static __host__ __device__ inline att_smem smem_layout(int TM, int NK, int NPART, int DP)
 {
     att_smem s;
     /* the kernel's descriptor and block record, read from shared memory
@@ -167,10 +167,10 @@ static __host__ __device__ inline att_smem smem_layout(int TM, int NK, int NPART
     s.as = s.ps + align16(ps_bytes);
     s.fs = s.as + align16(TM * 4);
     s.kp = s.fs + align16(TM * 4);
-    s.kb = s.kp + align16(NBUF * NK * 4);
-    s.ks = s.kb + align16(NBUF * NK * 16);
+    s.kb = s.kp + align16(NK * 4);
+    s.ks = s.kb + align16(NK * 16);
     s.ks_bytes = align16(NK * DP * 2);
-    s.total = s.ks + NBUF * s.ks_bytes;
+    s.total = s.ks + s.ks_bytes;
     return s;
 }
 
@@ -598,7 +598,7 @@ MLA_DEV void key_info(const att_desc &d, const att_blk &b, int32_t kb, int32_t &
 template <int KIND, int QT, int W> MLA_DEV void zero_pads(const att_desc &d, unsigned char *smem)
 {
     using OPS = ops_of<KIND, QT, W>;
-    const att_smem L = smem_layout(kTM, OPS::NK, OPS::NPART, d.DP, 1);
+    const att_smem L = smem_layout(kTM, OPS::NK, OPS::NPART, d.DP);
     const int pad = d.DP - d.D;
     for (int i = (int)threadIdx.x; i < OPS::NK * pad; i += kThreads)
         reinterpret_cast<uint16_t *>(smem + L.ks)[(i / pad) * d.DP + d.D + i % pad] = 0;
@@ -673,7 +673,7 @@ MLA_DEV void attend(const att_desc &d, const att_blk &b, unsigned char *smem)
     static_assert(KPT >= 1 && KPT * TPR == NK, "whole keys per softmax thread");
     /* the launch sized shared memory for the matrix tiles (NPART, NK of the
      * vendor) or the plain ones; the plain body fits in either */
-    const att_smem L = smem_layout(TM, NK, NPART, d.DP, 1);
+    const att_smem L = smem_layout(TM, NK, NPART, d.DP);
     float *Sp = reinterpret_cast<float *>(smem + L.sp);
     float *As = reinterpret_cast<float *>(smem + L.as);
     float *Fs = reinterpret_cast<float *>(smem + L.fs);
@@ -1223,10 +1223,10 @@ mla_status mla_hip_attention(mla_context *ctx, const mla_attention_op_args *a)
         smem = nv_layout(rg, d.DP, d.rb, d.qsplit).total;
     } else {
 #if defined(__CUDACC__)
-        smem = smem_layout(kTM, kNKFma, 1, d.DP, 1).total;
+        smem = smem_layout(kTM, kNKFma, 1, d.DP).total;
 #else
         smem = smem_layout(kTM, path == PATH_MATRIX ? kNKMat : kNKFma,
-                           path == PATH_MATRIX ? kNW : 1, d.DP, 1)
+                           path == PATH_MATRIX ? kNW : 1, d.DP)
                    .total;
 #endif
     }
