@@ -62,29 +62,35 @@ MLA_AVX512_INLINE __m512 mla_v16_load(const void *p, const int kind, float sp, _
     const __m256i t = _mm256_slli_epi16(_mm256_cvtepu8_epi16(c), 7);
     const __m256i h = _mm256_add_epi16(t, _mm256_and_si256(t, _mm256_set1_epi16(0x4000)));
     const __m512 v = _mm512_mul_ps(_mm512_cvtph_ps(h), _mm512_set1_ps(sp));
-    const __mmask16 nan = kind == MLA_V16_FN
-                              ? _mm_cmpeq_epi8_mask(_mm_and_si128(c, _mm_set1_epi8(0x7F)),
-                                                    _mm_set1_epi8(0x7F))
-                              : _mm_cmpeq_epi8_mask(c, _mm_set1_epi8((char)0x80));
+    const __mmask16 nan =
+        kind == MLA_V16_FN
+            ? _mm_cmpeq_epi8_mask(_mm_and_si128(c, _mm_set1_epi8(0x7F)), _mm_set1_epi8(0x7F))
+            : _mm_cmpeq_epi8_mask(c, _mm_set1_epi8((char)0x80));
     return _mm512_mask_mov_ps(v, nan & m, _mm512_castsi512_ps(_mm512_set1_epi32(0x7FC00000)));
 }
 
-/* The lanes of m of v stored at p as fp32 or bf16 (mla_fb_f32_to_bf16). */
-MLA_AVX512_INLINE void mla_v16_store(void *p, __m512 v, int bf16, __mmask16 m)
+/* The 16 lanes of v as bf16 (mla_fb_f32_to_bf16: nearest even, NaN ->
+ * sign | 0x7FC0). */
+MLA_AVX512_INLINE __m256i mla_v16_bf16(__m512 v)
 {
-    if (!bf16) {
-        _mm512_mask_storeu_ps(p, m, v);
-        return;
-    }
     const __m512i u = _mm512_castps_si512(v), hi = _mm512_srli_epi32(u, 16);
     const __m512i odd = _mm512_and_si512(hi, _mm512_set1_epi32(1));
     const __m512i r = _mm512_srli_epi32(
         _mm512_add_epi32(u, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7FFF))), 16);
     const __mmask16 nan = _mm512_cmpgt_epu32_mask(
         _mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)), _mm512_set1_epi32(0x7F800000));
-    const __m512i q = _mm512_or_si512(_mm512_and_si512(hi, _mm512_set1_epi32(0x8000)),
-                                      _mm512_set1_epi32(0x7FC0));
-    _mm256_mask_storeu_epi16(p, m, _mm512_cvtepi32_epi16(_mm512_mask_mov_epi32(r, nan, q)));
+    const __m512i q =
+        _mm512_or_si512(_mm512_and_si512(hi, _mm512_set1_epi32(0x8000)), _mm512_set1_epi32(0x7FC0));
+    return _mm512_cvtepi32_epi16(_mm512_mask_mov_epi32(r, nan, q));
+}
+
+/* The lanes of m of v stored at p as fp32 or bf16 (mla_v16_bf16). */
+MLA_AVX512_INLINE void mla_v16_store(void *p, __m512 v, int bf16, __mmask16 m)
+{
+    if (!bf16)
+        _mm512_mask_storeu_ps(p, m, v);
+    else
+        _mm256_mask_storeu_epi16(p, m, mla_v16_bf16(v));
 }
 
 /* Saturating fp8 codes of 16 fp32 values, bit for bit mla_fb_f32_to_e4m3fn
@@ -103,8 +109,8 @@ MLA_AVX512_INLINE __m128i mla_v16_to_fp8(__m512 x, int fnuz)
         _mm512_add_epi32(_mm512_sub_epi32(a, _mm512_set1_epi32((127 - bias) << 23)),
                          _mm512_add_epi32(odd, _mm512_set1_epi32(0x7FFFF))),
         20);
-    const __m512 scaled = _mm512_mul_ps(_mm512_castsi512_ps(a),
-                                        _mm512_castsi512_ps(_mm512_set1_epi32((127 + bias + 2) << 23)));
+    const __m512 scaled = _mm512_mul_ps(
+        _mm512_castsi512_ps(a), _mm512_castsi512_ps(_mm512_set1_epi32((127 + bias + 2) << 23)));
     const __m512i sub =
         _mm512_cvt_roundps_epi32(scaled, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     const __mmask16 small = _mm512_cmplt_epu32_mask(a, _mm512_set1_epi32((128 - bias) << 23));

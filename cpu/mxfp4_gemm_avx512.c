@@ -58,8 +58,8 @@ TILE_INLINE __m512 reduce16(const __m512 *v)
  * accumulators stay in registers. */
 TILE_INLINE void tile(const mla_mx_rows *r, const int MT, const int NT, int64_t n0)
 {
-    const __m512 fp4 = _mm512_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f,
-                                      -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f);
+    const __m512 fp4 = _mm512_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f, -0.5f,
+                                      -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f);
     const uint8_t *w[MLA_MX_TILE];
     const float *ws[MLA_MX_TILE];
     for (int ni = 0; ni < NT; ++ni) {
@@ -134,6 +134,21 @@ MLA_TARGET_AVX512 void mla_cpu_mx_rows_avx512(const mla_mx_rows *r, int mt)
 #else
 #define TARGET_BF16 __attribute__((target(MLA_AVX512_ISAS ",avx512bf16,prefer-vector-width=512")))
 #endif
+
+/* bf16 pairs (lo's value in the low half) of 16 fp32 lo / hi values exact
+ * in bf16, and the smallest exponent field of their nonzero values into
+ * *emin. */
+TARGET_BF16 static inline __attribute__((always_inline)) __m512i bf16_pairs(__m512i lo, __m512i hi,
+                                                                            __m512i *emin)
+{
+    const __m512i eight = _mm512_set1_epi32(0xFF), mag = _mm512_set1_epi32(0x7FFFFFFF);
+    *emin = _mm512_mask_min_epu32(*emin, _mm512_test_epi32_mask(lo, mag), *emin,
+                                  _mm512_and_si512(_mm512_srli_epi32(lo, 23), eight));
+    *emin = _mm512_mask_min_epu32(*emin, _mm512_test_epi32_mask(hi, mag), *emin,
+                                  _mm512_and_si512(_mm512_srli_epi32(hi, 23), eight));
+    return _mm512_or_si512(_mm512_srli_epi32(lo, 16),
+                           _mm512_and_si512(hi, _mm512_set1_epi32((int)0xFFFF0000u)));
+}
 
 /* r[0..16) transposed in place (lane c of row i <-> lane i of row c): per
  * bit b of the index, rows r and r + b (bit b of r clear) swap their
@@ -215,8 +230,8 @@ tile_dp(const mla_mx_dp *d, const int MT, const uint32_t *panel, int64_t n0)
         const __m512bh wv = (__m512bh)_mm512_loadu_si512(panel + p * 16);
 #pragma GCC unroll 16
         for (int m = 0; m < MT; ++m)
-            acc[m] = _mm512_dpbf16_ps(acc[m], (__m512bh)_mm512_set1_epi32((int)d->xt[p * 16 + m]),
-                                      wv);
+            acc[m] =
+                _mm512_dpbf16_ps(acc[m], (__m512bh)_mm512_set1_epi32((int)d->xt[p * 16 + m]), wv);
     }
     if (d->y) { /* F32 or BF16 y, unit stride: rows past d->rows masked off */
         const __mmask16 k = mla_v16_mask(d->rows - n0);
@@ -331,11 +346,10 @@ TARGET_BF16 static int x_prequant_dp(const mla_mxfp4_gemm_args *g, int64_t b, ui
         return -1;
     const int production = g->rule == MLA_MXFP4_PRODUCTION;
     const int64_t K = g->K, M = g->M;
-    const __m512i top = _mm512_set1_epi32((int)0xFFFF0000u), eight = _mm512_set1_epi32(0xFF),
-                  mag = _mm512_set1_epi32(0x7FFFFFFF);
+    const __m512i mag = _mm512_set1_epi32(0x7FFFFFFF);
     const __m512i ie = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512i io = _mm512_add_epi32(ie, _mm512_set1_epi32(1));
-    __m512i emin = eight;
+    __m512i emin = _mm512_set1_epi32(0xFF); /* above every exponent field */
     for (int64_t k0 = 0; k0 < K; k0 += MLA_MX_BLOCK) {
         __m512i v[16];
         for (int m = 0; m < 16; ++m) {
@@ -350,10 +364,10 @@ TARGET_BF16 static int x_prequant_dp(const mla_mxfp4_gemm_args *g, int64_t b, ui
                 a = _mm512_castsi512_ps(_mm512_slli_epi32(
                     _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)r)),
                     16));
-                c = _mm512_castsi512_ps(_mm512_slli_epi32(
-                    _mm512_cvtepu16_epi32(
-                        _mm256_loadu_si256((const __m256i *)(const void *)(r + 16))),
-                    16));
+                c = _mm512_castsi512_ps(
+                    _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(
+                                          (const __m256i *)(const void *)(r + 16))),
+                                      16));
             } else {
                 a = _mm512_loadu_ps((const float *)x->data + off);
                 c = _mm512_loadu_ps((const float *)x->data + off + 16);
@@ -373,11 +387,7 @@ TARGET_BF16 static int x_prequant_dp(const mla_mxfp4_gemm_args *g, int64_t b, ui
             }
             const __m512i lo = _mm512_castps_si512(_mm512_permutex2var_ps(ra, ie, rc));
             const __m512i hi = _mm512_castps_si512(_mm512_permutex2var_ps(ra, io, rc));
-            emin = _mm512_mask_min_epu32(emin, _mm512_test_epi32_mask(lo, mag), emin,
-                                         _mm512_and_si512(_mm512_srli_epi32(lo, 23), eight));
-            emin = _mm512_mask_min_epu32(emin, _mm512_test_epi32_mask(hi, mag), emin,
-                                         _mm512_and_si512(_mm512_srli_epi32(hi, 23), eight));
-            v[m] = _mm512_or_si512(_mm512_srli_epi32(lo, 16), _mm512_and_si512(hi, top));
+            v[m] = bf16_pairs(lo, hi, &emin);
         }
         transpose16(v); /* v[i] lane m: pair k0 / 2 + i */
 #pragma GCC unroll 16
@@ -401,9 +411,7 @@ int mla_cpu_mx_round_trip(const float *v, int64_t K, int production, float *ad)
  * exact in bf16: 16 rows' pairs of a block (zeros past M), transposed. */
 TARGET_BF16 static int x_pairs_dp(const float *ad, int64_t K, int64_t M, uint32_t *xt)
 {
-    const __m512i top = _mm512_set1_epi32((int)0xFFFF0000u), eight = _mm512_set1_epi32(0xFF),
-                  mag = _mm512_set1_epi32(0x7FFFFFFF);
-    __m512i emin = eight;
+    __m512i emin = _mm512_set1_epi32(0xFF); /* above every exponent field */
     for (int64_t k0 = 0; k0 < K; k0 += MLA_MX_BLOCK) {
         __m512i v[16];
         for (int m = 0; m < 16; ++m) {
@@ -413,11 +421,7 @@ TARGET_BF16 static int x_pairs_dp(const float *ad, int64_t K, int64_t M, uint32_
             }
             const __m512i lo = _mm512_loadu_si512(ad + m * K + k0);
             const __m512i hi = _mm512_loadu_si512(ad + m * K + k0 + 16);
-            emin = _mm512_mask_min_epu32(emin, _mm512_test_epi32_mask(lo, mag), emin,
-                                         _mm512_and_si512(_mm512_srli_epi32(lo, 23), eight));
-            emin = _mm512_mask_min_epu32(emin, _mm512_test_epi32_mask(hi, mag), emin,
-                                         _mm512_and_si512(_mm512_srli_epi32(hi, 23), eight));
-            v[m] = _mm512_or_si512(_mm512_srli_epi32(lo, 16), _mm512_and_si512(hi, top));
+            v[m] = bf16_pairs(lo, hi, &emin);
         }
         transpose16(v); /* v[i] lane m: pair k0 / 2 + i */
 #pragma GCC unroll 16
@@ -433,8 +437,8 @@ TARGET_BF16 static int x_pairs_dp(const float *ad, int64_t K, int64_t M, uint32_
 TARGET_BF16 static void x_codes_dp(const uint8_t *xc, const uint8_t *xs, int64_t K, int64_t M,
                                    uint32_t *xt)
 {
-    const __m512 fp4 = _mm512_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f,
-                                      -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f);
+    const __m512 fp4 = _mm512_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f, -0.5f,
+                                      -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f);
     const int64_t nblk = K / MLA_MX_BLOCK;
     for (int64_t j = 0; j < nblk; ++j) {
         __m512i v[16];
@@ -471,10 +475,7 @@ int mla_cpu_mx_x_pairs(const float *ad, int64_t K, int64_t M, uint32_t *xt)
 void mla_cpu_mx_rows_dp(const mla_mx_dp *d) { rows_dp(d); }
 #else
 /* Not x86: the driver never picks these tiles. */
-void mla_cpu_mx_rows_avx512(const mla_mx_rows *r, int mt)
-{
-    (void)r, (void)mt;
-}
+void mla_cpu_mx_rows_avx512(const mla_mx_rows *r, int mt) { (void)r, (void)mt; }
 
 void mla_cpu_mx_rows_dp(const mla_mx_dp *d) { (void)d; }
 

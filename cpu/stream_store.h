@@ -21,15 +21,7 @@ MLA_AVX512_INLINE void mla_cpu_stream16(void *p, __m512 v, int bf16)
         _mm256_stream_ps((float *)p + 8, _mm512_extractf32x8_ps(v, 1));
         return;
     }
-    const __m512i u = _mm512_castps_si512(v), hi = _mm512_srli_epi32(u, 16);
-    const __m512i odd = _mm512_and_si512(hi, _mm512_set1_epi32(1));
-    const __m512i r = _mm512_srli_epi32(
-        _mm512_add_epi32(u, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7FFF))), 16);
-    const __mmask16 nan = _mm512_cmpgt_epu32_mask(
-        _mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)), _mm512_set1_epi32(0x7F800000));
-    const __m512i q =
-        _mm512_or_si512(_mm512_and_si512(hi, _mm512_set1_epi32(0x8000)), _mm512_set1_epi32(0x7FC0));
-    _mm256_stream_si256((__m256i *)p, _mm512_cvtepi32_epi16(_mm512_mask_mov_epi32(r, nan, q)));
+    _mm256_stream_si256((__m256i *)p, mla_v16_bf16(v));
 }
 #endif
 
