@@ -127,6 +127,7 @@ struct att_desc {
     /* NVIDIA body (hip/attention_nv.h): raw key row bytes (fp8 caches) and
      * where FP8_SCALED's scales sit in it; cp.async usable; f32 q (hi + lo) */
     int32_t rb, raw_so, async, qsplit;
+    int32_t bulk; /* > 0: bytes of a token, copied by one bulk copy (sm_90+) */
     int32_t bs_sh; /* log2 of the block size when a power of two, else -1 */
     float ss2;     /* score scale, log2 units */
     float kso;     /* output factor: k_scale of fp8 NORMAL / SHUFFLED, else 1 */
@@ -856,9 +857,10 @@ __global__ __launch_bounds__(kThreads) void attention_kernel(att_desc d)
         zero_pads<MLA_ATT_MATRIX_KIND, QT, kColChunk>(sd, smem);
     else
         zero_pads<KIND_FMA, MLA_DTYPE_BF16, kColChunkFma>(sd, smem);
+    uint32_t nv_ph = 0; /* the NVIDIA body's mbarrier parities */
     while (sb.live) {
         if constexpr (nv)
-            attend_nv<CT, RG>(d, sb, smem);
+            attend_nv<CT, RG>(d, sb, smem, nv_ph);
         else if constexpr (PATH == PATH_MATRIX)
             attend<MLA_ATT_MATRIX_KIND, CT, QT, kColChunk>(sd, sb, smem);
         else /* q read through its run-time dtype */
@@ -1212,14 +1214,23 @@ mla_status mla_hip_attention(mla_context *ctx, const mla_attention_op_args *a)
     int64_t smem = 0;
     if (nv) {
         /* cp.async where every chunk is aligned; fp8 caches as raw rows:
-         * 8-byte code chunks, 16-byte bf16 rope chunks, then the scales */
+         * 8-byte code chunks, the scales, 16-byte bf16 rope chunks */
         d.async = cache_wide_ok(ds.cache, a->cache);
         if (ds.cache.dtype != MLA_DTYPE_BF16) {
-            d.raw_so =
-                (int32_t)(8 * d.nope_chunks + (d.cpk - d.nope_chunks) * (d.rope_bf16 ? 16 : 8));
-            d.rb = (int32_t)((d.raw_so + (fp8_scaled ? 4 * (L / MLA_CL_SCALE_GROUP) : 0) + 15) /
+            d.raw_so = 8 * d.nope_chunks;
+            d.rb = (int32_t)((d.raw_so + (fp8_scaled ? 4 * (L / MLA_CL_SCALE_GROUP) : 0) +
+                              (d.cpk - d.nope_chunks) * (d.rope_bf16 ? 16 : 8) + 15) /
                              16 * 16);
         }
+        /* a whole token by one bulk copy where its bytes are contiguous and
+         * 16-byte multiples: NORMAL and FP8_SCALED (MLA_HIP_ATTENTION=cpasync:
+         * the per-chunk copies, for tests of that path) */
+        const char *force = getenv("MLA_HIP_ATTENTION");
+        const int64_t tok = fp8_scaled ? d.tok_bytes : D * (int64_t)mla_dtype_size(ds.cache.dtype);
+        d.bulk = d.async && ds.cache.layout != MLA_CACHE_SHUFFLED && tok % 16 == 0 &&
+                         !(force && !strcmp(force, "cpasync"))
+                     ? (int32_t)tok
+                     : 0;
         smem = nv_layout(rg, d.DP, d.rb, d.qsplit).total;
     } else {
 #if defined(__CUDACC__)

@@ -30,7 +30,7 @@
 /* Shared memory of the NVIDIA body, bytes from the start (after the
  * descriptor and block record of smem_layout). */
 struct nv_smem {
-    int32_t orow, fs, ms, mx, lw, kp, kb, ps, qs, ks, raw, ks_bytes, raw_bytes, total;
+    int32_t mb, orow, fs, ms, mx, lw, kp, kb, ps, qs, ks, raw, ks_bytes, raw_bytes, total;
 };
 
 static __host__ __device__ constexpr int nv_keys(int RG) { return RG == 4 ? 32 : 64; }
@@ -40,7 +40,8 @@ static __host__ __device__ inline nv_smem nv_layout(int RG, int DP, int RB, int 
 {
     const int TM = 16 * RG, NK = nv_keys(RG);
     nv_smem s;
-    s.orow = align16((int)sizeof(att_desc)) + align16((int)sizeof(att_blk));
+    s.mb = align16((int)sizeof(att_desc)) + align16((int)sizeof(att_blk)); /* 2 mbarriers */
+    s.orow = s.mb + 16;
     s.fs = s.orow + align16(TM * 8);
     s.ms = s.fs + align16(TM * 4);
     s.mx = s.ms + align16(TM * 4);
@@ -59,12 +60,15 @@ static __host__ __device__ inline nv_smem nv_layout(int RG, int DP, int RB, int 
 
 #if MLA_ATT_MATRIX_KIND == 1
 
-/* Offset of chunk c in a raw key row: fp8 chunks 8 bytes, bf16 rope chunks
- * (FP8_SCALED) 16; the FP8_SCALED scales at d.raw_so. */
+/* Offset of chunk c in a raw key row, laid out like a NORMAL / FP8_SCALED
+ * token (so that a bulk copy of the token is the row): fp8 code chunks of 8
+ * bytes, FP8_SCALED's scales at d.raw_so, then the rope chunks (bf16 16
+ * bytes, FP8_SCALED). */
 MLA_DEV int nv_raw_off(const att_desc &d, int c)
 {
+    const int sb = cache_fp8s(d.c) ? 4 * ((int)d.c.L / MLA_CL_SCALE_GROUP) : 0;
     return c < d.nope_chunks ? 8 * c
-                             : 8 * d.nope_chunks + (c - d.nope_chunks) * (d.rope_bf16 ? 16 : 8);
+                             : d.raw_so + sb + (c - d.nope_chunks) * (d.rope_bf16 ? 16 : 8);
 }
 
 /* This thread's share of every key tile: chunk c of keys k0, k0 + tpc, ..
@@ -155,6 +159,27 @@ MLA_DEV void nv_issue(const att_desc &d, const nv_map &m, const int32_t *KP, con
     if (d.async)
         cp_async_commit();
 }
+
+#if MLA_IDX_BULK
+/* Key row `row` of a tile (position pos, -1 none: zeros) by one bulk copy of
+ * the token's d.bulk contiguous bytes (bf16 NORMAL: the key row; fp8 NORMAL
+ * and FP8_SCALED: the raw row), counted on bar: the thread's one arrival of
+ * the phase. */
+MLA_DEV void nv_bulk_key(const att_desc &d, int32_t pos, const key_ref &ref, void *row,
+                         uint64_t *bar)
+{
+    const uint32_t bytes = (uint32_t)d.bulk;
+    if (pos < 0) {
+        mla_u32x4 z = {{0, 0, 0, 0}};
+        for (uint32_t i = 0; i < bytes / 16; ++i)
+            reinterpret_cast<mla_u32x4 *>(row)[i] = z;
+    }
+    fence_proxy_async(); /* after this thread's generic accesses to the row */
+    mbar_arrive_expect_tx(bar, pos < 0 ? 0u : bytes);
+    if (pos >= 0)
+        bulk_copy(row, ref.nope, bytes, bar);
+}
+#endif
 
 MLA_DEV float nv_f16(uint32_t h)
 {
@@ -298,14 +323,24 @@ template <int CT, int RG> MLA_DEV void nv_zero_pads(const att_desc &d, unsigned 
         const int row = i / pad; /* the two buffers are consecutive rows */
         Ks[row * d.DP + d.D + i % pad] = 0;
     }
+#if MLA_IDX_BULK
+    if (d.bulk && threadIdx.x == 0) /* one arrival per key of a tile */
+        for (int i = 0; i < 2; ++i)
+            mbar_init(reinterpret_cast<uint64_t *>(smem + L.mb) + i, NK);
+#endif
 }
 
+/* ph: the parities of the two key buffers' mbarriers (bulk copies), kept
+ * by every thread across the kernel's records. */
 template <int CT, int RG>
-MLA_DEV void attend_nv(const att_desc &d, const att_blk &b, unsigned char *smem)
+MLA_DEV void attend_nv(const att_desc &d, const att_blk &b, unsigned char *smem, uint32_t &ph)
 {
     constexpr int TM = 16 * RG, NK = nv_keys(RG), KW = NK * RG / kNW, NT = KW / 8;
     constexpr int CW = kNW / RG, PSS = NK + 8; /* key groups; P row stride */
     constexpr bool RAW = CT != MLA_DTYPE_BF16;
+    /* k-steps of q held in registers at 16 rows (bf16 q): fewer shared
+     * memory reads per tile, in registers that 16 rows leave free */
+    constexpr int QR = RG == 1 ? 24 : 0;
     static_assert(KW % 8 == 0 && kNW * 64 == kColChunk, "warp tiles");
     const nv_smem L = nv_layout(RG, d.DP, d.rb, d.qsplit);
     float *Fs = reinterpret_cast<float *>(smem + L.fs);
@@ -323,6 +358,12 @@ MLA_DEV void attend_nv(const att_desc &d, const att_blk &b, unsigned char *smem)
     const bool qsplit = d.qsplit;
     uint16_t *Ks = reinterpret_cast<uint16_t *>(smem + L.ks);
     uint8_t *raw = smem + L.raw;
+#if MLA_IDX_BULK
+    const bool bulk = d.bulk;
+    uint64_t *mb = reinterpret_cast<uint64_t *>(smem + L.mb);
+#else
+    constexpr bool bulk = false;
+#endif
 
     const int tid = (int)threadIdx.x, lane = tid % 32, w = tid / 32, g = lane / 4, t = lane % 4;
     const int rg = w % RG, kg = w / RG, DP = d.DP, KS = (DP - 8) / 16;
@@ -337,11 +378,24 @@ MLA_DEV void attend_nv(const att_desc &d, const att_blk &b, unsigned char *smem)
         key_info<CT>(d, b, b.kv_lo, npos, nref);
         KPs[tid] = npos;
         KBs[tid] = nref;
+#if MLA_IDX_BULK
+        if (bulk && b.kv_lo < b.kv_hi)
+            nv_bulk_key(d, npos, nref, RAW ? (void *)(raw + tid * d.rb) : (void *)(Ks + tid * DP),
+                        mb);
+#endif
         key_info<CT>(d, b, b.kv_lo + NK, npos, nref);
     }
     idx_sync();
     const nv_map map = nv_map_of<CT>(d);
-    if (b.kv_lo < b.kv_hi)
+    /* byte addresses: a k-step is 32 bytes along a row */
+    const mla_saddr qa = qs_at + 2 * ((16 * rg + lane % 16) * DP + 8 * (lane / 16));
+    const int qr_n = qsplit ? 0 : KS < QR ? KS : QR; /* even: KS is */
+    uint32_t qreg[QR > 0 ? QR : 1][4];
+#pragma unroll
+    for (int ks = 0; ks < QR; ++ks)
+        if (ks < qr_n)
+            mla_ldsm_x4_at(qreg[ks], qa + 32 * ks);
+    if (!bulk && b.kv_lo < b.kv_hi)
         nv_issue<CT, NK>(d, map, KPs, KBs, Ks, raw);
 
     int32_t lim[2]; /* causal limits of this lane's rows, -1: invalid row */
@@ -369,6 +423,8 @@ MLA_DEV void attend_nv(const att_desc &d, const att_blk &b, unsigned char *smem)
     int cur = 0;
     for (int32_t kb = b.kv_lo; kb < b.kv_hi; kb += NK, cur ^= 1) {
         const int nxt = cur ^ 1;
+        const int32_t ipos = npos; /* key tid of the next tile */
+        const key_ref iref = nref;
         if (tid < NK) {
             KPs[nxt * NK + tid] = npos;
             KBs[nxt * NK + tid] = nref;
@@ -376,12 +432,27 @@ MLA_DEV void attend_nv(const att_desc &d, const att_blk &b, unsigned char *smem)
             if (npos >= 0)
                 nblock = key_block(d, b, npos);
         }
-        if (d.async)
+#if MLA_IDX_BULK
+        if (bulk) {
+            mbar_wait(mb + cur, (ph >> cur) & 1u);
+            ph ^= 1u << cur;
+        }
+#endif
+        if (!bulk && d.async)
             cp_async_wait<0>();
         idx_sync(); /* tile kb is in; every warp is done with tile kb - NK */
-        if (kb + NK < b.kv_hi)
-            nv_issue<CT, NK>(d, map, KPs + nxt * NK, KBs + nxt * NK,
-                             RAW ? Ks : Ks + nxt * (L.ks_bytes / 2), raw + nxt * L.raw_bytes);
+        if (kb + NK < b.kv_hi) {
+#if MLA_IDX_BULK
+            if (bulk && tid < NK)
+                nv_bulk_key(d, ipos, iref,
+                            RAW ? (void *)(raw + nxt * L.raw_bytes + tid * d.rb)
+                                : (void *)(Ks + nxt * (L.ks_bytes / 2) + tid * DP),
+                            mb + nxt);
+#endif
+            if (!bulk)
+                nv_issue<CT, NK>(d, map, KPs + nxt * NK, KBs + nxt * NK,
+                                 RAW ? Ks : Ks + nxt * (L.ks_bytes / 2), raw + nxt * L.raw_bytes);
+        }
         const int32_t *KP = KPs + cur * NK;
         const uint16_t *Kt = RAW ? Ks : Ks + cur * (L.ks_bytes / 2);
         if constexpr (RAW) {
@@ -397,11 +468,23 @@ MLA_DEV void attend_nv(const att_desc &d, const att_blk &b, unsigned char *smem)
 #pragma unroll
             for (int e = 0; e < 4; ++e)
                 s[nt][e] = s1[nt][e] = 0.0f;
-        /* byte addresses: a k-step is 32 bytes along a row */
-        const mla_saddr qa = qs_at + 2 * ((16 * rg + lane % 16) * DP + 8 * (lane / 16));
         const mla_saddr ka = mla_smem_addr(Kt) + 2 * ((KW * kg + lane % 8) * DP + 8 * (lane / 8));
+#pragma unroll
+        for (int ks = 0; ks < QR; ks += 2) {
+            if (ks < qr_n) {
+                uint32_t bb[NT][4];
+#pragma unroll
+                for (int nt = 0; nt < NT; ++nt)
+                    mla_ldsm_x4_at(bb[nt], ka + 16 * nt * DP + 32 * ks);
+#pragma unroll
+                for (int nt = 0; nt < NT; ++nt) {
+                    mla_mma_bf16_16x8x16(s[nt], qreg[ks], &bb[nt][0]);
+                    mla_mma_bf16_16x8x16(s1[nt], qreg[ks + 1], &bb[nt][2]);
+                }
+            }
+        }
 #pragma unroll 6
-        for (int ks = 0; ks < KS; ks += 2) {
+        for (int ks = qr_n; ks < KS; ks += 2) {
             uint32_t a0[4], a1[4], bb[NT][4];
             mla_ldsm_x4_at(a0, qa + 32 * ks);
             mla_ldsm_x4_at(a1, qa + 32 * ks + 32);
@@ -572,5 +655,5 @@ MLA_DEV void attend_nv(const att_desc &d, const att_blk &b, unsigned char *smem)
 /* passes without the matrix unit name them in discarded branches only */
 template <int CT, int RG> MLA_DEV void nv_zero_pads(const att_desc &d, unsigned char *smem);
 template <int CT, int RG>
-MLA_DEV void attend_nv(const att_desc &d, const att_blk &b, unsigned char *smem);
+MLA_DEV void attend_nv(const att_desc &d, const att_blk &b, unsigned char *smem, uint32_t &ph);
 #endif

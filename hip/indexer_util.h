@@ -286,6 +286,81 @@ template <int N> MLA_DEV void cp_async_wait()
     asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 #endif
 }
+
+/* Bulk copies (sm_90+): one thread moves BYTES (a multiple of 16, both
+ * addresses 16-byte aligned) from global to shared memory, completing as
+ * transaction bytes on an mbarrier. A phase of the mbarrier ends when its
+ * `count` arrivals (init) have come and every byte announced by
+ * arrive_expect_tx has landed; waiters test the phase's parity. The
+ * emulation copies at once and never waits (its lanes meet at idx_sync). */
+#if MLA_IDX_EMU || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900)
+#define MLA_IDX_BULK 1
+MLA_DEV void mbar_init(uint64_t *bar, uint32_t count)
+{
+#if MLA_IDX_EMU
+    (void)bar, (void)count;
+#else
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(
+                     (uint32_t)__cvta_generic_to_shared(bar)),
+                 "r"(count)
+                 : "memory");
+#endif
+}
+
+/* This thread's arrival, announcing BYTES still to land in the phase. */
+MLA_DEV void mbar_arrive_expect_tx(uint64_t *bar, uint32_t bytes)
+{
+#if MLA_IDX_EMU
+    (void)bar, (void)bytes;
+#else
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(
+                     (uint32_t)__cvta_generic_to_shared(bar)),
+                 "r"(bytes)
+                 : "memory");
+#endif
+}
+
+MLA_DEV void mbar_wait(uint64_t *bar, uint32_t parity)
+{
+#if !MLA_IDX_EMU
+    const uint32_t a = (uint32_t)__cvta_generic_to_shared(bar);
+    uint32_t done = 0;
+    while (!done)
+        asm volatile("{\n\t.reg .pred p;\n\t"
+                     "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
+                     "selp.b32 %0, 1, 0, p;\n\t}"
+                     : "=r"(done)
+                     : "r"(a), "r"(parity)
+                     : "memory");
+#else
+    (void)bar, (void)parity;
+#endif
+}
+
+/* Orders this thread's generic shared-memory accesses before its (and,
+ * after a barrier, any thread's) later bulk copies into the same bytes. */
+MLA_DEV void fence_proxy_async()
+{
+#if !MLA_IDX_EMU
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
+}
+
+MLA_DEV void bulk_copy(void *dst, const void *src, uint32_t bytes, uint64_t *bar)
+{
+#if MLA_IDX_EMU
+    (void)bar;
+    memcpy(dst, src, bytes);
+#else
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, "
+                 "[%3];" ::"r"((uint32_t)__cvta_generic_to_shared(dst)),
+                 "l"(src), "r"(bytes), "r"((uint32_t)__cvta_generic_to_shared(bar))
+                 : "memory");
+#endif
+}
+#else
+#define MLA_IDX_BULK 0
+#endif
 #endif
 
 /* ----------------------------------------------- matrix instructions */
