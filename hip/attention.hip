@@ -1067,11 +1067,19 @@ static int64_t key_row_values(int64_t D, int path)
 /* Row groups of 16 of the NVIDIA body: as many as a record's rows fill
  * (the heads of one query row, or of several in dense prefill and MTP
  * decode, from the largest query length create planned), one for f32 q
- * (its hi + lo rows would not fit beside 64 keys). */
-static int nv_row_groups(int64_t H, int64_t qcap, bool sparse, bool qsplit)
+ * (its hi + lo rows would not fit beside 64 keys); at most two over bf16
+ * caches, whose keys cost nothing to stage twice as often, while 64 rows'
+ * scores read q and keys from shared memory at one load per mma and leave
+ * no registers for q (H200, 128 heads: 2 groups 1255 us, 4 groups 1335;
+ * fp8 caches the other way round, 2221 / 1825: their conversion is per
+ * staging). MLA_HIP_ATT_RG=1|2|4 forces a count (bf16 / fp8 q only). */
+static int nv_row_groups(int64_t H, int64_t qcap, bool sparse, bool qsplit, bool bf16_cache)
 {
     const int64_t rows = sparse ? H : H * qcap;
-    return qsplit || rows <= 16 ? 1 : rows <= 32 ? 2 : 4;
+    const char *force = getenv("MLA_HIP_ATT_RG");
+    if (force && !qsplit && (!strcmp(force, "1") || !strcmp(force, "2") || !strcmp(force, "4")))
+        return atoi(force);
+    return qsplit || rows <= 16 ? 1 : rows <= 32 || bf16_cache ? 2 : 4;
 }
 
 mla_status mla_hip_attention(mla_context *ctx, const mla_attention_op_args *a)
@@ -1196,7 +1204,7 @@ mla_status mla_hip_attention(mla_context *ctx, const mla_attention_op_args *a)
     for (int sh = 0; sh < 31; ++sh)
         if ((int64_t)1 << sh == ds.cache.block_size)
             d.bs_sh = sh;
-    const int rg = nv ? nv_row_groups(H, qcap, d.sparse, d.qsplit) : 0;
+    const int rg = nv ? nv_row_groups(H, qcap, d.sparse, d.qsplit, ds.cache.dtype == MLA_DTYPE_BF16) : 0;
     d.DP = (int32_t)key_row_values(D, path);
     const int TM = nv ? 16 * rg : kTM;
 #if !defined(__CUDACC__)

@@ -338,9 +338,9 @@ MLA_DEV void attend_nv(const att_desc &d, const att_blk &b, unsigned char *smem,
     constexpr int TM = 16 * RG, NK = nv_keys(RG), KW = NK * RG / kNW, NT = KW / 8;
     constexpr int CW = kNW / RG, PSS = NK + 8; /* key groups; P row stride */
     constexpr bool RAW = CT != MLA_DTYPE_BF16;
-    /* k-steps of q held in registers at 16 rows (bf16 q): fewer shared
-     * memory reads per tile, in registers that 16 rows leave free */
-    constexpr int QR = RG == 1 ? 24 : 0;
+    /* k-steps of the warp's q rows held in registers (bf16 q): fewer shared
+     * memory reads per tile, in registers that 16 / 32 rows leave free */
+    constexpr int QR = RG == 1 ? 24 : RG == 2 ? 16 : 0;
     static_assert(KW % 8 == 0 && kNW * 64 == kColChunk, "warp tiles");
     const nv_smem L = nv_layout(RG, d.DP, d.rb, d.qsplit);
     float *Fs = reinterpret_cast<float *>(smem + L.fs);
