@@ -127,7 +127,7 @@ struct att_desc {
     /* NVIDIA body (hip/attention_nv.h): raw key row bytes (fp8 caches) and
      * where FP8_SCALED's scales sit in it; cp.async usable; f32 q (hi + lo) */
     int32_t rb, raw_so, async, qsplit;
-    int32_t bulk; /* > 0: bytes of a token, copied by one bulk copy (sm_90+) */
+    int32_t bulk;  /* > 0: bytes of a token, copied by one bulk copy (sm_90+) */
     int32_t bs_sh; /* log2 of the block size when a power of two, else -1 */
     float ss2;     /* score scale, log2 units */
     float kso;     /* output factor: k_scale of fp8 NORMAL / SHUFFLED, else 1 */
@@ -1204,7 +1204,8 @@ mla_status mla_hip_attention(mla_context *ctx, const mla_attention_op_args *a)
     for (int sh = 0; sh < 31; ++sh)
         if ((int64_t)1 << sh == ds.cache.block_size)
             d.bs_sh = sh;
-    const int rg = nv ? nv_row_groups(H, qcap, d.sparse, d.qsplit, ds.cache.dtype == MLA_DTYPE_BF16) : 0;
+    const int rg =
+        nv ? nv_row_groups(H, qcap, d.sparse, d.qsplit, ds.cache.dtype == MLA_DTYPE_BF16) : 0;
     d.DP = (int32_t)key_row_values(D, path);
     const int TM = nv ? 16 * rg : kTM;
 #if !defined(__CUDACC__)

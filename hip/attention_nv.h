@@ -18,9 +18,11 @@
  * to bf16 into shared memory (a second barrier), and each lane keeps the sum
  * of its own unrounded P; the sums meet once after the last tile.
  *
- * Keys: the next tile is in flight (cp.async, when the cache's chunks are
- * aligned: bf16 chunks 16 bytes, fp8 8, FP8_SCALED scales 4) while the
- * current one is used. bf16 caches land in the key rows directly; fp8
+ * Keys: the next tile is in flight while the current one is used: on sm_90
+ * one bulk copy per token where its bytes are contiguous 16-byte multiples
+ * (NORMAL, FP8_SCALED; counted on an mbarrier per key buffer), else
+ * cp.async per chunk when the cache's chunks are aligned (bf16 chunks 16
+ * bytes, fp8 8, FP8_SCALED scales 4). bf16 caches land in the key rows directly; fp8
  * caches land as their bytes in raw rows and are converted to bf16 rows
  * (exact: e4m3 codes and code x power-of-two group scale are bf16 values;
  * e4m3fn by the sm_89+ cvt) before the scores. Key rows have DP = D rounded
@@ -67,8 +69,7 @@ static __host__ __device__ inline nv_smem nv_layout(int RG, int DP, int RB, int 
 MLA_DEV int nv_raw_off(const att_desc &d, int c)
 {
     const int sb = cache_fp8s(d.c) ? 4 * ((int)d.c.L / MLA_CL_SCALE_GROUP) : 0;
-    return c < d.nope_chunks ? 8 * c
-                             : d.raw_so + sb + (c - d.nope_chunks) * (d.rope_bf16 ? 16 : 8);
+    return c < d.nope_chunks ? 8 * c : d.raw_so + sb + (c - d.nope_chunks) * (d.rope_bf16 ? 16 : 8);
 }
 
 /* This thread's share of every key tile: chunk c of keys k0, k0 + tpc, ..
