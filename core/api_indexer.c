@@ -36,7 +36,8 @@ static mla_status desc_check(mla_context *ctx, const mla_indexer_cache_desc *in,
         (in->block_size % SHUFFLE_TILE || in->head_dim % SHUFFLE_TILE))
         return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "cache_desc.block_size",
                         "the shuffle layout needs block_size and head_dim multiples of 16, "
-                        "block_size is %lld", (long long)in->block_size);
+                        "block_size is %lld",
+                        (long long)in->block_size);
     int64_t per_token = in->head_dim + 4, total;
     if (__builtin_mul_overflow(per_token, in->block_size, bytes) ||
         __builtin_mul_overflow(*bytes, in->num_blocks, &total))
@@ -103,8 +104,14 @@ mla_status mla_indexer_k_cache_write(mla_context *ctx, const mla_indexer_cache_d
     }
     free(v);
     MLA_TRY(st);
-    mla_variant var = {MLA_OP_INDEXER_K_CACHE_WRITE, k->dtype, desc->dtype, (int32_t)a.desc.layout,
-                       desc->ue8m0, desc->block_size, T, desc->head_dim};
+    mla_variant var = {MLA_OP_INDEXER_K_CACHE_WRITE,
+                       k->dtype,
+                       desc->dtype,
+                       (int32_t)a.desc.layout,
+                       desc->ue8m0,
+                       desc->block_size,
+                       T,
+                       desc->head_dim};
     MLA_TRY(mla_check_supported(ctx, &var));
     MLA_SLOT(ctx, indexer_k_cache_write);
     if (T == 0)
@@ -133,6 +140,31 @@ static mla_status check_table(mla_context *ctx, const mla_indexer_cache_desc *d,
                                    0, "block_table");
     free(ids);
     return st;
+}
+
+/* The device's answer to the whole check of lens (in [lo, hi], hi capped
+ * by the table's capacity) and of the table's ids in use, where the backend
+ * has one and both tensors live in its memory: 1 when all is well. 0 sends
+ * the caller to the host check, which then names the first problem in its
+ * usual order (also when a check here fails). */
+static int paged_ok_on_device(mla_context *ctx, const mla_indexer_cache_desc *d,
+                              const mla_tensor *table, const mla_tensor *lens, int64_t lo,
+                              int64_t hi)
+{
+    if (!ctx->ops->paged_indices_ok || table->memory == MLA_MEMORY_HOST ||
+        lens->memory == MLA_MEMORY_HOST)
+        return 0;
+    if (mla_check_tensor(ctx, table, "block_table", 2) != MLA_OK ||
+        mla_check_dtype(ctx, table, "block_table", MLA_DT(MLA_DTYPE_I32)) != MLA_OK ||
+        mla_check_extent(ctx, table, "block_table", 0, lens->shape[0]) != MLA_OK)
+        return 0;
+    const int64_t cap =
+        table->shape[1] > INT64_MAX / d->block_size ? INT64_MAX : table->shape[1] * d->block_size;
+    int ok = 0;
+    if (ctx->ops->paged_indices_ok(ctx, lens, lo, hi < cap ? hi : cap, table, d->block_size,
+                                   d->num_blocks, &ok) != MLA_OK)
+        return 0;
+    return ok;
 }
 
 mla_status mla_indexer_k_gather(mla_context *ctx, const mla_indexer_cache_desc *desc,
@@ -180,8 +212,9 @@ mla_status mla_indexer_k_gather(mla_context *ctx, const mla_indexer_cache_desc *
         MLA_TRY(mla_check_disjoint(ctx, k_scale, "k_scale", ins[i], names[i]));
     }
     MLA_TRY(mla_check_disjoint(ctx, k_scale, "k_scale", k_fp8, "k_fp8"));
-    mla_variant var = {MLA_OP_INDEXER_K_GATHER, desc->dtype, desc->dtype, (int32_t)a.desc.layout,
-                       0, desc->block_size, rows, desc->head_dim};
+    mla_variant var = {
+        MLA_OP_INDEXER_K_GATHER, desc->dtype, desc->dtype,   (int32_t)a.desc.layout, 0,
+        desc->block_size,        rows,        desc->head_dim};
     MLA_TRY(mla_check_supported(ctx, &var));
     MLA_SLOT(ctx, indexer_k_gather);
     if (rows == 0)
@@ -218,31 +251,34 @@ mla_status mla_indexer_logits(mla_context *ctx, const mla_indexer_cache_desc *de
     MLA_TRY(mla_check_tensor(ctx, logits, "logits", 2));
     MLA_TRY(mla_check_dtype(ctx, logits, "logits", MLA_DT(MLA_DTYPE_F32)));
     MLA_TRY(mla_check_extent(ctx, logits, "logits", 0, rows));
-    int64_t *lens = NULL;
-    MLA_TRY(mla_read_indices(ctx, context_lens, "context_lens", &lens));
-    mla_status st = MLA_OK;
-    for (int64_t b = 0; st == MLA_OK && b < B; ++b)
-        if (lens[b] < next_n || lens[b] > logits->shape[1])
-            st = mla_fail(ctx, MLA_ERR_OUT_OF_RANGE, "context_lens",
-                          "context_lens[%lld] = %lld is outside [next_n, logits.shape[1]]",
-                          (long long)b, (long long)lens[b]);
-    if (st == MLA_OK)
-        st = check_table(ctx, desc, block_table, lens, B);
-    free(lens);
-    MLA_TRY(st);
+    if (!paged_ok_on_device(ctx, &c.desc, block_table, context_lens, next_n, logits->shape[1])) {
+        int64_t *lens = NULL;
+        MLA_TRY(mla_read_indices(ctx, context_lens, "context_lens", &lens));
+        mla_status st = MLA_OK;
+        for (int64_t b = 0; st == MLA_OK && b < B; ++b)
+            if (lens[b] < next_n || lens[b] > logits->shape[1])
+                st = mla_fail(ctx, MLA_ERR_OUT_OF_RANGE, "context_lens",
+                              "context_lens[%lld] = %lld is outside [next_n, logits.shape[1]]",
+                              (long long)b, (long long)lens[b]);
+        if (st == MLA_OK)
+            st = check_table(ctx, desc, block_table, lens, B);
+        free(lens);
+        MLA_TRY(st);
+    }
     MLA_TRY(mla_check_output(ctx, logits, "logits"));
     const mla_tensor *ins[5] = {cache, q, w, block_table, context_lens};
     const char *names[5] = {"cache", "q", "w", "block_table", "context_lens"};
     for (int i = 0; i < 5; ++i)
         MLA_TRY(mla_check_disjoint(ctx, logits, "logits", ins[i], names[i]));
-    mla_variant var = {MLA_OP_INDEXER_LOGITS, desc->dtype, MLA_DTYPE_F32, (int32_t)c.desc.layout,
-                       next_n, desc->block_size, rows, desc->head_dim};
+    mla_variant var = {
+        MLA_OP_INDEXER_LOGITS, desc->dtype, MLA_DTYPE_F32, (int32_t)c.desc.layout, next_n,
+        desc->block_size,      rows,        desc->head_dim};
     MLA_TRY(mla_check_supported(ctx, &var));
     MLA_SLOT(ctx, indexer_logits);
     if (rows == 0 || logits->shape[1] == 0)
         return MLA_OK;
-    mla_indexer_logits_args a = {c.desc, c.block_bytes, *cache, *q, *w, *block_table,
-                                 *context_lens, *logits, next_n};
+    mla_indexer_logits_args a = {c.desc,       c.block_bytes, *cache,  *q,    *w,
+                                 *block_table, *context_lens, *logits, next_n};
     return ctx->ops->indexer_logits(ctx, &a);
 }
 

@@ -7,10 +7,11 @@
 
 #include "hip/hip_internal.h"
 
-namespace {
+namespace
+{
 
-__attribute__((format(printf, 3, 4))) void write_reason(char *reason, size_t len,
-                                                        const char *fmt, ...)
+__attribute__((format(printf, 3, 4))) void write_reason(char *reason, size_t len, const char *fmt,
+                                                        ...)
 {
     if (!reason || !len)
         return;
@@ -130,10 +131,13 @@ void hip_fini(mla_context *ctx)
             (void)hipStreamDestroy(s->stream);
         (void)hipGetLastError();
     }
-    if (s->scratch) {
+    void *owned[2] = {s->scratch, s->flag};
+    for (void *p : owned) {
+        if (!p)
+            continue;
         const mla_hip_device_scope scope(s->device);
         if (scope.error() == hipSuccess)
-            (void)hipFree(s->scratch);
+            (void)hipFree(p);
         (void)hipGetLastError();
     }
     free(s);
@@ -393,6 +397,7 @@ const mla_backend_ops hip_ops = {
     mla_hip_topk,
     mla_hip_indexer_head_weights,
     mla_hip_attention,
+    mla_hip_paged_indices_ok,
 };
 
 } // namespace

@@ -17,6 +17,7 @@ struct mla_hip_state {
     bool own_stream; /* created by init, destroyed by fini */
     void *scratch;   /* device memory of the ops that need some (mla_hip_scratch); freed by fini */
     size_t scratch_bytes;
+    int32_t *flag; /* a word of device memory for mla_hip_paged_indices_ok; freed by fini */
 };
 
 static inline mla_hip_state *mla_hip_state_of(const mla_context *ctx)
@@ -44,7 +45,8 @@ static inline mla_status mla_hip_fail(mla_context *ctx, hipError_t err, const ch
  * the caller's own current device back at its end: the current device is
  * per-thread state of the application, and a context may be used from any
  * thread, so every call that queues work enters one of these first. */
-class mla_hip_device_scope {
+class mla_hip_device_scope
+{
   public:
     explicit mla_hip_device_scope(int device)
     {
@@ -110,6 +112,9 @@ mla_status mla_hip_indexer_k_cache_write(mla_context *ctx, const mla_indexer_cac
 mla_status mla_hip_indexer_k_gather(mla_context *ctx, const mla_indexer_cache_args *a);
 mla_status mla_hip_indexer_logits(mla_context *ctx, const mla_indexer_logits_args *a);
 mla_status mla_hip_topk(mla_context *ctx, const mla_topk_args *a);
+mla_status mla_hip_paged_indices_ok(mla_context *ctx, const mla_tensor *lens, int64_t lo,
+                                    int64_t hi, const mla_tensor *table, int64_t block_size,
+                                    int64_t num_blocks, int *ok);
 mla_status mla_hip_indexer_head_weights(mla_context *ctx, const mla_head_weights_args *a);
 mla_status mla_hip_attention(mla_context *ctx, const struct mla_attention_op_args *a);
 
