@@ -38,7 +38,8 @@
  * batch takes the largest K below the last one the previous batch chose. */
 #include "hip/indexer_util.h"
 
-namespace {
+namespace
+{
 
 #if MLA_IDX_EMU
 /* small enough that the emulation's few thousand keys cover every path:
@@ -85,7 +86,7 @@ struct tk_global {
     uint32_t pad[62];
 };
 
-struct tk_desc { /* positions fit 31 bits (indices are I32, supports() checks N) */
+struct tk_desc {        /* positions fit 31 bits (indices are I32, supports() checks N) */
     int32_t N, k, base; /* row length, k, first output position of the batch */
     int32_t row0, G, S, tiles;
     int64_t ls0, ls1, lens, is0, is1;
@@ -114,14 +115,21 @@ MLA_DEV int32_t pos_of(int32_t lo, int32_t tile, int e)
     return lo + tile * (int32_t)kTile + e * kThreads + (int32_t)threadIdx.x;
 }
 
+/* Every load is issued before any key is formed (positions past hi read
+ * position hi - 1 >= 0, a valid element, and are dropped): a load under
+ * its own condition would wait out one memory latency per element. */
 MLA_DEV void load_tile(const float *row, int64_t ls1, int32_t lo, int32_t hi, int32_t tile,
                        uint32_t kk[kPer])
 {
+    float v[kPer];
 #pragma unroll
     for (int e = 0; e < kPer; ++e) {
-        const int32_t n = pos_of(lo, tile, e);
-        kk[e] = n < hi ? order_key(row[n * ls1]) : 0u;
+        const int32_t n = pos_of(lo, tile, e), nc = n < hi ? n : (hi > 0 ? hi - 1 : 0);
+        v[e] = row[nc * ls1];
     }
+#pragma unroll
+    for (int e = 0; e < kPer; ++e)
+        kk[e] = pos_of(lo, tile, e) < hi ? order_key(v[e]) : 0u;
 }
 
 /* K of position n with key32 kk, or 0 when it is outside [.., hi) or not
@@ -454,8 +462,8 @@ mla_status mla_hip_topk(mla_context *ctx, const mla_topk_args *a)
     d.is1 = a->indices.stride[1];
 
     void *scratch = NULL;
-    mla_status st = mla_hip_scratch(
-        ctx, sizeof(tk_global) + (size_t)kRowsPerLaunch * sizeof(tk_row), &scratch);
+    mla_status st =
+        mla_hip_scratch(ctx, sizeof(tk_global) + (size_t)kRowsPerLaunch * sizeof(tk_row), &scratch);
     if (st != MLA_OK)
         return st;
     tk_global *glob = static_cast<tk_global *>(scratch);
