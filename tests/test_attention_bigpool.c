@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "mla/mla.h"
-#include "tests/test_util.h"
+#include "tests/test_tensors.h"
 
 enum { L = 128, R = 16, D = L + R, BS = 16, S = 2, MAXB = 3, C = 40, H = 16, T = S };
 
@@ -20,26 +20,6 @@ static float rnd(void)
 {
     rng ^= rng << 13, rng ^= rng >> 17, rng ^= rng << 5;
     return (float)(rng >> 8) / 8388608.0f - 1.0f;
-}
-
-static mla_tensor tensor(void *data, mla_dtype dt, mla_memory mem, int32_t ndim,
-                         const int64_t *shape)
-{
-    mla_tensor t;
-    mla_tensor_init(&t, data, dt, mem, ndim, shape);
-    return t;
-}
-
-/* Copies host bytes into new context memory (or returns the host pointer
- * for a host context). */
-static void *upload(mla_context *ctx, const void *src, size_t bytes)
-{
-    if (mla_context_memory(ctx) == MLA_MEMORY_HOST)
-        return (void *)src;
-    void *p = NULL;
-    CHECK_STATUS(mla_malloc(ctx, bytes, &p), MLA_OK);
-    CHECK_STATUS(mla_memcpy(ctx, p, src, bytes, MLA_COPY_HOST_TO_CONTEXT), MLA_OK);
-    return p;
 }
 
 /* Writes the keys of both sequences through table into a pool of
@@ -57,13 +37,13 @@ static void run(mla_context *ctx, int64_t num_blocks, const int32_t *table, cons
     for (int s = 0; s < S; ++s)
         for (int t = 0; t < C; ++t)
             slots[s * C + t] = table[s * MAXB + t / BS] * BS + t % BS;
-    void *d_kn = upload(ctx, kn, sizeof(float) * S * C * L);
-    void *d_kp = upload(ctx, kp, sizeof(float) * S * C * R);
-    void *d_sl = upload(ctx, slots, sizeof slots);
-    mla_tensor t_cache = tensor(cache, MLA_DTYPE_U8, mem, 2, (int64_t[]){num_blocks, bb});
-    mla_tensor t_kn = tensor(d_kn, MLA_DTYPE_F32, mem, 2, (int64_t[]){S * C, L});
-    mla_tensor t_kp = tensor(d_kp, MLA_DTYPE_F32, mem, 2, (int64_t[]){S * C, R});
-    mla_tensor t_sl = tensor(d_sl, MLA_DTYPE_I32, mem, 1, (int64_t[]){S * C});
+    void *d_kn = test_upload(ctx, kn, sizeof(float) * S * C * L);
+    void *d_kp = test_upload(ctx, kp, sizeof(float) * S * C * R);
+    void *d_sl = test_upload(ctx, slots, sizeof slots);
+    mla_tensor t_cache = test_tensor(cache, MLA_DTYPE_U8, mem, 2, (int64_t[]){num_blocks, bb});
+    mla_tensor t_kn = test_tensor(d_kn, MLA_DTYPE_F32, mem, 2, (int64_t[]){S * C, L});
+    mla_tensor t_kp = test_tensor(d_kp, MLA_DTYPE_F32, mem, 2, (int64_t[]){S * C, R});
+    mla_tensor t_sl = test_tensor(d_sl, MLA_DTYPE_I32, mem, 1, (int64_t[]){S * C});
     CHECK_STATUS(mla_cache_write(ctx, &cd, &t_cache, &t_kn, &t_kp, &t_sl), MLA_OK);
 
     mla_model_config cfg;
@@ -74,15 +54,15 @@ static void run(mla_context *ctx, int64_t num_blocks, const int32_t *table, cons
     desc.q_dtype = MLA_DTYPE_F32;
     desc.out_dtype = MLA_DTYPE_F32;
     desc.num_splits = 2; /* the split combine reads partials of both halves */
-    void *d_q = upload(ctx, q, sizeof(float) * T * H * D);
-    void *d_tab = upload(ctx, table, sizeof(int32_t) * S * MAXB);
-    void *d_len = upload(ctx, lens, sizeof lens);
+    void *d_q = test_upload(ctx, q, sizeof(float) * T * H * D);
+    void *d_tab = test_upload(ctx, table, sizeof(int32_t) * S * MAXB);
+    void *d_len = test_upload(ctx, lens, sizeof lens);
     void *d_o = NULL;
     CHECK_STATUS(mla_malloc(ctx, sizeof(float) * T * H * L, &d_o), MLA_OK);
-    mla_tensor t_q = tensor(d_q, MLA_DTYPE_F32, mem, 3, (int64_t[]){T, H, D});
-    mla_tensor t_tab = tensor(d_tab, MLA_DTYPE_I32, mem, 2, (int64_t[]){S, MAXB});
-    mla_tensor t_len = tensor(d_len, MLA_DTYPE_I32, mem, 1, (int64_t[]){S});
-    mla_tensor t_o = tensor(d_o, MLA_DTYPE_F32, mem, 3, (int64_t[]){T, H, L});
+    mla_tensor t_q = test_tensor(d_q, MLA_DTYPE_F32, mem, 3, (int64_t[]){T, H, D});
+    mla_tensor t_tab = test_tensor(d_tab, MLA_DTYPE_I32, mem, 2, (int64_t[]){S, MAXB});
+    mla_tensor t_len = test_tensor(d_len, MLA_DTYPE_I32, mem, 1, (int64_t[]){S});
+    mla_tensor t_o = test_tensor(d_o, MLA_DTYPE_F32, mem, 3, (int64_t[]){T, H, L});
     mla_attention_args args = {&t_q, &t_cache, &t_tab, &t_len, NULL, NULL,
                                NULL, NULL,     &t_o,   NULL,   NULL};
     mla_attention_plan *plan = NULL;
@@ -90,7 +70,8 @@ static void run(mla_context *ctx, int64_t num_blocks, const int32_t *table, cons
     void *ws = NULL;
     const int64_t ws_bytes = mla_attention_plan_workspace_bytes(plan);
     CHECK_STATUS(mla_malloc(ctx, (size_t)(ws_bytes > 0 ? ws_bytes : 256), &ws), MLA_OK);
-    mla_tensor t_ws = tensor(ws, MLA_DTYPE_U8, mem, 1, (int64_t[]){ws_bytes > 0 ? ws_bytes : 256});
+    mla_tensor t_ws =
+        test_tensor(ws, MLA_DTYPE_U8, mem, 1, (int64_t[]){ws_bytes > 0 ? ws_bytes : 256});
     args.workspace = &t_ws;
     CHECK_STATUS(mla_attention_run(ctx, plan, &args), MLA_OK);
     CHECK_STATUS(mla_context_synchronize(ctx), MLA_OK);

@@ -33,7 +33,7 @@
 #endif
 
 #include "mla/mla.h"
-#include "tests/test_util.h"
+#include "tests/test_tensors.h"
 
 enum { L = 512, R = 64, D = L + R, BS = 64, H = 16, S = 4, T = S, MAXB = 24, NB = S * MAXB };
 
@@ -54,20 +54,23 @@ static void fill_bf16(uint16_t *x, size_t n)
         x[i] = mla_f32_to_bf16(rnd());
 }
 
-static mla_tensor tensor(void *data, mla_dtype dt, mla_memory mem, int32_t ndim,
-                         const int64_t *shape)
-{
-    mla_tensor t;
-    mla_tensor_init(&t, data, dt, mem, ndim, shape);
-    return t;
-}
+/* The run's tensors over these buffers (host or device), and args over them. */
+typedef struct {
+    mla_tensor cache, table, lens, q, o, lse;
+    mla_attention_args args;
+} att_io;
 
-static void *upload(mla_context *ctx, const void *src, size_t bytes)
+static void att_io_init(att_io *io, mla_memory mem, int64_t bb, void *cache, void *table,
+                        void *lens, void *q, void *o, void *lse)
 {
-    void *p = NULL;
-    CHECK_STATUS(mla_malloc(ctx, bytes, &p), MLA_OK);
-    CHECK_STATUS(mla_memcpy(ctx, p, src, bytes, MLA_COPY_HOST_TO_CONTEXT), MLA_OK);
-    return p;
+    io->cache = test_tensor(cache, MLA_DTYPE_U8, mem, 2, (int64_t[]){NB, bb});
+    io->table = test_tensor(table, MLA_DTYPE_I32, mem, 2, (int64_t[]){S, MAXB});
+    io->lens = test_tensor(lens, MLA_DTYPE_I32, mem, 1, (int64_t[]){S});
+    io->q = test_tensor(q, MLA_DTYPE_BF16, mem, 3, (int64_t[]){T, H, D});
+    io->o = test_tensor(o, MLA_DTYPE_BF16, mem, 3, (int64_t[]){T, H, L});
+    io->lse = test_tensor(lse, MLA_DTYPE_F32, mem, 2, (int64_t[]){T, H});
+    io->args = (mla_attention_args){&io->q, &io->cache, &io->table, &io->lens, NULL, NULL,
+                                    NULL,   NULL,       &io->o,     &io->lse,  NULL};
 }
 
 static void poison(mla_context *ctx, const mla_attention_args *a)
@@ -117,20 +120,16 @@ static void reference(const mla_attention_desc *desc, uint16_t *cache, int32_t *
     memcpy(lens_copy, lens, sizeof lens_copy);
     int64_t bb = 0;
     CHECK_STATUS(mla_cache_block_bytes(&desc->cache, &bb), MLA_OK);
-    mla_tensor t_cache = tensor(cache, MLA_DTYPE_U8, mem, 2, (int64_t[]){NB, bb});
-    mla_tensor t_tab = tensor(table, MLA_DTYPE_I32, mem, 2, (int64_t[]){S, MAXB});
-    mla_tensor t_len = tensor(lens_copy, MLA_DTYPE_I32, mem, 1, (int64_t[]){S});
-    mla_tensor t_q = tensor(q, MLA_DTYPE_BF16, mem, 3, (int64_t[]){T, H, D});
-    mla_tensor t_o = tensor(o, MLA_DTYPE_BF16, mem, 3, (int64_t[]){T, H, L});
-    mla_tensor t_lse = tensor(lse, MLA_DTYPE_F32, mem, 2, (int64_t[]){T, H});
-    mla_attention_args args = {&t_q, &t_cache, &t_tab, &t_len, NULL, NULL,
-                               NULL, NULL,     &t_o,   &t_lse, NULL};
+    att_io io;
+    att_io_init(&io, mem, bb, cache, table, lens_copy, q, o, lse);
+    mla_attention_args args = io.args;
     mla_attention_plan *plan = NULL;
     CHECK_STATUS(mla_attention_plan_create(ref, desc, &args, &plan), MLA_OK);
     const int64_t ws_bytes = plan ? mla_attention_plan_workspace_bytes(plan) : 0;
     void *ws = NULL;
     CHECK_STATUS(mla_malloc(ref, (size_t)(ws_bytes > 0 ? ws_bytes : 256), &ws), MLA_OK);
-    mla_tensor t_ws = tensor(ws, MLA_DTYPE_U8, mem, 1, (int64_t[]){ws_bytes > 0 ? ws_bytes : 256});
+    mla_tensor t_ws =
+        test_tensor(ws, MLA_DTYPE_U8, mem, 1, (int64_t[]){ws_bytes > 0 ? ws_bytes : 256});
     args.workspace = &t_ws;
     if (plan && ws)
         CHECK_STATUS(mla_attention_run(ref, plan, &args), MLA_OK);
@@ -246,21 +245,16 @@ int main(void)
         table[i] = table[j], table[j] = tmp;
     }
 
-    void *d_cache = upload(ctx, cache, sizeof cache);
-    void *d_tab = upload(ctx, table, sizeof table);
-    void *d_len = upload(ctx, lens_first, sizeof lens_first);
-    void *d_q = upload(ctx, q1, sizeof q1);
+    void *d_cache = test_upload(ctx, cache, sizeof cache);
+    void *d_tab = test_upload(ctx, table, sizeof table);
+    void *d_len = test_upload(ctx, lens_first, sizeof lens_first);
+    void *d_q = test_upload(ctx, q1, sizeof q1);
     void *d_o = NULL, *d_lse = NULL, *ws = NULL;
     CHECK_STATUS(mla_malloc(ctx, sizeof o_eager, &d_o), MLA_OK);
     CHECK_STATUS(mla_malloc(ctx, sizeof lse_eager, &d_lse), MLA_OK);
-    mla_tensor t_cache = tensor(d_cache, MLA_DTYPE_U8, mem, 2, (int64_t[]){NB, bb});
-    mla_tensor t_tab = tensor(d_tab, MLA_DTYPE_I32, mem, 2, (int64_t[]){S, MAXB});
-    mla_tensor t_len = tensor(d_len, MLA_DTYPE_I32, mem, 1, (int64_t[]){S});
-    mla_tensor t_q = tensor(d_q, MLA_DTYPE_BF16, mem, 3, (int64_t[]){T, H, D});
-    mla_tensor t_o = tensor(d_o, MLA_DTYPE_BF16, mem, 3, (int64_t[]){T, H, L});
-    mla_tensor t_lse = tensor(d_lse, MLA_DTYPE_F32, mem, 2, (int64_t[]){T, H});
-    mla_attention_args args = {&t_q, &t_cache, &t_tab, &t_len, NULL, NULL,
-                               NULL, NULL,     &t_o,   &t_lse, NULL};
+    att_io io;
+    att_io_init(&io, mem, bb, d_cache, d_tab, d_len, d_q, d_o, d_lse);
+    mla_attention_args args = io.args;
     mla_attention_plan *plan = NULL;
     GPU(Graph_t) graph = NULL;
     GPU(GraphExec_t) exec = NULL;
@@ -270,7 +264,8 @@ int main(void)
     CHECK(mla_attention_plan_splits(plan) > 1);
     const int64_t ws_bytes = mla_attention_plan_workspace_bytes(plan);
     CHECK_STATUS(mla_malloc(ctx, (size_t)(ws_bytes > 0 ? ws_bytes : 256), &ws), MLA_OK);
-    mla_tensor t_ws = tensor(ws, MLA_DTYPE_U8, mem, 1, (int64_t[]){ws_bytes > 0 ? ws_bytes : 256});
+    mla_tensor t_ws =
+        test_tensor(ws, MLA_DTYPE_U8, mem, 1, (int64_t[]){ws_bytes > 0 ? ws_bytes : 256});
     args.workspace = &t_ws;
 
     eager(ctx, plan, &args, o_eager, lse_eager);
