@@ -8,7 +8,8 @@
 # Stages: info build conformance peer bench mxfp4 indexer decode cpu compare
 #   info        nvidia-smi, lscpu, torch version, git commit -> $OUT/machine.txt
 #   build       cmake -G Ninja into build/gpu (kept between calls on a warm machine)
-#   conformance mla conformance --backend hip
+#   conformance mla conformance --backend hip, then its attention cases with
+#               MLA_HIP_ATTENTION=cpasync and =fma (the other key path, the plain body)
 #   peer        python3 bench/peer_torch.py --json $OUT/peer.json (its own copy and
 #               bf16 matmul ceilings, then the same table)
 #   bench       mla bench prepare --backend hip --json $OUT/bench_hip.json, with the
@@ -73,6 +74,13 @@ stage_conformance() {
   timeout "$(limit conformance 300)" "$MLA" conformance --backend hip --require-device > "$OUT/conformance_hip.log" 2>&1
   local rc=$?
   tail -25 "$OUT/conformance_hip.log"
+  # the attention cases again on the body's other key path and on the plain body
+  local v
+  for v in cpasync fma; do
+    MLA_HIP_ATTENTION=$v timeout 120 "$MLA" conformance --backend hip --require-device --op attention \
+      > "$OUT/conformance_hip_attention_$v.log" 2>&1 || rc=1
+    echo "attention, MLA_HIP_ATTENTION=$v: $(grep -E '^conformance:' "$OUT/conformance_hip_attention_$v.log")"
+  done
   return $rc
 }
 
