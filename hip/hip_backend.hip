@@ -7,11 +7,10 @@
 
 #include "hip/hip_internal.h"
 
-namespace
-{
+namespace {
 
-__attribute__((format(printf, 3, 4))) void write_reason(char *reason, size_t len, const char *fmt,
-                                                        ...)
+__attribute__((format(printf, 3, 4))) void write_reason(char *reason, size_t len,
+                                                        const char *fmt, ...)
 {
     if (!reason || !len)
         return;

@@ -45,8 +45,7 @@ static inline mla_status mla_hip_fail(mla_context *ctx, hipError_t err, const ch
  * the caller's own current device back at its end: the current device is
  * per-thread state of the application, and a context may be used from any
  * thread, so every call that queues work enters one of these first. */
-class mla_hip_device_scope
-{
+class mla_hip_device_scope {
   public:
     explicit mla_hip_device_scope(int device)
     {

@@ -42,8 +42,8 @@
 #elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
 #define MLA_IDX_MMA_NV 1
 #define MLA_IDX_MMA_AMD 0
-#elif defined(__gfx908__) || defined(__gfx90a__) || defined(__gfx940__) || defined(__gfx941__) ||  \
-    defined(__gfx942__) || defined(__gfx950__)
+#elif defined(__gfx908__) || defined(__gfx90a__) || defined(__gfx940__) ||                        \
+    defined(__gfx941__) || defined(__gfx942__) || defined(__gfx950__)
 #define MLA_IDX_MMA_NV 0
 #define MLA_IDX_MMA_AMD 1
 #else
@@ -57,7 +57,7 @@
 #define MLA_IDX_SMEM(T, name) T *name = static_cast<T *>(mla_emu_dynamic_shared())
 #else
 #define MLA_IDX_SMEM(T, name)                                                                      \
-    extern __shared__ __attribute__((aligned(16))) unsigned char mla_idx_smem_[];                  \
+    extern __shared__ __attribute__((aligned(16))) unsigned char mla_idx_smem_[];                   \
     T *name = reinterpret_cast<T *>(mla_idx_smem_)
 #endif
 
@@ -113,14 +113,8 @@ MLA_DEV void idx_pause()
 }
 
 /* A word other blocks write: read past this CU's caches. */
-MLA_DEV uint32_t ld_shared_u32(const uint32_t *p)
-{
-    return *static_cast<const volatile uint32_t *>(p);
-}
-MLA_DEV uint64_t ld_shared_u64(const uint64_t *p)
-{
-    return *static_cast<const volatile uint64_t *>(p);
-}
+MLA_DEV uint32_t ld_shared_u32(const uint32_t *p) { return *static_cast<const volatile uint32_t *>(p); }
+MLA_DEV uint64_t ld_shared_u64(const uint64_t *p) { return *static_cast<const volatile uint64_t *>(p); }
 
 /* v of lane src (every lane of the wave calls it). */
 MLA_DEV uint32_t shfl_u32(uint32_t v, int src)
@@ -271,14 +265,11 @@ template <int BYTES> MLA_DEV void cp_async(void *dst, const void *src, bool vali
     const uint32_t d = (uint32_t)__cvta_generic_to_shared(dst);
     const int n = valid ? BYTES : 0;
     if constexpr (BYTES == 16)
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(n)
-                     : "memory");
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(n) : "memory");
     else if constexpr (BYTES == 8)
-        asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;" ::"r"(d), "l"(src), "r"(n)
-                     : "memory");
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;" ::"r"(d), "l"(src), "r"(n) : "memory");
     else
-        asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(d), "l"(src), "r"(n)
-                     : "memory");
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(d), "l"(src), "r"(n) : "memory");
 #endif
 }
 
@@ -416,9 +407,9 @@ MLA_DEV void mma_16816(float d[4], const uint32_t a[4], const uint32_t b[2])
     mla_emu_my_wave->barrier();
 #else
     asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 #endif
 }
 #endif

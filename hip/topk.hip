@@ -38,8 +38,7 @@
  * batch takes the largest K below the last one the previous batch chose. */
 #include "hip/indexer_util.h"
 
-namespace
-{
+namespace {
 
 #if MLA_IDX_EMU
 /* small enough that the emulation's few thousand keys cover every path:
@@ -86,7 +85,7 @@ struct tk_global {
     uint32_t pad[62];
 };
 
-struct tk_desc {        /* positions fit 31 bits (indices are I32, supports() checks N) */
+struct tk_desc { /* positions fit 31 bits (indices are I32, supports() checks N) */
     int32_t N, k, base; /* row length, k, first output position of the batch */
     int32_t row0, G, S, tiles;
     int64_t ls0, ls1, lens, is0, is1;
@@ -462,8 +461,8 @@ mla_status mla_hip_topk(mla_context *ctx, const mla_topk_args *a)
     d.is1 = a->indices.stride[1];
 
     void *scratch = NULL;
-    mla_status st =
-        mla_hip_scratch(ctx, sizeof(tk_global) + (size_t)kRowsPerLaunch * sizeof(tk_row), &scratch);
+    mla_status st = mla_hip_scratch(
+        ctx, sizeof(tk_global) + (size_t)kRowsPerLaunch * sizeof(tk_row), &scratch);
     if (st != MLA_OK)
         return st;
     tk_global *glob = static_cast<tk_global *>(scratch);
