@@ -36,6 +36,8 @@
  *
  * k > KMAX = 2048 (beyond the model) runs in batches of KMAX positions: a
  * batch takes the largest K below the last one the previous batch chose. */
+#include <stdlib.h>
+
 #include "hip/indexer_util.h"
 
 namespace {
@@ -483,6 +485,11 @@ mla_status mla_hip_topk(mla_context *ctx, const mla_topk_args *a)
         const int64_t fill = sms / nr;
         G = G > fill ? fill : G;
         G = G > kGmax ? kGmax : G > sms ? sms : G;
+        /* MLA_HIP_TOPK_G=n: at most n blocks per row (a measurement of
+         * what cooperating blocks buy) */
+        const char *force = getenv("MLA_HIP_TOPK_G");
+        if (force && atoi(force) >= 1 && G > atoi(force))
+            G = atoi(force);
 #endif
         d.G = (int32_t)(G < 1 ? 1 : G);
         d.S = (int32_t)((N + d.G - 1) / d.G);
