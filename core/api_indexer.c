@@ -116,12 +116,17 @@ mla_status mla_indexer_k_cache_write(mla_context *ctx, const mla_indexer_cache_d
 
 /* block_table [S, max_blocks] I32 whose first ceil(len_s / block_size) ids
  * of row s are valid blocks. lens: host copy of the S lengths. */
-static mla_status check_table(mla_context *ctx, const mla_indexer_cache_desc *d,
-                              const mla_tensor *table, const int64_t *lens, int64_t S)
+static mla_status check_table_shape(mla_context *ctx, const mla_tensor *table, int64_t S)
 {
     MLA_TRY(mla_check_tensor(ctx, table, "block_table", 2));
     MLA_TRY(mla_check_dtype(ctx, table, "block_table", MLA_DT(MLA_DTYPE_I32)));
-    MLA_TRY(mla_check_extent(ctx, table, "block_table", 0, S));
+    return mla_check_extent(ctx, table, "block_table", 0, S);
+}
+
+static mla_status check_table(mla_context *ctx, const mla_indexer_cache_desc *d,
+                              const mla_tensor *table, const int64_t *lens, int64_t S)
+{
+    MLA_TRY(check_table_shape(ctx, table, S));
     const int64_t max_blocks = table->shape[1];
     MLA_TRY(mla_check_index_range(ctx, lens, S, 0, max_blocks * d->block_size + 1, 0, "lengths"));
     int64_t *ids = NULL;
@@ -147,9 +152,7 @@ static int paged_ok_on_device(mla_context *ctx, const mla_indexer_cache_desc *d,
     if (!ctx->ops->paged_indices_ok || table->memory == MLA_MEMORY_HOST ||
         lens->memory == MLA_MEMORY_HOST)
         return 0;
-    if (mla_check_tensor(ctx, table, "block_table", 2) != MLA_OK ||
-        mla_check_dtype(ctx, table, "block_table", MLA_DT(MLA_DTYPE_I32)) != MLA_OK ||
-        mla_check_extent(ctx, table, "block_table", 0, lens->shape[0]) != MLA_OK)
+    if (check_table_shape(ctx, table, lens->shape[0]) != MLA_OK)
         return 0;
     const int64_t cap =
         table->shape[1] > INT64_MAX / d->block_size ? INT64_MAX : table->shape[1] * d->block_size;

@@ -368,6 +368,13 @@ MLA_DEV void attend_nv(const att_desc &d, const att_blk &b, unsigned char *smem,
 
     const int tid = (int)threadIdx.x, lane = tid % 32, w = tid / 32, g = lane / 4, t = lane % 4;
     const int rg = w % RG, kg = w / RG, DP = d.DP, KS = (DP - 8) / 16;
+#if MLA_IDX_BULK
+    /* where key tid of buffer buf lands: its raw row (fp8) or key row */
+    const auto key_row = [&](int buf) -> void * {
+        return RAW ? static_cast<void *>(raw + buf * L.raw_bytes + tid * d.rb)
+                   : static_cast<void *>(Ks + buf * (L.ks_bytes / 2) + tid * DP);
+    };
+#endif
 
     nv_stage_q(d, b, TM, Qs, Ql);
     /* key tid of the tile after next: its position and cache block are
@@ -381,8 +388,7 @@ MLA_DEV void attend_nv(const att_desc &d, const att_blk &b, unsigned char *smem,
         KBs[tid] = nref;
 #if MLA_IDX_BULK
         if (bulk && b.kv_lo < b.kv_hi)
-            nv_bulk_key(d, npos, nref, RAW ? (void *)(raw + tid * d.rb) : (void *)(Ks + tid * DP),
-                        mb);
+            nv_bulk_key(d, npos, nref, key_row(0), mb);
 #endif
         key_info<CT>(d, b, b.kv_lo + NK, npos, nref);
     }
@@ -445,10 +451,7 @@ MLA_DEV void attend_nv(const att_desc &d, const att_blk &b, unsigned char *smem,
         if (kb + NK < b.kv_hi) {
 #if MLA_IDX_BULK
             if (bulk && tid < NK)
-                nv_bulk_key(d, ipos, iref,
-                            RAW ? (void *)(raw + nxt * L.raw_bytes + tid * d.rb)
-                                : (void *)(Ks + nxt * (L.ks_bytes / 2) + tid * DP),
-                            mb + nxt);
+                nv_bulk_key(d, ipos, iref, key_row(nxt), mb + nxt);
 #endif
             if (!bulk)
                 nv_issue<CT, NK>(d, map, KPs + nxt * NK, KBs + nxt * NK,

@@ -488,8 +488,9 @@ mla_status mla_hip_topk(mla_context *ctx, const mla_topk_args *a)
         /* MLA_HIP_TOPK_G=n: at most n blocks per row (a measurement of
          * what cooperating blocks buy) */
         const char *force = getenv("MLA_HIP_TOPK_G");
-        if (force && atoi(force) >= 1 && G > atoi(force))
-            G = atoi(force);
+        const int64_t cap = force ? atoi(force) : 0;
+        if (cap >= 1 && G > cap)
+            G = cap;
 #endif
         d.G = (int32_t)(G < 1 ? 1 : G);
         d.S = (int32_t)((N + d.G - 1) / d.G);
