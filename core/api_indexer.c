@@ -290,11 +290,19 @@ mla_status mla_topk(mla_context *ctx, const mla_tensor *logits, const mla_tensor
     MLA_TRY(mla_check_tensor(ctx, lengths, "lengths", 1));
     MLA_TRY(mla_check_dtype(ctx, lengths, "lengths", MLA_DT(MLA_DTYPE_I32)));
     MLA_TRY(mla_check_extent(ctx, lengths, "lengths", 0, R));
-    int64_t *lens = NULL;
-    MLA_TRY(mla_read_indices(ctx, lengths, "lengths", &lens));
-    mla_status st = mla_check_index_range(ctx, lens, R, 0, N + 1, 0, "lengths");
-    free(lens);
-    MLA_TRY(st);
+    /* lengths in [0, N], on the device where they live there (one flag
+     * back instead of the tensor) */
+    int ok = 0;
+    if (ctx->ops->paged_indices_ok && lengths->memory != MLA_MEMORY_HOST &&
+        ctx->ops->paged_indices_ok(ctx, lengths, 0, N, NULL, 1, 0, &ok) != MLA_OK)
+        ok = 0;
+    if (!ok) {
+        int64_t *lens = NULL;
+        MLA_TRY(mla_read_indices(ctx, lengths, "lengths", &lens));
+        mla_status st = mla_check_index_range(ctx, lens, R, 0, N + 1, 0, "lengths");
+        free(lens);
+        MLA_TRY(st);
+    }
     MLA_TRY(mla_check_tensor(ctx, indices, "indices", 2));
     MLA_TRY(mla_check_dtype(ctx, indices, "indices", MLA_DT(MLA_DTYPE_I32)));
     MLA_TRY(mla_check_extent(ctx, indices, "indices", 0, R));

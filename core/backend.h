@@ -228,7 +228,8 @@ typedef struct mla_backend_ops {
      * the host). *ok = 1 when every lens[s] lies in [lo, hi] and the first
      * ceil(lens[s] / block_size) ids of row s of table lie in [0,
      * num_blocks), tested where the tensors lie; 0 otherwise (the caller
-     * then runs the host check, which names the first bad entry). */
+     * then runs the host check, which names the first bad entry). table
+     * NULL: the lengths alone. */
     mla_status (*paged_indices_ok)(mla_context *ctx, const mla_tensor *lens, int64_t lo, int64_t hi,
                                    const mla_tensor *table, int64_t block_size, int64_t num_blocks,
                                    int *ok);

@@ -130,13 +130,14 @@ void hip_fini(mla_context *ctx)
             (void)hipStreamDestroy(s->stream);
         (void)hipGetLastError();
     }
-    void *owned[2] = {s->scratch, s->flag};
-    for (void *p : owned) {
-        if (!p)
-            continue;
+    if (s->scratch) {
         const mla_hip_device_scope scope(s->device);
         if (scope.error() == hipSuccess)
-            (void)hipFree(p);
+            (void)hipFree(s->scratch);
+        (void)hipGetLastError();
+    }
+    if (s->flag) {
+        (void)hipHostFree(const_cast<int32_t *>(s->flag));
         (void)hipGetLastError();
     }
     free(s);

@@ -33,6 +33,9 @@ typedef cudaMemcpyKind hipMemcpyKind;
 
 #define hipMalloc cudaMalloc
 #define hipFree cudaFree
+#define hipHostMalloc(p, n, flags) cudaHostAlloc(p, n, flags)
+#define hipHostMallocDefault cudaHostAllocDefault
+#define hipHostFree cudaFreeHost
 #define hipMemcpyAsync cudaMemcpyAsync
 #define hipMemsetAsync cudaMemsetAsync
 #define hipMemcpyHostToHost cudaMemcpyHostToHost

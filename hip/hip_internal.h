@@ -17,7 +17,9 @@ struct mla_hip_state {
     bool own_stream; /* created by init, destroyed by fini */
     void *scratch;   /* device memory of the ops that need some (mla_hip_scratch); freed by fini */
     size_t scratch_bytes;
-    int32_t *flag; /* a word of device memory for mla_hip_paged_indices_ok; freed by fini */
+    /* a word of pinned host memory the kernel of mla_hip_paged_indices_ok
+     * writes when it finds a bad entry (no copy back); freed by fini */
+    volatile int32_t *flag;
 };
 
 static inline mla_hip_state *mla_hip_state_of(const mla_context *ctx)

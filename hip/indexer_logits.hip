@@ -205,59 +205,65 @@ constexpr int64_t kNvStageBytes = 4 * 2 * 32 * 16;
 
 #if MLA_IDX_MMA_NV
 
-/* Keys [tile0, tile0 + 32) of the warp into stage buffer `st` (bytes) and
- * scales `sc`, with cp.async: lane (g, t) copies dims [32 t, 32 t + 32) of
- * key tile0 + 8 j + g for every j, and the scale of key tile0 + 8 t + g.
- * Keys at or past nc are zero (their results are not stored). */
-/* The cache blocks of keys tile0 + 8 j + g (j = 0..3): loaded a tile ahead
- * of their use, so that issuing a tile never waits for the block table. */
-MLA_DEV void nv_block_ids(const lg_desc &d, const int32_t *trow, int32_t tile0, int32_t nc,
-                          uint32_t bs, int g, int32_t ids[4])
+/* The cache block of key tile0 + lane (0 past nc): loaded a tile ahead of
+ * its use, so that issuing a tile never waits for the block table; the
+ * copies take each key's id from its lane by a shuffle. */
+MLA_DEV int32_t nv_block_id(const lg_desc &d, const int32_t *trow, int32_t tile0, int32_t nc,
+                            uint32_t bs, int lane)
 {
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-        const int32_t n = tile0 + 8 * j + g;
-        ids[j] = n < nc ? trow[(int64_t)blk_of((uint32_t)n, bs, d.bs_log2) * d.bts1] : 0;
-    }
+    const int32_t n = tile0 + lane;
+    return n < nc ? trow[(int64_t)blk_of((uint32_t)n, bs, d.bs_log2) * d.bts1] : 0;
 }
 
+/* Where the consumer lane (g, t) finds its 16 bytes of an (n-tile, half)
+ * group of the stage: slot 8 t + (g ^ 2 t). The reads (a quarter warp: g
+ * in {2q, 2q + 1}, t = 0..3) and the copies (a quarter warp: one t, g =
+ * 0..7) both touch 8 distinct 16-byte bank groups. */
+MLA_DEV int nv_slot(int g, int t) { return 8 * t + (g ^ (2 * t)); }
+
+/* Keys [tile0, tile0 + 32) of the warp into stage buffer `st` (bytes) and
+ * their scales into `sc` (key tile0 + i at sc[i]), with cp.async. Consumer
+ * lane (g, t) of n-tile j wants dims [32 t, 32 t + 32) of key 8 j + g, as
+ * halves of 16 bytes; the copies are assigned so that each quarter warp
+ * reads 128 contiguous bytes (a whole 16 x 16 tile row of 8 tokens in
+ * SHUFFLE, one key row in NORMAL): 16-byte reads of lanes that split
+ * 32-byte sectors cost the L2 twice the sectors. Keys at or past nc are
+ * zero (their results are not stored). */
 template <int LAYOUT, bool A16>
-MLA_DEV void nv_issue(const lg_desc &d, const uint8_t *cache, const int32_t ids[4], int32_t tile0,
+MLA_DEV void nv_issue(const lg_desc &d, const uint8_t *cache, int32_t id, int32_t tile0,
                       int32_t nc, uint32_t bs, int lane, uint8_t *st, float *sc)
 {
-    const int g = lane >> 2, t = lane & 3;
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-        const int32_t n = tile0 + 8 * j + g;
+    for (int u = 0; u < 8; ++u) {
+        /* key k of the tile and its 16-byte piece p (dims 16 p ..) */
+        const int k = LAYOUT == MLA_IL_SHUFFLE ? 8 * (u >> 1) + (lane & 7) : 4 * u + (lane >> 3);
+        const int p = LAYOUT == MLA_IL_SHUFFLE ? 2 * (lane >> 3) + (u & 1) : lane & 7;
+        const int32_t idk = (int32_t)shfl_u32((uint32_t)id, k), n = tile0 + k;
         const bool valid = n < nc;
-        const uint8_t *p0 = cache, *p1 = cache, *ps = cache;
+        const uint8_t *src = cache;
         if (valid) {
             const uint32_t tok = tok_of((uint32_t)n, bs, d.bs_log2);
-            const uint8_t *blk = cache + (int64_t)ids[j] * d.cs0;
-            if (LAYOUT == MLA_IL_SHUFFLE) {
-                const uint8_t *tb = blk + (tok / 16) * 16 * kHeadDimFast + (tok % 16) * 16;
-                p0 = tb + (2 * t) * 256;
-                p1 = tb + (2 * t + 1) * 256;
-            } else {
-                p0 = blk + tok * kHeadDimFast + 32 * t;
-                p1 = p0 + 16;
-            }
-            ps = blk + d.bs * kHeadDimFast + 4 * (int64_t)tok;
+            const uint8_t *blk = cache + (int64_t)idk * d.cs0;
+            src = LAYOUT == MLA_IL_SHUFFLE
+                      ? blk + (tok / 16) * 16 * kHeadDimFast + p * 256 + (tok % 16) * 16
+                      : blk + tok * kHeadDimFast + 16 * p;
         }
-        uint8_t *s0 = st + ((j * 2 + 0) * 32 + lane) * 16, *s1 = st + ((j * 2 + 1) * 32 + lane) * 16;
+        uint8_t *dst = st + (((k >> 3) * 2 + (p & 1)) * 32 + nv_slot(k & 7, p >> 1)) * 16;
         if (A16) {
-            cp_async<16>(s0, p0, valid);
-            cp_async<16>(s1, p1, valid);
+            cp_async<16>(dst, src, valid);
         } else {
 #pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                cp_async<4>(s0 + 4 * e, p0 + 4 * e, valid);
-                cp_async<4>(s1 + 4 * e, p1 + 4 * e, valid);
-            }
+            for (int e = 0; e < 4; ++e)
+                cp_async<4>(dst + 4 * e, src + 4 * e, valid);
         }
-        if (j == t)
-            cp_async<4>(sc + lane, ps, valid);
     }
+    const int32_t n = tile0 + lane;
+    const bool valid = n < nc;
+    const uint8_t *ps = cache;
+    if (valid)
+        ps = cache + (int64_t)id * d.cs0 + d.bs * kHeadDimFast +
+             4 * (int64_t)tok_of((uint32_t)n, bs, d.bs_log2);
+    cp_async<4>(sc + lane, ps, valid);
     cp_async_commit();
 }
 
@@ -284,12 +290,12 @@ MLA_DEV void nv_block(const lg_desc &d, const lg_block &k, const uint8_t *cache,
     /* the first S - 1 tiles are on their way while q is converted (their
      * block ids loaded together first); the ids of the tile after them are
      * loaded one step ahead */
-    int32_t ids[4];
+    int32_t id;
     {
-        int32_t pre[kNvMaxStages - 1][4];
+        int32_t pre[kNvMaxStages - 1];
 #pragma unroll
         for (int s = 0; s < kNvMaxStages - 1; ++s)
-            nv_block_ids(d, trow, s < S - 1 ? tile0 + s * kStep : nc, nc, bs, g, pre[s]);
+            pre[s] = nv_block_id(d, trow, s < S - 1 ? tile0 + s * kStep : nc, nc, bs, lane);
 #pragma unroll
         for (int s = 0; s < kNvMaxStages - 1; ++s) {
             if (s >= S - 1)
@@ -301,7 +307,7 @@ MLA_DEV void nv_block(const lg_desc &d, const lg_block &k, const uint8_t *cache,
                 cp_async_commit(); /* an empty group keeps the count */
         }
     }
-    nv_block_ids(d, trow, tile0 + (S - 1) * kStep, nc, bs, g, ids);
+    id = nv_block_id(d, trow, tile0 + (S - 1) * kStep, nc, bs, lane);
     if (tid == 0)
         *rownan = 0;
     idx_sync();
@@ -355,11 +361,11 @@ MLA_DEV void nv_block(const lg_desc &d, const lg_block &k, const uint8_t *cache,
         const int32_t ahead = tile0 + (S - 1) * kStep;
         const int nb = buf == 0 ? S - 1 : buf - 1;
         if (ahead < nc)
-            nv_issue<LAYOUT, A16>(d, cache, ids, ahead, nc, bs, lane, st + nb * kNvStageBytes,
+            nv_issue<LAYOUT, A16>(d, cache, id, ahead, nc, bs, lane, st + nb * kNvStageBytes,
                                   sc + nb * 32);
         else
             cp_async_commit(); /* an empty group keeps the count */
-        nv_block_ids(d, trow, ahead + kStep, nc, bs, g, ids); /* lands during this tile */
+        id = nv_block_id(d, trow, ahead + kStep, nc, bs, lane); /* lands during this tile */
         /* this tile's group is done when at most S - 1 are in flight */
         if (S >= 4)
             cp_async_wait<3>();
@@ -383,7 +389,7 @@ MLA_DEV void nv_block(const lg_desc &d, const lg_block &k, const uint8_t *cache,
             u32x4 raw[4];
 #pragma unroll
             for (int j = 0; j < 4; ++j) {
-                raw[j] = kb[(j * 2 + half) * 32 + lane];
+                raw[j] = kb[(j * 2 + half) * 32 + nv_slot(g, t)];
                 if constexpr (!kCvt) {
 #pragma unroll
                     for (int e = 0; e < 4; ++e)
@@ -418,7 +424,7 @@ MLA_DEV void nv_block(const lg_desc &d, const lg_block &k, const uint8_t *cache,
             nanbits |= mla_shfl_xor(nanbits, 1);
             nanbits |= mla_shfl_xor(nanbits, 2);
         }
-        float scale = sc[buf * 32 + lane]; /* key 8 t + g */
+        float scale = sc[buf * 32 + 8 * t + g]; /* key 8 t + g */
         if (nan_row || ((nanbits >> t) & 1u))
             scale = mla_fb_float(MLA_FB_F32_QNAN);
         /* sums over this lane's heads: value 2 j + p is key 8 j + 2 t + p */

@@ -160,11 +160,12 @@ MLA_DEV uint32_t block_suffix_sum(uint32_t v, tk_smem &sm)
 }
 
 /* One compare-exchange stage of the bitonic sort (descending) over
- * s[0, kSort): pairs (lo, lo + j), lo = 2 j (i / j) + i % j, for the pair
- * indices i given. */
+ * s[0, kSort): pairs (lo, lo + j), lo = 2 j (i / j) + i % j = i + (i & -j)
+ * (j a power of two: no division, which cost more than the exchange), for
+ * the pair indices i given. */
 MLA_DEV void bitonic_pair(uint64_t *s, int i, int j, int size)
 {
-    const int lo = 2 * j * (i / j) + i % j, hi = lo + j;
+    const int lo = i + (i & -j), hi = lo + j;
     const bool desc = (lo & size) == 0;
     const uint64_t a = s[lo], b = s[hi];
     if ((a < b) == desc) {

@@ -1,4 +1,4 @@
-/* The index checks of mla_indexer_logits on every backend built here
+/* The index checks of mla_indexer_logits and mla_topk on every backend built here
  * (reference, CPU, and HIP when a GPU answers): a context length outside
  * [next_n, min(logits.shape[1], the table's capacity)] or a block id outside
  * [0, num_blocks) in a block the context uses is refused with
@@ -6,7 +6,9 @@
  * a bad id past the used blocks is not read and is accepted. On the HIP
  * backend the valid calls take the on-device check (hip/paged_check.hip)
  * and the refused ones the host check it falls back to: both must agree
- * with the host backends. */
+ * with the host backends. Top-k: a row length outside [0, logits.shape[1]]
+ * is refused naming "lengths", the indices keep their bytes (the same
+ * on-device check, without a table). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -106,6 +108,45 @@ static void refused(fixture *f, const int32_t table[B * MAXB], const int32_t len
     CHECK(strcmp(param_, param) == 0);
 }
 
+/* mla_topk over the fixture's logits (its last call left them written)
+ * with these row lengths; *kept = 1 when the indices kept their bytes. */
+static mla_status topk_call(fixture *f, const int32_t lens[B], int *kept)
+{
+    enum { K = 4 };
+    static int32_t before[B * K], after[B * K];
+    memset(before, 0xCD, sizeof before);
+    void *mem = NULL;
+    CHECK_STATUS(mla_malloc(f->ctx, sizeof before, &mem), MLA_OK);
+    CHECK_STATUS(mla_memcpy(f->ctx, mem, before, sizeof before, MLA_COPY_HOST_TO_CONTEXT), MLA_OK);
+    CHECK_STATUS(mla_memcpy(f->ctx, f->mem[4], lens, sizeof(int32_t) * B, MLA_COPY_HOST_TO_CONTEXT),
+                 MLA_OK);
+    const int64_t is[2] = {B, K};
+    mla_tensor idx;
+    mla_tensor_init(&idx, mem, MLA_DTYPE_I32, mla_context_memory(f->ctx), 2, is);
+    const mla_status st = mla_topk(f->ctx, &f->logits, &f->lens, K, &idx);
+    snprintf(param_, sizeof param_, "%s", mla_context_error_param(f->ctx));
+    CHECK_STATUS(mla_context_synchronize(f->ctx), MLA_OK);
+    CHECK_STATUS(mla_memcpy(f->ctx, after, mem, sizeof after, MLA_COPY_CONTEXT_TO_HOST), MLA_OK);
+    *kept = memcmp(before, after, sizeof before) == 0;
+    mla_free(f->ctx, mem);
+    return st;
+}
+
+static void topk_checks(fixture *f)
+{
+    int kept = 1;
+    int32_t l[B] = {N, 0, 5};
+    CHECK_STATUS(topk_call(f, l, &kept), MLA_OK);
+    CHECK(!kept);
+    const int32_t bad[2] = {-1, N + 1};
+    for (int i = 0; i < 2; ++i) {
+        l[1] = bad[i];
+        CHECK_STATUS(topk_call(f, l, &kept), MLA_ERR_OUT_OF_RANGE);
+        CHECK(kept);
+        CHECK(strcmp(param_, "lengths") == 0);
+    }
+}
+
 static void run_backend(mla_backend backend)
 {
     mla_context *ctx = NULL;
@@ -137,6 +178,7 @@ static void run_backend(mla_backend backend)
     CHECK_STATUS(call(&f, t, l, &kept), MLA_OK);
     l[1] = 2 * BS + 1; /* row 1 now reaches its id -7 */
     refused(&f, t, l, "block_table");
+    topk_checks(&f);
     teardown(&f);
     mla_context_destroy(ctx);
 }

@@ -120,6 +120,18 @@ static inline hipError_t hipFree(void *p)
     std::free(p);
     return hipSuccess;
 }
+/* Pinned host memory: plain host memory here (kernels run on the host). */
+#define hipHostMallocDefault 0u
+static inline hipError_t hipHostMalloc(void **p, size_t n, unsigned)
+{
+    *p = std::malloc(n ? n : 1);
+    return *p ? hipSuccess : hipErrorOutOfMemory;
+}
+static inline hipError_t hipHostFree(void *p)
+{
+    std::free(p);
+    return hipSuccess;
+}
 static inline hipError_t hipMemcpyAsync(void *d, const void *s, size_t n, hipMemcpyKind, hipStream_t)
 {
     std::memmove(d, s, n);
