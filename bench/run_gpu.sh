@@ -61,7 +61,7 @@ stage_info() {
 }
 
 stage_build() {
-  timeout "$(limit build 420)" cmake -S . -B "$BUILD" -G Ninja -DMLA_HIP=NVIDIA -DMLA_GPU_TARGETS=90 \
+  timeout "$(limit build 420)" cmake -S . -B "$BUILD" -G Ninja -DMLA_HIP=NVIDIA -DMLA_GPU_TARGETS="${MLA_GPU_TARGETS:-90a}" \
     -DMLA_WITH_SLEEF=OFF -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc > "$OUT/configure.log" 2>&1 \
     || { tail -30 "$OUT/configure.log"; return 1; }
   timeout "$(limit build 420)" cmake --build "$BUILD" > "$OUT/build.log" 2>&1 \

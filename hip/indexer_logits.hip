@@ -233,6 +233,26 @@ template <int LAYOUT, bool A16>
 MLA_DEV void nv_issue(const lg_desc &d, const uint8_t *cache, int32_t id, int32_t tile0,
                       int32_t nc, uint32_t bs, int lane, uint8_t *st, float *sc)
 {
+    if (A16 && bs % 32 == 0) {
+        /* the tile's 32 keys are 4 KB in one block (tile0 is a multiple of
+         * 32; both layouts place tokens 32 m .. 32 m + 31 there, SHUFFLE as
+         * two 2 KB runs of 16 x 16 tiles): copy u moves bytes 512 u + 16
+         * lane of the run, with no per-key address */
+        const uint32_t tok0 = tok_of((uint32_t)tile0, bs, d.bs_log2);
+        const int32_t id0 = (int32_t)shfl_u32((uint32_t)id, 0); /* lanes past nc hold 0 */
+        const uint8_t *blk = cache + (int64_t)id0 * d.cs0, *run = blk + tok0 * kHeadDimFast;
+#pragma unroll
+        for (int u = 0; u < 8; ++u) {
+            const int k = LAYOUT == MLA_IL_SHUFFLE ? 16 * (u >> 2) + (lane & 15) : 4 * u + (lane >> 3);
+            const int p = LAYOUT == MLA_IL_SHUFFLE ? 2 * (u & 3) + (lane >> 4) : lane & 7;
+            uint8_t *dst = st + (((k >> 3) * 2 + (p & 1)) * 32 + nv_slot(k & 7, p >> 1)) * 16;
+            cp_async<16>(dst, run + 512 * u + 16 * lane, tile0 + k < nc);
+        }
+        cp_async<4>(sc + lane, blk + d.bs * kHeadDimFast + 4 * (int64_t)(tok0 + lane),
+                    tile0 + lane < nc);
+        cp_async_commit();
+        return;
+    }
 #pragma unroll
     for (int u = 0; u < 8; ++u) {
         /* key k of the tile and its 16-byte piece p (dims 16 p ..) */
@@ -267,17 +287,188 @@ MLA_DEV void nv_issue(const lg_desc &d, const uint8_t *cache, int32_t id, int32_
     cp_async_commit();
 }
 
-template <int FNUZ, int LAYOUT, int MT, bool A16>
+/* The mma body's work on one stage: this warp's 32 keys against every
+ * head tile (K = 8 steps of 16), then the weighted relu sums. */
+template <int FNUZ, int MT>
+MLA_DEV void mma_stage(const u32x4 *kb, const u32x4 *qf, const float *sc, const float (&wl)[MT][2],
+                       int32_t tile0, int32_t nc, bool nan_row, int64_t ls1, float *orow, int lane)
+{
+    const int g = lane >> 2, t = lane & 3;
+    /* e4m3fn keys through the hardware conversion: NaN codes reach the
+     * matrix unit as NaNs and need no test */
+    constexpr bool kCvt = MLA_IDX_CVT_E4M3 && FNUZ == 0;
+    float acc[MT][4][4];
+#pragma unroll
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+                acc[i][j][e] = 0.0f;
+    uint32_t nanbits = 0;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+        /* this lane's words of key 8 j + g, dims 32 t + 16 half + 0..15 */
+        u32x4 raw[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            raw[j] = kb[(j * 2 + half) * 32 + nv_slot(g, t)];
+            if constexpr (!kCvt) {
+#pragma unroll
+                for (int e = 0; e < 4; ++e)
+                    nanbits |= fp8_nan_bytes<FNUZ>(raw[j].v[e]) ? 1u << j : 0u;
+            }
+        }
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const int c = 4 * half + e;
+            uint32_t bf[4][2];
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+#if MLA_IDX_CVT_E4M3
+                if constexpr (kCvt)
+                    e4m3fn_x4_to_f16_cvt(raw[j].v[e], bf[j][0], bf[j][1]);
+                else
+#endif
+                    fp8x4_to_f16<FNUZ>(raw[j].v[e], bf[j][0], bf[j][1]);
+            }
+#pragma unroll
+            for (int i = 0; i < MT; ++i) {
+                const u32x4 a = qf[(i * 8 + c) * 32 + lane];
+#pragma unroll
+                for (int j = 0; j < 4; ++j)
+                    mma_16816(acc[i][j], a.v, bf[j]);
+            }
+        }
+    }
+    /* a NaN code in the key (any of its 4 loaders) or in q: its scale
+     * becomes NaN, and so does the logit */
+    if constexpr (!kCvt) {
+        nanbits |= mla_shfl_xor(nanbits, 1);
+        nanbits |= mla_shfl_xor(nanbits, 2);
+    }
+    float scale = sc[8 * t + g]; /* key 8 t + g */
+    if (nan_row || ((nanbits >> t) & 1u))
+        scale = mla_fb_float(MLA_FB_F32_QNAN);
+    /* sums over this lane's heads: value 2 j + p is key 8 j + 2 t + p */
+    float P[8];
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+        for (int p = 0; p < 2; ++p) {
+            float sum = 0.0f;
+#pragma unroll
+            for (int i = 0; i < MT; ++i) {
+                sum = fmaf(wl[i][0], relu(acc[i][j][p]), sum);
+                sum = fmaf(wl[i][1], relu(acc[i][j][2 + p]), sum);
+            }
+            P[2 * j + p] = sum;
+        }
+    /* over the 8 lanes of a column: the half a lane keeps follows g's bits */
+    const bool b2 = (g & 4) != 0, b1 = (g & 2) != 0, b0 = (g & 1) != 0;
+    float Q1[4], Q2[2];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const float send = b2 ? P[i] : P[i + 4], keep = b2 ? P[i + 4] : P[i];
+        Q1[i] = keep + mla_shfl_xor(send, 16);
+    }
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+        const float send = b1 ? Q1[i] : Q1[i + 2], keep = b1 ? Q1[i + 2] : Q1[i];
+        Q2[i] = keep + mla_shfl_xor(send, 8);
+    }
+    const float S = (b0 ? Q2[1] : Q2[0]) + mla_shfl_xor(b0 ? Q2[0] : Q2[1], 4);
+    /* this lane stores key 8 (g / 2) + 2 t + g % 2, whose scale lane
+     * (2 t + g % 2, g / 2) fetched */
+    const float ks = mla_fb_float(shfl_u32(mla_fb_bits(scale), 4 * (2 * t + (g & 1)) + (g >> 1)));
+    const int32_t n = tile0 + 8 * (g >> 1) + 2 * t + (g & 1);
+    if (n < nc)
+        orow[(int64_t)n * ls1] = S * ks;
+}
+
+#if MLA_IDX_WGMMA
+/* relu that keeps NaN (max.NaN: one instruction; NaN codes must reach the
+ * logit, and relu(-0) = +0 changes no sum that starts at +0). */
+MLA_DEV float relu_nan(float v)
+{
+    float r;
+    asm("max.NaN.f32 %0, %1, 0f00000000;" : "=f"(r) : "f"(v));
+    return r;
+}
+
+/* The A operand of set s of a stage (keys 16 s + g and 16 s + g + 8 of the
+ * warp: the rows of mma.m16n8k16's A fragment), one register quad per step
+ * c, the dims permuted as in the mma body: step c's pairs are dims 32 t +
+ * 4 c + (0, 1) and (2, 3). */
+MLA_DEV void wg_keys(const u32x4 *kb, int s, int g, int t, uint32_t (&a)[8][4])
+{
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+        const u32x4 r0 = kb[((2 * s) * 2 + half) * 32 + nv_slot(g, t)];
+        const u32x4 r1 = kb[((2 * s + 1) * 2 + half) * 32 + nv_slot(g, t)];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            e4m3fn_x4_to_f16_cvt(r0.v[e], a[4 * half + e][0], a[4 * half + e][2]);
+            e4m3fn_x4_to_f16_cvt(r1.v[e], a[4 * half + e][1], a[4 * half + e][3]);
+        }
+    }
+}
+
+/* 8 wgmma steps of 64 keys (16 per warp) x 64 heads x 16 dims, q (B) at
+ * descriptor q0 + step * 2048 bytes; one commit group. */
+MLA_DEV void wg_issue(float (&acc)[32], const uint32_t (&a)[8][4], uint64_t q0)
+{
+    wg_fence();
+#pragma unroll
+    for (int c = 0; c < 8; ++c)
+        wgmma_m64n64k16(acc, a[c], q0 + 128u * (uint64_t)c, c > 0);
+    wg_commit();
+}
+
+/* The logits of a finished set: lane (g, t) holds heads 8 i + 2 t + 0, 1
+ * of keys g (acc[4 i + 0, 1]) and g + 8 (acc[4 i + 2, 3]); lanes t = 0, 1
+ * store keys key0 + g and key0 + g + 8 (position tile0 + key), whose scale
+ * is ks. */
+MLA_DEV void wg_store(float (&acc)[32], const float (&wl)[16], float ks, int32_t tile0, int key0,
+                      int32_t nc, int64_t ls1, float *orow, int g, int t)
+{
+    wg_pin(acc);
+    float S0 = 0.0f, S1 = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+        S0 = fmaf(wl[2 * i], relu_nan(acc[4 * i]), S0);
+        S0 = fmaf(wl[2 * i + 1], relu_nan(acc[4 * i + 1]), S0);
+        S1 = fmaf(wl[2 * i], relu_nan(acc[4 * i + 2]), S1);
+        S1 = fmaf(wl[2 * i + 1], relu_nan(acc[4 * i + 3]), S1);
+    }
+    S0 += mla_shfl_xor(S0, 1);
+    S1 += mla_shfl_xor(S1, 1);
+    S0 += mla_shfl_xor(S0, 2);
+    S1 += mla_shfl_xor(S1, 2);
+    const int32_t n = tile0 + key0 + g + 8 * (t & 1);
+    if (t < 2 && n < nc)
+        orow[(int64_t)n * ls1] = ((t & 1) ? S1 : S0) * ks;
+}
+#endif
+
+/* WG: the warpgroup body (sm_90a, e4m3fn, 64 heads: FNUZ 0, MT 4); q then
+ * lies in shared memory as wgmma's K-major B operand, step c (dims 32 t +
+ * 4 c + 0..3 for t = 0..3, the mma body's permutation) at c * 2048 bytes,
+ * head n's 16 values of the step in core matrix n / 8 (256 bytes apart),
+ * the pairs (+0, +1) in its first 128 bytes and (+2, +3) in the next. */
+template <int FNUZ, int LAYOUT, int MT, bool A16, bool WG = false>
 MLA_DEV void nv_block(const lg_desc &d, const lg_block &k, const uint8_t *cache, const uint8_t *q,
                       const float *w, const int32_t *table, float *out, uint32_t *qs)
 {
+    static_assert(!WG || (FNUZ == 0 && MT == 4 && A16), "the warpgroup body's case");
     float *wsm = reinterpret_cast<float *>(qs + MT * 8 * 32 * 4);
     uint32_t *rownan = reinterpret_cast<uint32_t *>(wsm + kMaxHeadsFast);
     const int S = d.stages;
     uint8_t *stages = reinterpret_cast<uint8_t *>(rownan + 4);
     float *scales = reinterpret_cast<float *>(stages + (kThreads / 32) * S * kNvStageBytes);
     const int tid = (int)threadIdx.x;
-    const int lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
+    const int lane = tid & 31, warp = tid >> 5, g = lane >> 2;
+    [[maybe_unused]] const int t = lane & 3;
     /* key positions are below a context length (I32): 32-bit index math; a
      * block size past it behaves as INT32_MAX (one block holds every key) */
     const int32_t nc = (int32_t)(k.bound < k.n1 ? k.bound : k.n1);
@@ -332,15 +523,23 @@ MLA_DEV void nv_block(const lg_desc &d, const lg_block &k, const uint8_t *cache,
         qnan |= fp8_nan_bytes<FNUZ>(qv[u]) != 0;
         uint32_t lo, hi;
         fp8x4_to_f16<FNUZ>(qv[u], lo, hi);
-        const int i = h >> 4, up = (h >> 3) & 1, ln = (h & 7) * 4 + tq;
-        const int word = ((i * 8 + c) * 32 + ln) * 4;
-        qs[word + up] = lo;
-        qs[word + 2 + up] = hi;
+        if constexpr (WG) {
+            const int word = (c * 2048 + (h >> 3) * 256 + (h & 7) * 16 + 4 * tq) / 4;
+            qs[word] = lo;
+            qs[word + 32] = hi; /* the next core matrix along K: 128 bytes on */
+        } else {
+            const int i = h >> 4, up = (h >> 3) & 1, ln = (h & 7) * 4 + tq;
+            const int word = ((i * 8 + c) * 32 + ln) * 4;
+            qs[word + up] = lo;
+            qs[word + 2 + up] = hi;
+        }
     }
     if (qnan)
         *rownan = 1;
     if (tid < kMaxHeadsFast)
         wsm[tid] = wv;
+    if constexpr (WG)
+        fence_proxy_async(); /* q, written by stores, is read by wgmma */
     idx_sync();
     const bool nan_row = *rownan != 0;
     /* this lane's head weights: heads 16 i + g and 16 i + g + 8 */
@@ -350,12 +549,25 @@ MLA_DEV void nv_block(const lg_desc &d, const lg_block &k, const uint8_t *cache,
         wl[i][0] = wsm[16 * i + g];
         wl[i][1] = wsm[16 * i + g + 8];
     }
-    /* e4m3fn keys through the hardware conversion: NaN codes reach the
-     * matrix unit as NaNs and need no test */
-    constexpr bool kCvt = MLA_IDX_CVT_E4M3 && FNUZ == 0;
     const u32x4 *qf = reinterpret_cast<const u32x4 *>(qs);
     float *orow = out + k.r * d.ls0;
-    for (int buf = 0; tile0 < nc; tile0 += kStep, buf = buf + 1 == S ? 0 : buf + 1) {
+#if MLA_IDX_WGMMA
+    float wg_w[16]; /* heads 8 i + 2 t + 0, 1 */
+    const float nan_f = mla_fb_float(MLA_FB_F32_QNAN);
+    uint64_t q0 = 0;
+    if constexpr (WG) {
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+            wg_w[2 * i] = wsm[8 * i + 2 * t];
+            wg_w[2 * i + 1] = wsm[8 * i + 2 * t + 1];
+        }
+        q0 = wg_desc(qs, 128, 256); /* K: core matrices 128 bytes apart, heads 256 */
+    }
+#endif
+    /* the warpgroup body's warps run the same steps (wgmma is collective):
+     * its loop ends with its first warp's */
+    const int32_t lead = WG ? 32 * (warp & 3) : 0;
+    for (int buf = 0; tile0 - lead < nc; tile0 += kStep, buf = buf + 1 == S ? 0 : buf + 1) {
         /* the tile S - 1 steps ahead goes out, into the stage the last step
          * used, before this one's keys are used */
         const int32_t ahead = tile0 + (S - 1) * kStep;
@@ -374,93 +586,28 @@ MLA_DEV void nv_block(const lg_desc &d, const lg_block &k, const uint8_t *cache,
         else
             cp_async_wait<1>();
         const u32x4 *kb = reinterpret_cast<const u32x4 *>(st + buf * kNvStageBytes);
-        float acc[MT][4][4];
+#if MLA_IDX_WGMMA
+        if constexpr (WG) {
+            /* set 1 goes out before set 0 is summed (a pipeline across
+             * stages made ptxas serialize the wgmma: it cannot follow a
+             * group past the loop's back edge) */
+            const float *scb = sc + buf * 32;
+            const int row = g + 8 * (t & 1);
+            float acc[2][32];
+            uint32_t a[2][8][4];
 #pragma unroll
-        for (int i = 0; i < MT; ++i)
-#pragma unroll
-            for (int j = 0; j < 4; ++j)
-#pragma unroll
-                for (int e = 0; e < 4; ++e)
-                    acc[i][j][e] = 0.0f;
-        uint32_t nanbits = 0;
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-            /* this lane's words of key 8 j + g, dims 32 t + 16 half + 0..15 */
-            u32x4 raw[4];
-#pragma unroll
-            for (int j = 0; j < 4; ++j) {
-                raw[j] = kb[(j * 2 + half) * 32 + nv_slot(g, t)];
-                if constexpr (!kCvt) {
-#pragma unroll
-                    for (int e = 0; e < 4; ++e)
-                        nanbits |= fp8_nan_bytes<FNUZ>(raw[j].v[e]) ? 1u << j : 0u;
-                }
+            for (int s = 0; s < 2; ++s) {
+                wg_keys(kb, s, g, t, a[s]);
+                wg_issue(acc[s], a[s], q0);
             }
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const int c = 4 * half + e;
-                uint32_t bf[4][2];
-#pragma unroll
-                for (int j = 0; j < 4; ++j) {
-#if MLA_IDX_CVT_E4M3
-                    if constexpr (kCvt)
-                        e4m3fn_x4_to_f16_cvt(raw[j].v[e], bf[j][0], bf[j][1]);
-                    else
+            wg_wait<1>();
+            wg_store(acc[0], wg_w, nan_row ? nan_f : scb[row], tile0, 0, nc, d.ls1, orow, g, t);
+            wg_wait<0>();
+            wg_store(acc[1], wg_w, nan_row ? nan_f : scb[16 + row], tile0, 16, nc, d.ls1, orow, g,
+                     t);
+        } else
 #endif
-                        fp8x4_to_f16<FNUZ>(raw[j].v[e], bf[j][0], bf[j][1]);
-                }
-#pragma unroll
-                for (int i = 0; i < MT; ++i) {
-                    const u32x4 a = qf[(i * 8 + c) * 32 + lane];
-#pragma unroll
-                    for (int j = 0; j < 4; ++j)
-                        mma_16816(acc[i][j], a.v, bf[j]);
-                }
-            }
-        }
-        /* a NaN code in the key (any of its 4 loaders) or in q: its scale
-         * becomes NaN, and so does the logit */
-        if constexpr (!kCvt) {
-            nanbits |= mla_shfl_xor(nanbits, 1);
-            nanbits |= mla_shfl_xor(nanbits, 2);
-        }
-        float scale = sc[buf * 32 + 8 * t + g]; /* key 8 t + g */
-        if (nan_row || ((nanbits >> t) & 1u))
-            scale = mla_fb_float(MLA_FB_F32_QNAN);
-        /* sums over this lane's heads: value 2 j + p is key 8 j + 2 t + p */
-        float P[8];
-#pragma unroll
-        for (int j = 0; j < 4; ++j)
-#pragma unroll
-            for (int p = 0; p < 2; ++p) {
-                float sum = 0.0f;
-#pragma unroll
-                for (int i = 0; i < MT; ++i) {
-                    sum = fmaf(wl[i][0], relu(acc[i][j][p]), sum);
-                    sum = fmaf(wl[i][1], relu(acc[i][j][2 + p]), sum);
-                }
-                P[2 * j + p] = sum;
-            }
-        /* over the 8 lanes of a column: the half a lane keeps follows g's bits */
-        const bool b2 = (g & 4) != 0, b1 = (g & 2) != 0, b0 = (g & 1) != 0;
-        float Q1[4], Q2[2];
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            const float send = b2 ? P[i] : P[i + 4], keep = b2 ? P[i + 4] : P[i];
-            Q1[i] = keep + mla_shfl_xor(send, 16);
-        }
-#pragma unroll
-        for (int i = 0; i < 2; ++i) {
-            const float send = b1 ? Q1[i] : Q1[i + 2], keep = b1 ? Q1[i + 2] : Q1[i];
-            Q2[i] = keep + mla_shfl_xor(send, 8);
-        }
-        const float S = (b0 ? Q2[1] : Q2[0]) + mla_shfl_xor(b0 ? Q2[0] : Q2[1], 4);
-        /* this lane stores key 8 (g / 2) + 2 t + g % 2, whose scale lane
-         * (2 t + g % 2, g / 2) fetched */
-        const float ks = mla_fb_float(shfl_u32(mla_fb_bits(scale), 4 * (2 * t + (g & 1)) + (g >> 1)));
-        const int32_t n = tile0 + 8 * (g >> 1) + 2 * t + (g & 1);
-        if (n < nc)
-            orow[(int64_t)n * d.ls1] = S * ks;
+            mma_stage<FNUZ, MT>(kb, qf, sc + buf * 32, wl, tile0, nc, nan_row, d.ls1, orow, lane);
     }
     cp_async_wait<0>();
 }
@@ -617,6 +764,37 @@ __global__ MLA_IDX_LOGITS_BOUNDS void logits_kernel(const uint8_t *cache, const 
     fill_neg_inf(d, k, out);
 }
 
+#if defined(__CUDACC__)
+/* The warpgroup body where the device pass has wgmma (sm_90a), the mma
+ * body otherwise; its own kernel for its own register budget (two
+ * accumulator sets and two A sets: 128 registers before any address). */
+template <int LAYOUT>
+__global__ __launch_bounds__(kThreads, 1) void logits_wg_kernel(const uint8_t *cache,
+                                                               const uint8_t *q, const float *w,
+                                                               const int32_t *table,
+                                                               const int32_t *ctx_lens, float *out,
+                                                               lg_desc d)
+{
+    MLA_IDX_SMEM(uint32_t, smem);
+    const lg_block k = block_of(d, ctx_lens);
+#if MLA_IDX_MMA_NV
+    if (k.n0 < k.bound)
+        nv_block<0, LAYOUT, 4, true, MLA_IDX_WGMMA != 0>(d, k, cache, q, w, table, out, smem);
+#else
+    (void)cache, (void)q, (void)w, (void)table, (void)smem;
+#endif
+    fill_neg_inf(d, k, out);
+}
+
+/* MLA_HIP_LOGITS=mma keeps the mma body where the warpgroup one would run
+ * (a check of one against the other). */
+bool wg_wanted()
+{
+    const char *force = getenv("MLA_HIP_LOGITS");
+    return !force || strcmp(force, "mma") != 0;
+}
+#endif
+
 template <int FAST, int FNUZ, int LAYOUT, int MT>
 mla_status launch(mla_context *ctx, const mla_indexer_logits_args *a, const lg_desc &d)
 {
@@ -647,6 +825,25 @@ mla_status launch(mla_context *ctx, const mla_indexer_logits_args *a, const lg_d
 #endif
         dl.stages = stages;
         smem = nv_smem_bytes(MT, stages);
+        if constexpr (FAST == 2 && FNUZ == 0 && MT == 4) {
+            if (wg_wanted()) {
+#if !MLA_IDX_EMU
+                err = cudaFuncSetAttribute(logits_wg_kernel<LAYOUT>,
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+                if (err != cudaSuccess)
+                    return mla_hip_fail(ctx, err, "cudaFuncSetAttribute (logits shared memory)");
+#endif
+                logits_wg_kernel<LAYOUT>
+                    <<<(unsigned)(d.R * d.chunks), kThreads, (size_t)smem,
+                       mla_hip_state_of(ctx)->stream>>>(
+                        static_cast<const uint8_t *>(a->cache.data),
+                        static_cast<const uint8_t *>(a->q.data), static_cast<const float *>(a->w.data),
+                        static_cast<const int32_t *>(a->block_table.data),
+                        static_cast<const int32_t *>(a->context_lens.data),
+                        static_cast<float *>(a->logits.data), dl);
+                return mla_hip_check_launch(ctx, "indexer logits kernel launch");
+            }
+        }
 #if !MLA_IDX_EMU
         /* past 48 KB needs the kernel's consent (per device: every launch) */
         err = cudaFuncSetAttribute(logits_kernel<FAST, FNUZ, LAYOUT, MT>,
