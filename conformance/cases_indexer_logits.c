@@ -272,16 +272,22 @@ static int build_topk(conf_case *cases, int cap)
     topk_case(&b, 4, 50, 8, V_GRID, CONF_L_COLMAJOR, "column-major");
     topk_case(&b, 6, 64, 16, V_NAN, CONF_L_CONTIG, "");
     topk_case(&b, 3, 8192, 2048, V_GRID, CONF_L_CONTIG, "rows 8192, 4100, 2047");
+    /* long rows that several HIP blocks share (an even row count: the
+     * emulation then cooperates too), and k past one batch of 2048 */
+    topk_case(&b, 2, 40000, 2048, V_ACT, CONF_L_CONTIG, "rows 40000, 20001");
+    topk_case(&b, 2, 40000, 3000, V_GRID, CONF_L_CONTIG, "rows 40000, 20001");
     return b.n;
 }
 
-/* Row lengths: the whole row, none, one, around k, half (the large case:
- * 8192, 4100 and 2047 = k - 1). */
+/* Row lengths: the whole row, none, one, around k, half (the large cases:
+ * 8192, 4100 and 2047 = k - 1; 40000 and 20001). */
 static int64_t topk_len(const conf_case *c, int64_t r)
 {
     const int64_t N = c->shape[1], k = c->ip[0];
     if (N == 8192)
         return r == 0 ? 8192 : r == 1 ? 4100 : k - 1;
+    if (N == 40000)
+        return r == 0 ? N : N / 2 + 1;
     const int64_t pick[8] = {N, 0, 1, k - 1, k, k + 1, N / 2, N - 1};
     const int64_t len = pick[r % 8];
     return len < 0 ? 0 : len > N ? N : len;

@@ -16,10 +16,16 @@
  * prefix chosen so far, and a block scan finds the digit of the m-th
  * largest. As soon as the bucket of the m-th largest holds at most CAND
  * keys, the keys above the bucket ("sure", fewer than m) and in it
- * ("candidates") are collected and sorted together, descending (bitonic,
- * strides below a wave's segment without block barriers), and the first m
- * are the answer. The sort is over distinct keys: the bits never depend on
- * timing or on which thread wrote first.
+ * ("candidates") are collected, and the levels go on over the collected
+ * keys alone (in registers) until the bucket of the m-th largest is taken
+ * whole: its prefix P is then the threshold, and the answer is exactly the
+ * m collected keys >= P. A block scan packs them into SORTN = max(KMAX, 4
+ * THREADS) positions, zeros after them, for a bitonic sort, descending,
+ * over registers: a thread holds R = SORTN / THREADS consecutive positions;
+ * partners in the thread are compared in registers, in the wave through
+ * shuffles, in other waves through shared memory (one barrier a stage).
+ * Everything is over distinct keys: the bits never depend on timing or on
+ * which thread wrote first.
  *
  * A row is one block (its slice in registers, TILE = 8192 keys of 16 per
  * thread, longer rows re-read their tiles each level) when the rows alone
@@ -28,11 +34,11 @@
  * scratch, count themselves in, and, once all G have, each reads the whole
  * histogram (no block waits on another's decision); at the end they append
  * their sure keys and candidates to the row's lists and the last to arrive
- * sorts. Blocks that wait for each other must be resident together: a block
- * takes a ticket when it starts and its row is ticket / G, so the blocks a
- * row waits for started earlier or alongside it, and G is at most the
- * number of multiprocessors. The last block of a row zeroes what the row
- * used; the scratch is zeroed once, when allocated.
+ * selects and sorts. Blocks that wait for each other must be resident
+ * together: a block takes a ticket when it starts and its row is ticket /
+ * G, so the blocks a row waits for started earlier or alongside it, and G
+ * is at most the number of multiprocessors. The last block of a row zeroes
+ * what the row used; the scratch is zeroed once, when allocated.
  *
  * k > KMAX = 2048 (beyond the model) runs in batches of KMAX positions: a
  * batch takes the largest K below the last one the previous batch chose. */
@@ -62,14 +68,21 @@ constexpr int64_t kTile = (int64_t)kThreads * kPer;
 constexpr int kBits = 11;
 constexpr int kBins = 1 << kBits;
 constexpr int kLevels = 6; /* ceil(64 / 11) */
-constexpr int kSort = kKmax + kCand;
+constexpr int kSort = kKmax + kCand; /* the collected keys at most */
+constexpr int kL = kSort / kThreads;   /* of them a thread holds */
 constexpr int kWaves = kThreads / MLA_WAVE_SIZE;
-constexpr int kSeg = kSort / kWaves; /* elements of a wave's sort segment */
+/* The sort: kSortN >= KMAX keys, R = kSortN / THREADS (at least 4, so
+ * that every kind of stage runs in the emulation too) consecutive positions
+ * a thread. */
+constexpr int kSortN = kKmax > 4 * kThreads ? kKmax : 4 * kThreads;
+constexpr int kR = kSortN / kThreads;
+constexpr int log2_of(int v) { return v > 1 ? 1 + log2_of(v / 2) : 0; }
+constexpr int kRLog = log2_of(kR);
 constexpr int kRowsPerLaunch = 128;
-static_assert((kSort & (kSort - 1)) == 0, "the sort buffer is a power of two");
+static_assert((kKmax & (kKmax - 1)) == 0 && (kThreads & (kThreads - 1)) == 0, "powers of two");
+static_assert(kSort % kThreads == 0, "whole keys per thread");
 static_assert(kBins % (4 * kThreads) == 0 || (4 * kThreads) % kBins == 0, "histogram words");
 static_assert(kBins % kThreads == 0, "whole bins per thread");
-static_assert(kSeg >= 2 * MLA_WAVE_SIZE, "a wave's segment gives each lane a pair");
 
 /* Per row, in the scratch: zero between launches, except ceil. */
 struct tk_row {
@@ -96,7 +109,8 @@ struct tk_desc { /* positions fit 31 bits (indices are I32, supports() checks N)
 /* Shared memory of a block. */
 struct tk_smem {
     uint32_t hist[kBins];
-    uint64_t sort[kSort];
+    /* the collected keys, then the answer, then the sort's two halves */
+    uint64_t sort[kSort > 2 * kSortN ? kSort : 2 * kSortN];
     uint32_t wsum[kWaves];
     uint32_t ticket, bin, above, ns, nc;
 };
@@ -159,49 +173,97 @@ MLA_DEV uint32_t block_suffix_sum(uint32_t v, tk_smem &sm)
     return v + after;
 }
 
-/* One compare-exchange stage of the bitonic sort (descending) over
- * s[0, kSort): pairs (lo, lo + j), lo = 2 j (i / j) + i % j = i + (i & -j)
- * (j a power of two: no division, which cost more than the exchange), for
- * the pair indices i given. */
-MLA_DEV void bitonic_pair(uint64_t *s, int i, int j, int size)
+/* sm.hist holds the level's histogram of the b-bit digit below `shift` of
+ * the keys with prefix P: moves P, mask and shift to the bucket of the
+ * need-th largest, need to its rank in the bucket, and returns the bucket's
+ * count. Thread t owns bins [t q, t q + q). */
+MLA_DEV uint32_t descend(tk_smem &sm, int b, uint64_t &P, uint64_t &mask, int &shift, uint32_t &need)
 {
-    const int lo = i + (i & -j), hi = lo + j;
-    const bool desc = (lo & size) == 0;
-    const uint64_t a = s[lo], b = s[hi];
-    if ((a < b) == desc) {
-        s[lo] = b;
-        s[hi] = a;
-    }
-}
-
-/* Bitonic sort of s[0, kSort) descending. Strides below a wave's segment
- * pair elements of the same segment: that wave alone does them. */
-MLA_DEV void sort_desc(uint64_t *s)
-{
-    const int lane = (int)threadIdx.x % MLA_WAVE_SIZE, wave = (int)threadIdx.x / MLA_WAVE_SIZE;
-    idx_sync(); /* the block's writes are in */
-    for (int size = 2; size <= kSort; size *= 2)
-        for (int j = size / 2; j > 0; j /= 2) {
-            if (j >= kSeg) {
-                idx_sync();
-                for (int i = (int)threadIdx.x; i < kSort / 2; i += kThreads)
-                    bitonic_pair(s, i, j, size);
-                idx_sync();
-            } else {
-                for (int p = lane; p < kSeg / 2; p += MLA_WAVE_SIZE)
-                    bitonic_pair(s, wave * (kSeg / 2) + p, j, size);
-                idx_wave_sync();
+    const int tid = (int)threadIdx.x;
+    constexpr int q = kBins / kThreads;
+    uint32_t s = 0;
+#pragma unroll
+    for (int i = 0; i < q; ++i)
+        s += sm.hist[tid * q + i];
+    const uint32_t incl = block_suffix_sum(s, sm);
+    uint32_t acc = incl - s;
+    if (s != 0 && acc < need && need <= incl)
+        for (int i = q - 1; i >= 0; --i) {
+            const uint32_t h = sm.hist[tid * q + i];
+            if (acc + h >= need) {
+                sm.bin = (uint32_t)(tid * q + i);
+                sm.above = acc;
+                break;
             }
+            acc += h;
         }
     idx_sync();
+    const uint32_t bin = sm.bin, cnt = sm.hist[bin];
+    shift -= b;
+    P |= (uint64_t)bin << shift;
+    mask |= (uint64_t)((1u << b) - 1u) << shift;
+    need -= sm.above;
+    idx_sync(); /* sm.bin and the histogram are rewritten next */
+    return cnt;
 }
 
-/* The m largest of s (sorted) to positions base .. of the output, -1 up to
- * `positions`. */
-MLA_DEV void write_out(const uint64_t *s, int32_t m, int32_t positions, int32_t *out, int64_t is1)
+/* Positions lo < hi of one thread: the larger to lo when desc. */
+MLA_DEV void exchange(uint64_t &lo, uint64_t &hi, bool desc)
 {
-    for (int32_t c = (int32_t)threadIdx.x; c < positions; c += kThreads)
-        out[c * is1] = c < m ? (int32_t)(0xFFFFFFFFu - (uint32_t)s[c]) : -1;
+    const uint64_t a = lo, b = hi;
+    const bool swap = (a < b) == desc;
+    lo = swap ? b : a;
+    hi = swap ? a : b;
+}
+
+/* The larger of x and its partner p when keep_max, else the smaller. */
+MLA_DEV uint64_t pick(uint64_t x, uint64_t p, bool keep_max) { return (x > p) == keep_max ? x : p; }
+
+/* Bitonic sort, descending, of the block's SORTN keys: x[r] of thread t is
+ * position e = t R + r. Position e keeps the larger of (e, e ^ j) when
+ * ((e & j) == 0) == ((e & size) == 0). The partner is in the same thread (j
+ * < R: registers), in the same wave (j < R WAVE: a shuffle of each half)
+ * or in another wave: through buf, whose two halves of SORTN words serve
+ * the stages in turn, so a half is rewritten only after the barrier of the
+ * stage between (one barrier a stage). The first such stage writes the
+ * second half: the keys may still be being read from the first. */
+MLA_DEV void sort_desc(uint64_t x[kR], uint64_t *buf)
+{
+    const int tid = (int)threadIdx.x, lane = tid % MLA_WAVE_SIZE, e0 = tid * kR;
+    int half = 1;
+    for (int size = 2; size <= kSortN; size *= 2) {
+        int j = size / 2;
+        for (; j >= kR * MLA_WAVE_SIZE; j >>= 1) {
+            uint64_t *h = buf + half * kSortN;
+            half ^= 1;
+#pragma unroll
+            for (int r = 0; r < kR; ++r) /* by register: conflict-free */
+                h[r * kThreads + tid] = x[r];
+            idx_sync();
+            const bool mx = ((e0 & j) == 0) == ((e0 & size) == 0);
+            const int pt = tid ^ (j >> kRLog);
+#pragma unroll
+            for (int r = 0; r < kR; ++r)
+                x[r] = pick(x[r], h[r * kThreads + pt], mx);
+        }
+        for (; j >= kR; j >>= 1) {
+            const bool mx = ((e0 & j) == 0) == ((e0 & size) == 0);
+            const int src = lane ^ (j >> kRLog);
+#pragma unroll
+            for (int r = 0; r < kR; ++r) {
+                const uint64_t p = (uint64_t)shfl_u32((uint32_t)(x[r] >> 32), src) << 32 |
+                                   shfl_u32((uint32_t)x[r], src);
+                x[r] = pick(x[r], p, mx);
+            }
+        }
+#pragma unroll
+        for (int jr = kR / 2; jr > 0; jr /= 2)
+            if (jr < size)
+#pragma unroll
+                for (int r = 0; r < kR; ++r)
+                    if ((r & jr) == 0)
+                        exchange(x[r], x[r + jr], ((e0 + r) & size) == 0);
+    }
 }
 
 __global__ __launch_bounds__(kThreads) void topk_kernel(const float *logits, const int32_t *lengths,
@@ -242,7 +304,7 @@ __global__ __launch_bounds__(kThreads) void topk_kernel(const float *logits, con
         /* ---- levels: the prefix P (the bits of mask) of the m-th largest */
         uint64_t P = 0, mask = 0;
         int shift = 64, lv = 0;
-        uint32_t need = (uint32_t)m;
+        uint32_t need = (uint32_t)m, cnt;
         for (;; ++lv) {
             const int b = shift > kBits ? kBits : shift, ds = shift - b;
             const uint32_t dmask = (1u << b) - 1u;
@@ -286,39 +348,13 @@ __global__ __launch_bounds__(kThreads) void topk_kernel(const float *logits, con
                     sm.hist[tid * kW + u] = hv[u];
                 idx_sync();
             }
-            /* thread t owns bins [t q, t q + q); the bin of the need-th largest */
-            constexpr int q = kBins / kThreads;
-            uint32_t s = 0;
-#pragma unroll
-            for (int i = 0; i < q; ++i)
-                s += sm.hist[tid * q + i];
-            const uint32_t incl = block_suffix_sum(s, sm);
-            uint32_t acc = incl - s;
-            if (s != 0 && acc < need && need <= incl)
-                for (int i = q - 1; i >= 0; --i) {
-                    const uint32_t h = sm.hist[tid * q + i];
-                    if (acc + h >= need) {
-                        sm.bin = (uint32_t)(tid * q + i);
-                        sm.above = acc;
-                        break;
-                    }
-                    acc += h;
-                }
-            idx_sync();
-            const uint32_t bin = sm.bin, cnt = sm.hist[bin];
-            P |= (uint64_t)bin << ds;
-            mask |= (uint64_t)dmask << ds;
-            need -= sm.above;
-            shift = ds;
-            idx_sync(); /* sm.bin and the histogram are rewritten next */
+            cnt = descend(sm, b, P, mask, shift, need);
             if (cnt <= (uint32_t)kCand)
                 break;
         }
 
         /* ---- collect: keys above the bucket (sure) at sort[0, ..) and in
-         * it (candidates) at sort[KMAX, ..); zeros elsewhere sort last */
-        for (int i = tid; i < kSort; i += kThreads)
-            sm.sort[i] = 0;
+         * it (candidates) at sort[KMAX, ..) */
         if (tid == 0) {
             sm.ns = 0;
             sm.nc = 0;
@@ -339,9 +375,9 @@ __global__ __launch_bounds__(kThreads) void topk_kernel(const float *logits, con
             }
         }
         idx_sync();
+        uint32_t ns = sm.ns, nc = sm.nc;
         bool finish = true;
         if (coop) {
-            const uint32_t ns = sm.ns, nc = sm.nc;
             idx_sync(); /* everyone has the counts before thread 0 reuses the words */
             if (tid == 0) {
                 sm.ns = atomicAdd(&st->nsure, ns);
@@ -360,24 +396,64 @@ __global__ __launch_bounds__(kThreads) void topk_kernel(const float *logits, con
             finish = sm.bin != 0;
             if (finish) { /* the last block of the row: every list is in */
                 idx_fence();
-                const uint32_t tns = ld_shared_u32(&st->nsure), tnc = ld_shared_u32(&st->ncand);
-                constexpr int kL = kSort / kThreads;
-                uint64_t lv64[kL];
-#pragma unroll
-                for (int u = 0; u < kL; ++u) { /* all loads first */
-                    const int i = tid + u * kThreads, c = i - kKmax;
-                    lv64[u] = i < kKmax ? ((uint32_t)i < tns ? ld_shared_u64(&st->sure[i]) : 0ull)
-                                        : ((uint32_t)c < tnc ? ld_shared_u64(&st->cand[c]) : 0ull);
-                }
-#pragma unroll
-                for (int u = 0; u < kL; ++u)
-                    sm.sort[tid + u * kThreads] = lv64[u];
+                ns = ld_shared_u32(&st->nsure);
+                nc = ld_shared_u32(&st->ncand);
             }
         }
         if (finish) {
-            sort_desc(sm.sort); /* begins with a block barrier: every thread has read the lists */
-            write_out(sm.sort, m, positions, out, d.is1);
-            if (coop) { /* zero what the row used, for the next call */
+            /* the row's sure keys and candidates, KMAX + CAND positions as
+             * in sort, kL a thread (0: none) */
+            uint64_t kv[kL];
+#pragma unroll
+            for (int u = 0; u < kL; ++u) { /* all loads first */
+                const int i = tid + u * kThreads, c = i - kKmax;
+                const bool has = i < kKmax ? (uint32_t)i < ns : (uint32_t)c < nc;
+                kv[u] = !has ? 0ull
+                        : !coop ? sm.sort[i]
+                        : i < kKmax ? ld_shared_u64(&st->sure[i]) : ld_shared_u64(&st->cand[c]);
+            }
+            /* ---- exact selection: the levels go on over the candidates
+             * until the bucket is taken whole (then the answer is the m keys
+             * >= P) */
+            while (cnt > need) {
+                const int b = shift > kBits ? kBits : shift, ds = shift - b;
+                for (int i = tid; i < kBins; i += kThreads)
+                    sm.hist[i] = 0;
+                idx_sync();
+#pragma unroll
+                for (int u = 0; u < kL; ++u)
+                    if (kv[u] != 0 && (kv[u] & mask) == P)
+                        atomicAdd(&sm.hist[(uint32_t)(kv[u] >> ds) & ((1u << b) - 1u)], 1u);
+                idx_sync();
+                cnt = descend(sm, b, P, mask, shift, need);
+            }
+            /* the answer to sort[0, m), in any order (the barriers of the
+             * scan order every read of sort above before the writes) */
+            uint32_t own = 0;
+#pragma unroll
+            for (int u = 0; u < kL; ++u)
+                own += kv[u] != 0 && kv[u] >= P;
+            uint32_t at = block_suffix_sum(own, sm) - own;
+#pragma unroll
+            for (int u = 0; u < kL; ++u)
+                if (kv[u] != 0 && kv[u] >= P)
+                    sm.sort[at++] = kv[u];
+            idx_sync();
+            uint64_t x[kR];
+#pragma unroll
+            for (int u = 0; u < kR; ++u) /* zeros past m sort last */
+                x[u] = u * kThreads + tid < m ? sm.sort[u * kThreads + tid] : 0ull;
+            sort_desc(x, sm.sort);
+#pragma unroll
+            for (int u = 0; u < kR; ++u) {
+                const int32_t c = tid * kR + u;
+                if (c < positions)
+                    out[c * d.is1] = c < m ? (int32_t)(0xFFFFFFFFu - (uint32_t)x[u]) : -1;
+                if (c == m - 1)
+                    st->ceil = x[u];
+            }
+            if (coop) { /* zero what the row used, for the next call (every
+                         * thread has read the counts: barriers since) */
                 for (int l = 0; l <= lv; ++l)
                     for (int i = tid; i < kBins; i += kThreads)
                         st->hist[l][i] = 0;
@@ -388,8 +464,6 @@ __global__ __launch_bounds__(kThreads) void topk_kernel(const float *logits, con
                     st->ncand = 0;
                 }
             }
-            if (tid == 0)
-                st->ceil = sm.sort[m - 1];
             idx_fence();
         }
     }
