@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One job on the NVIDIA H200 machine: build the HIP backend for sm_90 with
+# One job on the NVIDIA H200 machine: build the HIP backend for sm_90a with
 # nvcc, check it, and benchmark the prepare path next to its PyTorch peer,
 # so that the GPU ceilings, the peer and our numbers all come from one job.
 #
@@ -9,7 +9,8 @@
 #   info        nvidia-smi, lscpu, torch version, git commit -> $OUT/machine.txt
 #   build       cmake -G Ninja into build/gpu (kept between calls on a warm machine)
 #   conformance mla conformance --backend hip, then its attention cases with
-#               MLA_HIP_ATTENTION=cpasync and =fma (the other key path, the plain body)
+#               MLA_HIP_ATTENTION=cpasync and =fma (the other key path, the plain body),
+#               indexer logits with MLA_HIP_LOGITS=mma, top-k with MLA_HIP_TOPK_G=1, 2
 #   peer        python3 bench/peer_torch.py --json $OUT/peer.json (its own copy and
 #               bf16 matmul ceilings, then the same table)
 #   bench       mla bench prepare --backend hip --json $OUT/bench_hip.json, with the
@@ -80,6 +81,16 @@ stage_conformance() {
     MLA_HIP_ATTENTION=$v timeout 120 "$MLA" conformance --backend hip --require-device --op attention \
       > "$OUT/conformance_hip_attention_$v.log" 2>&1 || rc=1
     echo "attention, MLA_HIP_ATTENTION=$v: $(grep -E '^conformance:' "$OUT/conformance_hip_attention_$v.log")"
+  done
+  # the indexer logits on the mma.sync body where the wgmma one runs, and top-k
+  # with one and two blocks per row
+  MLA_HIP_LOGITS=mma timeout 120 "$MLA" conformance --backend hip --require-device --op indexer_logits \
+    > "$OUT/conformance_hip_logits_mma.log" 2>&1 || rc=1
+  echo "indexer_logits, MLA_HIP_LOGITS=mma: $(grep -E '^conformance:' "$OUT/conformance_hip_logits_mma.log")"
+  for v in 1 2; do
+    MLA_HIP_TOPK_G=$v timeout 120 "$MLA" conformance --backend hip --require-device --op topk \
+      > "$OUT/conformance_hip_topk_g$v.log" 2>&1 || rc=1
+    echo "topk, MLA_HIP_TOPK_G=$v: $(grep -E '^conformance:' "$OUT/conformance_hip_topk_g$v.log")"
   done
   return $rc
 }
