@@ -114,8 +114,7 @@ mla_status mla_indexer_k_cache_write(mla_context *ctx, const mla_indexer_cache_d
     return ctx->ops->indexer_k_cache_write(ctx, &a);
 }
 
-/* block_table [S, max_blocks] I32 whose first ceil(len_s / block_size) ids
- * of row s are valid blocks. lens: host copy of the S lengths. */
+/* block_table [S, max_blocks] I32. */
 static mla_status check_table_shape(mla_context *ctx, const mla_tensor *table, int64_t S)
 {
     MLA_TRY(mla_check_tensor(ctx, table, "block_table", 2));
@@ -123,6 +122,8 @@ static mla_status check_table_shape(mla_context *ctx, const mla_tensor *table, i
     return mla_check_extent(ctx, table, "block_table", 0, S);
 }
 
+/* ... whose first ceil(len_s / block_size) ids of row s are valid blocks.
+ * lens: host copy of the S lengths. */
 static mla_status check_table(mla_context *ctx, const mla_indexer_cache_desc *d,
                               const mla_tensor *table, const int64_t *lens, int64_t S)
 {
@@ -141,26 +142,28 @@ static mla_status check_table(mla_context *ctx, const mla_indexer_cache_desc *d,
 }
 
 /* The device's answer to the whole check of lens (in [lo, hi], hi capped
- * by the table's capacity) and of the table's ids in use, where the backend
- * has one and both tensors live in its memory: 1 when all is well. 0 sends
- * the caller to the host check, which then names the first problem in its
- * usual order (also when a check here fails). */
-static int paged_ok_on_device(mla_context *ctx, const mla_indexer_cache_desc *d,
-                              const mla_tensor *table, const mla_tensor *lens, int64_t lo,
-                              int64_t hi)
+ * by the table's capacity) and, with a table (d then its cache), of the
+ * table's ids in use, where the backend has one and the tensors live in its
+ * memory: 1 when all is well. 0 sends the caller to the host check, which
+ * then names the first problem in its usual order (also when a check here
+ * fails). */
+static int indices_ok_on_device(mla_context *ctx, const mla_tensor *lens, int64_t lo, int64_t hi,
+                                const mla_tensor *table, const mla_indexer_cache_desc *d)
 {
-    if (!ctx->ops->paged_indices_ok || table->memory == MLA_MEMORY_HOST ||
-        lens->memory == MLA_MEMORY_HOST)
+    if (!ctx->ops->paged_indices_ok || lens->memory == MLA_MEMORY_HOST ||
+        (table && table->memory == MLA_MEMORY_HOST))
         return 0;
-    if (check_table_shape(ctx, table, lens->shape[0]) != MLA_OK)
-        return 0;
-    const int64_t cap =
-        table->shape[1] > INT64_MAX / d->block_size ? INT64_MAX : table->shape[1] * d->block_size;
+    int64_t bs = 1, nb = 0;
+    if (table) {
+        if (check_table_shape(ctx, table, lens->shape[0]) != MLA_OK)
+            return 0;
+        bs = d->block_size;
+        nb = d->num_blocks;
+        const int64_t cap = table->shape[1] > INT64_MAX / bs ? INT64_MAX : table->shape[1] * bs;
+        hi = hi < cap ? hi : cap;
+    }
     int ok = 0;
-    if (ctx->ops->paged_indices_ok(ctx, lens, lo, hi < cap ? hi : cap, table, d->block_size,
-                                   d->num_blocks, &ok) != MLA_OK)
-        return 0;
-    return ok;
+    return ctx->ops->paged_indices_ok(ctx, lens, lo, hi, table, bs, nb, &ok) == MLA_OK && ok;
 }
 
 mla_status mla_indexer_k_gather(mla_context *ctx, const mla_indexer_cache_desc *desc,
@@ -246,7 +249,7 @@ mla_status mla_indexer_logits(mla_context *ctx, const mla_indexer_cache_desc *de
     MLA_TRY(mla_check_tensor(ctx, logits, "logits", 2));
     MLA_TRY(mla_check_dtype(ctx, logits, "logits", MLA_DT(MLA_DTYPE_F32)));
     MLA_TRY(mla_check_extent(ctx, logits, "logits", 0, rows));
-    if (!paged_ok_on_device(ctx, &c.desc, block_table, context_lens, next_n, logits->shape[1])) {
+    if (!indices_ok_on_device(ctx, context_lens, next_n, logits->shape[1], block_table, &c.desc)) {
         int64_t *lens = NULL;
         MLA_TRY(mla_read_indices(ctx, context_lens, "context_lens", &lens));
         mla_status st = MLA_OK;
@@ -290,13 +293,7 @@ mla_status mla_topk(mla_context *ctx, const mla_tensor *logits, const mla_tensor
     MLA_TRY(mla_check_tensor(ctx, lengths, "lengths", 1));
     MLA_TRY(mla_check_dtype(ctx, lengths, "lengths", MLA_DT(MLA_DTYPE_I32)));
     MLA_TRY(mla_check_extent(ctx, lengths, "lengths", 0, R));
-    /* lengths in [0, N], on the device where they live there (one flag
-     * back instead of the tensor) */
-    int ok = 0;
-    if (ctx->ops->paged_indices_ok && lengths->memory != MLA_MEMORY_HOST &&
-        ctx->ops->paged_indices_ok(ctx, lengths, 0, N, NULL, 1, 0, &ok) != MLA_OK)
-        ok = 0;
-    if (!ok) {
+    if (!indices_ok_on_device(ctx, lengths, 0, N, NULL, NULL)) {
         int64_t *lens = NULL;
         MLA_TRY(mla_read_indices(ctx, lengths, "lengths", &lens));
         mla_status st = mla_check_index_range(ctx, lens, R, 0, N + 1, 0, "lengths");

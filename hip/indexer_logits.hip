@@ -230,6 +230,13 @@ MLA_DEV int32_t nv_block_id(const lg_desc &d, const int32_t *trow, int32_t tile0
  * 0..7) both touch 8 distinct 16-byte bank groups. */
 MLA_DEV int nv_slot(int g, int t) { return 8 * t + (g ^ (2 * t)); }
 
+/* Where piece p (dims 16 p ..) of key k of a tile goes in its stage: the
+ * (n-tile, half) group of consumer lane (k % 8, p / 2). */
+MLA_DEV uint8_t *nv_dst(uint8_t *st, int k, int p)
+{
+    return st + (((k >> 3) * 2 + (p & 1)) * 32 + nv_slot(k & 7, p >> 1)) * 16;
+}
+
 /* Keys [tile0, tile0 + 32) of the warp into stage buffer `st` (bytes) and
  * their scales into `sc` (key tile0 + i at sc[i]), with cp.async. Consumer
  * lane (g, t) of n-tile j wants dims [32 t, 32 t + 32) of key 8 j + g, as
@@ -254,8 +261,7 @@ MLA_DEV void nv_issue(const lg_desc &d, const uint8_t *cache, int32_t id, int32_
         for (int u = 0; u < 8; ++u) {
             const int k = LAYOUT == MLA_IL_SHUFFLE ? 16 * (u >> 2) + (lane & 15) : 4 * u + (lane >> 3);
             const int p = LAYOUT == MLA_IL_SHUFFLE ? 2 * (u & 3) + (lane >> 4) : lane & 7;
-            uint8_t *dst = st + (((k >> 3) * 2 + (p & 1)) * 32 + nv_slot(k & 7, p >> 1)) * 16;
-            cp_async<16>(dst, run + 512 * u + 16 * lane, tile0 + k < nc);
+            cp_async<16>(nv_dst(st, k, p), run + 512 * u + 16 * lane, tile0 + k < nc);
         }
         cp_async<4>(sc + lane, blk + d.bs * kHeadDimFast + 4 * (int64_t)(tok0 + lane),
                     tile0 + lane < nc);
@@ -277,7 +283,7 @@ MLA_DEV void nv_issue(const lg_desc &d, const uint8_t *cache, int32_t id, int32_
                       ? blk + (tok / 16) * 16 * kHeadDimFast + p * 256 + (tok % 16) * 16
                       : blk + tok * kHeadDimFast + 16 * p;
         }
-        uint8_t *dst = st + (((k >> 3) * 2 + (p & 1)) * 32 + nv_slot(k & 7, p >> 1)) * 16;
+        uint8_t *dst = nv_dst(st, k, p);
         if (A16) {
             cp_async<16>(dst, src, valid);
         } else {
