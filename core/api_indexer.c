@@ -36,7 +36,8 @@ static mla_status desc_check(mla_context *ctx, const mla_indexer_cache_desc *in,
         (in->block_size % SHUFFLE_TILE || in->head_dim % SHUFFLE_TILE))
         return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "cache_desc.block_size",
                         "the shuffle layout needs block_size and head_dim multiples of 16, "
-                        "block_size is %lld", (long long)in->block_size);
+                        "block_size is %lld",
+                        (long long)in->block_size);
     int64_t per_token = in->head_dim + 4, total;
     if (__builtin_mul_overflow(per_token, in->block_size, bytes) ||
         __builtin_mul_overflow(*bytes, in->num_blocks, &total))
@@ -103,8 +104,14 @@ mla_status mla_indexer_k_cache_write(mla_context *ctx, const mla_indexer_cache_d
     }
     free(v);
     MLA_TRY(st);
-    mla_variant var = {MLA_OP_INDEXER_K_CACHE_WRITE, k->dtype, desc->dtype, (int32_t)a.desc.layout,
-                       desc->ue8m0, desc->block_size, T, desc->head_dim};
+    mla_variant var = {MLA_OP_INDEXER_K_CACHE_WRITE,
+                       k->dtype,
+                       desc->dtype,
+                       (int32_t)a.desc.layout,
+                       desc->ue8m0,
+                       desc->block_size,
+                       T,
+                       desc->head_dim};
     MLA_TRY(mla_check_supported(ctx, &var));
     MLA_SLOT(ctx, indexer_k_cache_write);
     if (T == 0)
@@ -141,29 +148,95 @@ static mla_status check_table(mla_context *ctx, const mla_indexer_cache_desc *d,
     return st;
 }
 
-/* The device's answer to the whole check of lens (in [lo, hi], hi capped
- * by the table's capacity) and, with a table (d then its cache), of the
- * table's ids in use, where the backend has one and the tensors live in its
- * memory: 1 when all is well. 0 sends the caller to the host check, which
- * then names the first problem in its usual order (also when a check here
- * fails). */
-static int indices_ok_on_device(mla_context *ctx, const mla_tensor *lens, int64_t lo, int64_t hi,
-                                const mla_tensor *table, const mla_indexer_cache_desc *d)
+/* The index check of a paged call: lens in [lo, hi] and, with a table (desc
+ * then its cache), the table's ids in use. */
+typedef struct index_check {
+    const mla_tensor *lens, *table;
+    const mla_indexer_cache_desc *desc;
+    int64_t lo, hi;
+} index_check;
+
+/* On the host: reads the indices back and names the first bad entry. */
+static mla_status host_index_check(mla_context *ctx, const index_check *c)
 {
-    if (!ctx->ops->paged_indices_ok || lens->memory == MLA_MEMORY_HOST ||
-        (table && table->memory == MLA_MEMORY_HOST))
+    const int64_t S = c->lens->shape[0];
+    int64_t *lens = NULL;
+    MLA_TRY(mla_read_indices(ctx, c->lens, c->table ? "context_lens" : "lengths", &lens));
+    mla_status st = MLA_OK;
+    if (!c->table) {
+        st = mla_check_index_range(ctx, lens, S, c->lo, c->hi + 1, 0, "lengths");
+    } else {
+        for (int64_t b = 0; st == MLA_OK && b < S; ++b)
+            if (lens[b] < c->lo || lens[b] > c->hi)
+                st = mla_fail(ctx, MLA_ERR_OUT_OF_RANGE, "context_lens",
+                              "context_lens[%lld] = %lld is outside [next_n, logits.shape[1]]",
+                              (long long)b, (long long)lens[b]);
+        if (st == MLA_OK)
+            st = check_table(ctx, c->desc, c->table, lens, S);
+    }
+    free(lens);
+    return st;
+}
+
+/* The check queued on the device ahead of the op, where the backend has one
+ * and the tensors live in its memory: its ticket, or 0 (the caller then
+ * checks on the host). The lengths' bound is capped by the table's capacity
+ * there, as check_table does here. */
+static uint32_t queue_device_check(mla_context *ctx, const index_check *c)
+{
+    if (!ctx->ops->paged_check_queue || c->lens->memory == MLA_MEMORY_HOST ||
+        (c->table && c->table->memory == MLA_MEMORY_HOST))
         return 0;
-    int64_t bs = 1, nb = 0;
-    if (table) {
-        if (check_table_shape(ctx, table, lens->shape[0]) != MLA_OK)
-            return 0;
-        bs = d->block_size;
-        nb = d->num_blocks;
-        const int64_t cap = table->shape[1] > INT64_MAX / bs ? INT64_MAX : table->shape[1] * bs;
+    int64_t bs = 1, nb = 0, hi = c->hi;
+    if (c->table) {
+        bs = c->desc->block_size;
+        nb = c->desc->num_blocks;
+        const int64_t cap =
+            c->table->shape[1] > INT64_MAX / bs ? INT64_MAX : c->table->shape[1] * bs;
         hi = hi < cap ? hi : cap;
     }
+    uint32_t gate = 0;
+    return ctx->ops->paged_check_queue(ctx, c->lens, c->lo, hi, c->table, bs, nb, &gate) == MLA_OK
+               ? gate
+               : 0;
+}
+
+/* op(ctx, args, gate) behind the index check. On the device the op is queued
+ * right behind the check, gated by its ticket, and the host waits for the
+ * check alone (the device runs both back to back); a failed check wrote
+ * nothing, and the host check names the bad entry (should it find none, the
+ * op runs again, ungated). */
+typedef mla_status (*gated_op)(mla_context *ctx, void *args, uint32_t gate);
+
+static mla_status run_checked(mla_context *ctx, const index_check *c, gated_op op, void *args)
+{
+    const uint32_t gate = queue_device_check(ctx, c);
+    if (!gate) {
+        MLA_TRY(host_index_check(ctx, c));
+        return op(ctx, args, 0);
+    }
+    const mla_status st = op(ctx, args, gate);
     int ok = 0;
-    return ctx->ops->paged_indices_ok(ctx, lens, lo, hi, table, bs, nb, &ok) == MLA_OK && ok;
+    const mla_status vs = ctx->ops->paged_check_verdict(ctx, gate, &ok);
+    MLA_TRY(st);
+    if (vs == MLA_OK && ok)
+        return MLA_OK;
+    MLA_TRY(host_index_check(ctx, c));
+    return op(ctx, args, 0);
+}
+
+static mla_status logits_op(mla_context *ctx, void *args, uint32_t gate)
+{
+    mla_indexer_logits_args *a = args;
+    a->gate = gate;
+    return ctx->ops->indexer_logits(ctx, a);
+}
+
+static mla_status topk_op(mla_context *ctx, void *args, uint32_t gate)
+{
+    mla_topk_args *a = args;
+    a->gate = gate;
+    return ctx->ops->topk(ctx, a);
 }
 
 mla_status mla_indexer_k_gather(mla_context *ctx, const mla_indexer_cache_desc *desc,
@@ -211,8 +284,9 @@ mla_status mla_indexer_k_gather(mla_context *ctx, const mla_indexer_cache_desc *
         MLA_TRY(mla_check_disjoint(ctx, k_scale, "k_scale", ins[i], names[i]));
     }
     MLA_TRY(mla_check_disjoint(ctx, k_scale, "k_scale", k_fp8, "k_fp8"));
-    mla_variant var = {MLA_OP_INDEXER_K_GATHER, desc->dtype, desc->dtype, (int32_t)a.desc.layout,
-                       0, desc->block_size, rows, desc->head_dim};
+    mla_variant var = {
+        MLA_OP_INDEXER_K_GATHER, desc->dtype, desc->dtype,   (int32_t)a.desc.layout, 0,
+        desc->block_size,        rows,        desc->head_dim};
     MLA_TRY(mla_check_supported(ctx, &var));
     MLA_SLOT(ctx, indexer_k_gather);
     if (rows == 0)
@@ -249,34 +323,23 @@ mla_status mla_indexer_logits(mla_context *ctx, const mla_indexer_cache_desc *de
     MLA_TRY(mla_check_tensor(ctx, logits, "logits", 2));
     MLA_TRY(mla_check_dtype(ctx, logits, "logits", MLA_DT(MLA_DTYPE_F32)));
     MLA_TRY(mla_check_extent(ctx, logits, "logits", 0, rows));
-    if (!indices_ok_on_device(ctx, context_lens, next_n, logits->shape[1], block_table, &c.desc)) {
-        int64_t *lens = NULL;
-        MLA_TRY(mla_read_indices(ctx, context_lens, "context_lens", &lens));
-        mla_status st = MLA_OK;
-        for (int64_t b = 0; st == MLA_OK && b < B; ++b)
-            if (lens[b] < next_n || lens[b] > logits->shape[1])
-                st = mla_fail(ctx, MLA_ERR_OUT_OF_RANGE, "context_lens",
-                              "context_lens[%lld] = %lld is outside [next_n, logits.shape[1]]",
-                              (long long)b, (long long)lens[b]);
-        if (st == MLA_OK)
-            st = check_table(ctx, desc, block_table, lens, B);
-        free(lens);
-        MLA_TRY(st);
-    }
+    MLA_TRY(check_table_shape(ctx, block_table, B));
     MLA_TRY(mla_check_output(ctx, logits, "logits"));
     const mla_tensor *ins[5] = {cache, q, w, block_table, context_lens};
     const char *names[5] = {"cache", "q", "w", "block_table", "context_lens"};
     for (int i = 0; i < 5; ++i)
         MLA_TRY(mla_check_disjoint(ctx, logits, "logits", ins[i], names[i]));
-    mla_variant var = {MLA_OP_INDEXER_LOGITS, desc->dtype, MLA_DTYPE_F32, (int32_t)c.desc.layout,
-                       next_n, desc->block_size, rows, desc->head_dim};
+    mla_variant var = {
+        MLA_OP_INDEXER_LOGITS, desc->dtype, MLA_DTYPE_F32, (int32_t)c.desc.layout, next_n,
+        desc->block_size,      rows,        desc->head_dim};
     MLA_TRY(mla_check_supported(ctx, &var));
     MLA_SLOT(ctx, indexer_logits);
+    const index_check ic = {context_lens, block_table, &c.desc, next_n, logits->shape[1]};
     if (rows == 0 || logits->shape[1] == 0)
-        return MLA_OK;
-    mla_indexer_logits_args a = {c.desc, c.block_bytes, *cache, *q, *w, *block_table,
-                                 *context_lens, *logits, next_n};
-    return ctx->ops->indexer_logits(ctx, &a);
+        return host_index_check(ctx, &ic);
+    mla_indexer_logits_args a = {c.desc,       c.block_bytes, *cache,  *q,     *w,
+                                 *block_table, *context_lens, *logits, next_n, 0};
+    return run_checked(ctx, &ic, logits_op, &a);
 }
 
 mla_status mla_topk(mla_context *ctx, const mla_tensor *logits, const mla_tensor *lengths,
@@ -293,13 +356,6 @@ mla_status mla_topk(mla_context *ctx, const mla_tensor *logits, const mla_tensor
     MLA_TRY(mla_check_tensor(ctx, lengths, "lengths", 1));
     MLA_TRY(mla_check_dtype(ctx, lengths, "lengths", MLA_DT(MLA_DTYPE_I32)));
     MLA_TRY(mla_check_extent(ctx, lengths, "lengths", 0, R));
-    if (!indices_ok_on_device(ctx, lengths, 0, N, NULL, NULL)) {
-        int64_t *lens = NULL;
-        MLA_TRY(mla_read_indices(ctx, lengths, "lengths", &lens));
-        mla_status st = mla_check_index_range(ctx, lens, R, 0, N + 1, 0, "lengths");
-        free(lens);
-        MLA_TRY(st);
-    }
     MLA_TRY(mla_check_tensor(ctx, indices, "indices", 2));
     MLA_TRY(mla_check_dtype(ctx, indices, "indices", MLA_DT(MLA_DTYPE_I32)));
     MLA_TRY(mla_check_extent(ctx, indices, "indices", 0, R));
@@ -310,10 +366,11 @@ mla_status mla_topk(mla_context *ctx, const mla_tensor *logits, const mla_tensor
     mla_variant var = {MLA_OP_TOPK, MLA_DTYPE_F32, MLA_DTYPE_I32, 0, 0, k, R, N};
     MLA_TRY(mla_check_supported(ctx, &var));
     MLA_SLOT(ctx, topk);
+    const index_check ic = {lengths, NULL, NULL, 0, N};
     if (R == 0)
         return MLA_OK;
-    mla_topk_args a = {*logits, *lengths, *indices, k};
-    return ctx->ops->topk(ctx, &a);
+    mla_topk_args a = {*logits, *lengths, *indices, k, 0};
+    return run_checked(ctx, &ic, topk_op, &a);
 }
 
 mla_status mla_layernorm(mla_context *ctx, const mla_tensor *x, const mla_tensor *w,

@@ -57,6 +57,14 @@ template <int DT> MLA_DEV void store_value(void *base, int64_t off, float v, int
     }
 }
 
+/* Closed when the index check with the gate's ticket found a bad entry: the
+ * gated kernel then writes nothing (every thread of a block sees the same
+ * word, written by a kernel that completed before this one started). */
+MLA_DEV bool mla_gate_closed(const mla_gate &g)
+{
+    return g.ticket != 0 && *static_cast<const volatile uint32_t *>(g.word) == g.ticket;
+}
+
 /* --------------------------------------------------- team reductions */
 
 /* Reductions over a team of `width` consecutive lanes (a power of two that

@@ -136,8 +136,13 @@ void hip_fini(mla_context *ctx)
             (void)hipFree(s->scratch);
         (void)hipGetLastError();
     }
-    if (s->flag) {
-        (void)hipHostFree(const_cast<int32_t *>(s->flag));
+    if (s->check_dev) {
+        const mla_hip_device_scope scope(s->device);
+        if (scope.error() == hipSuccess) {
+            (void)hipEventDestroy(s->check_done);
+            (void)hipFree(s->check_dev);
+        }
+        (void)hipHostFree(const_cast<uint32_t *>(s->check_host));
         (void)hipGetLastError();
     }
     free(s);
@@ -397,7 +402,8 @@ const mla_backend_ops hip_ops = {
     mla_hip_topk,
     mla_hip_indexer_head_weights,
     mla_hip_attention,
-    mla_hip_paged_indices_ok,
+    mla_hip_paged_check_queue,
+    mla_hip_paged_check_verdict,
 };
 
 } // namespace

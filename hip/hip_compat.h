@@ -48,6 +48,8 @@ typedef cudaMemcpyKind hipMemcpyKind;
 #define hipStreamSynchronize cudaStreamSynchronize
 
 #define hipEventCreate cudaEventCreate
+#define hipEventCreateWithFlags cudaEventCreateWithFlags
+#define hipEventDisableTiming cudaEventDisableTiming
 #define hipEventDestroy cudaEventDestroy
 #define hipEventRecord cudaEventRecord
 #define hipEventSynchronize cudaEventSynchronize

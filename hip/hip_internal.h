@@ -17,14 +17,31 @@ struct mla_hip_state {
     bool own_stream; /* created by init, destroyed by fini */
     void *scratch;   /* device memory of the ops that need some (mla_hip_scratch); freed by fini */
     size_t scratch_bytes;
-    /* a word of pinned host memory the kernel of mla_hip_paged_indices_ok
-     * writes when it finds a bad entry (no copy back); freed by fini */
-    volatile int32_t *flag;
+    /* the device index check (paged_check.hip): the words its kernel sets to
+     * the ticket of a check that found a bad entry (pinned host memory, read
+     * without a copy; device memory, read by the gated kernels), the event
+     * after its latest kernel, its latest ticket; freed by fini */
+    volatile uint32_t *check_host;
+    uint32_t *check_dev;
+    hipEvent_t check_done;
+    uint32_t check_ticket;
 };
 
 static inline mla_hip_state *mla_hip_state_of(const mla_context *ctx)
 {
     return static_cast<mla_hip_state *>(ctx->impl);
+}
+
+/* What a kernel queued behind the device index check (paged_check.hip)
+ * reads first: the check's device word and the op's ticket (0: ungated). */
+struct mla_gate {
+    const uint32_t *word;
+    uint32_t ticket;
+};
+
+static inline mla_gate mla_hip_gate(const mla_context *ctx, uint32_t ticket)
+{
+    return mla_gate{mla_hip_state_of(ctx)->check_dev, ticket};
 }
 
 /* The runtime's description of err, or "" where it only repeats the name
@@ -113,9 +130,10 @@ mla_status mla_hip_indexer_k_cache_write(mla_context *ctx, const mla_indexer_cac
 mla_status mla_hip_indexer_k_gather(mla_context *ctx, const mla_indexer_cache_args *a);
 mla_status mla_hip_indexer_logits(mla_context *ctx, const mla_indexer_logits_args *a);
 mla_status mla_hip_topk(mla_context *ctx, const mla_topk_args *a);
-mla_status mla_hip_paged_indices_ok(mla_context *ctx, const mla_tensor *lens, int64_t lo,
-                                    int64_t hi, const mla_tensor *table, int64_t block_size,
-                                    int64_t num_blocks, int *ok);
+mla_status mla_hip_paged_check_queue(mla_context *ctx, const mla_tensor *lens, int64_t lo,
+                                     int64_t hi, const mla_tensor *table, int64_t block_size,
+                                     int64_t num_blocks, uint32_t *gate);
+mla_status mla_hip_paged_check_verdict(mla_context *ctx, uint32_t gate, int *ok);
 mla_status mla_hip_indexer_head_weights(mla_context *ctx, const mla_head_weights_args *a);
 mla_status mla_hip_attention(mla_context *ctx, const struct mla_attention_op_args *a);
 

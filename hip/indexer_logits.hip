@@ -74,6 +74,7 @@ struct lg_desc {
     int32_t layout;
     int32_t stages; /* NVIDIA body: key tiles of a warp in shared memory (2 .. 4) */
     int32_t bs_log2; /* log2(block size) when it is a power of two, else -1 */
+    mla_gate gate;
 };
 
 struct alignas(16) u32x4 {
@@ -760,6 +761,8 @@ __global__ MLA_IDX_LOGITS_BOUNDS void logits_kernel(const uint8_t *cache, const 
                                                            lg_desc d, int64_t smem_bytes)
 {
     MLA_IDX_SMEM(uint32_t, smem);
+    if (mla_gate_closed(d.gate))
+        return;
     const lg_block k = block_of(d, ctx_lens);
     if (k.n0 < k.bound) {
         if constexpr (FAST != 0) {
@@ -791,6 +794,8 @@ __global__ __launch_bounds__(kThreads, 1) void logits_wg_kernel(const uint8_t *c
                                                                lg_desc d)
 {
     MLA_IDX_SMEM(uint32_t, smem);
+    if (mla_gate_closed(d.gate))
+        return;
     const lg_block k = block_of(d, ctx_lens);
 #if MLA_IDX_MMA_NV
     if (k.n0 < k.bound)
@@ -969,6 +974,7 @@ mla_status mla_hip_indexer_logits(mla_context *ctx, const mla_indexer_logits_arg
     d.ls0 = a->logits.stride[0];
     d.ls1 = a->logits.stride[1];
     d.layout = (int32_t)a->desc.layout;
+    d.gate = mla_hip_gate(ctx, a->gate);
     d.bs_log2 = -1;
     for (int s = 0; s < 31; ++s)
         if (d.bs == (int64_t)1 << s)

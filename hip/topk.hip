@@ -104,6 +104,7 @@ struct tk_desc { /* positions fit 31 bits (indices are I32, supports() checks N)
     int32_t N, k, base; /* row length, k, first output position of the batch */
     int32_t row0, G, S, tiles;
     int64_t ls0, ls1, lens, is0, is1;
+    mla_gate gate;
 };
 
 /* Shared memory of a block. */
@@ -272,6 +273,8 @@ __global__ __launch_bounds__(kThreads) void topk_kernel(const float *logits, con
 {
     MLA_IDX_SMEM(tk_smem, smp);
     tk_smem &sm = *smp;
+    if (mla_gate_closed(d.gate)) /* before the ticket: a row's blocks all leave */
+        return;
     const int tid = (int)threadIdx.x;
     const bool coop = d.G > 1;
     if (coop) {
@@ -536,6 +539,7 @@ mla_status mla_hip_topk(mla_context *ctx, const mla_topk_args *a)
     d.lens = a->lengths.stride[0];
     d.is0 = a->indices.stride[0];
     d.is1 = a->indices.stride[1];
+    d.gate = mla_hip_gate(ctx, a->gate);
 
     void *scratch = NULL;
     mla_status st = mla_hip_scratch(
