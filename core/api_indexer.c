@@ -36,8 +36,7 @@ static mla_status desc_check(mla_context *ctx, const mla_indexer_cache_desc *in,
         (in->block_size % SHUFFLE_TILE || in->head_dim % SHUFFLE_TILE))
         return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "cache_desc.block_size",
                         "the shuffle layout needs block_size and head_dim multiples of 16, "
-                        "block_size is %lld",
-                        (long long)in->block_size);
+                        "block_size is %lld", (long long)in->block_size);
     int64_t per_token = in->head_dim + 4, total;
     if (__builtin_mul_overflow(per_token, in->block_size, bytes) ||
         __builtin_mul_overflow(*bytes, in->num_blocks, &total))
@@ -104,14 +103,8 @@ mla_status mla_indexer_k_cache_write(mla_context *ctx, const mla_indexer_cache_d
     }
     free(v);
     MLA_TRY(st);
-    mla_variant var = {MLA_OP_INDEXER_K_CACHE_WRITE,
-                       k->dtype,
-                       desc->dtype,
-                       (int32_t)a.desc.layout,
-                       desc->ue8m0,
-                       desc->block_size,
-                       T,
-                       desc->head_dim};
+    mla_variant var = {MLA_OP_INDEXER_K_CACHE_WRITE, k->dtype, desc->dtype, (int32_t)a.desc.layout,
+                       desc->ue8m0, desc->block_size, T, desc->head_dim};
     MLA_TRY(mla_check_supported(ctx, &var));
     MLA_SLOT(ctx, indexer_k_cache_write);
     if (T == 0)
@@ -284,9 +277,8 @@ mla_status mla_indexer_k_gather(mla_context *ctx, const mla_indexer_cache_desc *
         MLA_TRY(mla_check_disjoint(ctx, k_scale, "k_scale", ins[i], names[i]));
     }
     MLA_TRY(mla_check_disjoint(ctx, k_scale, "k_scale", k_fp8, "k_fp8"));
-    mla_variant var = {
-        MLA_OP_INDEXER_K_GATHER, desc->dtype, desc->dtype,   (int32_t)a.desc.layout, 0,
-        desc->block_size,        rows,        desc->head_dim};
+    mla_variant var = {MLA_OP_INDEXER_K_GATHER, desc->dtype, desc->dtype, (int32_t)a.desc.layout,
+                       0, desc->block_size, rows, desc->head_dim};
     MLA_TRY(mla_check_supported(ctx, &var));
     MLA_SLOT(ctx, indexer_k_gather);
     if (rows == 0)
@@ -329,16 +321,15 @@ mla_status mla_indexer_logits(mla_context *ctx, const mla_indexer_cache_desc *de
     const char *names[5] = {"cache", "q", "w", "block_table", "context_lens"};
     for (int i = 0; i < 5; ++i)
         MLA_TRY(mla_check_disjoint(ctx, logits, "logits", ins[i], names[i]));
-    mla_variant var = {
-        MLA_OP_INDEXER_LOGITS, desc->dtype, MLA_DTYPE_F32, (int32_t)c.desc.layout, next_n,
-        desc->block_size,      rows,        desc->head_dim};
+    mla_variant var = {MLA_OP_INDEXER_LOGITS, desc->dtype, MLA_DTYPE_F32, (int32_t)c.desc.layout,
+                       next_n, desc->block_size, rows, desc->head_dim};
     MLA_TRY(mla_check_supported(ctx, &var));
     MLA_SLOT(ctx, indexer_logits);
     const index_check ic = {context_lens, block_table, &c.desc, next_n, logits->shape[1]};
     if (rows == 0 || logits->shape[1] == 0)
         return host_index_check(ctx, &ic);
-    mla_indexer_logits_args a = {c.desc,       c.block_bytes, *cache,  *q,     *w,
-                                 *block_table, *context_lens, *logits, next_n, 0};
+    mla_indexer_logits_args a = {c.desc, c.block_bytes, *cache, *q, *w, *block_table,
+                                 *context_lens, *logits, next_n, 0};
     return run_checked(ctx, &ic, logits_op, &a);
 }
 

@@ -66,11 +66,11 @@ typedef struct mla_qk_rmsnorm_args {
 } mla_qk_rmsnorm_args;
 
 typedef struct mla_rope_args {
-    mla_tensor cos, sin;  /* [P, R/2] F32 */
+    mla_tensor cos, sin; /* [P, R/2] F32 */
     mla_tensor positions; /* [T] I32 / I64, validated < P */
     mla_tensor x, y;      /* [T, H, D], D >= R; a 2-D input arrives as [T, 1, D] */
     mla_rope_style style;
-    int64_t rope_dim; /* R = 2 * cos.shape[1] */
+    int64_t rope_dim;     /* R = 2 * cos.shape[1] */
 } mla_rope_args;
 
 typedef struct mla_linear_args {
@@ -117,11 +117,11 @@ typedef struct mla_rope_cache_op_args {
 /* ---- MXFP4 GEMM path (include/mla/mla_mxfp4.h) ---- */
 
 typedef struct mla_mxfp4_gemm_args {
-    mla_tensor x;         /* a16wfp4: [B, M, K] float; a4w4: unused */
-    mla_mxfp4_operand xq; /* a4w4: quantized activations [B, M, K/2] */
-    mla_mxfp4_operand w;  /* [B, N, K/2] */
-    mla_tensor y;         /* [B, M, N] */
-    int32_t prequant;     /* a16wfp4: quantize x by rule first */
+    mla_tensor x;            /* a16wfp4: [B, M, K] float; a4w4: unused */
+    mla_mxfp4_operand xq;    /* a4w4: quantized activations [B, M, K/2] */
+    mla_mxfp4_operand w;     /* [B, N, K/2] */
+    mla_tensor y;            /* [B, M, N] */
+    int32_t prequant;        /* a16wfp4: quantize x by rule first */
     mla_mxfp4_rule rule;
     int64_t B, M, N, K;
 } mla_mxfp4_gemm_args;
@@ -147,11 +147,11 @@ typedef struct mla_hadamard_args {
 typedef struct mla_indexer_cache_args {
     mla_indexer_cache_desc desc; /* layout resolved: never AUTO */
     int64_t block_bytes;
-    mla_tensor cache;          /* U8 [num_blocks, block_bytes] */
-    mla_tensor k;              /* write: [T, head_dim] */
-    mla_tensor slots;          /* write: [T] */
-    mla_tensor block_table;    /* gather / logits: [S, max_blocks] I32 */
-    mla_tensor cu_seq_lens;    /* gather: [S + 1] I32 */
+    mla_tensor cache;       /* U8 [num_blocks, block_bytes] */
+    mla_tensor k;           /* write: [T, head_dim] */
+    mla_tensor slots;       /* write: [T] */
+    mla_tensor block_table; /* gather / logits: [S, max_blocks] I32 */
+    mla_tensor cu_seq_lens; /* gather: [S + 1] I32 */
     mla_tensor k_fp8, k_scale; /* gather outputs */
 } mla_indexer_cache_args;
 
@@ -244,10 +244,10 @@ typedef struct mla_backend_ops {
 struct mla_context {
     const mla_backend_ops *ops;
     mla_backend backend;
-    mla_target target;     /* set by init; the HIP backend reads it off the device */
-    int32_t num_threads;   /* host backends: OpenMP threads to use (>= 1) */
+    mla_target target;   /* set by init; the HIP backend reads it off the device */
+    int32_t num_threads; /* host backends: OpenMP threads to use (>= 1) */
     int32_t compute_units; /* parallel units the split-KV planner fills (threads, GPU CUs/SMs) */
-    void *impl;            /* backend-private state (HIP: device, stream) */
+    void *impl;          /* backend-private state (HIP: device, stream) */
     char fallback_reason[256];
     char device_name[128];
     char err_param[64];
