@@ -761,9 +761,9 @@ __global__ MLA_IDX_LOGITS_BOUNDS void logits_kernel(const uint8_t *cache, const 
                                                            lg_desc d, int64_t smem_bytes)
 {
     MLA_IDX_SMEM(uint32_t, smem);
+    const lg_block k = block_of(d, ctx_lens); /* its load beside the gate's */
     if (mla_gate_closed(d.gate))
         return;
-    const lg_block k = block_of(d, ctx_lens);
     if (k.n0 < k.bound) {
         if constexpr (FAST != 0) {
 #if MLA_IDX_MMA_NV
@@ -794,9 +794,9 @@ __global__ __launch_bounds__(kThreads, 1) void logits_wg_kernel(const uint8_t *c
                                                                lg_desc d)
 {
     MLA_IDX_SMEM(uint32_t, smem);
+    const lg_block k = block_of(d, ctx_lens); /* its load beside the gate's */
     if (mla_gate_closed(d.gate))
         return;
-    const lg_block k = block_of(d, ctx_lens);
 #if MLA_IDX_MMA_NV
     if (k.n0 < k.bound)
         nv_block<0, LAYOUT, 4, true, MLA_IDX_WGMMA != 0>(d, k, cache, q, w, table, out, smem);

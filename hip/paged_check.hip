@@ -33,16 +33,15 @@ __global__ __launch_bounds__(kThreads) void paged_check_kernel(pc_desc d, uint32
     const int64_t n = d.S * d.MB;
     for (int64_t i = (int64_t)blockIdx.x * kThreads + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * kThreads) {
-        const int64_t s = i / d.MB, j = i - s * d.MB, len = d.lens[s * d.ls];
+        const int64_t s = i / d.MB, j = i - s * d.MB;
+        /* both loads at once (the entry lies in the table whatever the
+         * length): one memory latency a call, not two */
+        const int64_t len = d.lens[s * d.ls], v = d.table ? d.table[s * d.ts0 + j * d.ts1] : 0;
         bool fail;
-        if (len < d.lo || len > d.hi) {
+        if (len < d.lo || len > d.hi)
             fail = j == 0;
-        } else if (d.table && j < (len + d.bs - 1) / d.bs) {
-            const int64_t v = d.table[s * d.ts0 + j * d.ts1];
-            fail = v < 0 || v >= d.nb;
-        } else {
-            fail = false;
-        }
+        else
+            fail = d.table && j < (len + d.bs - 1) / d.bs && (v < 0 || v >= d.nb);
         if (fail) { /* every writer stores the same value */
             *dev_word = ticket;
             *host_word = ticket;

@@ -27,9 +27,11 @@
  * Everything is over distinct keys: the bits never depend on timing or on
  * which thread wrote first.
  *
- * A row is one block (its slice in registers, TILE = 8192 keys of 16 per
- * thread, longer rows re-read their tiles each level) when the rows alone
- * fill the device; otherwise G blocks share a row: at each level they add
+ * A row is one block when the rows alone fill the device; otherwise G
+ * blocks share a row, one per 8192 keys as far as the device holds them. A
+ * block's slice stays in registers (16 keys a thread up to 8192, 32 up to
+ * 16384: re-reading a tile costs as much as a level's histogram of it);
+ * longer slices re-read tiles of 16384 at each pass. At each level they add
  * their histograms into the row's histogram for that level in the context's
  * scratch, count themselves in, and, once all G have, each reads the whole
  * histogram (no block waits on another's decision); at the end they append
@@ -114,6 +116,8 @@ struct tk_smem {
     uint64_t sort[kSort > 2 * kSortN ? kSort : 2 * kSortN];
     uint32_t wsum[kWaves];
     uint32_t ticket, bin, above, ns, nc;
+    uint32_t count;  /* collect: sure keys << 16 | candidates */
+    uint32_t closed; /* the gate (mla_gate_closed) */
 };
 
 MLA_DEV uint32_t order_key(float v)
@@ -124,28 +128,30 @@ MLA_DEV uint32_t order_key(float v)
     return (u & 0x7FFFFFFFu) > 0x7F800000u ? 0u : k;
 }
 
-/* The tile's positions: element e of thread t is lo + tile * TILE + e *
- * THREADS + t. */
-MLA_DEV int32_t pos_of(int32_t lo, int32_t tile, int e)
+/* The tile's positions: element e of thread t is lo + tile * PER * THREADS
+ * + e * THREADS + t. */
+template <int PER> MLA_DEV int32_t pos_of(int32_t lo, int32_t tile, int e)
 {
-    return lo + tile * (int32_t)kTile + e * kThreads + (int32_t)threadIdx.x;
+    return lo + tile * PER * kThreads + e * kThreads + (int32_t)threadIdx.x;
 }
 
-/* Every load is issued before any key is formed (positions past hi read
- * position hi - 1 >= 0, a valid element, and are dropped): a load under
- * its own condition would wait out one memory latency per element. */
-MLA_DEV void load_tile(const float *row, int64_t ls1, int32_t lo, int32_t hi, int32_t tile,
-                       uint32_t kk[kPer])
+/* Every load is issued before any key is formed (positions past the row's
+ * N read position N - 1, a valid element, and keys at hi and past it are
+ * dropped): a load under its own condition would wait out one memory
+ * latency per element, and a clamp to hi one more for the length. */
+template <int PER>
+MLA_DEV void load_tile(const float *row, int64_t ls1, int32_t lo, int32_t hi, int32_t N,
+                       int32_t tile, uint32_t kk[PER])
 {
-    float v[kPer];
+    float v[PER];
 #pragma unroll
-    for (int e = 0; e < kPer; ++e) {
-        const int32_t n = pos_of(lo, tile, e), nc = n < hi ? n : (hi > 0 ? hi - 1 : 0);
+    for (int e = 0; e < PER; ++e) {
+        const int32_t n = pos_of<PER>(lo, tile, e), nc = n < N ? n : N - 1;
         v[e] = row[nc * ls1];
     }
 #pragma unroll
-    for (int e = 0; e < kPer; ++e)
-        kk[e] = pos_of(lo, tile, e) < hi ? order_key(v[e]) : 0u;
+    for (int e = 0; e < PER; ++e)
+        kk[e] = pos_of<PER>(lo, tile, e) < hi ? order_key(v[e]) : 0u;
 }
 
 /* K of position n with key32 kk, or 0 when it is outside [.., hi) or not
@@ -154,6 +160,23 @@ MLA_DEV uint64_t full_key(uint32_t kk, int32_t n, int32_t hi, uint64_t ceil)
 {
     const uint64_t K = ((uint64_t)kk << 32) | (uint64_t)(0xFFFFFFFFu - (uint32_t)n);
     return (n < hi && K < ceil) ? K : 0ull;
+}
+
+/* The first of v slots of this thread in a list whose length is *counter:
+ * a wave scan and one shared-memory atomic per wave (one per key made the
+ * counter the block's bottleneck). Every lane of the wave calls it. */
+MLA_DEV uint32_t wave_append(uint32_t v, uint32_t *counter)
+{
+    const int lane = (int)threadIdx.x % MLA_WAVE_SIZE;
+    uint32_t incl = v;
+    for (int off = 1; off < MLA_WAVE_SIZE; off *= 2) {
+        const uint32_t t = shfl_u32(incl, lane >= off ? lane - off : lane);
+        incl += lane >= off ? t : 0u;
+    }
+    uint32_t base = 0;
+    if (lane == MLA_WAVE_SIZE - 1 && incl != 0)
+        base = atomicAdd(counter, incl);
+    return shfl_u32(base, MLA_WAVE_SIZE - 1) + incl - v;
 }
 
 /* Inclusive suffix sum over the block (thread t: sum over threads >= t). */
@@ -267,21 +290,21 @@ MLA_DEV void sort_desc(uint64_t x[kR], uint64_t *buf)
     }
 }
 
+template <int PER>
 __global__ __launch_bounds__(kThreads) void topk_kernel(const float *logits, const int32_t *lengths,
                                                         int32_t *indices, tk_global *glob,
                                                         tk_row *rows, tk_desc d)
 {
     MLA_IDX_SMEM(tk_smem, smp);
     tk_smem &sm = *smp;
-    if (mla_gate_closed(d.gate)) /* before the ticket: a row's blocks all leave */
-        return;
     const int tid = (int)threadIdx.x;
     const bool coop = d.G > 1;
-    if (coop) {
-        if (tid == 0)
-            sm.ticket = atomicAdd(&glob->ticket, 1u);
-        idx_sync();
+    if (tid == 0) { /* the gate's load and the ticket's atomic in flight together */
+        sm.ticket = coop ? atomicAdd(&glob->ticket, 1u) : 0u;
+        sm.closed = mla_gate_closed(d.gate);
     }
+    idx_sync();
+    const bool closed = sm.closed != 0; /* then nothing is written (the tickets go on) */
     const int32_t ticket = coop ? (int32_t)sm.ticket : (int32_t)blockIdx.x, rl = ticket / d.G,
                   part = ticket - rl * d.G;
     const int64_t r = d.row0 + rl;
@@ -292,7 +315,8 @@ __global__ __launch_bounds__(kThreads) void topk_kernel(const float *logits, con
     int32_t *out = indices + r * d.is0 + d.base * d.is1;
     tk_row *st = rows + rl;
 
-    if (m <= 0) {
+    if (closed) {
+    } else if (m <= 0) {
         if (part == 0)
             for (int32_t c = tid; c < positions; c += kThreads)
                 out[c * d.is1] = -1;
@@ -300,9 +324,9 @@ __global__ __launch_bounds__(kThreads) void topk_kernel(const float *logits, con
         const float *row = logits + r * d.ls0;
         const uint64_t ceil = d.base > 0 ? ld_shared_u64(&st->ceil) : ~0ull;
         const int32_t lo = part * d.S, hi = d.S < len - lo ? lo + d.S : len;
-        uint32_t kk[kPer];
+        uint32_t kk[PER];
         if (d.tiles == 1)
-            load_tile(row, d.ls1, lo, hi, 0, kk);
+            load_tile<PER>(row, d.ls1, lo, hi, d.N, 0, kk);
 
         /* ---- levels: the prefix P (the bits of mask) of the m-th largest */
         uint64_t P = 0, mask = 0;
@@ -316,10 +340,10 @@ __global__ __launch_bounds__(kThreads) void topk_kernel(const float *logits, con
             idx_sync();
             for (int32_t tile = 0; tile < d.tiles; ++tile) {
                 if (d.tiles > 1)
-                    load_tile(row, d.ls1, lo, hi, tile, kk);
+                    load_tile<PER>(row, d.ls1, lo, hi, d.N, tile, kk);
 #pragma unroll
-                for (int e = 0; e < kPer; ++e) {
-                    const uint64_t K = full_key(kk[e], pos_of(lo, tile, e), hi, ceil);
+                for (int e = 0; e < PER; ++e) {
+                    const uint64_t K = full_key(kk[e], pos_of<PER>(lo, tile, e), hi, ceil);
                     if (K != 0 && (K & mask) == P)
                         atomicAdd(&sm.hist[(uint32_t)(K >> ds) & dmask], 1u);
                 }
@@ -358,30 +382,36 @@ __global__ __launch_bounds__(kThreads) void topk_kernel(const float *logits, con
 
         /* ---- collect: keys above the bucket (sure) at sort[0, ..) and in
          * it (candidates) at sort[KMAX, ..) */
-        if (tid == 0) {
-            sm.ns = 0;
-            sm.nc = 0;
-        }
+        if (tid == 0)
+            sm.count = 0;
         idx_sync();
         for (int32_t tile = 0; tile < d.tiles; ++tile) {
             if (d.tiles > 1)
-                load_tile(row, d.ls1, lo, hi, tile, kk);
+                load_tile<PER>(row, d.ls1, lo, hi, d.N, tile, kk);
+            /* sure keys count 1 << 16, candidates 1 (fewer than 2^16 each) */
+            uint32_t own = 0;
 #pragma unroll
-            for (int e = 0; e < kPer; ++e) {
-                const uint64_t K = full_key(kk[e], pos_of(lo, tile, e), hi, ceil), top = K & mask;
+            for (int e = 0; e < PER; ++e) {
+                const uint64_t K = full_key(kk[e], pos_of<PER>(lo, tile, e), hi, ceil), top = K & mask;
+                own += K == 0 || top < P ? 0u : top > P ? 0x10000u : 1u;
+            }
+            const uint32_t at = wave_append(own, &sm.count);
+            uint32_t as = at >> 16, ac = at & 0xFFFFu;
+#pragma unroll
+            for (int e = 0; e < PER; ++e) {
+                const uint64_t K = full_key(kk[e], pos_of<PER>(lo, tile, e), hi, ceil), top = K & mask;
                 if (K == 0 || top < P)
                     continue;
                 if (top > P)
-                    sm.sort[atomicAdd(&sm.ns, 1u)] = K;
+                    sm.sort[as++] = K;
                 else
-                    sm.sort[kKmax + atomicAdd(&sm.nc, 1u)] = K;
+                    sm.sort[kKmax + ac++] = K;
             }
         }
         idx_sync();
-        uint32_t ns = sm.ns, nc = sm.nc;
+        uint32_t ns = sm.count >> 16, nc = sm.count & 0xFFFFu;
         bool finish = true;
         if (coop) {
-            idx_sync(); /* everyone has the counts before thread 0 reuses the words */
             if (tid == 0) {
                 sm.ns = atomicAdd(&st->nsure, ns);
                 sm.nc = atomicAdd(&st->ncand, nc);
@@ -573,22 +603,33 @@ mla_status mla_hip_topk(mla_context *ctx, const mla_topk_args *a)
 #endif
         d.G = (int32_t)(G < 1 ? 1 : G);
         d.S = (int32_t)((N + d.G - 1) / d.G);
-        d.tiles = (int32_t)((d.S + kTile - 1) / kTile);
+        /* a slice of up to two tiles stays in registers (16 more keys a
+         * thread): longer ones re-read their tiles at every level */
+        const bool wide = d.S > kTile;
+        const int64_t tile = wide ? 2 * kTile : kTile;
+        d.tiles = (int32_t)((d.S + tile - 1) / tile);
         d.tiles = d.tiles < 1 ? 1 : d.tiles;
         d.row0 = (int32_t)row0;
         for (int64_t base = 0; base < d.k; base += kKmax) {
             d.base = (int32_t)base;
             const unsigned blocks = (unsigned)(nr * d.G);
+            const float *lg = static_cast<const float *>(a->logits.data);
+            const int32_t *ln = static_cast<const int32_t *>(a->lengths.data);
+            int32_t *ix = static_cast<int32_t *>(a->indices.data);
 #if MLA_IDX_EMU
-            mla_emu_launch_resident(blocks, kThreads, smem, 2 * kGmax, topk_kernel,
-                                    static_cast<const float *>(a->logits.data),
-                                    static_cast<const int32_t *>(a->lengths.data),
-                                    static_cast<int32_t *>(a->indices.data), glob, rows, d);
+            if (wide)
+                mla_emu_launch_resident(blocks, kThreads, smem, 2 * kGmax, topk_kernel<2 * kPer>,
+                                        lg, ln, ix, glob, rows, d);
+            else
+                mla_emu_launch_resident(blocks, kThreads, smem, 2 * kGmax, topk_kernel<kPer>, lg,
+                                        ln, ix, glob, rows, d);
 #else
-            topk_kernel<<<blocks, kThreads, smem, mla_hip_state_of(ctx)->stream>>>(
-                static_cast<const float *>(a->logits.data),
-                static_cast<const int32_t *>(a->lengths.data),
-                static_cast<int32_t *>(a->indices.data), glob, rows, d);
+            if (wide)
+                topk_kernel<2 * kPer><<<blocks, kThreads, smem, mla_hip_state_of(ctx)->stream>>>(
+                    lg, ln, ix, glob, rows, d);
+            else
+                topk_kernel<kPer><<<blocks, kThreads, smem, mla_hip_state_of(ctx)->stream>>>(
+                    lg, ln, ix, glob, rows, d);
 #endif
             st = mla_hip_check_launch(ctx, "topk kernel launch");
             if (st != MLA_OK)
