@@ -62,7 +62,14 @@ template <int DT> MLA_DEV void store_value(void *base, int64_t off, float v, int
  * word, written by a kernel that completed before this one started). */
 MLA_DEV bool mla_gate_closed(const mla_gate &g)
 {
-    return g.ticket != 0 && *static_cast<const volatile uint32_t *>(g.word) == g.ticket;
+    if (g.ticket == 0)
+        return false;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(MLA_HIP_EMU_HIP_COMPAT_H)
+    /* launched as a programmatic dependent of the check (mla_cuda_launch_gated),
+     * the kernel may run before the check ends: wait for it and its stores */
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+    return *static_cast<const volatile uint32_t *>(g.word) == g.ticket;
 }
 
 /* --------------------------------------------------- team reductions */

@@ -853,6 +853,7 @@ mla_status launch(mla_context *ctx, const mla_indexer_logits_args *a, const lg_d
                 if (err != cudaSuccess)
                     return mla_hip_fail(ctx, err, "cudaFuncSetAttribute (logits shared memory)");
 #endif
+#if MLA_IDX_EMU
                 logits_wg_kernel<LAYOUT>
                     <<<(unsigned)(d.R * d.chunks), kThreads, (size_t)smem,
                        mla_hip_state_of(ctx)->stream>>>(
@@ -861,6 +862,18 @@ mla_status launch(mla_context *ctx, const mla_indexer_logits_args *a, const lg_d
                         static_cast<const int32_t *>(a->block_table.data),
                         static_cast<const int32_t *>(a->context_lens.data),
                         static_cast<float *>(a->logits.data), dl);
+#else
+                err = mla_cuda_launch_gated(
+                    logits_wg_kernel<LAYOUT>, (unsigned)(d.R * d.chunks), kThreads, (size_t)smem,
+                    mla_hip_state_of(ctx)->stream, a->gate != 0,
+                    static_cast<const uint8_t *>(a->cache.data),
+                    static_cast<const uint8_t *>(a->q.data), static_cast<const float *>(a->w.data),
+                    static_cast<const int32_t *>(a->block_table.data),
+                    static_cast<const int32_t *>(a->context_lens.data),
+                    static_cast<float *>(a->logits.data), dl);
+                if (err != cudaSuccess)
+                    return mla_hip_fail(ctx, err, "indexer logits kernel launch");
+#endif
                 return mla_hip_check_launch(ctx, "indexer logits kernel launch");
             }
         }

@@ -128,6 +128,31 @@ MLA_DEV uint32_t shfl_u32(uint32_t v, int src)
 #endif
 }
 
+#if defined(__CUDACC__) && !MLA_IDX_EMU
+/* A kernel queued behind the device index check (paged_check.hip), gated by
+ * its ticket: a programmatic dependent launch, so its blocks are placed and
+ * started while the check runs (the check lets them, and mla_gate_closed
+ * waits for its end) instead of after it (a launch gap per call). Devices
+ * before sm_90 run it as a plain launch. */
+template <typename... P, typename... A>
+static inline cudaError_t mla_cuda_launch_gated(void (*k)(P...), unsigned grid, unsigned block,
+                                                size_t smem, cudaStream_t stream, bool gated,
+                                                A... args)
+{
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(grid);
+    cfg.blockDim = dim3(block);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    cfg.attrs = at;
+    cfg.numAttrs = gated ? 1 : 0;
+    return cudaLaunchKernelEx(&cfg, k, args...);
+}
+#endif
+
 /* -------------------------------------------------------- block scans */
 
 /* Inclusive scan over the block of one value per thread (blockDim.x <= the

@@ -30,6 +30,9 @@ __global__ __launch_bounds__(kThreads) void paged_check_kernel(pc_desc d, uint32
                                                                uint32_t *dev_word,
                                                                volatile uint32_t *host_word)
 {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;"); /* the gated op may be placed now */
+#endif
     const int64_t n = d.S * d.MB;
     for (int64_t i = (int64_t)blockIdx.x * kThreads + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * kThreads) {

@@ -623,6 +623,19 @@ mla_status mla_hip_topk(mla_context *ctx, const mla_topk_args *a)
             else
                 mla_emu_launch_resident(blocks, kThreads, smem, 2 * kGmax, topk_kernel<kPer>, lg,
                                         ln, ix, glob, rows, d);
+#elif defined(__CUDACC__)
+            /* the first launch right behind the check; later ones read what
+             * the one before wrote (a batch's ceiling), so they wait for it */
+            const bool pdl = a->gate != 0 && row0 == 0 && base == 0;
+            const hipError_t err =
+                wide ? mla_cuda_launch_gated(topk_kernel<2 * kPer>, blocks, kThreads, smem,
+                                             mla_hip_state_of(ctx)->stream, pdl, lg, ln, ix, glob,
+                                             rows, d)
+                     : mla_cuda_launch_gated(topk_kernel<kPer>, blocks, kThreads, smem,
+                                             mla_hip_state_of(ctx)->stream, pdl, lg, ln, ix, glob,
+                                             rows, d);
+            if (err != hipSuccess)
+                return mla_hip_fail(ctx, err, "topk kernel launch");
 #else
             if (wide)
                 topk_kernel<2 * kPer><<<blocks, kThreads, smem, mla_hip_state_of(ctx)->stream>>>(
