@@ -163,8 +163,8 @@ MLA_DEV uint64_t full_key(uint32_t kk, int32_t n, int32_t hi, uint64_t ceil)
 }
 
 /* The first of v slots of this thread in a list whose length is *counter:
- * a wave scan and one shared-memory atomic per wave (one per key made the
- * counter the block's bottleneck). Every lane of the wave calls it. */
+ * a wave scan and one shared-memory atomic per wave, not one per key, all on
+ * the same word. Every lane of the wave calls it. */
 MLA_DEV uint32_t wave_append(uint32_t v, uint32_t *counter)
 {
     const int lane = (int)threadIdx.x % MLA_WAVE_SIZE;
@@ -316,6 +316,7 @@ __global__ __launch_bounds__(kThreads) void topk_kernel(const float *logits, con
     tk_row *st = rows + rl;
 
     if (closed) {
+        /* the index check failed: nothing is written */
     } else if (m <= 0) {
         if (part == 0)
             for (int32_t c = tid; c < positions; c += kThreads)
