@@ -80,8 +80,6 @@ constexpr int kSortN = kKmax > 4 * kThreads ? kKmax : 4 * kThreads;
 constexpr int kR = kSortN / kThreads;
 constexpr int log2_of(int v) { return v > 1 ? 1 + log2_of(v / 2) : 0; }
 constexpr int kRLog = log2_of(kR);
-constexpr int kRun = kR * MLA_WAVE_SIZE; /* the keys a wave sorts (sort_desc) */
-constexpr int kRunLog = log2_of(kRun);
 constexpr int kRowsPerLaunch = 128;
 static_assert((kKmax & (kKmax - 1)) == 0 && (kThreads & (kThreads - 1)) == 0, "powers of two");
 static_assert(kSort % kThreads == 0, "whole keys per thread");
@@ -245,40 +243,35 @@ MLA_DEV void exchange(uint64_t &lo, uint64_t &hi, bool desc)
 /* The larger of x and its partner p when keep_max, else the smaller. */
 MLA_DEV uint64_t pick(uint64_t x, uint64_t p, bool keep_max) { return (x > p) == keep_max ? x : p; }
 
-/* Keys of a run (descending, L of them) that go before x in the merge of
- * two runs: the greater ones, and the equal ones too when x's run is the
- * second (equal keys are only the zero padding). A binary search by
- * halving steps, log2(L) + 1 reads. */
-MLA_DEV int merge_before(const uint64_t *run, int L, uint64_t x, bool second)
-{
-    int c = 0;
-    for (int step = L; step >= 1; step >>= 1)
-        if (c + step <= L) {
-            const uint64_t y = run[c + step - 1];
-            c += (y > x || (second && y == x)) ? step : 0;
-        }
-    return c;
-}
-
-/* Sort, descending, of the block's SORTN keys: x[r] of thread t is position
- * t R + r. First each wave sorts its run of R WAVE positions with a bitonic
- * network (position e keeps the larger of (e, e ^ j) when ((e & j) == 0) ==
- * ((e & size) == 0), every run descending at the last size), the partner in
- * the same thread (j < R: registers) or wave (a shuffle of each half); then
- * rounds merge pairs of runs of L = R WAVE, 2 R WAVE, ...: a key's place in
- * the merged run is its place in its own plus the keys of the other run that
- * go before it (merge_before, in shared memory), one scattered write and one
- * barrier a round, through the two halves of buf in turn (the bitonic
- * network across waves took 10 barrier stages and ~4x the shuffles: 15k
- * cycles on the H200). The first round writes the second half: the keys may
- * still be being read from the first. */
+/* Bitonic sort, descending, of the block's SORTN keys: x[r] of thread t is
+ * position e = t R + r. Position e keeps the larger of (e, e ^ j) when
+ * ((e & j) == 0) == ((e & size) == 0). The partner is in the same thread (j
+ * < R: registers), in the same wave (j < R WAVE: a shuffle of each half)
+ * or in another wave: through buf, whose two halves of SORTN words serve
+ * the stages in turn, so a half is rewritten only after the barrier of the
+ * stage between (one barrier a stage). The first such stage writes the
+ * second half: the keys may still be being read from the first. */
 MLA_DEV void sort_desc(uint64_t x[kR], uint64_t *buf)
 {
     const int tid = (int)threadIdx.x, lane = tid % MLA_WAVE_SIZE, e0 = tid * kR;
-    for (int size = 2; size <= kRun; size *= 2) {
-        const bool all_desc = size == kRun;
-        for (int j = size / 2; j >= kR; j >>= 1) {
-            const bool mx = ((e0 & j) == 0) == (all_desc || (e0 & size) == 0);
+    int half = 1;
+    for (int size = 2; size <= kSortN; size *= 2) {
+        int j = size / 2;
+        for (; j >= kR * MLA_WAVE_SIZE; j >>= 1) {
+            uint64_t *h = buf + half * kSortN;
+            half ^= 1;
+#pragma unroll
+            for (int r = 0; r < kR; ++r) /* by register: conflict-free */
+                h[r * kThreads + tid] = x[r];
+            idx_sync();
+            const bool mx = ((e0 & j) == 0) == ((e0 & size) == 0);
+            const int pt = tid ^ (j >> kRLog);
+#pragma unroll
+            for (int r = 0; r < kR; ++r)
+                x[r] = pick(x[r], h[r * kThreads + pt], mx);
+        }
+        for (; j >= kR; j >>= 1) {
+            const bool mx = ((e0 & j) == 0) == ((e0 & size) == 0);
             const int src = lane ^ (j >> kRLog);
 #pragma unroll
             for (int r = 0; r < kR; ++r) {
@@ -293,30 +286,7 @@ MLA_DEV void sort_desc(uint64_t x[kR], uint64_t *buf)
 #pragma unroll
                 for (int r = 0; r < kR; ++r)
                     if ((r & jr) == 0)
-                        exchange(x[r], x[r + jr], all_desc || ((e0 + r) & size) == 0);
-    }
-    if (kRun >= kSortN)
-        return;
-    uint64_t *h = buf + kSortN, *o = buf;
-#pragma unroll
-    for (int r = 0; r < kR; ++r)
-        h[e0 + r] = x[r];
-    idx_sync();
-    for (int L = kRun, lg = kRunLog; L < kSortN; L *= 2, ++lg) {
-#pragma unroll
-        for (int r = 0; r < kR; ++r) {
-            const int e = e0 + r, run = e >> lg, i = e & (L - 1);
-            const bool second = (run & 1) != 0;
-            const int c = merge_before(h + (run ^ 1) * L, L, x[r], second);
-            o[(run & ~1) * L + i + c] = x[r];
-        }
-        idx_sync();
-#pragma unroll
-        for (int r = 0; r < kR; ++r)
-            x[r] = o[e0 + r];
-        uint64_t *t = h;
-        h = o;
-        o = t;
+                        exchange(x[r], x[r + jr], ((e0 + r) & size) == 0);
     }
 }
 
