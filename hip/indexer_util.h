@@ -132,8 +132,9 @@ MLA_DEV uint32_t shfl_u32(uint32_t v, int src)
 /* A kernel queued behind the device index check (paged_check.hip), gated by
  * its ticket: a programmatic dependent launch, so its blocks are placed and
  * started while the check runs (the check lets them, and mla_gate_closed
- * waits for its end) instead of after it (a launch gap per call). Devices
- * before sm_90 run it as a plain launch. */
+ * waits for its end) instead of after it (a launch gap per call). Only a
+ * kernel whose loaded binary is sm_90 or later has that wait (an sm_80
+ * binary running on a newer device does not): others launch plainly. */
 template <typename... P, typename... A>
 static inline cudaError_t mla_cuda_launch_gated(void (*k)(P...), unsigned grid, unsigned block,
                                                 size_t smem, cudaStream_t stream, bool gated,
@@ -142,6 +143,11 @@ static inline cudaError_t mla_cuda_launch_gated(void (*k)(P...), unsigned grid, 
     cudaLaunchAttribute at[1];
     at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     at[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaFuncAttributes fa;
+    if (gated && (cudaFuncGetAttributes(&fa, k) != cudaSuccess || fa.binaryVersion < 90)) {
+        (void)cudaGetLastError();
+        gated = false;
+    }
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3(grid);
     cfg.blockDim = dim3(block);
