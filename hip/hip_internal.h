@@ -25,6 +25,10 @@ struct mla_hip_state {
     uint32_t *check_dev;
     hipEvent_t check_done;
     uint32_t check_ticket;
+    /* the loaded kernels are sm_90 or later, so the gated ones wait for the
+     * check (mla_gate_closed) and may be its programmatic dependents; an
+     * sm_80 binary on a newer device has no such wait */
+    bool check_pdl;
 };
 
 static inline mla_hip_state *mla_hip_state_of(const mla_context *ctx)

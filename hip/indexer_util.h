@@ -130,31 +130,25 @@ MLA_DEV uint32_t shfl_u32(uint32_t v, int src)
 
 #if defined(__CUDACC__) && !MLA_IDX_EMU
 /* A kernel queued behind the device index check (paged_check.hip), gated by
- * its ticket: a programmatic dependent launch, so its blocks are placed and
- * started while the check runs (the check lets them, and mla_gate_closed
- * waits for its end) instead of after it (a launch gap per call). Only a
- * kernel whose loaded binary is sm_90 or later has that wait (an sm_80
- * binary running on a newer device does not): others launch plainly. */
+ * its ticket: with pdl, a programmatic dependent launch, so its blocks are
+ * placed and started while the check runs (the check lets them, and
+ * mla_gate_closed waits for its end) instead of after it (a launch gap per
+ * call). pdl: mla_hip_state::check_pdl and a ticket. */
 template <typename... P, typename... A>
 static inline cudaError_t mla_cuda_launch_gated(void (*k)(P...), unsigned grid, unsigned block,
-                                                size_t smem, cudaStream_t stream, bool gated,
+                                                size_t smem, cudaStream_t stream, bool pdl,
                                                 A... args)
 {
     cudaLaunchAttribute at[1];
     at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     at[0].val.programmaticStreamSerializationAllowed = 1;
-    cudaFuncAttributes fa;
-    if (gated && (cudaFuncGetAttributes(&fa, k) != cudaSuccess || fa.binaryVersion < 90)) {
-        (void)cudaGetLastError();
-        gated = false;
-    }
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3(grid);
     cfg.blockDim = dim3(block);
     cfg.dynamicSmemBytes = smem;
     cfg.stream = stream;
     cfg.attrs = at;
-    cfg.numAttrs = gated ? 1 : 0;
+    cfg.numAttrs = pdl ? 1 : 0;
     return cudaLaunchKernelEx(&cfg, k, args...);
 }
 #endif

@@ -73,6 +73,14 @@ mla_status check_state(mla_context *ctx, mla_hip_state *s)
             (void)hipFree(dv);
         return mla_hip_fail(ctx, err, "allocating the index check's words");
     }
+#if defined(__CUDACC__) && !defined(MLA_HIP_EMU_HIP_COMPAT_H)
+    /* every kernel of the library comes from the same fat binary, so this
+     * one's loaded version is theirs */
+    cudaFuncAttributes fa;
+    s->check_pdl = cudaFuncGetAttributes(&fa, paged_check_kernel) == cudaSuccess &&
+                   fa.binaryVersion >= 90;
+    (void)cudaGetLastError();
+#endif
     s->check_host = static_cast<volatile uint32_t *>(h);
     s->check_dev = static_cast<uint32_t *>(dv);
     s->check_done = ev;

@@ -627,7 +627,8 @@ mla_status mla_hip_topk(mla_context *ctx, const mla_topk_args *a)
 #elif defined(__CUDACC__)
             /* the first launch right behind the check; later ones read what
              * the one before wrote (a batch's ceiling), so they wait for it */
-            const bool pdl = a->gate != 0 && row0 == 0 && base == 0;
+            const bool pdl =
+                a->gate != 0 && mla_hip_state_of(ctx)->check_pdl && row0 == 0 && base == 0;
             const hipError_t err =
                 wide ? mla_cuda_launch_gated(topk_kernel<2 * kPer>, blocks, kThreads, smem,
                                              mla_hip_state_of(ctx)->stream, pdl, lg, ln, ix, glob,
