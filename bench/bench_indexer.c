@@ -10,6 +10,10 @@
  * the same run. Reported: logits time / its roofline fraction, top-k time /
  * its copy-bandwidth fraction (logits read once + indices written once), and
  * the total's roofline fraction (the case's roofline over logits + top-k).
+ * The same two ops as one planned search (mla_indexer_search: the index
+ * checks made once by mla_indexer_plan_*, as a decode step makes them for
+ * all its layers, no host round trip per call) against the same roofline,
+ * and the plan's update (once per step) in microseconds.
  * Cases whose predicted call time exceeds --max-call-s are skipped (the host
  * default keeps the sweep near a minute on two cores); --contexts / --batch
  * narrow the sweep. */
@@ -30,14 +34,14 @@
 
 typedef struct ix_row {
     int64_t C, B;
-    int ok_logits, ok_topk, skipped;
+    int ok_logits, ok_topk, ok_search, skipped;
     char note[200];
-    bench_mx_timing tl, tk;
+    bench_mx_timing tl, tk, ts, tp;
     int64_t cache_bytes, topk_bytes;
     double flops;
     double roof_s;     /* the case's roofline time */
     const char *bound; /* "copy" or "matmul" */
-    double r_logits, r_topk, r_total;
+    double r_logits, r_topk, r_total, r_search;
     double gbs, gflops;
 } ix_row;
 
@@ -47,6 +51,7 @@ typedef struct ix_set {
     void *mem[8];
     mla_tensor cache, q, w, bt, lens, logits, idx;
     int64_t k;
+    mla_indexer_plan *plan;
 } ix_set;
 
 static mla_status ix_logits(void *arg, int inst)
@@ -64,8 +69,24 @@ static mla_status ix_topk(void *arg, int inst)
     return mla_topk(s->ctx, &s->logits, &s->lens, s->k, &s->idx);
 }
 
+static mla_status ix_search(void *arg, int inst)
+{
+    (void)inst;
+    ix_set *s = arg;
+    return mla_indexer_search(s->ctx, s->plan, &s->cache, &s->q, &s->w, &s->logits, s->k, &s->idx);
+}
+
+static mla_status ix_plan_update(void *arg, int inst)
+{
+    (void)inst;
+    ix_set *s = arg;
+    return mla_indexer_plan_update(s->ctx, s->plan, &s->bt, &s->lens);
+}
+
 static void ix_free(ix_set *s)
 {
+    mla_indexer_plan_destroy(s->plan);
+    s->plan = NULL;
     for (int i = 0; i < 8; ++i)
         if (s->mem[i])
             mla_free(s->ctx, s->mem[i]);
@@ -156,15 +177,18 @@ static mla_status ix_setup(ix_set *s, bench_rng *rng, int64_t C, int64_t B)
     free(bt);
     free(lens);
     s->k = IX_TOPK;
+    if (st == MLA_OK)
+        st = mla_indexer_plan_create(ctx, &s->cd, &s->bt, &s->lens, 1, &s->plan);
     return st;
 }
 
 static void ix_print(FILE *out, const void *rp, int n)
 {
     const ix_row *rows = rp;
-    fprintf(out, "%7s %3s %10s %7s %9s %8s %11s %6s %8s %10s %9s %7s %9s\n", "context", "B",
-            "cache_MiB", "bound", "roof_us", "logit_us", "logit_GB/s", "reps", "logit%", "topk_us",
-            "topk%BW", "reps", "total%");
+    fprintf(out, "%7s %3s %10s %7s %9s %8s %11s %6s %8s %10s %9s %7s %9s %10s %6s %8s %8s\n",
+            "context", "B", "cache_MiB", "bound", "roof_us", "logit_us", "logit_GB/s", "reps",
+            "logit%", "topk_us", "topk%BW", "reps", "total%", "search_us", "reps", "search%",
+            "plan_us");
     for (int i = 0; i < n; ++i) {
         const ix_row *w = &rows[i];
         fprintf(out, "%7lld %3lld %10.1f %7s %9.1f ", (long long)w->C, (long long)w->B,
@@ -179,8 +203,14 @@ static void ix_print(FILE *out, const void *rp, int n)
             fprintf(out, "top-k %s\n", w->note);
             continue;
         }
-        fprintf(out, "%10.1f %8.1f%% %7d %8.1f%%\n", 1e6 * w->tk.median_s, 100.0 * w->r_topk,
+        fprintf(out, "%10.1f %8.1f%% %7d %8.1f%% ", 1e6 * w->tk.median_s, 100.0 * w->r_topk,
                 w->tk.reps, 100.0 * w->r_total);
+        if (!w->ok_search) {
+            fprintf(out, "search %s\n", w->note);
+            continue;
+        }
+        fprintf(out, "%10.1f %6d %7.1f%% %8.1f\n", 1e6 * w->ts.median_s, w->ts.reps,
+                100.0 * w->r_search, 1e6 * w->tp.median_s);
     }
 }
 
@@ -200,7 +230,7 @@ static void ix_json(bench_json *j, const void *rp, int n)
         bench_json_int(j, "topk", IX_TOPK);
         bench_json_str(j, "status",
                        w->skipped                   ? "skipped"
-                       : w->ok_logits && w->ok_topk ? "ok"
+                       : w->ok_logits && w->ok_topk && w->ok_search ? "ok"
                                                     : "failed");
         bench_json_str(j, "note", w->note);
         bench_json_int(j, "cache_bytes", w->cache_bytes);
@@ -219,6 +249,11 @@ static void ix_json(bench_json *j, const void *rp, int n)
         bench_json_int(j, "topk_bytes", w->topk_bytes);
         bench_json_num(j, "topk_copy_bw_fraction", w->ok_topk ? w->r_topk : NAN);
         bench_json_num(j, "total_roofline_fraction", w->ok_topk ? w->r_total : NAN);
+        bench_json_num(j, "search_median_s", w->ok_search ? w->ts.median_s : NAN);
+        bench_json_num(j, "search_min_s", w->ok_search ? w->ts.min_s : NAN);
+        bench_json_int(j, "search_reps", w->ts.reps);
+        bench_json_num(j, "search_roofline_fraction", w->ok_search ? w->r_search : NAN);
+        bench_json_num(j, "plan_update_median_s", w->ok_search ? w->tp.median_s : NAN);
         bench_json_close(j, '}');
     }
     bench_json_close(j, ']');
@@ -267,7 +302,7 @@ int bench_indexer_cmd(int argc, char **argv)
             ix_row *w = &rows[ci * a.n_list[1] + bi];
             w->C = a.list[0][ci];
             w->B = a.list[1][bi];
-            w->r_logits = w->r_topk = w->r_total = NAN;
+            w->r_logits = w->r_topk = w->r_total = w->r_search = NAN;
             const double keys = (double)w->C * (double)w->B;
             w->cache_bytes = w->B * ((w->C + IX_BLOCK - 1) / IX_BLOCK) * IX_BLOCK * IX_KEY_BYTES;
             w->flops = 2.0 * IX_HI * IX_D * keys;
@@ -298,6 +333,14 @@ int bench_indexer_cmd(int argc, char **argv)
                 if (st == MLA_OK)
                     w->ok_topk = 1;
             }
+            if (st == MLA_OK)
+                st = bench_mx_time(ctx, &a, ix_search, &s, 1, a.row_budget_s, &w->ts);
+            if (st == MLA_OK)
+                st = bench_mx_time(ctx, &a, ix_plan_update, &s, 1, a.row_budget_s / 4, &w->tp);
+            if (st == MLA_OK) {
+                w->ok_search = 1;
+                w->r_search = w->roof_s > 0 ? w->roof_s / w->ts.median_s : NAN;
+            }
             ix_free(&s);
             if (st != MLA_OK) {
                 bench_mx_note(ctx, st, w->note, sizeof w->note);
@@ -326,8 +369,9 @@ int bench_indexer_cmd(int argc, char **argv)
     if (bench_mx_finish(
             &a, ctx, &c, ix_print, ix_json, rows, n, start,
             "roof = max(132 B per key / copy BW, 2*64*128 FLOP per key / matmul rate); logit% "
-            "and total% = roof / time (total = logits + top-k); topk%BW = (logits read + indices "
-            "written) / copy BW / time (docs/PERFORMANCE.md)",
+            "and total% = roof / time (total = logits + top-k, each checked); topk%BW = (logits "
+            "read + indices written) / copy BW / time; search% = roof / planned search (logits + "
+            "top-k); plan_us = the plan's update, once per step (docs/PERFORMANCE.md)",
             errors) != MLA_EXIT_OK)
         rc = MLA_EXIT_FAIL;
     free(rows);

@@ -84,4 +84,15 @@ unsigned char *conf_idx_block_byte(conf_problem *p, int i, int64_t blk, int64_t 
 void conf_idx_fill_table(conf_problem *p, int i, const int64_t *lens, int64_t S, int64_t mb,
                          int64_t bs, int64_t blocks, uint64_t seed);
 
+/* The paged-logits problem (cases_indexer_logits.c): arguments cache,
+ * q, w, block_table, context_lens, logits in that order, CONF_LG_SEQS
+ * sequences; ip[5] next_n, ip[6] Hi (ip[7] free). The indexer_search
+ * suite builds on it. */
+enum { CONF_LG_CACHE, CONF_LG_Q, CONF_LG_W, CONF_LG_TABLE, CONF_LG_LENS, CONF_LG_LOGITS };
+#define CONF_LG_SEQS 3
+void conf_idx_logits_case(conf_case *c, int64_t bs, int layout, int next_n, int64_t Hi,
+                          mla_dtype fp8, int n);
+mla_status conf_idx_setup_logits(const conf_case *c, const conf_env *env, conf_problem *p,
+                                 char *err, size_t errlen);
+
 #endif

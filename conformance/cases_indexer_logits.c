@@ -57,8 +57,8 @@ static double gamma_n(double n, double u) { return n * u / (1.0 - n * u); }
  * A kernel without relu, or with a head, a key, a scale or a layout wrong,
  * is off by about S itself, 10^5 times the bound. */
 
-enum { LC, LQ, LW, LBT, LCTX, LOUT }; /* argument order */
-#define LB 3                           /* sequences */
+enum { LC = CONF_LG_CACHE, LQ, LW, LBT, LCTX, LOUT }; /* argument order */
+#define LB CONF_LG_SEQS
 
 /* next_n itself, a length that is not a multiple of the block size, and one
  * that is; the table's width and the blocks the sequences use (+2). */
@@ -79,8 +79,8 @@ static void logits_shape(const conf_case *c, int64_t *lens, int64_t *max_len, in
     *blocks = used + 2;
 }
 
-static void logits_case(conf_builder *b, int64_t bs, int layout, int next_n, int64_t Hi,
-                        mla_dtype fp8, int n)
+void conf_idx_logits_case(conf_case *cp, int64_t bs, int layout, int next_n, int64_t Hi,
+                          mla_dtype fp8, int n)
 {
     static const unsigned qlay[] = {CONF_L_CONTIG, CONF_L_PAD, CONF_L_CONTIG, CONF_L_OFFSET};
     static const unsigned wlay[] = {CONF_L_CONTIG, CONF_L_COLMAJOR, CONF_L_PAD, CONF_L_CONTIG};
@@ -109,6 +109,14 @@ static void logits_case(conf_builder *b, int64_t bs, int layout, int next_n, int
     conf_idx_layout_label(&c, lay, sizeof lay);
     snprintf(c.label, sizeof c.label, "%s bs%lld %s next_n %d Hi %lld", mla_dtype_name(fp8) + 4,
              (long long)bs, lay, next_n, (long long)Hi);
+    *cp = c;
+}
+
+static void logits_case(conf_builder *b, int64_t bs, int layout, int next_n, int64_t Hi,
+                        mla_dtype fp8, int n)
+{
+    conf_case c;
+    conf_idx_logits_case(&c, bs, layout, next_n, Hi, fp8, n);
     conf_push(b, &c);
 }
 
@@ -187,8 +195,8 @@ static mla_status logits_tol(conf_problem *p, const conf_case *c, const int64_t 
     return MLA_OK;
 }
 
-static mla_status setup_logits(const conf_case *c, const conf_env *env, conf_problem *p,
-                               char *err, size_t errlen)
+mla_status conf_idx_setup_logits(const conf_case *c, const conf_env *env, conf_problem *p,
+                                 char *err, size_t errlen)
 {
     (void)env;
     int64_t lens[LB], max_len, mb, blocks;
@@ -231,7 +239,7 @@ static mla_status exec_logits(mla_context *ctx, const conf_case *c, mla_tensor *
 }
 
 const conf_suite conf_suite_indexer_logits = {"indexer_logits", MLA_OP_INDEXER_LOGITS,
-                                              build_logits,     setup_logits,
+                                              build_logits,     conf_idx_setup_logits,
                                               exec_logits,      NULL};
 
 /* --------------------------------------------------------------- top-k */

@@ -172,6 +172,7 @@ extern const conf_suite conf_suite_indexer_k_gather;
 extern const conf_suite conf_suite_indexer_k_roundtrip;
 extern const conf_suite conf_suite_indexer_rope_k_cache;
 extern const conf_suite conf_suite_indexer_logits;
+extern const conf_suite conf_suite_indexer_search;
 extern const conf_suite conf_suite_topk;
 extern const conf_suite conf_suite_indexer_head_weights;
 extern const conf_suite conf_suite_attention;

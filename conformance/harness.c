@@ -26,6 +26,7 @@ static const conf_suite *const suites[] = {
     &conf_suite_flatten_mxfp4_quant, &conf_suite_flatten_fp8_quant, &conf_suite_layernorm,
     &conf_suite_hadamard,        &conf_suite_indexer_k_cache_write, &conf_suite_indexer_k_gather,
     &conf_suite_indexer_k_roundtrip, &conf_suite_indexer_rope_k_cache, &conf_suite_indexer_logits,
+    &conf_suite_indexer_search,
     &conf_suite_topk,            &conf_suite_indexer_head_weights, &conf_suite_attention,
 };
 #define NSUITES ((int)(sizeof suites / sizeof suites[0]))

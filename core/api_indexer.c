@@ -2,6 +2,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "core/indexer_internal.h"
 #include "core/indices.h"
 #include "core/validate.h"
 
@@ -13,9 +14,8 @@ mla_indexer_layout mla_indexer_layout_for(int64_t block_size)
     return block_size == 1 ? MLA_INDEXER_NORMAL : MLA_INDEXER_SHUFFLE;
 }
 
-/* Resolves AUTO and checks the descriptor; *bytes is one block's size. */
-static mla_status desc_check(mla_context *ctx, const mla_indexer_cache_desc *in,
-                             mla_indexer_cache_desc *out, int64_t *bytes)
+mla_status mla_idx_check_desc(mla_context *ctx, const mla_indexer_cache_desc *in,
+                              mla_indexer_cache_desc *out, int64_t *bytes)
 {
     if (!in)
         return mla_fail(ctx, MLA_ERR_NULL_POINTER, "cache_desc", "cache descriptor is NULL");
@@ -49,13 +49,13 @@ mla_status mla_indexer_cache_block_bytes(const mla_indexer_cache_desc *desc, int
     if (!block_bytes)
         return MLA_ERR_NULL_POINTER;
     mla_indexer_cache_desc d;
-    return desc_check(NULL, desc, &d, block_bytes);
+    return mla_idx_check_desc(NULL, desc, &d, block_bytes);
 }
 
 static mla_status check_cache(mla_context *ctx, const mla_indexer_cache_desc *in,
                               const mla_tensor *cache, mla_indexer_cache_args *a)
 {
-    MLA_TRY(desc_check(ctx, in, &a->desc, &a->block_bytes));
+    MLA_TRY(mla_idx_check_desc(ctx, in, &a->desc, &a->block_bytes));
     MLA_TRY(mla_check_tensor(ctx, cache, "cache", 2));
     MLA_TRY(mla_check_dtype(ctx, cache, "cache", MLA_DT(MLA_DTYPE_U8)));
     MLA_TRY(mla_check_extent(ctx, cache, "cache", 0, in->num_blocks));
@@ -114,8 +114,7 @@ mla_status mla_indexer_k_cache_write(mla_context *ctx, const mla_indexer_cache_d
     return ctx->ops->indexer_k_cache_write(ctx, &a);
 }
 
-/* block_table [S, max_blocks] I32. */
-static mla_status check_table_shape(mla_context *ctx, const mla_tensor *table, int64_t S)
+mla_status mla_idx_check_table_shape(mla_context *ctx, const mla_tensor *table, int64_t S)
 {
     MLA_TRY(mla_check_tensor(ctx, table, "block_table", 2));
     MLA_TRY(mla_check_dtype(ctx, table, "block_table", MLA_DT(MLA_DTYPE_I32)));
@@ -127,7 +126,7 @@ static mla_status check_table_shape(mla_context *ctx, const mla_tensor *table, i
 static mla_status check_table(mla_context *ctx, const mla_indexer_cache_desc *d,
                               const mla_tensor *table, const int64_t *lens, int64_t S)
 {
-    MLA_TRY(check_table_shape(ctx, table, S));
+    MLA_TRY(mla_idx_check_table_shape(ctx, table, S));
     const int64_t max_blocks = table->shape[1];
     MLA_TRY(mla_check_index_range(ctx, lens, S, 0, max_blocks * d->block_size + 1, 0, "lengths"));
     int64_t *ids = NULL;
@@ -290,12 +289,11 @@ mla_status mla_indexer_k_gather(mla_context *ctx, const mla_indexer_cache_desc *
     return ctx->ops->indexer_k_gather(ctx, &a);
 }
 
-mla_status mla_indexer_logits(mla_context *ctx, const mla_indexer_cache_desc *desc,
-                              const mla_tensor *cache, const mla_tensor *q, const mla_tensor *w,
-                              const mla_tensor *block_table, const mla_tensor *context_lens,
-                              int32_t next_n, mla_tensor *logits)
+mla_status mla_idx_logits_args(mla_context *ctx, const mla_indexer_cache_desc *desc,
+                               const mla_tensor *cache, const mla_tensor *q, const mla_tensor *w,
+                               const mla_tensor *block_table, const mla_tensor *context_lens,
+                               int32_t next_n, mla_tensor *logits, mla_indexer_logits_args *a)
 {
-    MLA_TRY(mla_begin(ctx));
     mla_indexer_cache_args c = {0};
     MLA_TRY(check_cache(ctx, desc, cache, &c));
     if (next_n < 1)
@@ -315,7 +313,7 @@ mla_status mla_indexer_logits(mla_context *ctx, const mla_indexer_cache_desc *de
     MLA_TRY(mla_check_tensor(ctx, logits, "logits", 2));
     MLA_TRY(mla_check_dtype(ctx, logits, "logits", MLA_DT(MLA_DTYPE_F32)));
     MLA_TRY(mla_check_extent(ctx, logits, "logits", 0, rows));
-    MLA_TRY(check_table_shape(ctx, block_table, B));
+    MLA_TRY(mla_idx_check_table_shape(ctx, block_table, B));
     MLA_TRY(mla_check_output(ctx, logits, "logits"));
     const mla_tensor *ins[5] = {cache, q, w, block_table, context_lens};
     const char *names[5] = {"cache", "q", "w", "block_table", "context_lens"};
@@ -325,18 +323,29 @@ mla_status mla_indexer_logits(mla_context *ctx, const mla_indexer_cache_desc *de
                        next_n, desc->block_size, rows, desc->head_dim};
     MLA_TRY(mla_check_supported(ctx, &var));
     MLA_SLOT(ctx, indexer_logits);
-    const index_check ic = {context_lens, block_table, &c.desc, next_n, logits->shape[1]};
-    if (rows == 0 || logits->shape[1] == 0)
+    *a = (mla_indexer_logits_args){c.desc, c.block_bytes,   *cache,  *q,     *w,
+                                   *block_table, *context_lens, *logits, next_n, 0};
+    return MLA_OK;
+}
+
+mla_status mla_indexer_logits(mla_context *ctx, const mla_indexer_cache_desc *desc,
+                              const mla_tensor *cache, const mla_tensor *q, const mla_tensor *w,
+                              const mla_tensor *block_table, const mla_tensor *context_lens,
+                              int32_t next_n, mla_tensor *logits)
+{
+    MLA_TRY(mla_begin(ctx));
+    mla_indexer_logits_args a;
+    MLA_TRY(mla_idx_logits_args(ctx, desc, cache, q, w, block_table, context_lens, next_n, logits,
+                                &a));
+    const index_check ic = {context_lens, block_table, &a.desc, next_n, logits->shape[1]};
+    if (a.logits.shape[0] == 0 || a.logits.shape[1] == 0)
         return host_index_check(ctx, &ic);
-    mla_indexer_logits_args a = {c.desc, c.block_bytes, *cache, *q, *w, *block_table,
-                                 *context_lens, *logits, next_n, 0};
     return run_checked(ctx, &ic, logits_op, &a);
 }
 
-mla_status mla_topk(mla_context *ctx, const mla_tensor *logits, const mla_tensor *lengths,
-                    int64_t k, mla_tensor *indices)
+mla_status mla_idx_topk_args(mla_context *ctx, const mla_tensor *logits, const mla_tensor *lengths,
+                             int64_t k, mla_tensor *indices, mla_topk_args *a)
 {
-    MLA_TRY(mla_begin(ctx));
     MLA_TRY(mla_check_tensor(ctx, logits, "logits", 2));
     MLA_TRY(mla_check_dtype(ctx, logits, "logits", MLA_DT(MLA_DTYPE_F32)));
     const int64_t R = logits->shape[0], N = logits->shape[1];
@@ -357,10 +366,19 @@ mla_status mla_topk(mla_context *ctx, const mla_tensor *logits, const mla_tensor
     mla_variant var = {MLA_OP_TOPK, MLA_DTYPE_F32, MLA_DTYPE_I32, 0, 0, k, R, N};
     MLA_TRY(mla_check_supported(ctx, &var));
     MLA_SLOT(ctx, topk);
-    const index_check ic = {lengths, NULL, NULL, 0, N};
-    if (R == 0)
+    *a = (mla_topk_args){*logits, *lengths, *indices, k, 0};
+    return MLA_OK;
+}
+
+mla_status mla_topk(mla_context *ctx, const mla_tensor *logits, const mla_tensor *lengths,
+                    int64_t k, mla_tensor *indices)
+{
+    MLA_TRY(mla_begin(ctx));
+    mla_topk_args a;
+    MLA_TRY(mla_idx_topk_args(ctx, logits, lengths, k, indices, &a));
+    const index_check ic = {lengths, NULL, NULL, 0, logits->shape[1]};
+    if (a.logits.shape[0] == 0)
         return MLA_OK;
-    mla_topk_args a = {*logits, *lengths, *indices, k, 0};
     return run_checked(ctx, &ic, topk_op, &a);
 }
 

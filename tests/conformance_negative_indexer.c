@@ -10,7 +10,8 @@
  *     place into a new buffer and then quantizes and caches the ORIGINAL,
  *     unrotated k (indexer_rope_k_cache); the cache bytes must FAIL.
  * One wrong kernel per comparator besides: top-k with ties to the higher
- * index and with -0 below +0, logits without relu and without the causal
+ * index and with -0 below +0, a search whose top-k ranks whole rows instead
+ * of each row's causal bound, logits without relu and without the causal
  * mask among the next_n (-inf positions), a K cache writer whose scale is
  * not rounded up under ue8m0, that ignores a forced layout, k's strides, or
  * writes a stray scale, LayerNorm without eps and with the unbiased variance,
@@ -149,6 +150,19 @@ static mla_status topk_signed_zeros(mla_context *ctx, const mla_topk_args *a)
     b.logits = logits_copy(a, 0, 1);
     mla_status st = b.logits.data ? neg_base->topk(ctx, &b) : MLA_ERR_OUT_OF_MEMORY;
     free(b.logits.data);
+    return st;
+}
+
+/* bits (the search): every row ranked over its whole width instead of its
+ * causal bound, so rows shorter than k hold -inf positions, not -1. */
+static mla_status topk_whole_rows(mla_context *ctx, const mla_topk_args *a)
+{
+    mla_topk_args b = *a;
+    b.lengths = neg_alloc(MLA_DTYPE_I32, 1, a->lengths.shape);
+    for (int64_t r = 0; b.lengths.data && r < a->lengths.shape[0]; ++r)
+        ((int32_t *)b.lengths.data)[r] = (int32_t)a->logits.shape[1];
+    mla_status st = b.lengths.data ? neg_base->topk(ctx, &b) : MLA_ERR_OUT_OF_MEMORY;
+    free(b.lengths.data);
     return st;
 }
 
@@ -481,6 +495,12 @@ void neg_indexer_controls(const mla_backend_ops *from)
     neg_negative(from, &t, "top-k with ties to the higher index", "topk", BITS);
     t = *from, t.topk = topk_signed_zeros;
     neg_negative(from, &t, "top-k ranking -0 below +0", "topk", BITS);
+    t = *from, t.topk = topk_whole_rows;
+    neg_negative(from, &t, "search ranking whole rows, not each row's causal bound",
+                 "indexer_search", BITS);
+    t = *from, t.indexer_logits = logits_as_normal;
+    neg_negative(from, &t, "(a) search reading a SHUFFLE cache as NORMAL", "indexer_search",
+                 BOUND);
     if (from != &mla_reference_ops) /* the rest are written here: any base table will do */
         return;
 

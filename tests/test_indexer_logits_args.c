@@ -8,7 +8,10 @@
  * and the refused ones the host check it falls back to: both must agree
  * with the host backends. Top-k: a row length outside [0, logits.shape[1]]
  * is refused naming "lengths", the indices keep their bytes (the same
- * on-device check, without a table). */
+ * on-device check, without a table). The planned search: the plan refuses
+ * what the calls refuse (nothing is made, a refused update changes
+ * nothing), and a search gives the bits of the two checked calls over the
+ * data planned, whatever the caller's tensors hold later. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -147,6 +150,138 @@ static void topk_checks(fixture *f)
     }
 }
 
+/* ------------------------------------------------- the planned search */
+
+enum { PK = 4 };
+
+static void upload(fixture *f, const int32_t table[B * MAXB], const int32_t lens[B])
+{
+    CHECK_STATUS(
+        mla_memcpy(f->ctx, f->mem[3], table, sizeof(int32_t) * B * MAXB, MLA_COPY_HOST_TO_CONTEXT),
+        MLA_OK);
+    CHECK_STATUS(mla_memcpy(f->ctx, f->mem[4], lens, sizeof(int32_t) * B, MLA_COPY_HOST_TO_CONTEXT),
+                 MLA_OK);
+}
+
+typedef struct {
+    float logits[B * N];
+    int32_t idx[B * PK];
+} search_out;
+
+/* The two checked calls on the caller's tensors (next_n 1: the top-k
+ * lengths are the context lengths). */
+static void checked_calls(fixture *f, mla_tensor *idx, search_out *o)
+{
+    CHECK_STATUS(mla_indexer_logits(f->ctx, &f->desc, &f->cache, &f->q, &f->w, &f->table, &f->lens,
+                                    1, &f->logits),
+                 MLA_OK);
+    CHECK_STATUS(mla_topk(f->ctx, &f->logits, &f->lens, PK, idx), MLA_OK);
+    CHECK_STATUS(mla_memcpy(f->ctx, o->logits, f->mem[5], sizeof o->logits,
+                            MLA_COPY_CONTEXT_TO_HOST),
+                 MLA_OK);
+    CHECK_STATUS(mla_memcpy(f->ctx, o->idx, idx->data, sizeof o->idx, MLA_COPY_CONTEXT_TO_HOST),
+                 MLA_OK);
+}
+
+/* A search into poisoned outputs; returns its status, *o what they hold. */
+static mla_status search(fixture *f, const mla_indexer_plan *plan, mla_tensor *logits,
+                         mla_tensor *idx, search_out *o)
+{
+    memset(o, 0xEE, sizeof *o);
+    CHECK_STATUS(mla_memcpy(f->ctx, f->mem[5], o->logits, sizeof o->logits,
+                            MLA_COPY_HOST_TO_CONTEXT),
+                 MLA_OK);
+    CHECK_STATUS(mla_memcpy(f->ctx, idx->data, o->idx, sizeof o->idx, MLA_COPY_HOST_TO_CONTEXT),
+                 MLA_OK);
+    const mla_status st = mla_indexer_search(f->ctx, plan, &f->cache, &f->q, &f->w, logits, PK, idx);
+    snprintf(param_, sizeof param_, "%s", mla_context_error_param(f->ctx));
+    CHECK_STATUS(mla_context_synchronize(f->ctx), MLA_OK);
+    CHECK_STATUS(mla_memcpy(f->ctx, o->logits, f->mem[5], sizeof o->logits,
+                            MLA_COPY_CONTEXT_TO_HOST),
+                 MLA_OK);
+    CHECK_STATUS(mla_memcpy(f->ctx, o->idx, idx->data, sizeof o->idx, MLA_COPY_CONTEXT_TO_HOST),
+                 MLA_OK);
+    return st;
+}
+
+static void refused_plan(fixture *f, const int32_t table[B * MAXB], const int32_t lens[B],
+                         int32_t next_n, mla_status want, const char *param)
+{
+    upload(f, table, lens);
+    mla_indexer_plan *plan = (mla_indexer_plan *)&plan;
+    CHECK_STATUS(mla_indexer_plan_create(f->ctx, &f->desc, &f->table, &f->lens, next_n, &plan),
+                 want);
+    CHECK(plan == NULL);
+    CHECK(strcmp(mla_context_error_param(f->ctx), param) == 0);
+}
+
+static void plan_checks(fixture *f, const int32_t good[B * MAXB], const int32_t lens[B])
+{
+    int32_t t[B * MAXB], l[B];
+    memcpy(t, good, sizeof t);
+    memcpy(l, lens, sizeof l);
+    t[1 * MAXB + 1] = NB;
+    refused_plan(f, t, l, 1, MLA_ERR_OUT_OF_RANGE, "block_table");
+    memcpy(t, good, sizeof t);
+    l[2] = 0;
+    refused_plan(f, t, l, 1, MLA_ERR_OUT_OF_RANGE, "context_lens");
+    l[2] = N + 1; /* past the table's capacity */
+    refused_plan(f, t, l, 1, MLA_ERR_OUT_OF_RANGE, "context_lens");
+    refused_plan(f, good, lens, 0, MLA_ERR_INVALID_ARGUMENT, "next_n");
+
+    void *mem = NULL;
+    CHECK_STATUS(mla_malloc(f->ctx, sizeof(int32_t) * B * PK, &mem), MLA_OK);
+    mla_tensor idx;
+    mla_tensor_init(&idx, mem, MLA_DTYPE_I32, mla_context_memory(f->ctx), 2,
+                    (const int64_t[]){B, PK});
+    static search_out want, got;
+    upload(f, good, lens);
+    checked_calls(f, &idx, &want);
+    mla_indexer_plan *plan = NULL;
+    CHECK_STATUS(mla_indexer_plan_create(f->ctx, &f->desc, &f->table, &f->lens, 1, &plan), MLA_OK);
+    CHECK(mla_indexer_plan_max_len(plan) == N);
+    CHECK_STATUS(search(f, plan, &f->logits, &idx, &got), MLA_OK);
+    CHECK(!memcmp(&got, &want, sizeof got));
+
+    /* the caller's tensors change: the plan searches what it checked */
+    const int32_t other[B * MAXB] = {7, 6, 5, 4, 3, 2, 1, 0, 1, 2, 3, 4};
+    const int32_t other_lens[B] = {3 * BS + 2, N, 9};
+    upload(f, other, other_lens);
+    CHECK_STATUS(search(f, plan, &f->logits, &idx, &got), MLA_OK);
+    CHECK(!memcmp(&got, &want, sizeof got));
+
+    /* a refused update keeps the plan; an accepted one is the new data */
+    memcpy(t, other, sizeof t);
+    t[2 * MAXB] = -1;
+    upload(f, t, other_lens);
+    CHECK_STATUS(mla_indexer_plan_update(f->ctx, plan, &f->table, &f->lens), MLA_ERR_OUT_OF_RANGE);
+    CHECK(strcmp(mla_context_error_param(f->ctx), "block_table") == 0);
+    CHECK_STATUS(search(f, plan, &f->logits, &idx, &got), MLA_OK);
+    CHECK(!memcmp(&got, &want, sizeof got));
+    upload(f, other, other_lens);
+    CHECK_STATUS(mla_indexer_plan_update(f->ctx, plan, &f->table, &f->lens), MLA_OK);
+    checked_calls(f, &idx, &want);
+    CHECK_STATUS(search(f, plan, &f->logits, &idx, &got), MLA_OK);
+    CHECK(!memcmp(&got, &want, sizeof got));
+
+    /* refusals of the search itself touch neither output */
+    mla_tensor narrow = f->logits;
+    narrow.shape[1] = N - 1;
+    search_out before;
+    memset(&before, 0xEE, sizeof before);
+    CHECK_STATUS(search(f, plan, &narrow, &idx, &got), MLA_ERR_SHAPE);
+    CHECK(strcmp(param_, "logits.shape[1]") == 0);
+    CHECK(!memcmp(&got, &before, sizeof got));
+    CHECK_STATUS(search(f, NULL, &f->logits, &idx, &got), MLA_ERR_NULL_POINTER);
+    CHECK(!memcmp(&got, &before, sizeof got));
+    mla_tensor on_q = idx;
+    on_q.data = f->q.data;
+    CHECK_STATUS(mla_indexer_search(f->ctx, plan, &f->cache, &f->q, &f->w, &f->logits, PK, &on_q),
+                 MLA_ERR_ALIAS);
+    mla_indexer_plan_destroy(plan);
+    mla_free(f->ctx, mem);
+}
+
 static void run_backend(mla_backend backend)
 {
     mla_context *ctx = NULL;
@@ -179,6 +314,7 @@ static void run_backend(mla_backend backend)
     l[1] = 2 * BS + 1; /* row 1 now reaches its id -7 */
     refused(&f, t, l, "block_table");
     topk_checks(&f);
+    plan_checks(&f, good, lens);
     teardown(&f);
     mla_context_destroy(ctx);
 }

@@ -90,6 +90,48 @@ MLA_API mla_status mla_indexer_logits(mla_context *ctx, const mla_indexer_cache_
 MLA_API mla_status mla_topk(mla_context *ctx, const mla_tensor *logits, const mla_tensor *lengths,
                             int64_t k, mla_tensor *indices);
 
+/* ------------------------------------------- the planned search (decode) */
+
+/* A decode step's index data for the search, validated once: every layer's
+ * indexer of the step reads the same block table and context lengths, so
+ * mla_indexer_logits' and mla_topk's per-call index checks (and the host
+ * round trip each costs) are paid here instead. */
+typedef struct mla_indexer_plan mla_indexer_plan;
+
+/* Checks next_n <= context_lens[b] <= block_table.shape[1] * block_size
+ * and every block id in use (the first ceil(len / block_size) of row b) in
+ * [0, num_blocks), then keeps copies of both tensors and of each row's
+ * causal bound (ctx_len[b] - next_n + j + 1, the top-k length) in context
+ * memory: later changes to the caller's tensors do not reach the search.
+ * block_table [B, max_blocks] I32, context_lens [B] I32 (either memory).
+ * May synchronize (device tensors are read back). */
+MLA_API mla_status mla_indexer_plan_create(mla_context *ctx, const mla_indexer_cache_desc *desc,
+                                           const mla_tensor *block_table,
+                                           const mla_tensor *context_lens, int32_t next_n,
+                                           mla_indexer_plan **out);
+/* New index data of the same shapes into the same buffers (a captured graph
+ * of mla_indexer_search stays valid); ordered after the searches already
+ * queued. A refused update leaves the plan as it was. */
+MLA_API mla_status mla_indexer_plan_update(mla_context *ctx, mla_indexer_plan *plan,
+                                           const mla_tensor *block_table,
+                                           const mla_tensor *context_lens);
+/* Frees the plan's buffers (in its context's memory): call it before
+ * destroying that context. NULL is a no-op. */
+MLA_API void mla_indexer_plan_destroy(mla_indexer_plan *plan);
+/* The longest context of the plan: the least logits.shape[1] a search takes. */
+MLA_API int64_t mla_indexer_plan_max_len(const mla_indexer_plan *plan);
+
+/* mla_indexer_logits over the plan's sequences into logits [B*next_n, N]
+ * (N >= the plan's longest context), then mla_topk of each row's causal
+ * bound into indices [B*next_n, k]: the same kernels and the same results,
+ * with the index checks the plan made. Checks only what the host holds
+ * (shapes, dtypes, strides, aliasing), allocates nothing and never waits
+ * for the device, so it can be captured in a HIP/CUDA graph. */
+MLA_API mla_status mla_indexer_search(mla_context *ctx, const mla_indexer_plan *plan,
+                                      const mla_tensor *cache, const mla_tensor *q,
+                                      const mla_tensor *w, mla_tensor *logits, int64_t k,
+                                      mla_tensor *indices);
+
 /* The indexer's head weights (spec section 6): w_out = w * s_q * 128^-0.5 *
  * Hi^-0.5 in fp32, in that order. w [T, Hi] (BF16, F32), s_q [T, Hi] F32
  * (q's per-(token, head) fp8 scales), w_out [T, Hi] F32. */
