@@ -57,24 +57,6 @@ template <int DT> MLA_DEV void store_value(void *base, int64_t off, float v, int
     }
 }
 
-/* Programmatic dependent launch (sm_90; mla_cuda_launch_gated): the next
- * kernel of the stream may be placed once every block of this one has let
- * it (or ended), and it waits for this one's end and stores before it
- * touches memory. Elsewhere (and launched plainly) both are no-ops. */
-MLA_DEV void mla_let_dependents_start()
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(MLA_HIP_EMU_HIP_COMPAT_H)
-    asm volatile("griddepcontrol.launch_dependents;");
-#endif
-}
-
-MLA_DEV void mla_wait_prior_grid()
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(MLA_HIP_EMU_HIP_COMPAT_H)
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-
 /* Closed when the index check with the gate's ticket found a bad entry: the
  * gated kernel then writes nothing (every thread of a block sees the same
  * word, written by a kernel that completed before this one started). */
@@ -82,7 +64,11 @@ MLA_DEV bool mla_gate_closed(const mla_gate &g)
 {
     if (g.ticket == 0)
         return false;
-    mla_wait_prior_grid(); /* a programmatic dependent of the check may start before its end */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(MLA_HIP_EMU_HIP_COMPAT_H)
+    /* launched as a programmatic dependent of the check (mla_cuda_launch_gated),
+     * the kernel may run before the check ends: wait for it and its stores */
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
     return *static_cast<const volatile uint32_t *>(g.word) == g.ticket;
 }
 

@@ -114,7 +114,6 @@ mla_status hip_init(mla_context *ctx, const mla_context_options *opt, char *reas
     (void)describe_device(prop, ctx->device_name, sizeof ctx->device_name);
     ctx->target = device_target(prop);
     ctx->compute_units = s->multiprocessors;
-    s->pdl = mla_hip_binary_pdl();
     return MLA_OK;
 }
 

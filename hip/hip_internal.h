@@ -25,16 +25,11 @@ struct mla_hip_state {
     uint32_t *check_dev;
     hipEvent_t check_done;
     uint32_t check_ticket;
-    /* the loaded kernels are sm_90 or later (mla_hip_binary_pdl), so those
-     * that wait for their predecessor (griddepcontrol.wait) may be launched
-     * as its programmatic dependents; an sm_80 binary on a newer device has
-     * no such wait */
-    bool pdl;
+    /* the loaded kernels are sm_90 or later, so the gated ones wait for the
+     * check (mla_gate_closed) and may be its programmatic dependents; an
+     * sm_80 binary on a newer device has no such wait */
+    bool check_pdl;
 };
-
-/* Whether the loaded binary of the library's kernels is sm_90 or later
- * (NVIDIA builds; false elsewhere). Set once per context (hip_init). */
-bool mla_hip_binary_pdl(void);
 
 static inline mla_hip_state *mla_hip_state_of(const mla_context *ctx)
 {

@@ -761,7 +761,6 @@ __global__ MLA_IDX_LOGITS_BOUNDS void logits_kernel(const uint8_t *cache, const 
                                                            lg_desc d, int64_t smem_bytes)
 {
     MLA_IDX_SMEM(uint32_t, smem);
-    mla_let_dependents_start(); /* the top-k behind: placed now, it waits for the end */
     const lg_block k = block_of(d, ctx_lens); /* its load beside the gate's */
     if (mla_gate_closed(d.gate))
         return;
@@ -795,7 +794,6 @@ __global__ __launch_bounds__(kThreads, 1) void logits_wg_kernel(const uint8_t *c
                                                                lg_desc d)
 {
     MLA_IDX_SMEM(uint32_t, smem);
-    mla_let_dependents_start(); /* the top-k behind: placed now, it waits for the end */
     const lg_block k = block_of(d, ctx_lens); /* its load beside the gate's */
     if (mla_gate_closed(d.gate))
         return;
@@ -868,7 +866,7 @@ mla_status launch(mla_context *ctx, const mla_indexer_logits_args *a, const lg_d
                 err = mla_cuda_launch_gated(
                     logits_wg_kernel<LAYOUT>, (unsigned)(d.R * d.chunks), kThreads, (size_t)smem,
                     mla_hip_state_of(ctx)->stream,
-                    a->gate != 0 && mla_hip_state_of(ctx)->pdl,
+                    a->gate != 0 && mla_hip_state_of(ctx)->check_pdl,
                     static_cast<const uint8_t *>(a->cache.data),
                     static_cast<const uint8_t *>(a->q.data), static_cast<const float *>(a->w.data),
                     static_cast<const int32_t *>(a->block_table.data),

@@ -129,12 +129,11 @@ MLA_DEV uint32_t shfl_u32(uint32_t v, int src)
 }
 
 #if defined(__CUDACC__) && !MLA_IDX_EMU
-/* With pdl, a programmatic dependent launch of k: its blocks are placed and
- * started while the kernel before it runs, once that one lets them
- * (griddepcontrol.launch_dependents: the index check, the logits), and
- * wait for its end with griddepcontrol.wait (mla_gate_closed, the top-k's
- * start) instead of a launch gap after it. pdl: mla_hip_state::pdl, and a
- * kernel that waits before it touches memory. */
+/* A kernel queued behind the device index check (paged_check.hip), gated by
+ * its ticket: with pdl, a programmatic dependent launch, so its blocks are
+ * placed and started while the check runs (the check lets them, and
+ * mla_gate_closed waits for its end) instead of after it (a launch gap per
+ * call). pdl: mla_hip_state::check_pdl and a ticket. */
 template <typename... P, typename... A>
 static inline cudaError_t mla_cuda_launch_gated(void (*k)(P...), unsigned grid, unsigned block,
                                                 size_t smem, cudaStream_t stream, bool pdl,

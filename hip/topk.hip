@@ -299,9 +299,6 @@ __global__ __launch_bounds__(kThreads) void topk_kernel(const float *logits, con
     tk_smem &sm = *smp;
     const int tid = (int)threadIdx.x;
     const bool coop = d.G > 1;
-    /* launched as a programmatic dependent (the first launch of a call):
-     * nothing is read or written before the kernel before it has ended */
-    mla_wait_prior_grid();
     if (tid == 0) { /* the gate's load and the ticket's atomic in flight together */
         sm.ticket = coop ? atomicAdd(&glob->ticket, 1u) : 0u;
         sm.closed = mla_gate_closed(d.gate);
@@ -628,11 +625,10 @@ mla_status mla_hip_topk(mla_context *ctx, const mla_topk_args *a)
                 mla_emu_launch_resident(blocks, kThreads, smem, 2 * kGmax, topk_kernel<kPer>, lg,
                                         ln, ix, glob, rows, d);
 #elif defined(__CUDACC__)
-            /* the first launch is placed while the kernel before it runs
-             * (the check, the logits: both let it) and waits for its end;
-             * later ones read what the one before wrote (a batch's
-             * ceiling), so they are launched behind it */
-            const bool pdl = mla_hip_state_of(ctx)->pdl && row0 == 0 && base == 0;
+            /* the first launch right behind the check; later ones read what
+             * the one before wrote (a batch's ceiling), so they wait for it */
+            const bool pdl =
+                a->gate != 0 && mla_hip_state_of(ctx)->check_pdl && row0 == 0 && base == 0;
             const hipError_t err =
                 wide ? mla_cuda_launch_gated(topk_kernel<2 * kPer>, blocks, kThreads, smem,
                                              mla_hip_state_of(ctx)->stream, pdl, lg, ln, ix, glob,
