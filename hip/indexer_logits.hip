@@ -262,7 +262,7 @@ MLA_DEV void nv_issue(const lg_desc &d, const uint8_t *cache, int32_t id, int32_
         for (int u = 0; u < 8; ++u) {
             const int k = LAYOUT == MLA_IL_SHUFFLE ? 16 * (u >> 2) + (lane & 15) : 4 * u + (lane >> 3);
             const int p = LAYOUT == MLA_IL_SHUFFLE ? 2 * (u & 3) + (lane >> 4) : lane & 7;
-            cp_async<16>(nv_dst(st, k, p), run + 512 * u + 16 * lane, tile0 + k < nc);
+            cp_async16_stream(nv_dst(st, k, p), run + 512 * u + 16 * lane, tile0 + k < nc);
         }
         cp_async<4>(sc + lane, blk + d.bs * kHeadDimFast + 4 * (int64_t)(tok0 + lane),
                     tile0 + lane < nc);
@@ -286,7 +286,7 @@ MLA_DEV void nv_issue(const lg_desc &d, const uint8_t *cache, int32_t id, int32_
         }
         uint8_t *dst = nv_dst(st, k, p);
         if (A16) {
-            cp_async<16>(dst, src, valid);
+            cp_async16_stream(dst, src, valid);
         } else {
 #pragma unroll
             for (int e = 0; e < 4; ++e)

@@ -298,6 +298,24 @@ template <int BYTES> MLA_DEV void cp_async(void *dst, const void *src, bool vali
 #endif
 }
 
+/* The 16-byte copy with an L2 policy of evict-first: the key cache streams
+ * through once per call (far more bytes than the L2 holds), and the logits
+ * the call writes should outlive it there, for the top-k that reads them
+ * next. */
+MLA_DEV void cp_async16_stream(void *dst, const void *src, bool valid)
+{
+#if MLA_IDX_EMU
+    cp_async<16>(dst, src, valid);
+#else
+    uint64_t pol;
+    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+    const uint32_t d = (uint32_t)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;" ::"r"(d),
+                 "l"(src), "r"(valid ? 16 : 0), "l"(pol)
+                 : "memory");
+#endif
+}
+
 MLA_DEV void cp_async_commit()
 {
 #if !MLA_IDX_EMU
