@@ -9,8 +9,8 @@
  * The indices cannot be compared with the reference's: two backends'
  * logits differ within that bound, and a near tie may then rank the other
  * way. They must be EXACTLY the top-k of the backend's own logits, by the
- * library's rule (largest first, ties to the lower index, +0 and -0 tie,
- * NaN below every number), computed here: a search that ranked stale
+ * library's rule (the min(k, len) largest, ties to the lower index, +0 and
+ * -0 tie, NaN below every number; in ascending index order), computed here: a search that ranked stale
  * logits, the wrong row or the wrong length fails. */
 #include <math.h>
 #include <stdlib.h>
@@ -80,6 +80,12 @@ static int ranks_before(double a, int64_t ia, double b, int64_t ib)
 
 static const double *sort_vals;
 
+static int by_index(const void *x, const void *y)
+{
+    const int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+    return (a > b) - (a < b);
+}
+
 static int by_rank(const void *x, const void *y)
 {
     const int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
@@ -122,8 +128,10 @@ static int compare_search(const conf_case *c, const conf_problem *p, int i,
         }
         sort_vals = vals;
         qsort(order, (size_t)len, sizeof *order, by_rank);
+        const int64_t m = K < len ? K : len;
+        qsort(order, (size_t)m, sizeof *order, by_index);
         for (int64_t j = 0; j < K; ++j) {
-            const int64_t w = j < len ? order[j] : -1;
+            const int64_t w = j < m ? order[j] : -1;
             const int64_t g = (int64_t)value_at(ix, got[SEARCH_IDX], row * K + j);
             r->count++;
             if (g == w)

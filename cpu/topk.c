@@ -1,7 +1,8 @@
 /* CPU top-k of the DSA indexer (spec section 6), indices identical to the
  * reference (core/ref/topk.c): per row r, the min(k, len) largest of
- * logits[r, 0:len], largest first, ties to the lower index (+0 and -0 tie),
- * NaN below every number (NaNs tie among themselves), -1 padding to k.
+ * logits[r, 0:len], in ascending index order, ties to the lower index (+0
+ * and -0 tie), NaN below every number (NaNs tie among themselves), -1
+ * padding to k.
  *
  * That order is total on (key desc, index asc) with the 32-bit key
  *     NaN -> 0;  -0 -> +0;  then the usual flip: x >= +0 -> bits | 2^31,
@@ -16,10 +17,7 @@
  *   3. two more histogram rounds over the list's B1 entries only (bits
  *      19..8, then 7..0) give the m-th largest key T exactly; the list's
  *      entries above T are in, and the first (in index order) of those equal
- *      to T up to m;
- *   4. the m chosen, in index order, are sorted by key descending with a
- *      stable LSD radix sort (8-bit digits, passes whose digit all keys
- *      share skipped; insertion sort when few), so ties stay in index order.
+ *      to T up to m, written as they come: in index order.
  * Deterministic integer work: the bits never depend on the thread count.
  * Rows are spread over the threads. */
 #include <stdlib.h>
@@ -38,13 +36,10 @@
 #define HIST (1 << 12)
 #define HIST_WAYS 4
 #define HIST_CHUNK 256 /* keys computed at a time (a multiple of HIST_WAYS) */
-#define SMALL_SORT 32 /* insertion sort below this many chosen */
 
-/* Per-thread buffers: the list (N), chosen items (k) twice for the sort, histograms. */
+/* Per-thread buffers: the list (N), histograms. */
 typedef struct topk_scratch {
     int32_t *list; /* indices at or above B1, in index order (len) */
-    int32_t *idx_a, *idx_b;
-    uint32_t *key_a, *key_b;
     uint32_t *hist;
 } topk_scratch;
 
@@ -72,59 +67,8 @@ static uint32_t find_bin(const uint32_t *h, uint32_t nb, int64_t m, int64_t *abo
     return b;
 }
 
-/* Stable LSD radix sort of n (key, index) items by key descending. */
-static void sort_desc(int64_t n, uint32_t *key, int32_t *idx, uint32_t *key_t, int32_t *idx_t,
-                      int32_t *out_idx)
-{
-    if (n < SMALL_SORT) { /* insertion sort: stable, key descending */
-        for (int64_t i = 1; i < n; ++i) {
-            const uint32_t kv = key[i];
-            const int32_t iv = idx[i];
-            int64_t j = i;
-            for (; j > 0 && key[j - 1] < kv; --j) {
-                key[j] = key[j - 1];
-                idx[j] = idx[j - 1];
-            }
-            key[j] = kv;
-            idx[j] = iv;
-        }
-        memcpy(out_idx, idx, (size_t)n * sizeof *idx);
-        return;
-    }
-    uint32_t all_and = 0xFFFFFFFFu, all_or = 0;
-    for (int64_t i = 0; i < n; ++i) {
-        all_and &= key[i];
-        all_or |= key[i];
-    }
-    for (int shift = 0; shift < 32; shift += 8) {
-        if ((((all_and ^ all_or) >> shift) & 0xFFu) == 0)
-            continue; /* every key has this digit */
-        int64_t cnt[256] = {0};
-        for (int64_t i = 0; i < n; ++i)
-            ++cnt[255u - ((key[i] >> shift) & 0xFFu)];
-        int64_t pos = 0;
-        for (int d = 0; d < 256; ++d) {
-            const int64_t c = cnt[d];
-            cnt[d] = pos;
-            pos += c;
-        }
-        for (int64_t i = 0; i < n; ++i) {
-            const int64_t o = cnt[255u - ((key[i] >> shift) & 0xFFu)]++;
-            key_t[o] = key[i];
-            idx_t[o] = idx[i];
-        }
-        uint32_t *tk = key;
-        key = key_t;
-        key_t = tk;
-        int32_t *ti = idx;
-        idx = idx_t;
-        idx_t = ti;
-    }
-    memcpy(out_idx, idx, (size_t)n * sizeof *idx);
-}
-
 MLA_CPU_INLINE void row_body(const float *x, int64_t xs, int64_t len, int64_t k, int32_t *out,
-                             int64_t os, const topk_scratch *s, int32_t *res)
+                             int64_t os, const topk_scratch *s)
 {
     const int64_t m = k < len ? k : len;
     if (m > 0) {
@@ -196,43 +140,39 @@ MLA_CPU_INLINE void row_body(const float *x, int64_t xs, int64_t len, int64_t k,
         const uint32_t T = (hi20 << B3_BITS) | b3;
         int64_t ties = need - above3; /* keys equal to T to take, lowest index first */
         /* the chosen, in index order: above T, and the first `ties` equal to it */
-        int64_t nm = 0;
+        int64_t c = 0;
         for (int64_t i = 0; i < nl; ++i) {
             const uint32_t key = order_key(x[list[i] * xs]);
             if (key > T || (key == T && ties > 0)) {
                 ties -= key == T;
-                s->idx_a[nm] = list[i];
-                s->key_a[nm++] = key;
+                out[c++ * os] = list[i];
             }
         }
-        /* 4. nm == m: key descending, ties in index order */
-        sort_desc(nm, s->key_a, s->idx_a, s->key_b, s->idx_b, res);
     }
-    for (int64_t c = 0; c < k; ++c)
-        out[c * os] = c < m ? res[c] : -1;
+    for (int64_t c = m; c < k; ++c)
+        out[c * os] = -1;
 }
 
 typedef void (*row_fn)(const float *, int64_t, int64_t, int64_t, int32_t *, int64_t,
-                       const topk_scratch *, int32_t *);
+                       const topk_scratch *);
 
 static void row_generic(const float *x, int64_t xs, int64_t len, int64_t k, int32_t *out,
-                        int64_t os, const topk_scratch *s, int32_t *res)
+                        int64_t os, const topk_scratch *s)
 {
-    row_body(x, xs, len, k, out, os, s, res);
+    row_body(x, xs, len, k, out, os, s);
 }
 
 #if MLA_CPU_X86
 MLA_TARGET_AVX2 static void row_avx2(const float *x, int64_t xs, int64_t len, int64_t k,
-                                     int32_t *out, int64_t os, const topk_scratch *s, int32_t *res)
+                                     int32_t *out, int64_t os, const topk_scratch *s)
 {
-    row_body(x, xs, len, k, out, os, s, res);
+    row_body(x, xs, len, k, out, os, s);
 }
 
 MLA_TARGET_AVX512 static void row_avx512(const float *x, int64_t xs, int64_t len, int64_t k,
-                                         int32_t *out, int64_t os, const topk_scratch *s,
-                                         int32_t *res)
+                                         int32_t *out, int64_t os, const topk_scratch *s)
 {
-    row_body(x, xs, len, k, out, os, s, res);
+    row_body(x, xs, len, k, out, os, s);
 }
 #endif
 
@@ -251,9 +191,8 @@ static row_fn pick_row(mla_cpu_isa isa)
 mla_status mla_cpu_topk(mla_context *ctx, const mla_topk_args *a)
 {
     const int64_t R = a->logits.shape[0], N = a->logits.shape[1], k = a->k;
-    /* per thread: the list (N), idx/key a and b and the result (k each),
-     * the histograms */
-    const int64_t words = N + 5 * k + HIST_WAYS * HIST;
+    /* per thread: the list (N), the histograms */
+    const int64_t words = N + HIST_WAYS * HIST;
     const int nt = mla_cpu_threads(ctx, R, R * N);
     uint32_t *mem = malloc((size_t)(words * nt) * sizeof *mem);
     if (!mem)
@@ -271,12 +210,7 @@ mla_status mla_cpu_topk(mla_context *ctx, const mla_topk_args *a)
         uint32_t *p = mem + (int64_t)id * words;
         topk_scratch s;
         s.list = (int32_t *)p;
-        s.idx_a = (int32_t *)(p + N);
-        s.idx_b = (int32_t *)(p + N + k);
-        s.key_a = p + N + 2 * k;
-        s.key_b = p + N + 3 * k;
-        int32_t *res = (int32_t *)(p + N + 4 * k);
-        s.hist = p + N + 5 * k;
+        s.hist = p + N;
 #if defined(MLA_HAVE_OPENMP)
 #pragma omp for schedule(dynamic, 1)
 #endif
@@ -285,7 +219,7 @@ mla_status mla_cpu_topk(mla_context *ctx, const mla_topk_args *a)
                 ((const int32_t *)a->lengths.data)[r * a->lengths.stride[0]];
             run((const float *)a->logits.data + r * a->logits.stride[0], a->logits.stride[1], len,
                 k, (int32_t *)a->indices.data + r * a->indices.stride[0], a->indices.stride[1],
-                &s, res);
+                &s);
         }
     }
     free(mem);

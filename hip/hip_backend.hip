@@ -306,8 +306,8 @@ const char *hip_supports(const mla_context *ctx, const mla_variant *v)
         return NULL;
     case MLA_OP_INDEXER_LOGITS:
         return v->cols <= 8192 ? NULL : "cache_desc.head_dim";
-    case MLA_OP_TOPK:
-        return v->cols <= 0x7FFFFFFF ? NULL : "logits.shape";
+    case MLA_OP_TOPK: /* k (group) up to the model's 2048: hip/topk.hip */
+        return v->cols > 0x7FFFFFFF ? "logits.shape" : v->group > 2048 ? "k" : NULL;
     /* prepare path: every valid variant runs here */
     case MLA_OP_RMSNORM:
         if (!is_float(v->in_dtype))

@@ -1,15 +1,16 @@
 /* Top-k of the DSA indexer (spec section 6), indices identical to the
  * reference (core/ref/topk.c): per row r, the min(k, len) largest of
- * logits[r, 0:len], largest first, ties to the lower index (+0 and -0 tie),
- * NaN below every number (NaNs by index), -1 padding to k.
+ * logits[r, 0:len], in ascending index order, ties to the lower index (+0
+ * and -0 tie), NaN below every number (NaNs by index), -1 padding to k;
+ * k <= KMAX = 2048 (supports() refuses more).
  *
- * The order is the unsigned order of one 64-bit key per element,
+ * The rank order is the unsigned order of one 64-bit key per element,
  *     K = key32 << 32 | (2^32 - 1 - n),
  *     key32: NaN -> 0; -0 -> +0; x >= +0 -> bits | 2^31; x < 0 -> ~bits
  * (the CPU backend's key; the index half makes every K distinct and puts
- * the lower index first among equal values). The answer is the m = min(k,
- * len) largest K, sorted descending. Threads hold key32 in registers; the
- * index half comes from the element's position.
+ * the lower index first among equal values). The answer is the set of the
+ * m = min(k, len) largest K. Threads hold key32 in registers; the index
+ * half comes from the element's position.
  *
  * Radix select over K, 11 bits a level (6 levels at most): a level
  * histograms (shared-memory atomics) the digit of the keys that match the
@@ -19,11 +20,10 @@
  * ("candidates") are collected, and the levels go on over the collected
  * keys alone (in registers) until the bucket of the m-th largest is taken
  * whole: its prefix P is then the threshold, and the answer is exactly the
- * m collected keys >= P. A block scan packs them into SORTN = max(KMAX, 4
- * THREADS) positions, zeros after them, for a bitonic sort, descending,
- * over registers: a thread holds R = SORTN / THREADS consecutive positions;
- * partners in the thread are compared in registers, in the wave through
- * shuffles, in other waves through shared memory (one barrier a stage).
+ * m collected keys >= P. They are put in index order without a sort: each
+ * sets its position's bit in a bitmap of a window of positions in shared
+ * memory (one window covers 2^18 positions, every row of the model), and
+ * a block scan of the words' bit counts gives each set bit its output slot.
  * Everything is over distinct keys: the bits never depend on timing or on
  * which thread wrote first.
  *
@@ -36,14 +36,11 @@
  * scratch, count themselves in, and, once all G have, each reads the whole
  * histogram (no block waits on another's decision); at the end they append
  * their sure keys and candidates to the row's lists and the last to arrive
- * selects and sorts. Blocks that wait for each other must be resident
+ * selects and writes. Blocks that wait for each other must be resident
  * together: a block takes a ticket when it starts and its row is ticket /
  * G, so the blocks a row waits for started earlier or alongside it, and G
  * is at most the number of multiprocessors. The last block of a row zeroes
- * what the row used; the scratch is zeroed once, when allocated.
- *
- * k > KMAX = 2048 (beyond the model) runs in batches of KMAX positions: a
- * batch takes the largest K below the last one the previous batch chose. */
+ * what the row used; the scratch is zeroed once, when allocated. */
 #include <stdlib.h>
 
 #include "hip/indexer_util.h"
@@ -56,16 +53,17 @@ namespace {
  * levels */
 constexpr int kThreads = 128;
 constexpr int kPer = 4;
-constexpr int kKmax = 128;
 constexpr int kCand = 128;
 constexpr int kGmax = 4;
+constexpr int kWindowWords = 128; /* 4096 positions: rows of several windows */
 #else
 constexpr int kThreads = 512;
 constexpr int kPer = 16;
-constexpr int kKmax = 2048;
 constexpr int kCand = 2048;
 constexpr int kGmax = 64;
+constexpr int kWindowWords = 8192; /* the keys' buffer: 2^18 positions */
 #endif
+constexpr int kKmax = 2048;
 constexpr int64_t kTile = (int64_t)kThreads * kPer;
 constexpr int kBits = 11;
 constexpr int kBins = 1 << kBits;
@@ -73,26 +71,18 @@ constexpr int kLevels = 6; /* ceil(64 / 11) */
 constexpr int kSort = kKmax + kCand; /* the collected keys at most */
 constexpr int kL = kSort / kThreads;   /* of them a thread holds */
 constexpr int kWaves = kThreads / MLA_WAVE_SIZE;
-/* The sort: kSortN >= KMAX keys, R = kSortN / THREADS (at least 4, so
- * that every kind of stage runs in the emulation too) consecutive positions
- * a thread. */
-constexpr int kSortN = kKmax > 4 * kThreads ? kKmax : 4 * kThreads;
-constexpr int kR = kSortN / kThreads;
-constexpr int log2_of(int v) { return v > 1 ? 1 + log2_of(v / 2) : 0; }
-constexpr int kRLog = log2_of(kR);
 constexpr int kRowsPerLaunch = 128;
-static_assert((kKmax & (kKmax - 1)) == 0 && (kThreads & (kThreads - 1)) == 0, "powers of two");
-static_assert(kSort % kThreads == 0, "whole keys per thread");
+static_assert((kThreads & (kThreads - 1)) == 0, "a power of two");
+static_assert(kSort % kThreads == 0 && kWindowWords % kThreads == 0, "whole keys and words");
+static_assert(kWindowWords <= 2 * kSort, "the window's bitmap fits the keys' buffer");
 static_assert(kBins % (4 * kThreads) == 0 || (4 * kThreads) % kBins == 0, "histogram words");
 static_assert(kBins % kThreads == 0, "whole bins per thread");
 
-/* Per row, in the scratch: zero between launches, except ceil. */
+/* Per row, in the scratch: zero between launches. */
 struct tk_row {
     uint32_t hist[kLevels][kBins];
     uint32_t arrive[kLevels + 1];
     uint32_t nsure, ncand;
-    uint32_t pad;
-    uint64_t ceil; /* the last key the previous batch chose */
     uint64_t sure[kKmax];
     uint64_t cand[kCand];
 };
@@ -103,7 +93,7 @@ struct tk_global {
 };
 
 struct tk_desc { /* positions fit 31 bits (indices are I32, supports() checks N) */
-    int32_t N, k, base; /* row length, k, first output position of the batch */
+    int32_t N, k; /* row length, k */
     int32_t row0, G, S, tiles;
     int64_t ls0, ls1, lens, is0, is1;
     mla_gate gate;
@@ -112,8 +102,8 @@ struct tk_desc { /* positions fit 31 bits (indices are I32, supports() checks N)
 /* Shared memory of a block. */
 struct tk_smem {
     uint32_t hist[kBins];
-    /* the collected keys, then the answer, then the sort's two halves */
-    uint64_t sort[kSort > 2 * kSortN ? kSort : 2 * kSortN];
+    /* the collected keys, then the window's bitmap */
+    uint64_t sort[kSort];
     uint32_t wsum[kWaves];
     uint32_t ticket, bin, above, ns, nc;
     uint32_t count;  /* collect: sure keys << 16 | candidates */
@@ -154,12 +144,11 @@ MLA_DEV void load_tile(const float *row, int64_t ls1, int32_t lo, int32_t hi, in
         kk[e] = pos_of<PER>(lo, tile, e) < hi ? order_key(v[e]) : 0u;
 }
 
-/* K of position n with key32 kk, or 0 when it is outside [.., hi) or not
- * below the ceiling. */
-MLA_DEV uint64_t full_key(uint32_t kk, int32_t n, int32_t hi, uint64_t ceil)
+/* K of position n with key32 kk, or 0 when it is outside [.., hi). */
+MLA_DEV uint64_t full_key(uint32_t kk, int32_t n, int32_t hi)
 {
     const uint64_t K = ((uint64_t)kk << 32) | (uint64_t)(0xFFFFFFFFu - (uint32_t)n);
-    return (n < hi && K < ceil) ? K : 0ull;
+    return n < hi ? K : 0ull;
 }
 
 /* The first of v slots of this thread in a list whose length is *counter:
@@ -231,62 +220,74 @@ MLA_DEV uint32_t descend(tk_smem &sm, int b, uint64_t &P, uint64_t &mask, int &s
     return cnt;
 }
 
-/* Positions lo < hi of one thread: the larger to lo when desc. */
-MLA_DEV void exchange(uint64_t &lo, uint64_t &hi, bool desc)
+/* The smallest v over the block (every thread gets it). */
+MLA_DEV uint32_t block_min(uint32_t v, tk_smem &sm)
 {
-    const uint64_t a = lo, b = hi;
-    const bool swap = (a < b) == desc;
-    lo = swap ? b : a;
-    hi = swap ? a : b;
+    const int lane = (int)threadIdx.x % MLA_WAVE_SIZE, wave = (int)threadIdx.x / MLA_WAVE_SIZE;
+    for (int off = 1; off < MLA_WAVE_SIZE; off *= 2) {
+        const uint32_t t = shfl_u32(v, lane ^ off);
+        v = t < v ? t : v;
+    }
+    if (lane == 0)
+        sm.wsum[wave] = v;
+    idx_sync();
+    for (int w = 0; w < kWaves; ++w)
+        v = sm.wsum[w] < v ? sm.wsum[w] : v;
+    idx_sync();
+    return v;
 }
 
-/* The larger of x and its partner p when keep_max, else the smaller. */
-MLA_DEV uint64_t pick(uint64_t x, uint64_t p, bool keep_max) { return (x > p) == keep_max ? x : p; }
-
-/* Bitonic sort, descending, of the block's SORTN keys: x[r] of thread t is
- * position e = t R + r. Position e keeps the larger of (e, e ^ j) when
- * ((e & j) == 0) == ((e & size) == 0). The partner is in the same thread (j
- * < R: registers), in the same wave (j < R WAVE: a shuffle of each half)
- * or in another wave: through buf, whose two halves of SORTN words serve
- * the stages in turn, so a half is rewritten only after the barrier of the
- * stage between (one barrier a stage). The first such stage writes the
- * second half: the keys may still be being read from the first. */
-MLA_DEV void sort_desc(uint64_t x[kR], uint64_t *buf)
+/* The m keys of kv (kL a thread, 0: none) at or above P, their positions
+ * written to out[0, m) in ascending order, a window of kWindowWords * 32
+ * positions at a time (the windows holding none are skipped). bits: the
+ * window's bitmap in shared memory. */
+MLA_DEV void write_in_index_order(const uint64_t kv[kL], uint64_t P, int32_t m, int32_t *out,
+                                  int64_t os, uint32_t *bits, tk_smem &sm)
 {
-    const int tid = (int)threadIdx.x, lane = tid % MLA_WAVE_SIZE, e0 = tid * kR;
-    int half = 1;
-    for (int size = 2; size <= kSortN; size *= 2) {
-        int j = size / 2;
-        for (; j >= kR * MLA_WAVE_SIZE; j >>= 1) {
-            uint64_t *h = buf + half * kSortN;
-            half ^= 1;
+    constexpr int q = kWindowWords / kThreads;
+    constexpr uint32_t span = 32u * kWindowWords;
+    const int tid = (int)threadIdx.x;
+    uint32_t pos[kL];
 #pragma unroll
-            for (int r = 0; r < kR; ++r) /* by register: conflict-free */
-                h[r * kThreads + tid] = x[r];
-            idx_sync();
-            const bool mx = ((e0 & j) == 0) == ((e0 & size) == 0);
-            const int pt = tid ^ (j >> kRLog);
+    for (int u = 0; u < kL; ++u)
+        pos[u] = kv[u] != 0 && kv[u] >= P ? 0xFFFFFFFFu - (uint32_t)kv[u] : 0xFFFFFFFFu;
+    uint32_t from = 0;
+    for (int32_t done = 0; done < m;) {
+        uint32_t low = 0xFFFFFFFFu;
 #pragma unroll
-            for (int r = 0; r < kR; ++r)
-                x[r] = pick(x[r], h[r * kThreads + pt], mx);
+        for (int u = 0; u < kL; ++u)
+            low = pos[u] >= from && pos[u] < low ? pos[u] : low;
+        low = block_min(low, sm);
+        if (low == 0xFFFFFFFFu)
+            break; /* no winner left: cannot happen (exactly m keys are >= P) */
+        const uint32_t w0 = low / span * span;
+        for (int i = tid; i < kWindowWords; i += kThreads)
+            bits[i] = 0;
+        idx_sync();
+#pragma unroll
+        for (int u = 0; u < kL; ++u)
+            if (pos[u] != 0xFFFFFFFFu && pos[u] >= w0 && pos[u] - w0 < span)
+                atomicOr(&bits[(pos[u] - w0) >> 5], 1u << ((pos[u] - w0) & 31));
+        idx_sync();
+        uint32_t w[q], own = 0;
+#pragma unroll
+        for (int i = 0; i < q; ++i) {
+            w[i] = bits[tid * q + i];
+            own += (uint32_t)__popc(w[i]);
         }
-        for (; j >= kR; j >>= 1) {
-            const bool mx = ((e0 & j) == 0) == ((e0 & size) == 0);
-            const int src = lane ^ (j >> kRLog);
+        const uint32_t after = block_suffix_sum(own, sm); /* this thread's and the later ones' */
+        uint32_t total = 0;
+        for (int v = 0; v < kWaves; ++v)
+            total += sm.wsum[v];
+        uint32_t c = (uint32_t)done + total - after;
 #pragma unroll
-            for (int r = 0; r < kR; ++r) {
-                const uint64_t p = (uint64_t)shfl_u32((uint32_t)(x[r] >> 32), src) << 32 |
-                                   shfl_u32((uint32_t)x[r], src);
-                x[r] = pick(x[r], p, mx);
-            }
-        }
-#pragma unroll
-        for (int jr = kR / 2; jr > 0; jr /= 2)
-            if (jr < size)
-#pragma unroll
-                for (int r = 0; r < kR; ++r)
-                    if ((r & jr) == 0)
-                        exchange(x[r], x[r + jr], ((e0 + r) & size) == 0);
+        for (int i = 0; i < q; ++i)
+            for (uint32_t b = w[i]; b != 0; b &= b - 1)
+                out[(int64_t)c++ * os] =
+                    (int32_t)(w0 + 32u * (tid * q + i) + (uint32_t)__ffs((int)b) - 1);
+        done += (int32_t)total;
+        from = w0 + span;
+        idx_sync(); /* the bitmap is rewritten next */
     }
 }
 
@@ -309,21 +310,18 @@ __global__ __launch_bounds__(kThreads) void topk_kernel(const float *logits, con
                   part = ticket - rl * d.G;
     const int64_t r = d.row0 + rl;
     const int32_t len = lengths[r * d.lens];
-    const int32_t m_total = d.k < len ? d.k : len;
-    const int32_t m = m_total - d.base < kKmax ? m_total - d.base : kKmax;
-    const int32_t positions = d.k - d.base < kKmax ? d.k - d.base : kKmax;
-    int32_t *out = indices + r * d.is0 + d.base * d.is1;
+    const int32_t m = d.k < len ? d.k : len;
+    int32_t *out = indices + r * d.is0;
     tk_row *st = rows + rl;
 
     if (closed) {
         /* the index check failed: nothing is written */
     } else if (m <= 0) {
         if (part == 0)
-            for (int32_t c = tid; c < positions; c += kThreads)
+            for (int32_t c = tid; c < d.k; c += kThreads)
                 out[c * d.is1] = -1;
     } else {
         const float *row = logits + r * d.ls0;
-        const uint64_t ceil = d.base > 0 ? ld_shared_u64(&st->ceil) : ~0ull;
         const int32_t lo = part * d.S, hi = d.S < len - lo ? lo + d.S : len;
         uint32_t kk[PER];
         if (d.tiles == 1)
@@ -344,7 +342,7 @@ __global__ __launch_bounds__(kThreads) void topk_kernel(const float *logits, con
                     load_tile<PER>(row, d.ls1, lo, hi, d.N, tile, kk);
 #pragma unroll
                 for (int e = 0; e < PER; ++e) {
-                    const uint64_t K = full_key(kk[e], pos_of<PER>(lo, tile, e), hi, ceil);
+                    const uint64_t K = full_key(kk[e], pos_of<PER>(lo, tile, e), hi);
                     if (K != 0 && (K & mask) == P)
                         atomicAdd(&sm.hist[(uint32_t)(K >> ds) & dmask], 1u);
                 }
@@ -393,14 +391,14 @@ __global__ __launch_bounds__(kThreads) void topk_kernel(const float *logits, con
             uint32_t own = 0;
 #pragma unroll
             for (int e = 0; e < PER; ++e) {
-                const uint64_t K = full_key(kk[e], pos_of<PER>(lo, tile, e), hi, ceil), top = K & mask;
+                const uint64_t K = full_key(kk[e], pos_of<PER>(lo, tile, e), hi), top = K & mask;
                 own += K == 0 || top < P ? 0u : top > P ? 0x10000u : 1u;
             }
             const uint32_t at = wave_append(own, &sm.count);
             uint32_t as = at >> 16, ac = at & 0xFFFFu;
 #pragma unroll
             for (int e = 0; e < PER; ++e) {
-                const uint64_t K = full_key(kk[e], pos_of<PER>(lo, tile, e), hi, ceil), top = K & mask;
+                const uint64_t K = full_key(kk[e], pos_of<PER>(lo, tile, e), hi), top = K & mask;
                 if (K == 0 || top < P)
                     continue;
                 if (top > P)
@@ -461,31 +459,9 @@ __global__ __launch_bounds__(kThreads) void topk_kernel(const float *logits, con
                 idx_sync();
                 cnt = descend(sm, b, P, mask, shift, need);
             }
-            /* the answer to sort[0, m), in any order (the barriers of the
-             * scan order every read of sort above before the writes) */
-            uint32_t own = 0;
-#pragma unroll
-            for (int u = 0; u < kL; ++u)
-                own += kv[u] != 0 && kv[u] >= P;
-            uint32_t at = block_suffix_sum(own, sm) - own;
-#pragma unroll
-            for (int u = 0; u < kL; ++u)
-                if (kv[u] != 0 && kv[u] >= P)
-                    sm.sort[at++] = kv[u];
-            idx_sync();
-            uint64_t x[kR];
-#pragma unroll
-            for (int u = 0; u < kR; ++u) /* zeros past m sort last */
-                x[u] = u * kThreads + tid < m ? sm.sort[u * kThreads + tid] : 0ull;
-            sort_desc(x, sm.sort);
-#pragma unroll
-            for (int u = 0; u < kR; ++u) {
-                const int32_t c = tid * kR + u;
-                if (c < positions)
-                    out[c * d.is1] = c < m ? (int32_t)(0xFFFFFFFFu - (uint32_t)x[u]) : -1;
-                if (c == m - 1)
-                    st->ceil = x[u];
-            }
+            for (int32_t c = m + tid; c < d.k; c += kThreads)
+                out[c * d.is1] = -1;
+            write_in_index_order(kv, P, m, out, d.is1, reinterpret_cast<uint32_t *>(sm.sort), sm);
             if (coop) { /* zero what the row used, for the next call (every
                          * thread has read the counts: barriers since) */
                 for (int l = 0; l <= lv; ++l)
@@ -611,45 +587,41 @@ mla_status mla_hip_topk(mla_context *ctx, const mla_topk_args *a)
         d.tiles = (int32_t)((d.S + tile - 1) / tile);
         d.tiles = d.tiles < 1 ? 1 : d.tiles;
         d.row0 = (int32_t)row0;
-        for (int64_t base = 0; base < d.k; base += kKmax) {
-            d.base = (int32_t)base;
-            const unsigned blocks = (unsigned)(nr * d.G);
-            const float *lg = static_cast<const float *>(a->logits.data);
-            const int32_t *ln = static_cast<const int32_t *>(a->lengths.data);
-            int32_t *ix = static_cast<int32_t *>(a->indices.data);
+        const unsigned blocks = (unsigned)(nr * d.G);
+        const float *lg = static_cast<const float *>(a->logits.data);
+        const int32_t *ln = static_cast<const int32_t *>(a->lengths.data);
+        int32_t *ix = static_cast<int32_t *>(a->indices.data);
 #if MLA_IDX_EMU
-            if (wide)
-                mla_emu_launch_resident(blocks, kThreads, smem, 2 * kGmax, topk_kernel<2 * kPer>,
-                                        lg, ln, ix, glob, rows, d);
-            else
-                mla_emu_launch_resident(blocks, kThreads, smem, 2 * kGmax, topk_kernel<kPer>, lg,
-                                        ln, ix, glob, rows, d);
+        if (wide)
+            mla_emu_launch_resident(blocks, kThreads, smem, 2 * kGmax, topk_kernel<2 * kPer>, lg,
+                                    ln, ix, glob, rows, d);
+        else
+            mla_emu_launch_resident(blocks, kThreads, smem, 2 * kGmax, topk_kernel<kPer>, lg, ln,
+                                    ix, glob, rows, d);
 #elif defined(__CUDACC__)
-            /* the first launch right behind the check; later ones read what
-             * the one before wrote (a batch's ceiling), so they wait for it */
-            const bool pdl =
-                a->gate != 0 && mla_hip_state_of(ctx)->check_pdl && row0 == 0 && base == 0;
-            const hipError_t err =
-                wide ? mla_cuda_launch_gated(topk_kernel<2 * kPer>, blocks, kThreads, smem,
-                                             mla_hip_state_of(ctx)->stream, pdl, lg, ln, ix, glob,
-                                             rows, d)
-                     : mla_cuda_launch_gated(topk_kernel<kPer>, blocks, kThreads, smem,
-                                             mla_hip_state_of(ctx)->stream, pdl, lg, ln, ix, glob,
-                                             rows, d);
-            if (err != hipSuccess)
-                return mla_hip_fail(ctx, err, "topk kernel launch");
+        /* the first launch right behind the check; later ones reuse the
+         * scratch the one before used, so they wait for it */
+        const bool pdl = a->gate != 0 && mla_hip_state_of(ctx)->check_pdl && row0 == 0;
+        const hipError_t err =
+            wide ? mla_cuda_launch_gated(topk_kernel<2 * kPer>, blocks, kThreads, smem,
+                                         mla_hip_state_of(ctx)->stream, pdl, lg, ln, ix, glob,
+                                         rows, d)
+                 : mla_cuda_launch_gated(topk_kernel<kPer>, blocks, kThreads, smem,
+                                         mla_hip_state_of(ctx)->stream, pdl, lg, ln, ix, glob,
+                                         rows, d);
+        if (err != hipSuccess)
+            return mla_hip_fail(ctx, err, "topk kernel launch");
 #else
-            if (wide)
-                topk_kernel<2 * kPer><<<blocks, kThreads, smem, mla_hip_state_of(ctx)->stream>>>(
-                    lg, ln, ix, glob, rows, d);
-            else
-                topk_kernel<kPer><<<blocks, kThreads, smem, mla_hip_state_of(ctx)->stream>>>(
-                    lg, ln, ix, glob, rows, d);
+        if (wide)
+            topk_kernel<2 * kPer><<<blocks, kThreads, smem, mla_hip_state_of(ctx)->stream>>>(
+                lg, ln, ix, glob, rows, d);
+        else
+            topk_kernel<kPer><<<blocks, kThreads, smem, mla_hip_state_of(ctx)->stream>>>(
+                lg, ln, ix, glob, rows, d);
 #endif
-            st = mla_hip_check_launch(ctx, "topk kernel launch");
-            if (st != MLA_OK)
-                return st;
-        }
+        st = mla_hip_check_launch(ctx, "topk kernel launch");
+        if (st != MLA_OK)
+            return st;
     }
     return MLA_OK;
 }

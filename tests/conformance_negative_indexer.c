@@ -125,18 +125,25 @@ static mla_tensor logits_copy(const mla_topk_args *a, int reverse, int zero_belo
     return t;
 }
 
-/* bits: ties go to the HIGHER index (the base top-k of the reversed rows). */
+/* bits: ties go to the HIGHER index (the base top-k of the reversed rows,
+ * mapped back: the chosen set of the higher ties, in descending index
+ * order, so reversed once more within the chosen). */
 static mla_status topk_ties_high(mla_context *ctx, const mla_topk_args *a)
 {
     mla_topk_args b = *a;
     b.logits = logits_copy(a, 1, 0);
     mla_status st = b.logits.data ? neg_base->topk(ctx, &b) : MLA_ERR_OUT_OF_MEMORY;
     for (int64_t r = 0; st == MLA_OK && r < a->indices.shape[0]; ++r) {
-        const int64_t len = neg_index(&a->lengths, r);
-        for (int64_t c = 0; c < a->k; ++c) {
+        const int64_t len = neg_index(&a->lengths, r), m = a->k < len ? a->k : len;
+        for (int64_t c = 0; c < m; ++c) {
             int32_t *p = (int32_t *)neg_at(&a->indices, off2(&a->indices, r, c));
-            if (*p >= 0)
-                *p = (int32_t)(len - 1 - *p);
+            *p = (int32_t)(len - 1 - *p);
+        }
+        for (int64_t c = 0; c < m / 2; ++c) {
+            int32_t *p = (int32_t *)neg_at(&a->indices, off2(&a->indices, r, c)),
+                    *q = (int32_t *)neg_at(&a->indices, off2(&a->indices, r, m - 1 - c)), t = *p;
+            *p = *q;
+            *q = t;
         }
     }
     free(b.logits.data);

@@ -1,13 +1,16 @@
 /* Reference top-k of the DSA indexer (spec section 6): per row r, the
- * indices of the min(k, len) largest of logits[r, 0:len] (len = lengths[r]),
- * largest first, padded with -1 to k.
+ * indices of the m = min(k, len) largest of logits[r, 0:len] (len =
+ * lengths[r]), in ascending index order, padded with -1 to k.
  *
- * The order is total, so the answer is unique:
+ * The rank order is total, so the chosen set is unique:
  * - ties go to the lower index (a choice of this library, section 8); +0 and
  *   -0 are equal and tie;
  * - -inf is an ordinary value (a candidate below every finite one);
  * - NaN ranks below every number, -inf included; NaNs among themselves by
- *   index. So a NaN is only chosen when fewer than k numbers are left. */
+ *   index. So a NaN is only chosen when fewer than k numbers are left.
+ * The set is written in index order (a choice of this library: the anchors'
+ * kernels promise no order; this one needs no sort of the set on a device,
+ * and the sparse attention reads the cache in page order). */
 #include <stdlib.h>
 
 #include "core/ref/ref_kernels.h"
@@ -30,6 +33,12 @@ static int rank_order(const void *pa, const void *pb)
     return (a->i > b->i) - (a->i < b->i);
 }
 
+static int by_index(const void *pa, const void *pb)
+{
+    const entry *a = pa, *b = pb;
+    return (a->i > b->i) - (a->i < b->i);
+}
+
 mla_status mla_ref_topk(mla_context *ctx, const mla_topk_args *a)
 {
     const int64_t R = a->logits.shape[0], N = a->logits.shape[1];
@@ -42,9 +51,11 @@ mla_status mla_ref_topk(mla_context *ctx, const mla_topk_args *a)
         for (int64_t n = 0; n < len; ++n)
             e[n] = (entry){((const float *)a->logits.data)[mla_ref_offset2(&a->logits, r, n)], n};
         qsort(e, (size_t)len, sizeof *e, rank_order);
+        const int64_t m = a->k < len ? a->k : len;
+        qsort(e, (size_t)m, sizeof *e, by_index);
         for (int64_t c = 0; c < a->k; ++c)
             ((int32_t *)a->indices.data)[mla_ref_offset2(&a->indices, r, c)] =
-                c < len ? (int32_t)e[c].i : -1;
+                c < m ? (int32_t)e[c].i : -1;
     }
     free(e);
     return MLA_OK;

@@ -85,8 +85,12 @@ MLA_API mla_status mla_indexer_logits(mla_context *ctx, const mla_indexer_cache_
                                       mla_tensor *logits);
 
 /* Per row r: the indices of the min(k, lengths[r]) largest of
- * logits[r, :lengths[r]], largest first, ties to the lower index (+0 and -0
- * tie), NaN below every number (-inf included), padded with -1 to k. logits [R, N] F32, lengths [R] I32 (<= N), indices [R, k] I32. */
+ * logits[r, :lengths[r]], in ascending index order (the set alone is the
+ * spec's; the order is this library's: no sort on a device, and the sparse
+ * attention walks the cache in page order), ties to the lower index (+0 and
+ * -0 tie), NaN below every number (-inf included), padded with -1 to k.
+ * logits [R, N] F32, lengths [R] I32 (<= N), indices [R, k] I32. The HIP
+ * backend takes k <= 2048 (the model's; more is MLA_ERR_UNSUPPORTED). */
 MLA_API mla_status mla_topk(mla_context *ctx, const mla_tensor *logits, const mla_tensor *lengths,
                             int64_t k, mla_tensor *indices);
 

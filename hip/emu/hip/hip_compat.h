@@ -277,6 +277,8 @@ static inline void *mla_emu_dynamic_shared() { return mla_emu_my_block->smem.get
 /* Device-scope atomics and fences on host memory. */
 template <typename T> static inline T atomicAdd(T *p, T v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
 template <typename T> static inline T atomicOr(T *p, T v) { return __atomic_fetch_or(p, v, __ATOMIC_SEQ_CST); }
+static inline int __popc(unsigned v) { return __builtin_popcount(v); }
+static inline int __ffs(int v) { return __builtin_ffs(v); }
 template <typename T> static inline T atomicMax(T *p, T v)
 {
     T cur = __atomic_load_n(p, __ATOMIC_SEQ_CST);
