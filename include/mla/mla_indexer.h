@@ -129,8 +129,10 @@ MLA_API int64_t mla_indexer_plan_max_len(const mla_indexer_plan *plan);
  * (N >= the plan's longest context), then mla_topk of each row's causal
  * bound into indices [B*next_n, k]: the same kernels and the same results,
  * with the index checks the plan made. Checks only what the host holds
- * (shapes, dtypes, strides, aliasing), allocates nothing and never waits
- * for the device, so it can be captured in a HIP/CUDA graph. */
+ * (shapes, dtypes, strides, aliasing) and never waits for the device; once
+ * a first search of the shape has run (the HIP top-k sizes its scratch),
+ * it allocates nothing either, so it may be captured in a HIP/CUDA graph
+ * (not yet exercised by a test). */
 MLA_API mla_status mla_indexer_search(mla_context *ctx, const mla_indexer_plan *plan,
                                       const mla_tensor *cache, const mla_tensor *q,
                                       const mla_tensor *w, mla_tensor *logits, int64_t k,
