@@ -180,12 +180,7 @@ static mla_status same_shapes(mla_context *ctx, const mla_attention_plan *p,
 
 static mla_status check_plan(mla_context *ctx, const mla_attention_plan *plan)
 {
-    if (!plan)
-        return mla_fail(ctx, MLA_ERR_NULL_POINTER, "plan", "plan is NULL");
-    if (plan->ctx != ctx)
-        return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "plan",
-                        "the plan belongs to another context");
-    return MLA_OK;
+    return mla_check_plan_of(ctx, plan != NULL, plan ? plan->ctx : NULL);
 }
 
 mla_status mla_attention_plan_update(mla_context *ctx, mla_attention_plan *plan,

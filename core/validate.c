@@ -106,6 +106,16 @@ static int by_stride(const void *a, const void *b)
     return (x->stride > y->stride) - (x->stride < y->stride);
 }
 
+mla_status mla_check_plan_of(mla_context *ctx, int has, const mla_context *owner)
+{
+    if (!has)
+        return mla_fail(ctx, MLA_ERR_NULL_POINTER, "plan", "plan is NULL");
+    if (owner != ctx)
+        return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "plan",
+                        "the plan belongs to another context");
+    return MLA_OK;
+}
+
 mla_status mla_check_output(mla_context *ctx, const mla_tensor *t, const char *name)
 {
     /* Sorted by stride, each stride must step past everything the smaller
