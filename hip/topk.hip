@@ -23,7 +23,8 @@
  * m collected keys >= P. They are put in index order without a sort: each
  * sets its position's bit in a bitmap of a window of positions in shared
  * memory (one window covers 2^18 positions, every row of the model), and
- * a block scan of the words' bit counts gives each set bit its output slot.
+ * a block scan of the words' bit counts gives each set bit its output slot
+ * (staged in shared memory, then written out in contiguous runs).
  * Everything is over distinct keys: the bits never depend on timing or on
  * which thread wrote first.
  *
@@ -77,6 +78,7 @@ static_assert(kSort % kThreads == 0 && kWindowWords % kThreads == 0, "whole keys
 static_assert(kWindowWords <= 2 * kSort, "the window's bitmap fits the keys' buffer");
 static_assert(kBins % (4 * kThreads) == 0 || (4 * kThreads) % kBins == 0, "histogram words");
 static_assert(kBins % kThreads == 0, "whole bins per thread");
+static_assert(kKmax <= kBins, "the answer is staged in the histogram's words");
 
 /* Per row, in the scratch: zero between launches. */
 struct tk_row {
@@ -238,11 +240,16 @@ MLA_DEV uint32_t block_min(uint32_t v, tk_smem &sm)
 }
 
 /* The m keys of kv (kL a thread, 0: none) at or above P, their positions
- * written to out[0, m) in ascending order, a window of kWindowWords * 32
- * positions at a time (the windows holding none are skipped). bits: the
- * window's bitmap in shared memory. */
-MLA_DEV void write_in_index_order(const uint64_t kv[kL], uint64_t P, int32_t m, int32_t *out,
-                                  int64_t os, uint32_t *bits, tk_smem &sm)
+ * (all below len) written to out[0, m) in ascending order, a window of
+ * kWindowWords * 32 positions at a time (the windows holding none are
+ * skipped). bits: the window's bitmap; staged: m slots in shared memory,
+ * where each thread puts the positions of its words' set bits, so that
+ * out is written by contiguous runs (storing them to global memory one by
+ * one from the bit loop cost ~100 cycles a store on the H200). A thread
+ * owns qn contiguous words of the part of the window the row reaches. */
+MLA_DEV void write_in_index_order(const uint64_t kv[kL], uint64_t P, int32_t m, int32_t len,
+                                  int32_t *out, int64_t os, uint32_t *bits, uint32_t *staged,
+                                  tk_smem &sm)
 {
     constexpr int q = kWindowWords / kThreads;
     constexpr uint32_t span = 32u * kWindowWords;
@@ -260,8 +267,10 @@ MLA_DEV void write_in_index_order(const uint64_t kv[kL], uint64_t P, int32_t m, 
         low = block_min(low, sm);
         if (low == 0xFFFFFFFFu)
             break; /* no winner left: cannot happen (exactly m keys are >= P) */
-        const uint32_t w0 = low / span * span;
-        for (int i = tid; i < kWindowWords; i += kThreads)
+        const uint32_t w0 = low / span * span, left = (uint32_t)len - w0;
+        const int nw = (int)(((left < span ? left : span) + 31u) / 32u);
+        const int qn = (nw + kThreads - 1) / kThreads;
+        for (int i = tid; i < nw; i += kThreads)
             bits[i] = 0;
         idx_sync();
 #pragma unroll
@@ -272,7 +281,7 @@ MLA_DEV void write_in_index_order(const uint64_t kv[kL], uint64_t P, int32_t m, 
         uint32_t w[q], own = 0;
 #pragma unroll
         for (int i = 0; i < q; ++i) {
-            w[i] = bits[tid * q + i];
+            w[i] = i < qn && tid * qn + i < nw ? bits[tid * qn + i] : 0u;
             own += (uint32_t)__popc(w[i]);
         }
         const uint32_t after = block_suffix_sum(own, sm); /* this thread's and the later ones' */
@@ -283,12 +292,13 @@ MLA_DEV void write_in_index_order(const uint64_t kv[kL], uint64_t P, int32_t m, 
 #pragma unroll
         for (int i = 0; i < q; ++i)
             for (uint32_t b = w[i]; b != 0; b &= b - 1)
-                out[(int64_t)c++ * os] =
-                    (int32_t)(w0 + 32u * (tid * q + i) + (uint32_t)__ffs((int)b) - 1);
+                staged[c++] = w0 + 32u * (uint32_t)(tid * qn + i) + (uint32_t)__ffs((int)b) - 1u;
         done += (int32_t)total;
         from = w0 + span;
-        idx_sync(); /* the bitmap is rewritten next */
+        idx_sync(); /* the bitmap is rewritten next; staged is read below */
     }
+    for (int32_t c = tid; c < m; c += kThreads)
+        out[c * os] = (int32_t)staged[c];
 }
 
 template <int PER>
@@ -461,7 +471,9 @@ __global__ __launch_bounds__(kThreads) void topk_kernel(const float *logits, con
             }
             for (int32_t c = m + tid; c < d.k; c += kThreads)
                 out[c * d.is1] = -1;
-            write_in_index_order(kv, P, m, out, d.is1, reinterpret_cast<uint32_t *>(sm.sort), sm);
+            /* the histogram is free: descend's last barrier follows its reads */
+            write_in_index_order(kv, P, m, len, out, d.is1, reinterpret_cast<uint32_t *>(sm.sort),
+                                 sm.hist, sm);
             if (coop) { /* zero what the row used, for the next call (every
                          * thread has read the counts: barriers since) */
                 for (int l = 0; l <= lv; ++l)
