@@ -5,9 +5,8 @@
  * rely on both: they capture decode once and replay it for every step with
  * new lengths.
  *
- * The capture uses the thread-local mode, in which the runtime refuses the
- * calls that may allocate or synchronize, so a run that does either fails
- * the capture instead of passing silently. The problem is DeepSeek-sized
+ * The capture (tests/test_graph.h) fails on a run that allocates or
+ * synchronizes. The problem is DeepSeek-sized
  * (L 512, R 64, 16 heads, bf16 cache in 64-token blocks behind a shuffled
  * block table) so that NVIDIA takes its matrix body, and the plan splits
  * sequences, so the combine kernel is in the graph as well. Outputs are
@@ -22,17 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if MLA_TEST_CUDA
-#include <cuda_runtime_api.h>
-#define GPU(name) cuda##name
-#define gpu_instantiate(exec, graph) cudaGraphInstantiate(exec, graph, 0)
-#else
-#include <hip/hip_runtime_api.h>
-#define GPU(name) hip##name
-#define gpu_instantiate(exec, graph) hipGraphInstantiate(exec, graph, NULL, NULL, 0)
-#endif
-
 #include "mla/mla.h"
+#include "tests/test_graph.h"
 #include "tests/test_tensors.h"
 
 enum { L = 512, R = 64, D = L + R, BS = 64, H = 16, S = 4, T = S, MAXB = 24, NB = S * MAXB };
@@ -159,40 +149,17 @@ static void check_near(const char *what, const uint16_t *o, const float *lse, co
                 worst_lse);
 }
 
-/* Captures one run; *exec stays NULL when the capture failed. */
+/* Captures one run (the partial pass and the combine); *exec stays NULL
+ * when the capture failed. */
 static void capture(mla_context *ctx, GPU(Stream_t) stream, const mla_attention_plan *plan,
                     const mla_attention_args *a, GPU(Graph_t) * graph, GPU(GraphExec_t) * exec)
 {
     *graph = NULL;
     *exec = NULL;
-    const GPU(Error_t) begun = GPU(StreamBeginCapture)(stream, GPU(StreamCaptureModeThreadLocal));
-    CHECK(begun == GPU(Success));
-    if (begun != GPU(Success))
+    if (!test_capture_begin(stream))
         return;
     CHECK_STATUS(mla_attention_run(ctx, plan, a), MLA_OK);
-    const GPU(Error_t) ended = GPU(StreamEndCapture)(stream, graph);
-    CHECK(ended == GPU(Success) && *graph);
-    if (ended != GPU(Success) || !*graph) {
-        if (*graph)
-            (void)GPU(GraphDestroy)(*graph);
-        *graph = NULL;
-        (void)GPU(GetLastError)();
-        return;
-    }
-    /* the partial pass and the combine, recorded on the caller's stream */
-    size_t n = 0, kernels = 0;
-    CHECK(GPU(GraphGetNodes)(*graph, NULL, &n) == GPU(Success));
-    GPU(GraphNode_t) *nodes = calloc(n ? n : 1, sizeof *nodes);
-    if (nodes && GPU(GraphGetNodes)(*graph, nodes, &n) == GPU(Success))
-        for (size_t i = 0; i < n; ++i) {
-            enum GPU(GraphNodeType) type;
-            if (GPU(GraphNodeGetType)(nodes[i], &type) == GPU(Success) &&
-                type == GPU(GraphNodeTypeKernel))
-                ++kernels;
-        }
-    free(nodes);
-    CHECK(kernels >= 2);
-    CHECK(gpu_instantiate(exec, *graph) == GPU(Success) && *exec);
+    test_capture_end(stream, 2, graph, exec);
 }
 
 int main(void)

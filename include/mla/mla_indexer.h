@@ -132,7 +132,7 @@ MLA_API int64_t mla_indexer_plan_max_len(const mla_indexer_plan *plan);
  * (shapes, dtypes, strides, aliasing) and never waits for the device; once
  * a first search of the shape has run (the HIP top-k sizes its scratch),
  * it allocates nothing either, so it may be captured in a HIP/CUDA graph
- * (not yet exercised by a test). */
+ * (tests/test_indexer_graph.c replays one across a plan update). */
 MLA_API mla_status mla_indexer_search(mla_context *ctx, const mla_indexer_plan *plan,
                                       const mla_tensor *cache, const mla_tensor *q,
                                       const mla_tensor *w, mla_tensor *logits, int64_t k,
