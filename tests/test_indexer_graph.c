@@ -71,9 +71,9 @@ static void poison(const io *s)
 
 static void fetch(const io *s, float *logits, int32_t *indices)
 {
-    CHECK_STATUS(mla_memcpy(s->ctx, logits, s->logits.data, sizeof(float) * R * N,
-                            MLA_COPY_CONTEXT_TO_HOST),
-                 MLA_OK);
+    CHECK_STATUS(
+        mla_memcpy(s->ctx, logits, s->logits.data, sizeof(float) * R * N, MLA_COPY_CONTEXT_TO_HOST),
+        MLA_OK);
     CHECK_STATUS(mla_memcpy(s->ctx, indices, s->indices.data, sizeof(int32_t) * R * K,
                             MLA_COPY_CONTEXT_TO_HOST),
                  MLA_OK);
@@ -238,9 +238,9 @@ int main(void)
     check_rows("replay", lens_first, lg_graph, ix_graph);
 
     /* new lengths in the caller's buffer, the plan updated, the same executable */
-    CHECK_STATUS(mla_memcpy(s.ctx, s.d_lens, lens_updated, sizeof lens_updated,
-                            MLA_COPY_HOST_TO_CONTEXT),
-                 MLA_OK);
+    CHECK_STATUS(
+        mla_memcpy(s.ctx, s.d_lens, lens_updated, sizeof lens_updated, MLA_COPY_HOST_TO_CONTEXT),
+        MLA_OK);
     CHECK_STATUS(mla_indexer_plan_update(s.ctx, plan, &s.table, &s.lens), MLA_OK);
     replay(&s, stream, exec, lg_graph, ix_graph);
     eager(&s, plan, lg_check, ix_check);
