@@ -6,19 +6,17 @@
  * new lengths.
  *
  * The capture (tests/test_graph.h) fails on a run that allocates or
- * synchronizes. The problem is DeepSeek-sized
- * (L 512, R 64, 16 heads, bf16 cache in 64-token blocks behind a shuffled
- * block table) so that NVIDIA takes its matrix body, and the plan splits
- * sequences, so the combine kernel is in the graph as well. Outputs are
- * poisoned before every replay and every eager run: a graph that recorded
- * nothing (work sent to another stream) or one that kept stale q would leave
- * the poison or the old bits. Replays must match an eager run bit for bit;
+ * synchronizes. The problem is DeepSeek-sized (L 512, R 64, 16 heads, bf16
+ * cache in 64-token blocks behind a shuffled block table) so that NVIDIA
+ * takes its matrix body, and the plan splits sequences, so the combine
+ * kernel is in the graph as well. Outputs are poisoned before every replay
+ * and every eager run: a graph that recorded nothing (work sent to another
+ * stream) or one that kept stale q would leave the poison or the old bits. Replays must match an eager run bit for bit;
  * the reference backend guards against both reading a stale schedule after
  * the update (the eager run uses the same plan, so only the reference sees
  * keys the old work list never covered). Skips (77) without a GPU. */
 #include <math.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "mla/mla.h"
