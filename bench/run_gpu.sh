@@ -17,8 +17,11 @@
 #               peer's bf16 matmul rate (same job) as the device matmul ceiling
 #   mxfp4       mla bench mxfp4 --backend hip --json $OUT/bench_mxfp4_hip.json (a16wfp4 /
 #               a4w4 vs bf16 batched GEMM on W_kc / W_vc, fused flatten quants)
-#   indexer     mla bench indexer --backend hip --json $OUT/bench_indexer_hip.json (paged
-#               MQA logits + top-k vs their roofline, contexts 4K..128K, batch 1..64)
+#   indexer     python3 bench/peer_torch_indexer.py --json $OUT/peer_indexer.json (the
+#               plain-PyTorch search), then mla bench indexer --backend hip --json
+#               $OUT/bench_indexer_hip.json (paged MQA logits + top-k vs their roofline,
+#               contexts 4K..128K, batch 1..64), then the ratio table ->
+#               $OUT/indexer_side_by_side.txt
 #               (both take the peer's bf16 matmul rate when peer.json is in $OUT)
 #   decode      attention decode side by side: python3 bench/peer_torch.py --decode (plain
 #               PyTorch paged decode, its own ceilings) -> $OUT/peer_decode.json, then
@@ -31,7 +34,7 @@
 # other's files (peer -> bench -> compare) in one call. Logs: $OUT/*.log;
 # the summary tables are printed last. Stage time limits keep one call under
 # the tool's 10 minutes: build 420 s, conformance 300 s, peer 240 s,
-# bench 240 s, mxfp4 120 s, indexer 120 s, decode 300 s (peer 150 s, ours 150 s),
+# bench 240 s, mxfp4 120 s, indexer 240 s (peer 120 s, ours 120 s), decode 300 s (peer 150 s, ours 150 s),
 # cpu 120 s (override with RUN_GPU_<STAGE>_S).
 set -u
 cd "$(dirname "$0")/.."
@@ -138,11 +141,25 @@ stage_mxfp4() {
 }
 
 stage_indexer() {
+  local half=$(( $(limit indexer 240) / 2 )) rc=0
+  timeout "$half" $PY bench/peer_torch_indexer.py --json "$OUT/peer_indexer.json" \
+    > "$OUT/peer_indexer.log" 2> "$OUT/peer_indexer.err" || rc=1
+  tail -3 "$OUT/peer_indexer.err"
   peer_mm_args
-  timeout "$(limit indexer 120)" "$MLA" bench indexer --backend hip --json "$OUT/bench_indexer_hip.json" \
-    ${MM_ARGS[@]+"${MM_ARGS[@]}"} > "$OUT/bench_indexer_hip.log" 2> "$OUT/bench_indexer_hip.err"
-  local rc=$?
+  if [ ${#MM_ARGS[@]} -eq 0 ] && [ -f "$OUT/peer_indexer.json" ]; then
+    local mm
+    mm=$($PY -c "import json,sys; print(json.load(open(sys.argv[1]))['ceilings']['matmul_gflops'])" "$OUT/peer_indexer.json" 2>/dev/null)
+    [ -n "$mm" ] && MM_ARGS=(--matmul-gflops "$mm" --matmul-source "torch bf16 F.linear (peer_torch_indexer.py, this job)")
+  fi
+  timeout "$half" "$MLA" bench indexer --backend hip --json "$OUT/bench_indexer_hip.json" \
+    ${MM_ARGS[@]+"${MM_ARGS[@]}"} > "$OUT/bench_indexer_hip.log" 2> "$OUT/bench_indexer_hip.err" || rc=1
   tail -3 "$OUT/bench_indexer_hip.err"
+  if [ -f "$OUT/bench_indexer_hip.json" ] && [ -f "$OUT/peer_indexer.json" ]; then
+    $PY bench/peer_torch_indexer.py --compare "$OUT/bench_indexer_hip.json" "$OUT/peer_indexer.json" \
+      > "$OUT/indexer_side_by_side.txt" 2>&1 || rc=1
+  else
+    rc=1
+  fi
   return $rc
 }
 
@@ -193,7 +210,7 @@ for f in bench_cpu.log peer.log; do
   [ -f "$OUT/$f" ] && { note "$f (head; full table in \$OUT/$f)"; head -14 "$OUT/$f"; }
 done
 for f in bench_hip.log side_by_side.txt bench_mxfp4_hip.log bench_indexer_hip.log \
-         bench_decode_hip.log decode_side_by_side.txt; do
+         indexer_side_by_side.txt bench_decode_hip.log decode_side_by_side.txt; do
   [ -f "$OUT/$f" ] && { note "$f"; cat "$OUT/$f"; }
 done
 note "done; failed stages:${FAILED:- none}"

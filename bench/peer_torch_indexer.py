@@ -1,0 +1,215 @@
+#!/usr/bin/env python3
+"""The PyTorch peer of `mla bench indexer`.
+
+The DSA indexer's decode-time search on the shapes of `mla bench indexer`
+(64 heads, head_dim 128, fp8 e4m3fn cache in blocks of 64 behind a shuffled
+block table, one query token a sequence, every context C long, top-k 2048),
+written the way a PyTorch model writes it (eager mode, no custom kernels):
+the pages gathered through the block table (as bytes: not every torch
+indexes float8 tensors), fp8 keys and q to bf16, q . k by einsum (bf16 in,
+bf16 out), relu in fp32, the head weights by einsum, the key scales, then
+torch.topk of each row and a sort of its indices (the library returns them
+in index order). Same byte and FLOP counts and the same roofline rule as the
+C bench, against this job's own ceilings (peer_torch.measure_ceilings).
+
+  python3 bench/peer_torch_indexer.py [--device cuda|cpu] [--contexts L] [--batch L]
+                                      [--json FILE]
+  python3 bench/peer_torch_indexer.py --compare OURS.json PEER.json
+
+--compare prints `mla bench indexer --json` (its planned search) and this
+peer side by side. Timing as bench/peer_torch.py: CUDA events around a batch
+of calls, the median of the samples after warm-up, inputs rotating among
+sets so that the cache comes from memory rather than L2.
+"""
+import argparse
+import json
+import math
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import peer_torch as pt  # noqa: E402
+
+HI, D, BLOCK, TOPK, KEY_BYTES = 64, 128, 64, 2048, 132
+
+
+def make_search(torch, dev, B, C, nsets, gen):
+    """fn(i) running the search on input set i, or (None, why)."""
+    f8 = getattr(torch, "float8_e4m3fn", None)
+    if f8 is None:
+        return None, "this torch has no float8_e4m3fn"
+    bf = torch.bfloat16
+    nb = pt.cdiv(C, BLOCK)
+    sets = []
+    for _ in range(nsets):
+        n = B * nb
+        # finite e4m3fn codes: 0x7F and 0xFF are its NaNs
+        pages = torch.randint(0, 256, (n, BLOCK, D), dtype=torch.uint8, device=dev,
+                              generator=gen)
+        pages[(pages & 0x7F) == 0x7F] ^= 1
+        q = torch.randint(0, 256, (B, HI, D), dtype=torch.uint8, device=dev, generator=gen)
+        q[(q & 0x7F) == 0x7F] ^= 1
+        sets.append(dict(
+            pages=pages,
+            scales=torch.rand(n, BLOCK, device=dev, generator=gen) / 128 + 1 / 256,
+            bt=torch.randperm(n, device=dev, generator=gen).reshape(B, nb),
+            q=q.view(f8).to(bf),
+            w=torch.rand(B, HI, device=dev, generator=gen) * 2 - 1))
+
+    def fn(i):
+        st = sets[i]
+        bt = st["bt"]
+        k = st["pages"][bt].view(f8).to(bf).reshape(B, nb * BLOCK, D)[:, :C]
+        s = torch.relu(torch.einsum("bhd,bnd->bhn", st["q"], k).float())
+        logits = torch.einsum("bhn,bh->bn", s, st["w"]) * st["scales"][bt].reshape(B, -1)[:, :C]
+        return torch.topk(logits, min(TOPK, C), dim=-1).indices.sort(dim=-1).values
+
+    return fn, ("gather pages[block_table] as bytes, fp8 .to(bf16), einsum q.k in bf16, relu "
+                "and head weights in fp32, * key scale, torch.topk, sort of the indices")
+
+
+def run(args):
+    import torch
+    dev = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    cuda = dev.type == "cuda"
+    reps = args.reps or (20 if cuda else 5)
+    warm = args.warmup or (5 if cuda else 1)
+    rotate = (args.rotate_mib or (256 if cuda else 128)) * pt.MIB
+    if not cuda or args.threads:
+        torch.set_num_threads(args.threads or os.cpu_count() or 1)
+    timer = pt.Timer(torch, dev)
+    devname = torch.cuda.get_device_name(dev) if cuda else "host CPU (%d threads)" % (
+        torch.get_num_threads())
+    torch.backends.cuda.matmul.allow_tf32 = False
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else -1.0
+    print("peer_torch_indexer: torch %s on %s; host load average %.2f" % (
+        torch.__version__, devname, load))
+    sys.stdout.flush()
+    ceil = {} if args.no_ceilings else pt.measure_ceilings(torch, dev, timer, args)
+    bw = ceil.get("copy_gbs", 0.0) * 1e9
+    mm = ceil.get("matmul_gflops", 0.0) * 1e9
+    gen = torch.Generator(device=dev)
+    gen.manual_seed(args.seed)
+    rows, start = [], time.time()
+    for C in [int(x) for x in args.contexts.split(",")]:
+        for B in [int(x) for x in args.batch.split(",")]:
+            cache_bytes = B * C * KEY_BYTES
+            flops = 2.0 * HI * D * C * B
+            t_bw = cache_bytes / bw if bw else 0.0
+            t_mm = flops / mm if mm else 0.0
+            r = dict(context=C, batch=B, heads=HI, head_dim=D, block_size=BLOCK, topk=TOPK,
+                     status="ok", note="", median_s=None, min_s=None, reps=0,
+                     cache_bytes=cache_bytes, flops=flops, roofline_s=max(t_bw, t_mm),
+                     bound="copy" if t_bw >= t_mm else "matmul", ratio=None, how="")
+            rows.append(r)
+            nsets = max(1, min(32, pt.cdiv(rotate, cache_bytes)))
+            try:
+                fn, how = make_search(torch, dev, B, C, nsets, gen)
+                r["how"] = how
+                if fn is None:
+                    r["status"], r["note"] = "unsupported", "unsupported: " + how
+                    continue
+                it = [0]
+
+                def call():
+                    fn(it[0] % nsets)
+                    it[0] += 1
+                timer.sync()
+                t_call = timer.batch(call, 1)
+                for _ in range(warm - 1):
+                    t_call = timer.batch(call, 1)
+                if t_call > args.max_call_s:
+                    r["status"], r["note"] = "skipped", "skipped: %.2f s per call" % t_call
+                    continue
+                k = max(1, min(64, math.ceil((5e-4 if cuda else 2e-5) / max(t_call, 1e-8))))
+                n = max(1, min(reps, int(1.0 / max(t_call * k, 1e-9))))
+                ts = [timer.batch(call, k) for _ in range(n)]
+                t = pt.median(ts)
+                r.update(median_s=t, min_s=min(ts), reps=n, input_sets=nsets,
+                         ratio=(r["roofline_s"] / t) if r["roofline_s"] else None)
+            except Exception as e:  # report, never stop the sweep
+                r["status"], r["note"] = "error", "error: %s: %s" % (
+                    type(e).__name__, str(e).split("\n")[0][:160])
+            finally:
+                if cuda:
+                    torch.cuda.empty_cache()
+            print("  C=%-6d B=%-3d %s" % (C, B, ("%.1f us" % (1e6 * r["median_s"]))
+                                         if r["status"] == "ok" else r["note"]), file=sys.stderr)
+    print("ceilings (measured in this job)")
+    if ceil:
+        print("  copy bandwidth : %8.1f GB/s    %s" % (ceil["copy_gbs"], ceil["copy_how"]))
+        print("  matmul rate    : %8.1f GFLOP/s %s" % (ceil["matmul_gflops"], ceil["matmul_how"]))
+    print()
+    print("%7s %3s %9s %6s %9s %11s %11s %5s %8s" % (
+        "context", "B", "cache_MiB", "bound", "roof_us", "median_us", "min_us", "reps", "roof%"))
+    for r in rows:
+        print("%7d %3d %9.1f %6s %9.1f " % (r["context"], r["batch"], r["cache_bytes"] / pt.MIB,
+                                            r["bound"], 1e6 * r["roofline_s"]), end="")
+        if r["status"] != "ok":
+            print(r["note"])
+            continue
+        print("%11.1f %11.1f %5d %s" % (
+            1e6 * r["median_s"], 1e6 * r["min_s"], r["reps"],
+            ("%7.1f%%" % (100 * r["ratio"])) if r["ratio"] is not None else "     n/a"))
+    print("\nsweep: %.1f s; torch eager peer of mla bench indexer (search = logits + top-k); "
+          "median of the reps after warm-up" % (time.time() - start))
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(dict(bench="peer_torch_indexer", torch=torch.__version__, device=devname,
+                           ceilings=ceil, rows=rows), fh, indent=1)
+    return 1 if any(r["status"] == "error" for r in rows) else 0
+
+
+def compare(ours_path, peer_path):
+    ours, peer = json.load(open(ours_path)), json.load(open(peer_path))
+    pr = {(r["context"], r["batch"]): r for r in peer["rows"]}
+    oc, pc = ours.get("ceilings", {}), peer.get("ceilings", {})
+    print("indexer search side by side: ours (%s, %s) vs PyTorch peer (%s)" % (
+        ours.get("backend"), ours.get("device"), peer.get("device")))
+    print("  copy ceiling  : ours %.1f GB/s, peer %.1f GB/s" % (
+        oc.get("copy_gbs") or 0, pc.get("copy_gbs") or 0))
+    print("  matmul ceiling: ours %.1f GFLOP/s (%s), peer %.1f GFLOP/s (%s)" % (
+        oc.get("matmul_gflops") or 0, oc.get("matmul_source", ""),
+        pc.get("matmul_gflops") or 0, pc.get("matmul_how", "")))
+    print("%7s %3s %12s %12s %9s %8s %8s" % (
+        "context", "B", "ours_us", "peer_us", "peer/ours", "ours%", "peer%"))
+    for r in ours["rows"]:
+        p = pr.get((r["context"], r["batch"]))
+        o_t = r.get("search_median_s") if r["status"] == "ok" else None
+        p_t = p["median_s"] if p is not None and p["status"] == "ok" else None
+        ou = "%12.1f" % (1e6 * o_t) if o_t else "%12s" % r["status"]
+        pu = "%12.1f" % (1e6 * p_t) if p_t else "%12s" % (p["status"] if p else "-")
+        sp = "%9.2f" % (p_t / o_t) if o_t and p_t else "%9s" % "-"
+        orat = "%7.1f%%" % (100 * r["search_roofline_fraction"]) if o_t else "%8s" % "-"
+        prat = "%7.1f%%" % (100 * p["ratio"]) if p_t and p.get("ratio") else "%8s" % "-"
+        print("%7d %3d %s %s %s %s %s" % (r["context"], r["batch"], ou, pu, sp, orat, prat))
+    print("peer/ours > 1: the library is faster. ours = the planned search (logits + top-k); "
+          "ratios to each side's own ceilings.")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--device", default=None, help="cuda (default when available) or cpu")
+    ap.add_argument("--contexts", default="4096,32768,131072")
+    ap.add_argument("--batch", default="1,16,64")
+    ap.add_argument("--reps", type=int, default=None, help="samples per row (cuda 20, cpu 5)")
+    ap.add_argument("--warmup", type=int, default=None, help="untimed calls (cuda 5, cpu 1)")
+    ap.add_argument("--rotate-mib", type=int, default=None, help="cuda 256, cpu 128")
+    ap.add_argument("--copy-mib", type=int, default=None)
+    ap.add_argument("--max-call-s", type=float, default=2.0)
+    ap.add_argument("--no-ceilings", action="store_true")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="CPU threads for torch (default: every logical CPU, like mla's context)")
+    ap.add_argument("--seed", type=int, default=0x6d6c61)
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--compare", nargs=2, metavar=("OURS_JSON", "PEER_JSON"))
+    args = ap.parse_args()
+    if args.compare:
+        compare(*args.compare)
+        return 0
+    return run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
