@@ -189,6 +189,31 @@ def median(v):
     return 0.0 if n == 0 else (v[n // 2] if n % 2 else 0.5 * (v[n // 2 - 1] + v[n // 2]))
 
 
+def sample(timer, fn, nsets, warm, reps, max_call_s, cuda, threads=None):
+    """Seconds per call of fn(i), the input sets taken in turn: warm-up calls,
+    then up to reps samples (about a second in all), each a batch of k calls
+    worth ~0.5 ms of work on a GPU, ~20 us on a CPU. Returns dict(ts, k,
+    cpu_util: the sampling's CPU time / (wall time * threads), when threads
+    is given), or dict(skipped=seconds of one call) past max_call_s."""
+    it = [0]
+
+    def call():
+        fn(it[0] % nsets)
+        it[0] += 1
+    timer.sync()
+    t_call = timer.batch(call, 1)
+    for _ in range(warm - 1):
+        t_call = timer.batch(call, 1)
+    if t_call > max_call_s:
+        return dict(skipped=t_call)
+    k = max(1, min(64, math.ceil((5e-4 if cuda else 2e-5) / max(t_call, 1e-8))))
+    n = max(1, min(reps, int(1.0 / max(t_call * k, 1e-9))))
+    c0, w0 = time.process_time(), time.perf_counter()
+    ts = [timer.batch(call, k) for _ in range(n)]
+    util = (time.process_time() - c0) / ((time.perf_counter() - w0) * threads) if threads else None
+    return dict(ts=ts, k=k, cpu_util=util)
+
+
 def measure_ceilings(torch, dev, timer, args):
     out = {}
     cuda = dev.type == "cuda"
@@ -592,23 +617,14 @@ def decode_main(args):
             if fn is None:
                 r["status"], r["note"] = "unsupported", "unsupported: " + how
                 continue
-            it = [0]
-
-            def call():
-                fn(it[0] % nsets)
-                it[0] += 1
-            timer.sync()
-            t_call = timer.batch(call, 1)
-            for _ in range(warm - 1):
-                t_call = timer.batch(call, 1)
-            if t_call > args.max_call_s:
-                r["status"], r["note"] = "skipped", "skipped: %.2f s per call" % t_call
+            got = sample(timer, fn, nsets, warm, reps, args.max_call_s, cuda)
+            if "skipped" in got:
+                r["status"], r["note"] = "skipped", "skipped: %.2f s per call" % got["skipped"]
                 continue
-            k = max(1, min(64, math.ceil((5e-4 if cuda else 2e-5) / max(t_call, 1e-8))))
-            n = max(1, min(reps, int(1.0 / max(t_call * k, 1e-9))))
-            ts = [timer.batch(call, k) for _ in range(n)]
+            ts = got["ts"]
             t = median(ts)
-            r.update(median_s=t, min_s=min(ts), reps=n, input_sets=nsets, gbs=nbytes / t / 1e9,
+            r.update(median_s=t, min_s=min(ts), reps=len(ts), input_sets=nsets,
+                     gbs=nbytes / t / 1e9,
                      gflops=flops / t / 1e9,
                      ratio=(r["roofline_s"] / t) if r["roofline_s"] else None)
         except Exception as e:  # report, never stop the sweep
@@ -743,26 +759,14 @@ def main():
                 if fn is None:
                     r["status"], r["note"] = "unsupported", "unsupported: " + how
                     continue
-                it = [0]
-
-                def call():
-                    fn(it[0] % nsets)
-                    it[0] += 1
-                timer.sync()
-                t_call = timer.batch(call, 1)
-                for _ in range(warm - 1):
-                    t_call = timer.batch(call, 1)
-                if t_call > args.max_call_s:
-                    r["status"], r["note"] = "skipped", "skipped: %.2f s per call" % t_call
+                got = sample(timer, fn, nsets, warm, reps, args.max_call_s, cuda,
+                             None if cuda else torch.get_num_threads())
+                if "skipped" in got:
+                    r["status"], r["note"] = "skipped", "skipped: %.2f s per call" % got["skipped"]
                     continue
-                k = max(1, min(64, math.ceil((5e-4 if cuda else 2e-5) / max(t_call, 1e-8))))
-                n = max(1, min(reps, int(1.0 / max(t_call * k, 1e-9))))
-                c0, w0 = time.process_time(), time.perf_counter()
-                ts = [timer.batch(call, k) for _ in range(n)]
-                cpu_util = None if cuda else (time.process_time() - c0) / (
-                    (time.perf_counter() - w0) * torch.get_num_threads())
-                r.update(median_s=median(ts), min_s=min(ts), max_s=max(ts), reps=n, batch=k,
-                         input_sets=nsets, cpu_util=cpu_util)
+                ts = got["ts"]
+                r.update(median_s=median(ts), min_s=min(ts), max_s=max(ts), reps=len(ts),
+                         batch=got["k"], input_sets=nsets, cpu_util=got["cpu_util"])
             except Exception as e:  # report, never stop the sweep
                 r["status"], r["note"] = "error", "error: %s: %s" % (type(e).__name__,
                                                                      str(e).split("\n")[0][:160])

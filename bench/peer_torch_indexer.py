@@ -23,7 +23,6 @@ sets so that the cache comes from memory rather than L2.
 """
 import argparse
 import json
-import math
 import os
 import sys
 import time
@@ -110,23 +109,13 @@ def run(args):
                 if fn is None:
                     r["status"], r["note"] = "unsupported", "unsupported: " + how
                     continue
-                it = [0]
-
-                def call():
-                    fn(it[0] % nsets)
-                    it[0] += 1
-                timer.sync()
-                t_call = timer.batch(call, 1)
-                for _ in range(warm - 1):
-                    t_call = timer.batch(call, 1)
-                if t_call > args.max_call_s:
-                    r["status"], r["note"] = "skipped", "skipped: %.2f s per call" % t_call
+                got = pt.sample(timer, fn, nsets, warm, reps, args.max_call_s, cuda)
+                if "skipped" in got:
+                    r["status"], r["note"] = "skipped", "skipped: %.2f s per call" % got["skipped"]
                     continue
-                k = max(1, min(64, math.ceil((5e-4 if cuda else 2e-5) / max(t_call, 1e-8))))
-                n = max(1, min(reps, int(1.0 / max(t_call * k, 1e-9))))
-                ts = [timer.batch(call, k) for _ in range(n)]
+                ts = got["ts"]
                 t = pt.median(ts)
-                r.update(median_s=t, min_s=min(ts), reps=n, input_sets=nsets,
+                r.update(median_s=t, min_s=min(ts), reps=len(ts), input_sets=nsets,
                          ratio=(r["roofline_s"] / t) if r["roofline_s"] else None)
             except Exception as e:  # report, never stop the sweep
                 r["status"], r["note"] = "error", "error: %s: %s" % (

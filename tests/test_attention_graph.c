@@ -162,25 +162,11 @@ static void capture(mla_context *ctx, GPU(Stream_t) stream, const mla_attention_
 
 int main(void)
 {
-    mla_context *probe = NULL;
-    if (mla_context_create(MLA_BACKEND_HIP, NULL, &probe) != MLA_OK) {
-        printf("test_attention_graph: no HIP device, skipped\n");
-        return 77;
-    }
-    mla_context_destroy(probe);
-
     GPU(Stream_t) stream = NULL;
-    const GPU(Error_t) made = GPU(StreamCreate)(&stream);
-    CHECK(made == GPU(Success));
-    if (made != GPU(Success))
-        return TEST_SUMMARY();
-    const mla_context_options opt = {.device = 0, .stream = (void *)stream};
     mla_context *ctx = NULL;
-    CHECK_STATUS(mla_context_create(MLA_BACKEND_HIP, &opt, &ctx), MLA_OK);
-    if (!ctx) {
-        (void)GPU(StreamDestroy)(stream);
-        return TEST_SUMMARY();
-    }
+    const int made = test_graph_context("test_attention_graph", &stream, &ctx);
+    if (made)
+        return made == 77 ? 77 : TEST_SUMMARY();
     const mla_memory mem = mla_context_memory(ctx);
 
     mla_model_config cfg;

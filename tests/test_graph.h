@@ -5,6 +5,7 @@
 #ifndef MLA_TEST_GRAPH_H
 #define MLA_TEST_GRAPH_H
 
+#include <stdio.h>
 #include <stdlib.h>
 
 #if MLA_TEST_CUDA
@@ -17,7 +18,34 @@
 #define gpu_instantiate(exec, graph) hipGraphInstantiate(exec, graph, NULL, NULL, 0)
 #endif
 
+#include "mla/mla.h"
 #include "tests/test_util.h"
+
+/* A HIP context on a stream of its own (what a capture records): 77 when
+ * no GPU answers (the test skips), 1 when a step failed (checked), else 0
+ * with *ctx and *stream made; the caller destroys both. */
+static inline int test_graph_context(const char *test, GPU(Stream_t) * stream, mla_context **ctx)
+{
+    mla_context *probe = NULL;
+    if (mla_context_create(MLA_BACKEND_HIP, NULL, &probe) != MLA_OK) {
+        printf("%s: no HIP device, skipped\n", test);
+        return 77;
+    }
+    mla_context_destroy(probe);
+    *stream = NULL;
+    *ctx = NULL;
+    const GPU(Error_t) made = GPU(StreamCreate)(stream);
+    CHECK(made == GPU(Success));
+    if (made != GPU(Success))
+        return 1;
+    const mla_context_options opt = {.device = 0, .stream = (void *)*stream};
+    CHECK_STATUS(mla_context_create(MLA_BACKEND_HIP, &opt, ctx), MLA_OK);
+    if (!*ctx) {
+        (void)GPU(StreamDestroy)(*stream);
+        return 1;
+    }
+    return 0;
+}
 
 /* Starts capturing the stream; 0 when the runtime refused. */
 static inline int test_capture_begin(GPU(Stream_t) stream)

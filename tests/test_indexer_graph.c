@@ -152,25 +152,11 @@ static void capture(io *s, GPU(Stream_t) stream, const mla_indexer_plan *plan, G
 
 int main(void)
 {
-    mla_context *probe = NULL;
-    if (mla_context_create(MLA_BACKEND_HIP, NULL, &probe) != MLA_OK) {
-        printf("test_indexer_graph: no HIP device, skipped\n");
-        return 77;
-    }
-    mla_context_destroy(probe);
-
     GPU(Stream_t) stream = NULL;
-    const GPU(Error_t) made = GPU(StreamCreate)(&stream);
-    CHECK(made == GPU(Success));
-    if (made != GPU(Success))
-        return TEST_SUMMARY();
-    const mla_context_options opt = {.device = 0, .stream = (void *)stream};
     io s = {0};
-    CHECK_STATUS(mla_context_create(MLA_BACKEND_HIP, &opt, &s.ctx), MLA_OK);
-    if (!s.ctx) {
-        (void)GPU(StreamDestroy)(stream);
-        return TEST_SUMMARY();
-    }
+    const int made = test_graph_context("test_indexer_graph", &stream, &s.ctx);
+    if (made)
+        return made == 77 ? 77 : TEST_SUMMARY();
     const mla_memory mem = mla_context_memory(s.ctx);
     const mla_indexer_cache_desc desc = {NB, BS, D, MLA_DTYPE_FP8_E4M3FN, MLA_INDEXER_LAYOUT_AUTO,
                                          0};
