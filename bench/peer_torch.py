@@ -214,6 +214,15 @@ def sample(timer, fn, nsets, warm, reps, max_call_s, cuda, threads=None):
     return dict(ts=ts, k=k, cpu_util=util)
 
 
+def finish(path, rows, **fields):
+    """Writes the sweep to path (when given) as JSON: the fields, then the
+    rows. The exit status: 1 when a row failed with an error."""
+    if path:
+        with open(path, "w") as fh:
+            json.dump(dict(fields, rows=rows), fh, indent=1)
+    return 1 if any(r["status"] == "error" for r in rows) else 0
+
+
 def measure_ceilings(torch, dev, timer, args):
     out = {}
     cuda = dev.type == "cuda"
@@ -653,11 +662,8 @@ def decode_main(args):
             ("%7.1f%%" % (100 * r["ratio"])) if r["ratio"] is not None else "     n/a"))
     print("\nsweep: %.1f s; torch eager peer of mla bench decode; median of the reps after "
           "warm-up" % (time.time() - start))
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(dict(bench="peer_torch_decode", torch=torch.__version__, device=devname,
-                           ceilings=ceil, rows=rows), fh, indent=1)
-    return 1 if any(r["status"] == "error" for r in rows) else 0
+    return finish(args.json, rows, bench="peer_torch_decode", torch=torch.__version__,
+                  device=devname, ceilings=ceil)
 
 
 def compare_decode(ours, peer):
@@ -788,12 +794,8 @@ def main():
     print_table(rows)
     print("\nsweep: %.1f s; torch eager peer; median of the reps after warm-up" % (
         time.time() - start))
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(dict(bench="peer_torch", torch=torch.__version__, device=devname,
-                           config=args.config, tokens=tokens, ceilings=ceil, rows=rows), fh,
-                      indent=1)
-    return 1 if any(r["status"] == "error" for r in rows) else 0
+    return finish(args.json, rows, bench="peer_torch", torch=torch.__version__, device=devname,
+                  config=args.config, tokens=tokens, ceilings=ceil)
 
 
 if __name__ == "__main__":

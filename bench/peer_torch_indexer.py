@@ -143,11 +143,8 @@ def run(args):
             ("%7.1f%%" % (100 * r["ratio"])) if r["ratio"] is not None else "     n/a"))
     print("\nsweep: %.1f s; torch eager peer of mla bench indexer (search = logits + top-k); "
           "median of the reps after warm-up" % (time.time() - start))
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(dict(bench="peer_torch_indexer", torch=torch.__version__, device=devname,
-                           ceilings=ceil, rows=rows), fh, indent=1)
-    return 1 if any(r["status"] == "error" for r in rows) else 0
+    return pt.finish(args.json, rows, bench="peer_torch_indexer", torch=torch.__version__,
+                     device=devname, ceilings=ceil)
 
 
 def compare(ours_path, peer_path):

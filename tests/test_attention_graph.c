@@ -188,13 +188,7 @@ int main(void)
     fill_bf16(cache, sizeof cache / sizeof cache[0]);
     fill_bf16(q1, sizeof q1 / sizeof q1[0]);
     fill_bf16(q2, sizeof q2 / sizeof q2[0]);
-    for (int i = 0; i < NB; ++i)
-        table[i] = i;
-    for (int i = NB - 1; i > 0; --i) { /* a shuffled pool, as a serving cache ends up */
-        const int j = (int)(next() % (uint32_t)(i + 1));
-        const int32_t tmp = table[i];
-        table[i] = table[j], table[j] = tmp;
-    }
+    test_shuffled_table(table, NB, next);
 
     void *d_cache = test_upload(ctx, cache, sizeof cache);
     void *d_tab = test_upload(ctx, table, sizeof table);

@@ -177,13 +177,7 @@ int main(void)
     fill_fp8(q2, sizeof q2);
     for (int i = 0; i < R * HI; ++i)
         w[i] = (float)(next() >> 8) / 8388608.0f - 1.0f;
-    for (int i = 0; i < NB; ++i)
-        table[i] = i;
-    for (int i = NB - 1; i > 0; --i) { /* a shuffled pool, as a serving cache ends up */
-        const int j = (int)(next() % (uint32_t)(i + 1));
-        const int32_t tmp = table[i];
-        table[i] = table[j], table[j] = tmp;
-    }
+    test_shuffled_table(table, NB, next);
 
     void *d_cache = test_upload(s.ctx, cache, sizeof cache);
     void *d_table = test_upload(s.ctx, table, sizeof table);

@@ -25,4 +25,17 @@ static inline void *test_upload(mla_context *ctx, const void *src, size_t bytes)
     return p;
 }
 
+/* table[0, n) = a random permutation of 0 .. n-1 (Fisher-Yates over next):
+ * a block pool in the order a serving cache ends up in. */
+static inline void test_shuffled_table(int32_t *table, int n, uint32_t (*next)(void))
+{
+    for (int i = 0; i < n; ++i)
+        table[i] = i;
+    for (int i = n - 1; i > 0; --i) {
+        const int j = (int)(next() % (uint32_t)(i + 1));
+        const int32_t tmp = table[i];
+        table[i] = table[j], table[j] = tmp;
+    }
+}
+
 #endif
