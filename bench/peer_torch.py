@@ -693,12 +693,9 @@ def compare_decode(ours, peer):
     print("peer/ours > 1: the library is faster. Ratios to each side's own ceilings.")
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def add_common_args(ap):
+    """The options every peer takes: device, timing, ceilings, output."""
     ap.add_argument("--device", default=None, help="cuda (default when available) or cpu")
-    ap.add_argument("--config", default="DeepSeek-V3", choices=sorted(CONFIGS))
-    ap.add_argument("--tokens", default="1,16,128,1024")
-    ap.add_argument("--ops", default=None, help="comma list of op names (as mla bench)")
     ap.add_argument("--reps", type=int, default=None, help="samples per row (cuda 20, cpu 5)")
     ap.add_argument("--warmup", type=int, default=None, help="untimed calls (cuda 5, cpu 1)")
     ap.add_argument("--rotate-mib", type=int, default=None, help="cuda 256, cpu 128")
@@ -709,6 +706,14 @@ def main():
                     help="CPU threads for torch (default: every logical CPU, like mla's context)")
     ap.add_argument("--seed", type=int, default=0x6d6c61)
     ap.add_argument("--json", default=None)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--config", default="DeepSeek-V3", choices=sorted(CONFIGS))
+    ap.add_argument("--tokens", default="1,16,128,1024")
+    ap.add_argument("--ops", default=None, help="comma list of op names (as mla bench)")
+    add_common_args(ap)
     ap.add_argument("--compare", nargs=2, metavar=("OURS_JSON", "PEER_JSON"))
     ap.add_argument("--decode", action="store_true",
                     help="the peer of `mla bench decode` (paged MLA decode) instead")

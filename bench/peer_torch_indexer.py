@@ -176,19 +176,9 @@ def compare(ours_path, peer_path):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--device", default=None, help="cuda (default when available) or cpu")
+    pt.add_common_args(ap)
     ap.add_argument("--contexts", default="4096,32768,131072")
     ap.add_argument("--batch", default="1,16,64")
-    ap.add_argument("--reps", type=int, default=None, help="samples per row (cuda 20, cpu 5)")
-    ap.add_argument("--warmup", type=int, default=None, help="untimed calls (cuda 5, cpu 1)")
-    ap.add_argument("--rotate-mib", type=int, default=None, help="cuda 256, cpu 128")
-    ap.add_argument("--copy-mib", type=int, default=None)
-    ap.add_argument("--max-call-s", type=float, default=2.0)
-    ap.add_argument("--no-ceilings", action="store_true")
-    ap.add_argument("--threads", type=int, default=None,
-                    help="CPU threads for torch (default: every logical CPU, like mla's context)")
-    ap.add_argument("--seed", type=int, default=0x6d6c61)
-    ap.add_argument("--json", default=None)
     ap.add_argument("--compare", nargs=2, metavar=("OURS_JSON", "PEER_JSON"))
     args = ap.parse_args()
     if args.compare:
