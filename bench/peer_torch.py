@@ -460,19 +460,24 @@ def print_table(rows, out=sys.stdout):
                   else ("  n/a %s\n" % r["basis"]))
 
 
-def compare(ours_path, peer_path):
-    ours, peer = json.load(open(ours_path)), json.load(open(peer_path))
-    if ours.get("bench") == "decode":
-        return compare_decode(ours, peer)
-    pr = {(r["op"], r["variant"], r["T"]): r for r in peer["rows"]}
+def compare_head(title, ours, peer):
+    """The first lines of a side-by-side table: who ran, and both sides' ceilings."""
     oc, pc = ours.get("ceilings", {}), peer.get("ceilings", {})
-    print("side by side: ours (%s, %s) vs PyTorch peer (%s)" % (
-        ours.get("backend"), ours.get("device"), peer.get("device")))
+    print("%s: ours (%s, %s) vs PyTorch peer (%s)" % (
+        title, ours.get("backend"), ours.get("device"), peer.get("device")))
     print("  copy ceiling  : ours %.1f GB/s, peer %.1f GB/s" % (
         oc.get("copy_gbs") or 0, pc.get("copy_gbs") or 0))
     print("  matmul ceiling: ours %.1f GFLOP/s (%s), peer %.1f GFLOP/s (%s)" % (
         oc.get("matmul_gflops") or 0, oc.get("matmul_source", ""),
         pc.get("matmul_gflops") or 0, pc.get("matmul_how", "")))
+
+
+def compare(ours_path, peer_path):
+    ours, peer = json.load(open(ours_path)), json.load(open(peer_path))
+    if ours.get("bench") == "decode":
+        return compare_decode(ours, peer)
+    pr = {(r["op"], r["variant"], r["T"]): r for r in peer["rows"]}
+    compare_head("side by side", ours, peer)
     print("%-11s %-11s %5s %12s %12s %9s %8s %8s" % (
         "op", "variant", "T", "ours_us", "peer_us", "peer/ours", "ours%", "peer%"))
     for r in ours["rows"]:
@@ -669,14 +674,7 @@ def decode_main(args):
 def compare_decode(ours, peer):
     key = lambda r: (r["batch"], r["context"], r["heads"], r["cache"])  # noqa: E731
     pr = {key(r): r for r in peer["rows"]}
-    oc, pc = ours.get("ceilings", {}), peer.get("ceilings", {})
-    print("decode side by side: ours (%s, %s) vs PyTorch peer (%s)" % (
-        ours.get("backend"), ours.get("device"), peer.get("device")))
-    print("  copy ceiling  : ours %.1f GB/s, peer %.1f GB/s" % (
-        oc.get("copy_gbs") or 0, pc.get("copy_gbs") or 0))
-    print("  matmul ceiling: ours %.1f GFLOP/s (%s), peer %.1f GFLOP/s (%s)" % (
-        oc.get("matmul_gflops") or 0, oc.get("matmul_source", ""),
-        pc.get("matmul_gflops") or 0, pc.get("matmul_how", "")))
+    compare_head("decode side by side", ours, peer)
     print("%5s %6s %4s %-10s %12s %12s %9s %8s %8s" % (
         "batch", "ctx", "H", "cache", "ours_us", "peer_us", "peer/ours", "ours%", "peer%"))
     for r in ours["rows"]:

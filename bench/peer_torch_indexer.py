@@ -150,14 +150,7 @@ def run(args):
 def compare(ours_path, peer_path):
     ours, peer = json.load(open(ours_path)), json.load(open(peer_path))
     pr = {(r["context"], r["batch"]): r for r in peer["rows"]}
-    oc, pc = ours.get("ceilings", {}), peer.get("ceilings", {})
-    print("indexer search side by side: ours (%s, %s) vs PyTorch peer (%s)" % (
-        ours.get("backend"), ours.get("device"), peer.get("device")))
-    print("  copy ceiling  : ours %.1f GB/s, peer %.1f GB/s" % (
-        oc.get("copy_gbs") or 0, pc.get("copy_gbs") or 0))
-    print("  matmul ceiling: ours %.1f GFLOP/s (%s), peer %.1f GFLOP/s (%s)" % (
-        oc.get("matmul_gflops") or 0, oc.get("matmul_source", ""),
-        pc.get("matmul_gflops") or 0, pc.get("matmul_how", "")))
+    pt.compare_head("indexer search side by side", ours, peer)
     print("%7s %3s %12s %12s %9s %8s %8s" % (
         "context", "B", "ours_us", "peer_us", "peer/ours", "ours%", "peer%"))
     for r in ours["rows"]:
