@@ -10,8 +10,9 @@
  * logits differ within that bound, and a near tie may then rank the other
  * way. They must be EXACTLY the top-k of the backend's own logits, by the
  * library's rule (the min(k, len) largest, ties to the lower index, +0 and
- * -0 tie, NaN below every number; in ascending index order), computed here: a search that ranked stale
- * logits, the wrong row or the wrong length fails. */
+ * -0 tie, NaN below every number; in ascending index order), computed
+ * here: a search that ranked stale logits, the wrong row or the wrong
+ * length fails. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

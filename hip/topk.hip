@@ -21,11 +21,12 @@
  * keys alone (in registers) until the bucket of the m-th largest is taken
  * whole: its prefix P is then the threshold, and the answer is exactly the
  * m collected keys >= P (once the bucket holds at most a wave's keys, one
- * wave ranks them and P is the m-th largest key itself). They are put in index order without a sort: each
- * sets its position's bit in a bitmap of a window of positions in shared
- * memory (one window covers 2^18 positions, every row of the model), and
- * a block scan of the words' bit counts gives each set bit its output slot
- * (staged in shared memory, then written out in contiguous runs).
+ * wave ranks them and P is the m-th largest key itself). They are put in
+ * index order without a sort: each sets its position's bit in a bitmap of
+ * a window of positions in shared memory (one window covers 2^18
+ * positions, every row of the model), and a block scan of the words' bit
+ * counts gives each set bit its output slot (staged in shared memory, then
+ * written out in contiguous runs).
  * Everything is over distinct keys: the bits never depend on timing or on
  * which thread wrote first.
  *
