@@ -34,10 +34,15 @@ HI, D, BLOCK, TOPK, KEY_BYTES = 64, 128, 64, 2048, 132
 
 
 def make_search(torch, dev, B, C, nsets, gen):
-    """fn(i) running the search on input set i, or (None, why)."""
+    """(fn, read, how): fn(i) runs the search on input set i; read(i) sums
+    the set's keys as float32 words (128 of the 132 bytes a key; one
+    reduction, no scales, so no second launch): a bare read of what the
+    search reads, the practical floor of any kernel at this size, where the
+    roofline's copy rate is a large copy's. (None, None, why) when this
+    torch cannot."""
     f8 = getattr(torch, "float8_e4m3fn", None)
     if f8 is None:
-        return None, "this torch has no float8_e4m3fn"
+        return None, None, "this torch has no float8_e4m3fn"
     bf = torch.bfloat16
     nb = pt.cdiv(C, BLOCK)
     sets = []
@@ -64,8 +69,12 @@ def make_search(torch, dev, B, C, nsets, gen):
         logits = torch.einsum("bhn,bh->bn", s, st["w"]) * st["scales"][bt].reshape(B, -1)[:, :C]
         return torch.topk(logits, min(TOPK, C), dim=-1).indices.sort(dim=-1).values
 
-    return fn, ("gather pages[block_table] as bytes, fp8 .to(bf16), einsum q.k in bf16, relu "
-                "and head weights in fp32, * key scale, torch.topk, sort of the indices")
+    def read(i):
+        st = sets[i]
+        return st["pages"].view(torch.float32).sum()
+
+    return fn, read, ("gather pages[block_table] as bytes, fp8 .to(bf16), einsum q.k in bf16, "
+                      "relu and head weights in fp32, * key scale, torch.topk, sort of the indices")
 
 
 def run(args):
@@ -100,11 +109,12 @@ def run(args):
             r = dict(context=C, batch=B, heads=HI, head_dim=D, block_size=BLOCK, topk=TOPK,
                      status="ok", note="", median_s=None, min_s=None, reps=0,
                      cache_bytes=cache_bytes, flops=flops, roofline_s=max(t_bw, t_mm),
-                     bound="copy" if t_bw >= t_mm else "matmul", ratio=None, how="")
+                     bound="copy" if t_bw >= t_mm else "matmul", ratio=None, how="",
+                     read_s=None)
             rows.append(r)
             nsets = max(1, min(32, pt.cdiv(rotate, cache_bytes)))
             try:
-                fn, how = make_search(torch, dev, B, C, nsets, gen)
+                fn, read, how = make_search(torch, dev, B, C, nsets, gen)
                 r["how"] = how
                 if fn is None:
                     r["status"], r["note"] = "unsupported", "unsupported: " + how
@@ -117,6 +127,8 @@ def run(args):
                 t = pt.median(ts)
                 r.update(median_s=t, min_s=min(ts), reps=len(ts), input_sets=nsets,
                          ratio=(r["roofline_s"] / t) if r["roofline_s"] else None)
+                got = pt.sample(timer, read, nsets, warm, reps, args.max_call_s, cuda)
+                r["read_s"] = pt.median(got["ts"]) if "ts" in got else None
             except Exception as e:  # report, never stop the sweep
                 r["status"], r["note"] = "error", "error: %s: %s" % (
                     type(e).__name__, str(e).split("\n")[0][:160])
@@ -130,11 +142,13 @@ def run(args):
         print("  copy bandwidth : %8.1f GB/s    %s" % (ceil["copy_gbs"], ceil["copy_how"]))
         print("  matmul rate    : %8.1f GFLOP/s %s" % (ceil["matmul_gflops"], ceil["matmul_how"]))
     print()
-    print("%7s %3s %9s %6s %9s %11s %11s %5s %8s" % (
-        "context", "B", "cache_MiB", "bound", "roof_us", "median_us", "min_us", "reps", "roof%"))
+    print("%7s %3s %9s %6s %9s %9s %11s %11s %5s %8s" % (
+        "context", "B", "cache_MiB", "bound", "roof_us", "read_us", "median_us", "min_us", "reps",
+        "roof%"))
     for r in rows:
-        print("%7d %3d %9.1f %6s %9.1f " % (r["context"], r["batch"], r["cache_bytes"] / pt.MIB,
-                                            r["bound"], 1e6 * r["roofline_s"]), end="")
+        print("%7d %3d %9.1f %6s %9.1f %9s " % (
+            r["context"], r["batch"], r["cache_bytes"] / pt.MIB, r["bound"], 1e6 * r["roofline_s"],
+            "%9.1f" % (1e6 * r["read_s"]) if r.get("read_s") else "-"), end="")
         if r["status"] != "ok":
             print(r["note"])
             continue
@@ -142,7 +156,8 @@ def run(args):
             1e6 * r["median_s"], 1e6 * r["min_s"], r["reps"],
             ("%7.1f%%" % (100 * r["ratio"])) if r["ratio"] is not None else "     n/a"))
     print("\nsweep: %.1f s; torch eager peer of mla bench indexer (search = logits + top-k); "
-          "median of the reps after warm-up" % (time.time() - start))
+          "read_us = a torch sum over the same keys' bytes; median of the reps after warm-up" % (
+              time.time() - start))
     return pt.finish(args.json, rows, bench="peer_torch_indexer", torch=torch.__version__,
                      device=devname, ceilings=ceil)
 
@@ -151,8 +166,9 @@ def compare(ours_path, peer_path):
     ours, peer = json.load(open(ours_path)), json.load(open(peer_path))
     pr = {(r["context"], r["batch"]): r for r in peer["rows"]}
     pt.compare_head("indexer search side by side", ours, peer)
-    print("%7s %3s %12s %12s %9s %8s %8s" % (
-        "context", "B", "ours_us", "peer_us", "peer/ours", "ours%", "peer%"))
+    print("%7s %3s %12s %12s %9s %8s %8s %9s %10s" % (
+        "context", "B", "ours_us", "peer_us", "peer/ours", "ours%", "peer%", "read_us",
+        "read/ours"))
     for r in ours["rows"]:
         p = pr.get((r["context"], r["batch"]))
         o_t = r.get("search_median_s") if r["status"] == "ok" else None
@@ -162,9 +178,14 @@ def compare(ours_path, peer_path):
         sp = "%9.2f" % (p_t / o_t) if o_t and p_t else "%9s" % "-"
         orat = "%7.1f%%" % (100 * r["search_roofline_fraction"]) if o_t else "%8s" % "-"
         prat = "%7.1f%%" % (100 * p["ratio"]) if p_t and p.get("ratio") else "%8s" % "-"
-        print("%7d %3d %s %s %s %s %s" % (r["context"], r["batch"], ou, pu, sp, orat, prat))
+        rd = p.get("read_s") if p is not None else None
+        ru = "%9.1f" % (1e6 * rd) if rd else "%9s" % "-"
+        rr = "%9.1f%%" % (100 * rd / o_t) if rd and o_t else "%10s" % "-"
+        print("%7d %3d %s %s %s %s %s %s %s" % (r["context"], r["batch"], ou, pu, sp, orat, prat,
+                                                ru, rr))
     print("peer/ours > 1: the library is faster. ours = the planned search (logits + top-k); "
-          "ratios to each side's own ceilings.")
+          "ratios to each side's own ceilings. read_us: the peer's torch sum over the same keys' "
+          "bytes (a bare read at this size); read/ours: that over ours.")
 
 
 def main():
