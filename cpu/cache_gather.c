@@ -117,18 +117,6 @@ MLA_TARGET_AVX512 static void rows_avx512(const mla_cache_gather_args *a, int64_
 }
 #endif
 
-static rows_fn pick_rows(mla_cpu_isa isa)
-{
-#if MLA_CPU_X86
-    if (isa == MLA_CPU_ISA_AVX512)
-        return rows_avx512;
-    if (isa == MLA_CPU_ISA_AVX2)
-        return rows_avx2;
-#endif
-    (void)isa;
-    return rows_generic;
-}
-
 mla_status mla_cpu_cache_gather(mla_context *ctx, const mla_cache_gather_args *a)
 {
     const int64_t S = a->seq_lens.shape[0], D = a->desc.kv_lora + a->desc.rope;
@@ -145,7 +133,7 @@ mla_status mla_cpu_cache_gather(mla_context *ctx, const mla_cache_gather_args *a
     start[0] = 0; /* start[s]: the first out row of sequence s */
     for (int64_t s = 0; s < S; ++s)
         start[s + 1] = start[s] + ((const int32_t *)a->seq_lens.data)[s * a->seq_lens.stride[0]];
-    rows_fn run = pick_rows(mla_cpu_isa_of(ctx));
+    rows_fn run = MLA_CPU_PICK(mla_cpu_isa_of(ctx), rows);
 #if defined(MLA_HAVE_OPENMP)
 #pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
 #endif

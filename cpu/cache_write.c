@@ -191,28 +191,9 @@ MLA_TARGET_AVX512 static void row_avx512(const mla_cache_desc *d, const mla_tens
 }
 #endif
 
-static tokens_fn pick_tokens(mla_cpu_isa isa)
-{
-#if MLA_CPU_X86
-    if (isa == MLA_CPU_ISA_AVX512)
-        return tokens_avx512;
-    if (isa == MLA_CPU_ISA_AVX2)
-        return tokens_avx2;
-#endif
-    (void)isa;
-    return tokens_generic;
-}
-
 mla_cpu_cache_row_fn mla_cpu_pick_cache_row(mla_cpu_isa isa)
 {
-#if MLA_CPU_X86
-    if (isa == MLA_CPU_ISA_AVX512)
-        return row_avx512;
-    if (isa == MLA_CPU_ISA_AVX2)
-        return row_avx2;
-#endif
-    (void)isa;
-    return row_generic;
+    return MLA_CPU_PICK(isa, row);
 }
 
 mla_status mla_cpu_cache_write(mla_context *ctx, const mla_cache_write_args *a)
@@ -227,7 +208,7 @@ mla_status mla_cpu_cache_write(mla_context *ctx, const mla_cache_write_args *a)
     if (!bufs)
         return mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, "cache_desc",
                         "no memory for %d rows of %lld values", nt, (long long)D);
-    tokens_fn run = pick_tokens(mla_cpu_isa_of(ctx));
+    tokens_fn run = MLA_CPU_PICK(mla_cpu_isa_of(ctx), tokens);
 #if defined(MLA_HAVE_OPENMP)
 #pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
 #endif

@@ -109,23 +109,11 @@ MLA_TARGET_AVX512 static void span_avx512(const void *x, mla_dtype xt, int64_t x
 }
 #endif
 
-static span_fn pick_span(mla_cpu_isa isa)
-{
-#if MLA_CPU_X86
-    if (isa == MLA_CPU_ISA_AVX512)
-        return span_avx512;
-    if (isa == MLA_CPU_ISA_AVX2)
-        return span_avx2;
-#endif
-    (void)isa;
-    return span_generic;
-}
-
 mla_status mla_cpu_convert(mla_context *ctx, const mla_convert_args *a)
 {
     const mla_tensor *x = &a->x, *y = &a->y;
     rows_view v = make_rows(x, y);
-    span_fn span = pick_span(mla_cpu_isa_of(ctx));
+    span_fn span = MLA_CPU_PICK(mla_cpu_isa_of(ctx), span);
     /* A task is `rb` consecutive rows times `ct` values. Strided rows (a
      * transposed view) are walked in short pieces, row after row, so the
      * cache lines a piece touches are still there for the next row, which

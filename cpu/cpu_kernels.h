@@ -55,6 +55,17 @@ typedef enum mla_cpu_isa {
     MLA_CPU_ISA_COUNT
 } mla_cpu_isa;
 
+/* The copy of kernel `name` for isa: name##_avx512, name##_avx2 or
+ * name##_generic (the x86 copies exist only where MLA_CPU_X86). */
+#if MLA_CPU_X86
+#define MLA_CPU_PICK(isa, name)                                                                    \
+    ((isa) == MLA_CPU_ISA_AVX512 ? name##_avx512                                                   \
+     : (isa) == MLA_CPU_ISA_AVX2 ? name##_avx2                                                     \
+                                 : name##_generic)
+#else
+#define MLA_CPU_PICK(isa, name) ((void)(isa), name##_generic)
+#endif
+
 /* The ISA the context's kernels use: the best this CPU has, capped by the
  * environment variable MLA_CPU_ISA (generic, avx2, avx512) read when the
  * context was created, so that tests can run every copy on one machine. */

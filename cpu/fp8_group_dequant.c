@@ -55,22 +55,10 @@ MLA_TARGET_AVX512 static void span_avx512(const uint8_t *codes, mla_dtype ct, in
 }
 #endif
 
-static span_fn pick_span(mla_cpu_isa isa)
-{
-#if MLA_CPU_X86
-    if (isa == MLA_CPU_ISA_AVX512)
-        return span_avx512;
-    if (isa == MLA_CPU_ISA_AVX2)
-        return span_avx2;
-#endif
-    (void)isa;
-    return span_generic;
-}
-
 mla_status mla_cpu_fp8_group_dequant(mla_context *ctx, const mla_fp8_group_dequant_args *a)
 {
     int64_t tiles = (a->K + TILE - 1) / TILE, tasks = a->M * tiles;
-    span_fn run = pick_span(mla_cpu_isa_of(ctx));
+    span_fn run = MLA_CPU_PICK(mla_cpu_isa_of(ctx), span);
     int64_t ysz = (int64_t)mla_dtype_size(a->y.dtype);
     int nt = mla_cpu_threads(ctx, tasks, a->M * a->K);
     (void)nt;

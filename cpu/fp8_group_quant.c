@@ -120,24 +120,12 @@ MLA_TARGET_AVX512 static void groups_avx512(const void *x, mla_dtype xt, int64_t
 }
 #endif
 
-static groups_fn pick_groups(mla_cpu_isa isa)
-{
-#if MLA_CPU_X86
-    if (isa == MLA_CPU_ISA_AVX512)
-        return groups_avx512;
-    if (isa == MLA_CPU_ISA_AVX2)
-        return groups_avx2;
-#endif
-    (void)isa;
-    return groups_generic;
-}
-
 mla_status mla_cpu_fp8_group_quant(mla_context *ctx, const mla_fp8_group_quant_args *a)
 {
     int64_t G = a->group, NG = a->K / G;
     int64_t per = TASK_VALUES / G > 1 ? TASK_VALUES / G : 1; /* groups per task */
     int64_t tiles = (NG + per - 1) / per, tasks = a->M * tiles;
-    groups_fn run = pick_groups(mla_cpu_isa_of(ctx));
+    groups_fn run = MLA_CPU_PICK(mla_cpu_isa_of(ctx), groups);
     int64_t xsz = (int64_t)mla_dtype_size(a->x.dtype);
     int fnuz = a->codes.dtype == MLA_DTYPE_FP8_E4M3FNUZ;
     int32_t rule = (int32_t)a->rule;

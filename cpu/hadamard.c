@@ -76,18 +76,6 @@ MLA_TARGET_AVX512 static void rows_avx512(const mla_hadamard_args *a, int64_t r0
 }
 #endif
 
-static rows_fn pick_rows(mla_cpu_isa isa)
-{
-#if MLA_CPU_X86
-    if (isa == MLA_CPU_ISA_AVX512)
-        return rows_avx512;
-    if (isa == MLA_CPU_ISA_AVX2)
-        return rows_avx2;
-#endif
-    (void)isa;
-    return rows_generic;
-}
-
 mla_status mla_cpu_hadamard(mla_context *ctx, const mla_hadamard_args *a)
 {
     const int64_t rows = a->x.shape[0] * a->x.shape[1], D = a->x.shape[2];
@@ -97,7 +85,7 @@ mla_status mla_cpu_hadamard(mla_context *ctx, const mla_hadamard_args *a)
         return mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, "x", "no memory for %d rows of %lld values",
                         nt, (long long)D);
     const float c = (float)(1.0 / sqrt((double)D));
-    const rows_fn run = pick_rows(mla_cpu_isa_of(ctx));
+    const rows_fn run = MLA_CPU_PICK(mla_cpu_isa_of(ctx), rows);
 #if defined(MLA_HAVE_OPENMP)
 #pragma omp parallel num_threads(nt) if (nt > 1)
 #endif

@@ -123,18 +123,6 @@ MLA_TARGET_AVX512 static void write_avx512(const mla_indexer_cache_args *a, int6
 }
 #endif
 
-static write_fn pick_write(mla_cpu_isa isa)
-{
-#if MLA_CPU_X86
-    if (isa == MLA_CPU_ISA_AVX512)
-        return write_avx512;
-    if (isa == MLA_CPU_ISA_AVX2)
-        return write_avx2;
-#endif
-    (void)isa;
-    return write_generic;
-}
-
 mla_status mla_cpu_indexer_k_cache_write(mla_context *ctx, const mla_indexer_cache_args *a)
 {
     const int64_t T = a->k.shape[0], D = a->desc.head_dim;
@@ -145,7 +133,7 @@ mla_status mla_cpu_indexer_k_cache_write(mla_context *ctx, const mla_indexer_cac
     if (!bufs)
         return mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, "k", "no memory for %d rows of %lld values",
                         nt, (long long)D);
-    const write_fn run = pick_write(mla_cpu_isa_of(ctx));
+    const write_fn run = MLA_CPU_PICK(mla_cpu_isa_of(ctx), write);
 #if defined(MLA_HAVE_OPENMP)
 #pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
 #endif

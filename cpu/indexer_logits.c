@@ -583,18 +583,6 @@ static int pick_path(mla_cpu_isa isa)
     return PATH_F32;
 }
 
-static row_keys_fn pick_f32(mla_cpu_isa isa)
-{
-#if MLA_CPU_X86
-    if (isa == MLA_CPU_ISA_AVX512)
-        return row_keys_avx512;
-    if (isa == MLA_CPU_ISA_AVX2)
-        return row_keys_avx2;
-#endif
-    (void)isa;
-    return row_keys_generic;
-}
-
 mla_status mla_cpu_indexer_logits(mla_context *ctx, const mla_indexer_logits_args *a)
 {
     const int64_t R = a->logits.shape[0], N = a->logits.shape[1];
@@ -620,7 +608,7 @@ mla_status mla_cpu_indexer_logits(mla_context *ctx, const mla_indexer_logits_arg
         jb.lut[c] = (uint16_t)(mla_fb_bits(jb.fnuz ? mla_fb_e4m3fnuz_to_f32((uint8_t)c)
                                                    : mla_fb_e4m3fn_to_f32((uint8_t)c)) >>
                                16);
-    const row_keys_fn f32 = pick_f32(isa);
+    const row_keys_fn f32 = MLA_CPU_PICK(isa, row_keys);
 
     int64_t *bound = malloc((size_t)(2 * R + 1) * sizeof *bound);
     if (!bound)

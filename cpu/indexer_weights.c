@@ -68,18 +68,6 @@ MLA_TARGET_AVX512 static void rows_avx512(const mla_head_weights_args *a, int64_
 }
 #endif
 
-static rows_fn pick_rows(mla_cpu_isa isa)
-{
-#if MLA_CPU_X86
-    if (isa == MLA_CPU_ISA_AVX512)
-        return rows_avx512;
-    if (isa == MLA_CPU_ISA_AVX2)
-        return rows_avx2;
-#endif
-    (void)isa;
-    return rows_generic;
-}
-
 mla_status mla_cpu_indexer_head_weights(mla_context *ctx, const mla_head_weights_args *a)
 {
     const int64_t T = a->w.shape[0], Hi = a->w.shape[1];
@@ -89,7 +77,7 @@ mla_status mla_cpu_indexer_head_weights(mla_context *ctx, const mla_head_weights
         return mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, "w", "no memory for %d rows of %lld values",
                         nt, (long long)Hi);
     const float c_d = inv_sqrt_f32(INDEXER_HEAD_DIM), c_h = inv_sqrt_f32(Hi);
-    const rows_fn run = pick_rows(mla_cpu_isa_of(ctx));
+    const rows_fn run = MLA_CPU_PICK(mla_cpu_isa_of(ctx), rows);
 #if defined(MLA_HAVE_OPENMP)
 #pragma omp parallel num_threads(nt) if (nt > 1)
 #endif

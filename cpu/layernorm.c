@@ -107,18 +107,6 @@ MLA_TARGET_AVX512 static void rows_avx512(const mla_layernorm_args *a, const flo
 }
 #endif
 
-static rows_fn pick_rows(mla_cpu_isa isa)
-{
-#if MLA_CPU_X86
-    if (isa == MLA_CPU_ISA_AVX512)
-        return rows_avx512;
-    if (isa == MLA_CPU_ISA_AVX2)
-        return rows_avx2;
-#endif
-    (void)isa;
-    return rows_generic;
-}
-
 mla_status mla_cpu_layernorm(mla_context *ctx, const mla_layernorm_args *a)
 {
     const int64_t T = a->x.shape[0], D = a->x.shape[1];
@@ -131,7 +119,7 @@ mla_status mla_cpu_layernorm(mla_context *ctx, const mla_layernorm_args *a)
     float *w = mem, *b = mem + D, *bufs = mem + 2 * D;
     mla_cpu_load_float(a->w.data, MLA_DTYPE_F32, a->w.stride[0], D, w);
     mla_cpu_load_float(a->b.data, MLA_DTYPE_F32, a->b.stride[0], D, b);
-    const rows_fn run = pick_rows(mla_cpu_isa_of(ctx));
+    const rows_fn run = MLA_CPU_PICK(mla_cpu_isa_of(ctx), rows);
 #if defined(MLA_HAVE_OPENMP)
 #pragma omp parallel num_threads(nt) if (nt > 1)
 #endif

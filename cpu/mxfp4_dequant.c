@@ -76,18 +76,6 @@ MLA_TARGET_AVX512 static void blocks_avx512(const uint8_t *codes, int64_t cs, co
 }
 #endif
 
-static blocks_fn pick_blocks(mla_cpu_isa isa)
-{
-#if MLA_CPU_X86
-    if (isa == MLA_CPU_ISA_AVX512)
-        return blocks_avx512;
-    if (isa == MLA_CPU_ISA_AVX2)
-        return blocks_avx2;
-#endif
-    (void)isa;
-    return blocks_generic;
-}
-
 /* Byte offset of scale[m, n] in the scale tensor's layout. */
 static int64_t scale_offset(const mla_mxfp4_dequant_args *a, int64_t m, int64_t n, int64_t N)
 {
@@ -99,7 +87,7 @@ static int64_t scale_offset(const mla_mxfp4_dequant_args *a, int64_t m, int64_t 
 mla_status mla_cpu_mxfp4_dequant(mla_context *ctx, const mla_mxfp4_dequant_args *a)
 {
     int64_t N = a->K / BLOCK, tiles = (N + TASK_BLOCKS - 1) / TASK_BLOCKS, tasks = a->M * tiles;
-    blocks_fn run = pick_blocks(mla_cpu_isa_of(ctx));
+    blocks_fn run = MLA_CPU_PICK(mla_cpu_isa_of(ctx), blocks);
     int64_t ysz = (int64_t)mla_dtype_size(a->y.dtype);
     const uint8_t *scales = (const uint8_t *)a->scales.data;
     int nt = mla_cpu_threads(ctx, tasks, a->M * a->K);

@@ -87,18 +87,6 @@ MLA_TARGET_AVX512 static void blocks_avx512(const void *x, mla_dtype xt, int64_t
 }
 #endif
 
-static blocks_fn pick_blocks(mla_cpu_isa isa)
-{
-#if MLA_CPU_X86
-    if (isa == MLA_CPU_ISA_AVX512)
-        return blocks_avx512;
-    if (isa == MLA_CPU_ISA_AVX2)
-        return blocks_avx2;
-#endif
-    (void)isa;
-    return blocks_generic;
-}
-
 /* Byte offset of scale[m, n] in the scale tensor's layout. */
 static int64_t scale_offset(const mla_mxfp4_quant_args *a, int64_t m, int64_t n, int64_t N)
 {
@@ -120,7 +108,7 @@ static void zero_padding(uint8_t *s, int64_t M, int64_t N)
 mla_status mla_cpu_mxfp4_quant(mla_context *ctx, const mla_mxfp4_quant_args *a)
 {
     int64_t N = a->K / BLOCK, tiles = (N + TASK_BLOCKS - 1) / TASK_BLOCKS, tasks = a->M * tiles;
-    blocks_fn run = pick_blocks(mla_cpu_isa_of(ctx));
+    blocks_fn run = MLA_CPU_PICK(mla_cpu_isa_of(ctx), blocks);
     int64_t xsz = (int64_t)mla_dtype_size(a->x.dtype);
     int production = a->rule == MLA_MXFP4_PRODUCTION;
     uint8_t *scales = (uint8_t *)a->scales.data;

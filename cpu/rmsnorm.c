@@ -221,18 +221,6 @@ MLA_TARGET_AVX512 static void rows_avx512(const norm_job *j, int64_t t0, int64_t
 }
 #endif
 
-static rows_fn pick_rows(mla_cpu_isa isa)
-{
-#if MLA_CPU_X86
-    if (isa == MLA_CPU_ISA_AVX512)
-        return rows_avx512;
-    if (isa == MLA_CPU_ISA_AVX2)
-        return rows_avx2;
-#endif
-    (void)isa;
-    return rows_generic;
-}
-
 /* Runs the norm jobs (one or two, same T) with rows spread over the threads.
  * Scratch: each job's w in fp32, plus one row buffer per thread. */
 static mla_status run_jobs(mla_context *ctx, norm_job *jobs, const mla_tensor *const *ws, int n)
@@ -259,7 +247,7 @@ static mla_status run_jobs(mla_context *ctx, norm_job *jobs, const mla_tensor *c
         jobs[i].w = wf;
         wf += D;
     }
-    rows_fn run = pick_rows(mla_cpu_isa_of(ctx));
+    rows_fn run = MLA_CPU_PICK(mla_cpu_isa_of(ctx), rows);
 #if defined(MLA_HAVE_OPENMP)
 #pragma omp parallel num_threads(nt) if (nt > 1)
 #endif

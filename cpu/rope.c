@@ -286,14 +286,7 @@ static task_fn pick_task(const mla_rope_args *a, mla_cpu_isa isa)
 
 mla_cpu_rotate_fn mla_cpu_pick_rotate(mla_cpu_isa isa)
 {
-#if MLA_CPU_X86
-    if (isa == MLA_CPU_ISA_AVX512)
-        return rotate_avx512;
-    if (isa == MLA_CPU_ISA_AVX2)
-        return rotate_avx2;
-#endif
-    (void)isa;
-    return rotate_generic;
+    return MLA_CPU_PICK(isa, rotate);
 }
 
 mla_status mla_cpu_rope(mla_context *ctx, const mla_rope_args *a)

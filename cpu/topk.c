@@ -176,18 +176,6 @@ MLA_TARGET_AVX512 static void row_avx512(const float *x, int64_t xs, int64_t len
 }
 #endif
 
-static row_fn pick_row(mla_cpu_isa isa)
-{
-#if MLA_CPU_X86
-    if (isa == MLA_CPU_ISA_AVX512)
-        return row_avx512;
-    if (isa == MLA_CPU_ISA_AVX2)
-        return row_avx2;
-#endif
-    (void)isa;
-    return row_generic;
-}
-
 mla_status mla_cpu_topk(mla_context *ctx, const mla_topk_args *a)
 {
     const int64_t R = a->logits.shape[0], N = a->logits.shape[1], k = a->k;
@@ -198,7 +186,7 @@ mla_status mla_cpu_topk(mla_context *ctx, const mla_topk_args *a)
     if (!mem)
         return mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, "logits", "no memory for %lld scratch words",
                         (long long)(words * nt));
-    const row_fn run = pick_row(mla_cpu_isa_of(ctx));
+    const row_fn run = MLA_CPU_PICK(mla_cpu_isa_of(ctx), row);
 #if defined(MLA_HAVE_OPENMP)
 #pragma omp parallel num_threads(nt) if (nt > 1)
 #endif
