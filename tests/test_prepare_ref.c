@@ -9,34 +9,12 @@
 
 #include "core/ref/cache_layout.h"
 #include "mla/mla.h"
+#include "tests/test_ref_host.h"
 #include "tests/test_util.h"
 
 enum { SENTINEL = 0xAB };
 
 static mla_context *ctx;
-
-static mla_tensor tensor(void *data, mla_dtype dtype, int32_t ndim, int64_t d0, int64_t d1,
-                         int64_t d2)
-{
-    mla_tensor t;
-    const int64_t shape[3] = {d0, d1, d2};
-    mla_tensor_init(&t, data, dtype, MLA_MEMORY_HOST, ndim, shape);
-    return t;
-}
-
-static uint32_t bits_of(float v)
-{
-    uint32_t u;
-    memcpy(&u, &v, sizeof u);
-    return u;
-}
-
-/* A deterministic value in [-2, 2), a multiple of 2^-6 (exact in bf16). */
-static float val(int i)
-{
-    uint32_t h = (uint32_t)i * 2654435761u;
-    return (float)((int32_t)((h >> 8) & 0xFFu) - 128) / 64.0f;
-}
 
 /* bf16 nearest to the double d (ties to even), without double rounding: the
  * fp32 rounding of d decides, unless it landed exactly on a bf16 tie while d
