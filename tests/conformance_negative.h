@@ -43,13 +43,12 @@ static inline unsigned char *neg_at(const mla_tensor *t, int64_t off)
     return (unsigned char *)t->data + off * (int64_t)mla_dtype_size(t->dtype);
 }
 
-/* Float-like element off (F32, BF16, F16, fp8) as float. */
-static inline float neg_load(const mla_tensor *t, int64_t off)
+/* The float-like value (F32, BF16, F16, fp8) of dtype dt at p. */
+static inline float neg_load_bytes(const unsigned char *p, mla_dtype dt)
 {
-    const unsigned char *p = neg_at(t, off);
     float f;
     uint16_t h;
-    switch (t->dtype) {
+    switch (dt) {
     case MLA_DTYPE_F32:
         memcpy(&f, p, 4);
         return f;
@@ -60,8 +59,14 @@ static inline float neg_load(const mla_tensor *t, int64_t off)
         memcpy(&h, p, 2);
         return mla_f16_to_f32(h);
     default:
-        return mla_fp8_to_f32(*p, t->dtype);
+        return mla_fp8_to_f32(*p, dt);
     }
+}
+
+/* Float-like element off as float. */
+static inline float neg_load(const mla_tensor *t, int64_t off)
+{
+    return neg_load_bytes(neg_at(t, off), t->dtype);
 }
 
 /* v rounded once to t's dtype (F32, BF16, F16) at element off. */

@@ -30,20 +30,7 @@ static int64_t numel(const mla_tensor *t) { return mla_tensor_numel(t); }
 
 static float load_float(const mla_tensor *t, int64_t i)
 {
-    const unsigned char *p = elem(t, i);
-    float f;
-    uint16_t h;
-    switch (t->dtype) {
-    case MLA_DTYPE_F32:
-        memcpy(&f, p, 4);
-        return f;
-    case MLA_DTYPE_BF16:
-        memcpy(&h, p, 2);
-        return mla_bf16_to_f32(h);
-    default:
-        memcpy(&h, p, 2);
-        return mla_f16_to_f32(h);
-    }
+    return neg_load_bytes(elem(t, i), t->dtype);
 }
 
 static int is_fp8(mla_dtype d) { return d == MLA_DTYPE_FP8_E4M3FN || d == MLA_DTYPE_FP8_E4M3FNUZ; }
