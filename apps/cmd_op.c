@@ -453,3 +453,15 @@ int op_host_indices(op_run *r, const mla_tensor *t, int64_t **out)
     free(raw);
     return op_check(r, st);
 }
+
+int op_blocks_for_slots(op_run *r, const mla_tensor *slots, int64_t block_size,
+                        int64_t *num_blocks)
+{
+    int64_t *s = NULL, top = -1;
+    const int rc = op_host_indices(r, slots, &s);
+    for (int64_t i = 0; rc == MLA_EXIT_OK && i < slots->shape[0]; ++i)
+        top = s[i] > top ? s[i] : top;
+    free(s);
+    *num_blocks = rc == MLA_EXIT_OK && block_size > 0 ? top / block_size + 1 : 0;
+    return rc;
+}

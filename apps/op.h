@@ -64,6 +64,10 @@ int op_check(op_run *r, mla_status st);
 int op_param_dtype_or(op_run *r, const char *key, unsigned allowed, mla_dtype def, mla_dtype *out);
 /* The values of an I32 / I64 tensor in context memory, on the host (free() them). */
 int op_host_indices(op_run *r, const mla_tensor *t, int64_t **out);
+/* The fewest cache blocks of block_size tokens that hold every slot of
+ * `slots` (a cache write given no cache to write into). */
+int op_blocks_for_slots(op_run *r, const mla_tensor *slots, int64_t block_size,
+                        int64_t *num_blocks);
 /* Prints a usage error for this op; returns the usage exit code. */
 int op_usage_error(op_run *r, const char *fmt, ...)
 #if defined(__GNUC__)

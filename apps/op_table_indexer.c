@@ -84,13 +84,7 @@ static int run_k_cache_write(op_run *r)
     if (has_old) { /* the cache to write into; else a zeroed one just big enough */
         TRY(cache_input(r, &d, &old));
     } else {
-        int64_t *s = NULL, top = -1;
-        int rc = op_host_indices(r, &slots, &s);
-        for (int64_t i = 0; rc == MLA_EXIT_OK && i < slots.shape[0]; ++i)
-            top = s[i] > top ? s[i] : top;
-        free(s);
-        TRY(rc);
-        d.num_blocks = d.block_size > 0 ? top / d.block_size + 1 : 0;
+        TRY(op_blocks_for_slots(r, &slots, d.block_size, &d.num_blocks));
     }
     int64_t bb = 0;
     TRY(op_check(r, mla_indexer_cache_block_bytes(&d, &bb)));

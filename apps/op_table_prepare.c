@@ -188,13 +188,7 @@ static int run_cache_write(op_run *r)
         TRY(op_input(r, "cache", MLA_DTYPE_U8, NULL, 0, &old));
         d.num_blocks = old.ndim == 2 ? old.shape[0] : 0;
     } else {
-        int64_t *s = NULL, top = -1;
-        int rc = op_host_indices(r, &slots, &s);
-        for (int64_t i = 0; rc == MLA_EXIT_OK && i < slots.shape[0]; ++i)
-            top = s[i] > top ? s[i] : top;
-        free(s);
-        TRY(rc);
-        d.num_blocks = d.block_size > 0 ? top / d.block_size + 1 : 0;
+        TRY(op_blocks_for_slots(r, &slots, d.block_size, &d.num_blocks));
     }
     int64_t bb = 0;
     TRY(op_check(r, mla_cache_block_bytes(&d, &bb)));
