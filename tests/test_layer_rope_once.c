@@ -14,19 +14,8 @@
 #include <string.h>
 
 #include "tests/layer_run.h"
+#include "tests/test_rope_row.h"
 #include "tests/test_util.h"
-
-static void rotate(const uint16_t *x, int64_t R, const float *cos, const float *sin, int64_t pos,
-                   uint16_t *out)
-{
-    for (int64_t i = 0; i < R / 2; ++i) {
-        const float a = mla_bf16_to_f32(x[2 * i]), b = mla_bf16_to_f32(x[2 * i + 1]);
-        const float c = cos[pos * (R / 2) + i], s = sin[pos * (R / 2) + i];
-        const float ac = a * c, bs = b * s, as = a * s, bc = b * c;
-        out[2 * i] = mla_f32_to_bf16(ac - bs);
-        out[2 * i + 1] = mla_f32_to_bf16(as + bc);
-    }
-}
 
 /* The prefill's rows in a NORMAL bf16 cache (row of slot s at s * D). */
 static int rows_rotated_once(const layer_model *m, const lr_result *r)
@@ -37,7 +26,7 @@ static int rows_rotated_once(const layer_model *m, const lr_result *r)
     int bad = 0;
     for (int64_t t = 0; t < r->T[0]; ++t) {
         const uint16_t *row = cache + r->slot_prefill[t] * D, *kv = r->kv_prefill + t * D;
-        rotate(kv + L, R, m->hcos, m->hsin, r->pos_prefill[t], want);
+        test_rope_row(kv + L, R, m->hcos, m->hsin, r->pos_prefill[t], want);
         bad += memcmp(row, kv, (size_t)L * 2) != 0;
         bad += memcmp(row + L, want, (size_t)R * 2) != 0;
     }

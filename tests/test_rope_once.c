@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "mla/mla.h"
+#include "tests/test_rope_row.h"
 #include "tests/test_util.h"
 
 enum { T = 9, BS = 16, NB = 2 };
@@ -76,22 +77,6 @@ static buf random_weight(mla_context *ctx, int64_t rows, int64_t cols)
     buf b = upload(ctx, MLA_DTYPE_BF16, 2, (int64_t[]){rows, cols}, h);
     free(h);
     return b;
-}
-
-/* --------------------------------------------------- the rotation */
-
-/* Interleaved RoPE of one bf16 row by pos, in fp32 with each product rounded
- * on its own (spec section 3), rounded to bf16. */
-static void rotate(const uint16_t *x, int64_t R, const float *cos, const float *sin, int64_t pos,
-                   uint16_t *out)
-{
-    for (int64_t i = 0; i < R / 2; ++i) {
-        const float a = mla_bf16_to_f32(x[2 * i]), b = mla_bf16_to_f32(x[2 * i + 1]);
-        const float c = cos[pos * (R / 2) + i], s = sin[pos * (R / 2) + i];
-        const float ac = a * c, bs = b * s, as = a * s, bc = b * c;
-        out[2 * i] = mla_f32_to_bf16(ac - bs);
-        out[2 * i + 1] = mla_f32_to_bf16(as + bc);
-    }
 }
 
 /* -------------------------------------------------------- a model */
@@ -216,7 +201,7 @@ static int keys_rotated_once(const model *m, const float *rows, const uint16_t *
     uint16_t want[64];
     int bad = 0;
     for (int64_t t = 0; t < n; ++t) {
-        rotate(kv + t * (L + R) + L, R, m->hcos, m->hsin, pos[t], want);
+        test_rope_row(kv + t * (L + R) + L, R, m->hcos, m->hsin, pos[t], want);
         for (int64_t r = 0; r < R; ++r)
             bad += mla_f32_to_bf16(rows[slot[t] * (L + R) + L + r]) != want[r];
         for (int64_t i = 0; i < L; ++i) /* and k_nope, the normed latent, as it is */
@@ -234,7 +219,7 @@ static int queries_rotated_once(const model *m, const uint16_t *q_cat, const uin
     int bad = 0;
     for (int64_t t = 0; t < T; ++t)
         for (int64_t h = 0; h < H; ++h) {
-            rotate(q + (t * H + h) * qk + c->nope, R, m->hcos, m->hsin, m->hpos[t], want);
+            test_rope_row(q + (t * H + h) * qk + c->nope, R, m->hcos, m->hsin, m->hpos[t], want);
             bad += memcmp(q_cat + (t * H + h) * (L + R) + L, want, (size_t)R * 2) != 0;
         }
     return bad == 0;
