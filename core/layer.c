@@ -166,9 +166,23 @@ static mla_status check_forward(mla_context *ctx, const mla_layer_plan *lp,
 
 /* -------------------------------------------------------------- stages */
 
+/* Whether every sequence brings the same n > 0 new tokens and has at least
+ * n keys (a decode step; a prefill of equal chunks): then rows s * n + j are
+ * the batch's, and one logits call with next_n = n covers them. */
+static int64_t uniform_new_tokens(const mla_layer_plan *lp)
+{
+    const int64_t n = lp->S > 0 ? lp->cu_host[1] - lp->cu_host[0] : 0;
+    for (int64_t s = 0; s < lp->S; ++s)
+        if (lp->cu_host[s] != s * n || lp->cu_host[s + 1] - lp->cu_host[s] != n ||
+            lp->ctx_host[s] < n)
+            return 0;
+    return n;
+}
+
 /* The V3.2 indexer for the step's tokens: its K into the indexer cache,
- * logits per sequence (each with its own next_n = its new tokens, causal
- * among them), top-k per row over its p + 1 causal keys. */
+ * logits (each sequence with its own next_n = its new tokens, causal among
+ * them: one call for the batch when that is the same for all, else one a
+ * sequence), top-k per row over its p + 1 causal keys. */
 static mla_status run_indexer(mla_context *ctx, mla_layer_plan *lp, const mla_indexer_weights *iw,
                               const mla_tensor *q_lat, const mla_tensor *x)
 {
@@ -188,7 +202,15 @@ static mla_status run_indexer(mla_context *ctx, mla_layer_plan *lp, const mla_in
     MLA_TRY(mla_indexer_k_cache_write(ctx, &lp->opt.index_cache, &lp->index_cache, &k, &lp->slots));
     mla_tensor logits =
         ws_view(lp, lp->ws.logits, MLA_DTYPE_F32, 2, (int64_t[]){T, M}, (int64_t[]){M, 1});
-    for (int64_t s = 0; s < lp->S; ++s) {
+    const int64_t un = uniform_new_tokens(lp);
+    if (un > 0) { /* one launch and one index check instead of S */
+        mla_tensor qs = q, ws = w, ls = logits, bt = lp->block_table, cl = lp->context_lens;
+        qs.shape[0] = ws.shape[0] = ls.shape[0] = lp->S * un;
+        bt.shape[0] = cl.shape[0] = lp->S;
+        MLA_TRY(mla_indexer_logits(ctx, &lp->opt.index_cache, &lp->index_cache, &qs, &ws, &bt, &cl,
+                                   (int32_t)un, &ls));
+    }
+    for (int64_t s = 0; un == 0 && s < lp->S; ++s) {
         const int64_t r0 = lp->cu_host[s], n = lp->cu_host[s + 1] - r0;
         if (n == 0 || lp->ctx_host[s] == 0)
             continue; /* padding rows: top-k length 0, all -1 */
