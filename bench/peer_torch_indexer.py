@@ -180,8 +180,8 @@ def run(args):
             1e6 * r["median_s"], 1e6 * r["min_s"], r["reps"],
             ("%7.1f%%" % (100 * r["ratio"])) if r["ratio"] is not None else "     n/a"))
     print("\nsweep: %.1f s; torch eager peer of mla bench indexer (search = logits + top-k); "
-          "read_us = a torch sum over the same keys' bytes (a GPU's in a CUDA graph); median of the reps after warm-up" % (
-              time.time() - start))
+          "read_us = a torch sum over the same keys' bytes (on a GPU, in a CUDA graph); median "
+          "of the reps after warm-up" % (time.time() - start))
     return pt.finish(args.json, rows, bench="peer_torch_indexer", torch=torch.__version__,
                      device=devname, ceilings=ceil)
 
