@@ -34,6 +34,7 @@ import math
 import os
 import sys
 import time
+import types
 
 CONFIGS = {
     # name: hidden, H, q_lora, L, nope, R, v, eps, max_pos, rope base, factor,
@@ -221,6 +222,34 @@ def finish(path, rows, **fields):
         with open(path, "w") as fh:
             json.dump(dict(fields, rows=rows), fh, indent=1)
     return 1 if any(r["status"] == "error" for r in rows) else 0
+
+
+def sweep_env(args, what, extra=""):
+    """What every sweep starts from: torch on the device asked for (the GPU
+    when there is one), the reps, warm-ups and input rotation for it, the
+    timer, the device's name, this job's ceilings (none with --no-ceilings)
+    and the seeded generator. Prints the banner line: `what`, torch's version,
+    the device, `extra` and the host's load average."""
+    import torch
+    dev = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    cuda = dev.type == "cuda"
+    if not cuda or args.threads:
+        torch.set_num_threads(args.threads or os.cpu_count() or 1)
+    timer = Timer(torch, dev)
+    devname = torch.cuda.get_device_name(dev) if cuda else "host CPU (%d threads)" % (
+        torch.get_num_threads())
+    torch.backends.cuda.matmul.allow_tf32 = False
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else -1.0
+    print("%s: torch %s on %s; %shost load average %.2f" % (what, torch.__version__, devname,
+                                                           extra, load))
+    sys.stdout.flush()
+    ceil = {} if args.no_ceilings else measure_ceilings(torch, dev, timer, args)
+    gen = torch.Generator(device=dev)
+    gen.manual_seed(args.seed)
+    return types.SimpleNamespace(
+        torch=torch, dev=dev, cuda=cuda, timer=timer, devname=devname, ceil=ceil, gen=gen,
+        reps=args.reps or (20 if cuda else 5), warm=args.warmup or (5 if cuda else 1),
+        rotate=(args.rotate_mib or (256 if cuda else 128)) * MIB)
 
 
 def measure_ceilings(torch, dev, timer, args):
@@ -587,27 +616,11 @@ def make_decode(torch, dev, B, C, H, cache, nsets, gen):
 
 
 def decode_main(args):
-    import torch
-    dev = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    cuda = dev.type == "cuda"
-    reps = args.reps or (20 if cuda else 5)
-    warm = args.warmup or (5 if cuda else 1)
-    rotate = (args.rotate_mib or (256 if cuda else 128)) * MIB
-    if not cuda or args.threads:
-        torch.set_num_threads(args.threads or os.cpu_count() or 1)
-    timer = Timer(torch, dev)
-    devname = torch.cuda.get_device_name(dev) if cuda else "host CPU (%d threads)" % (
-        torch.get_num_threads())
-    torch.backends.cuda.matmul.allow_tf32 = False
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else -1.0
-    print("peer_torch decode: torch %s on %s; host load average %.2f" % (
-        torch.__version__, devname, load))
-    sys.stdout.flush()
-    ceil = {} if args.no_ceilings else measure_ceilings(torch, dev, timer, args)
+    e = sweep_env(args, "peer_torch decode")
+    torch, dev, cuda, timer, ceil, gen = e.torch, e.dev, e.cuda, e.timer, e.ceil, e.gen
+    reps, warm, rotate, devname = e.reps, e.warm, e.rotate, e.devname
     bw = ceil.get("copy_gbs", 0.0) * 1e9
     mm = ceil.get("matmul_gflops", 0.0) * 1e9
-    gen = torch.Generator(device=dev)
-    gen.manual_seed(args.seed)
     rows, start = [], time.time()
     for (B, C, H, cache) in decode_cases(args):
         L, R = DECODE_L, DECODE_R
@@ -726,28 +739,13 @@ def main():
     if args.decode:
         return decode_main(args)
 
-    import torch
-    dev = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    cuda = dev.type == "cuda"
-    reps = args.reps or (20 if cuda else 5)
-    warm = args.warmup or (5 if cuda else 1)
-    rotate = (args.rotate_mib or (256 if cuda else 128)) * MIB
     c = dict(CONFIGS[args.config], name=args.config)
     tokens = sorted(int(t) for t in args.tokens.split(","))
     ops = set(args.ops.split(",")) if args.ops else None
-    if not cuda or args.threads:
-        torch.set_num_threads(args.threads or os.cpu_count() or 1)
-    timer = Timer(torch, dev)
-    devname = torch.cuda.get_device_name(dev) if cuda else "host CPU (%d threads)" % (
-        torch.get_num_threads())
-    torch.backends.cuda.matmul.allow_tf32 = False
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else -1.0
-    print("peer_torch: torch %s on %s; config %s; tokens %s; host load average %.2f" % (
-        torch.__version__, devname, args.config, ",".join(map(str, tokens)), load))
-    sys.stdout.flush()
-    ceil = {} if args.no_ceilings else measure_ceilings(torch, dev, timer, args)
-    gen = torch.Generator(device=dev)
-    gen.manual_seed(args.seed)
+    e = sweep_env(args, "peer_torch", "config %s; tokens %s; " % (
+        args.config, ",".join(map(str, tokens))))
+    torch, dev, cuda, timer, ceil, gen = e.torch, e.dev, e.cuda, e.timer, e.ceil, e.gen
+    reps, warm, rotate, devname = e.reps, e.warm, e.rotate, e.devname
     tabs = rope_tables(torch, c, dev)
 
     rows, start = [], time.time()

@@ -102,27 +102,11 @@ def read_seconds(torch, timer, read, nsets, warm, reps, max_call_s, cuda):
 
 
 def run(args):
-    import torch
-    dev = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    cuda = dev.type == "cuda"
-    reps = args.reps or (20 if cuda else 5)
-    warm = args.warmup or (5 if cuda else 1)
-    rotate = (args.rotate_mib or (256 if cuda else 128)) * pt.MIB
-    if not cuda or args.threads:
-        torch.set_num_threads(args.threads or os.cpu_count() or 1)
-    timer = pt.Timer(torch, dev)
-    devname = torch.cuda.get_device_name(dev) if cuda else "host CPU (%d threads)" % (
-        torch.get_num_threads())
-    torch.backends.cuda.matmul.allow_tf32 = False
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else -1.0
-    print("peer_torch_indexer: torch %s on %s; host load average %.2f" % (
-        torch.__version__, devname, load))
-    sys.stdout.flush()
-    ceil = {} if args.no_ceilings else pt.measure_ceilings(torch, dev, timer, args)
+    e = pt.sweep_env(args, "peer_torch_indexer")
+    torch, dev, cuda, timer, ceil, gen = e.torch, e.dev, e.cuda, e.timer, e.ceil, e.gen
+    reps, warm, rotate, devname = e.reps, e.warm, e.rotate, e.devname
     bw = ceil.get("copy_gbs", 0.0) * 1e9
     mm = ceil.get("matmul_gflops", 0.0) * 1e9
-    gen = torch.Generator(device=dev)
-    gen.manual_seed(args.seed)
     rows, start = [], time.time()
     for C in [int(x) for x in args.contexts.split(",")]:
         for B in [int(x) for x in args.batch.split(",")]:
