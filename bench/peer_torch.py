@@ -252,6 +252,14 @@ def sweep_env(args, what, extra=""):
         rotate=(args.rotate_mib or (256 if cuda else 128)) * MIB)
 
 
+def print_ceilings(ceil):
+    """The sweep's ceilings, as its table's header says them."""
+    print("ceilings (measured in this job)")
+    if ceil:
+        print("  copy bandwidth : %8.1f GB/s    %s" % (ceil["copy_gbs"], ceil["copy_how"]))
+        print("  matmul rate    : %8.1f GFLOP/s %s" % (ceil["matmul_gflops"], ceil["matmul_how"]))
+
+
 def measure_ceilings(torch, dev, timer, args):
     out = {}
     cuda = dev.type == "cuda"
@@ -663,10 +671,7 @@ def decode_main(args):
         print("  B=%-3d C=%-6d H=%-3d %-10s %s" % (B, C, H, cache, (
             "%.1f us" % (1e6 * r["median_s"])) if r["status"] == "ok" else r["note"]),
             file=sys.stderr)
-    print("ceilings (measured in this job)")
-    if ceil:
-        print("  copy bandwidth : %8.1f GB/s    %s" % (ceil["copy_gbs"], ceil["copy_how"]))
-        print("  matmul rate    : %8.1f GFLOP/s %s" % (ceil["matmul_gflops"], ceil["matmul_how"]))
+    print_ceilings(ceil)
     print()
     print("%5s %6s %4s %-10s %11s %11s %9s %9s %5s %8s" % (
         "batch", "ctx", "H", "cache", "median_us", "min_us", "GB/s", "GFLOP/s", "reps", "roof%"))
@@ -784,10 +789,8 @@ def main():
                 "%.1f us" % (1e6 * r["median_s"])) if r["status"] == "ok" else r["note"]),
                 file=sys.stderr)
     judge(rows, ceil)
-    print("ceilings (measured in this job)")
+    print_ceilings(ceil)
     if ceil:
-        print("  copy bandwidth : %8.1f GB/s    %s" % (ceil["copy_gbs"], ceil["copy_how"]))
-        print("  matmul rate    : %8.1f GFLOP/s %s" % (ceil["matmul_gflops"], ceil["matmul_how"]))
         for p in ceil["matmul_points"]:
             print("    M=%-5d N=%-5d K=%-5d %-8s %9.1f GFLOP/s" % (p["M"], p["N"], p["K"],
                                                                 p["dtype"], p["gflops"]))

@@ -145,10 +145,7 @@ def run(args):
                     torch.cuda.empty_cache()
             print("  C=%-6d B=%-3d %s" % (C, B, ("%.1f us" % (1e6 * r["median_s"]))
                                          if r["status"] == "ok" else r["note"]), file=sys.stderr)
-    print("ceilings (measured in this job)")
-    if ceil:
-        print("  copy bandwidth : %8.1f GB/s    %s" % (ceil["copy_gbs"], ceil["copy_how"]))
-        print("  matmul rate    : %8.1f GFLOP/s %s" % (ceil["matmul_gflops"], ceil["matmul_how"]))
+    pt.print_ceilings(ceil)
     print()
     print("%7s %3s %9s %6s %9s %9s %11s %11s %5s %8s" % (
         "context", "B", "cache_MiB", "bound", "roof_us", "read_us", "median_us", "min_us", "reps",
