@@ -242,10 +242,7 @@ int main(void)
     check_near("replay after the update", o_graph, lse_graph, o_ref, lse_ref);
 
 done:
-    if (exec)
-        CHECK(GPU(GraphExecDestroy)(exec) == GPU(Success));
-    if (graph)
-        CHECK(GPU(GraphDestroy)(graph) == GPU(Success));
+    test_graph_destroy(graph, exec);
     mla_attention_plan_destroy(plan);
     mla_free(ctx, ws);
     mla_free(ctx, d_lse);

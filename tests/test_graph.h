@@ -87,4 +87,13 @@ static inline void test_capture_end(GPU(Stream_t) stream, size_t min_kernels, GP
     CHECK(gpu_instantiate(exec, *graph) == GPU(Success) && *exec);
 }
 
+/* Destroys what test_capture_end made (either may be NULL). */
+static inline void test_graph_destroy(GPU(Graph_t) graph, GPU(GraphExec_t) exec)
+{
+    if (exec)
+        CHECK(GPU(GraphExecDestroy)(exec) == GPU(Success));
+    if (graph)
+        CHECK(GPU(GraphDestroy)(graph) == GPU(Success));
+}
+
 #endif

@@ -229,10 +229,7 @@ int main(void)
     check_rows("replay after the update", lens_updated, lg_graph, ix_graph);
 
 done:
-    if (exec)
-        CHECK(GPU(GraphExecDestroy)(exec) == GPU(Success));
-    if (graph)
-        CHECK(GPU(GraphDestroy)(graph) == GPU(Success));
+    test_graph_destroy(graph, exec);
     mla_indexer_plan_destroy(plan);
     void *bufs[] = {d_indices, d_logits, s.d_lens, s.d_q, d_w, d_table, d_cache};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; ++i)
