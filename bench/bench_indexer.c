@@ -13,7 +13,12 @@
  * The same two ops as one planned search (mla_indexer_search: the index
  * checks made once by mla_indexer_plan_*, as a decode step makes them for
  * all its layers, no host round trip per call) against the same roofline,
- * and the plan's update (once per step) in microseconds.
+ * and the plan's update (once per step) in microseconds. Last, a size-matched
+ * ceiling: mla_memcpy within the context of half the keys' bytes, so that its
+ * reads plus writes are the bytes the roofline counts, timed at this size
+ * with its launch and ramp (the roofline's copy rate is that of 1 GiB): a
+ * search cannot beat it by much, since it must read those bytes and then
+ * select over what it read.
  * Cases whose predicted call time exceeds --max-call-s are skipped (the host
  * default keeps the sweep near a minute on two cores); --contexts / --batch
  * narrow the sweep. */
@@ -34,14 +39,14 @@
 
 typedef struct ix_row {
     int64_t C, B;
-    int ok_logits, ok_topk, ok_search, skipped;
+    int ok_logits, ok_topk, ok_search, ok_copy, skipped;
     char note[200];
-    bench_mx_timing tl, tk, ts, tp;
+    bench_mx_timing tl, tk, ts, tp, tc;
     int64_t cache_bytes, topk_bytes;
     double flops;
     double roof_s;     /* the case's roofline time */
     const char *bound; /* "copy" or "matmul" */
-    double r_logits, r_topk, r_total, r_search;
+    double r_logits, r_topk, r_total, r_search, r_copy;
     double gbs, gflops;
 } ix_row;
 
@@ -52,6 +57,7 @@ typedef struct ix_set {
     mla_tensor cache, q, w, bt, lens, logits, idx;
     int64_t k;
     mla_indexer_plan *plan;
+    size_t copy_bytes; /* half the cache's: mem[7] <- its first half */
 } ix_set;
 
 static mla_status ix_logits(void *arg, int inst)
@@ -81,6 +87,13 @@ static mla_status ix_plan_update(void *arg, int inst)
     (void)inst;
     ix_set *s = arg;
     return mla_indexer_plan_update(s->ctx, s->plan, &s->bt, &s->lens);
+}
+
+static mla_status ix_copy(void *arg, int inst)
+{
+    (void)inst;
+    ix_set *s = arg;
+    return mla_memcpy(s->ctx, s->mem[7], s->mem[0], s->copy_bytes, MLA_COPY_CONTEXT_TO_CONTEXT);
 }
 
 static void ix_free(ix_set *s)
@@ -140,6 +153,8 @@ static mla_status ix_setup(ix_set *s, bench_rng *rng, int64_t C, int64_t B)
     const int64_t cs[2] = {nblocks, bb};
     MLA_BENCH_TRY(
         mla_tensor_init(&s->cache, s->mem[0], MLA_DTYPE_U8, mla_context_memory(ctx), 2, cs));
+    s->copy_bytes = (size_t)(nblocks * bb / 2);
+    MLA_BENCH_TRY(mla_malloc(ctx, s->copy_bytes, &s->mem[7]));
 
     const int64_t qs[3] = {B, IX_HI, IX_D}, ws[2] = {B, IX_HI}, ls[2] = {B, C},
                   is[2] = {B, IX_TOPK};
@@ -185,10 +200,11 @@ static mla_status ix_setup(ix_set *s, bench_rng *rng, int64_t C, int64_t B)
 static void ix_print(FILE *out, const void *rp, int n)
 {
     const ix_row *rows = rp;
-    fprintf(out, "%7s %3s %10s %7s %9s %8s %11s %6s %8s %10s %9s %7s %9s %10s %6s %8s %8s\n",
+    fprintf(out,
+            "%7s %3s %10s %7s %9s %8s %11s %6s %8s %10s %9s %7s %9s %10s %6s %8s %8s %8s %7s\n",
             "context", "B", "cache_MiB", "bound", "roof_us", "logit_us", "logit_GB/s", "reps",
             "logit%", "topk_us", "topk%BW", "reps", "total%", "search_us", "reps", "search%",
-            "plan_us");
+            "plan_us", "copy_us", "%copy");
     for (int i = 0; i < n; ++i) {
         const ix_row *w = &rows[i];
         fprintf(out, "%7lld %3lld %10.1f %7s %9.1f ", (long long)w->C, (long long)w->B,
@@ -209,8 +225,12 @@ static void ix_print(FILE *out, const void *rp, int n)
             fprintf(out, "search %s\n", w->note);
             continue;
         }
-        fprintf(out, "%10.1f %6d %7.1f%% %8.1f\n", 1e6 * w->ts.median_s, w->ts.reps,
+        fprintf(out, "%10.1f %6d %7.1f%% %8.1f", 1e6 * w->ts.median_s, w->ts.reps,
                 100.0 * w->r_search, 1e6 * w->tp.median_s);
+        if (w->ok_copy)
+            fprintf(out, " %8.1f %6.1f%%\n", 1e6 * w->tc.median_s, 100.0 * w->r_copy);
+        else
+            fprintf(out, " copy %s\n", w->note);
     }
 }
 
@@ -254,6 +274,9 @@ static void ix_json(bench_json *j, const void *rp, int n)
         bench_json_int(j, "search_reps", w->ts.reps);
         bench_json_num(j, "search_roofline_fraction", w->ok_search ? w->r_search : NAN);
         bench_json_num(j, "plan_update_median_s", w->ok_search ? w->tp.median_s : NAN);
+        bench_json_int(j, "sized_copy_bytes", w->cache_bytes / 2);
+        bench_json_num(j, "sized_copy_median_s", w->ok_copy ? w->tc.median_s : NAN);
+        bench_json_num(j, "search_sized_copy_fraction", w->ok_copy ? w->r_copy : NAN);
         bench_json_close(j, '}');
     }
     bench_json_close(j, ']');
@@ -302,7 +325,7 @@ int bench_indexer_cmd(int argc, char **argv)
             ix_row *w = &rows[ci * a.n_list[1] + bi];
             w->C = a.list[0][ci];
             w->B = a.list[1][bi];
-            w->r_logits = w->r_topk = w->r_total = w->r_search = NAN;
+            w->r_logits = w->r_topk = w->r_total = w->r_search = w->r_copy = NAN;
             const double keys = (double)w->C * (double)w->B;
             w->cache_bytes = w->B * ((w->C + IX_BLOCK - 1) / IX_BLOCK) * IX_BLOCK * IX_KEY_BYTES;
             w->flops = 2.0 * IX_HI * IX_D * keys;
@@ -340,6 +363,11 @@ int bench_indexer_cmd(int argc, char **argv)
             if (st == MLA_OK) {
                 w->ok_search = 1;
                 w->r_search = w->roof_s > 0 ? w->roof_s / w->ts.median_s : NAN;
+                st = bench_mx_time(ctx, &a, ix_copy, &s, 1, a.row_budget_s / 4, &w->tc);
+            }
+            if (st == MLA_OK) {
+                w->ok_copy = 1;
+                w->r_copy = w->tc.median_s / w->ts.median_s;
             }
             ix_free(&s);
             if (st != MLA_OK) {
@@ -371,7 +399,9 @@ int bench_indexer_cmd(int argc, char **argv)
             "roof = max(132 B per key / copy BW, 2*64*128 FLOP per key / matmul rate); logit% "
             "and total% = roof / time (total = logits + top-k, each checked); topk%BW = (logits "
             "read + indices written) / copy BW / time; search% = roof / planned search (logits + "
-            "top-k); plan_us = the plan's update, once per step (docs/PERFORMANCE.md)",
+            "top-k); plan_us = the plan's update, once per step; copy_us = mla_memcpy of half the "
+            "cache's bytes (read + written = the roofline's bytes) at this size, %copy = copy_us / "
+            "search_us (docs/PERFORMANCE.md)",
             errors) != MLA_EXIT_OK)
         rc = MLA_EXIT_FAIL;
     free(rows);
