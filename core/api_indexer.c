@@ -366,7 +366,7 @@ mla_status mla_idx_topk_args(mla_context *ctx, const mla_tensor *logits, const m
     mla_variant var = {MLA_OP_TOPK, MLA_DTYPE_F32, MLA_DTYPE_I32, 0, 0, k, R, N};
     MLA_TRY(mla_check_supported(ctx, &var));
     MLA_SLOT(ctx, topk);
-    *a = (mla_topk_args){*logits, *lengths, *indices, k, 0};
+    *a = (mla_topk_args){*logits, *lengths, *indices, k, 0, 0};
     return MLA_OK;
 }
 

@@ -167,6 +167,10 @@ typedef struct mla_topk_args {
     mla_tensor logits, lengths, indices;
     int64_t k;
     uint32_t gate; /* as in mla_indexer_logits_args */
+    /* 1: the op queued just before is the indexer logits that write these
+     * logits (mla_indexer_search), which a device backend may overlap its
+     * start with */
+    int32_t after_logits;
 } mla_topk_args;
 
 typedef struct mla_head_weights_args {

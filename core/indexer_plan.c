@@ -198,5 +198,6 @@ mla_status mla_indexer_search(mla_context *ctx, const mla_indexer_plan *plan,
     if (plan->B == 0)
         return MLA_OK;
     MLA_TRY(ctx->ops->indexer_logits(ctx, &la));
+    ta.after_logits = 1;
     return ctx->ops->topk(ctx, &ta);
 }

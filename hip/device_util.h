@@ -57,6 +57,25 @@ template <int DT> MLA_DEV void store_value(void *base, int64_t off, float v, int
     }
 }
 
+/* Programmatic dependent launch (sm_90 and later; no-ops elsewhere): a
+ * kernel lets the next one, launched as its programmatic dependent
+ * (mla_cuda_launch_gated), be placed on the device while it runs; the
+ * dependent waits for it to end, its stores visible, before it reads what
+ * it wrote. */
+MLA_DEV void mla_let_dependents()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(MLA_HIP_EMU_HIP_COMPAT_H)
+    asm volatile("griddepcontrol.launch_dependents;");
+#endif
+}
+
+MLA_DEV void mla_wait_prior()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(MLA_HIP_EMU_HIP_COMPAT_H)
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 /* Closed when the index check with the gate's ticket found a bad entry: the
  * gated kernel then writes nothing (every thread of a block sees the same
  * word, written by a kernel that completed before this one started). */
@@ -64,11 +83,7 @@ MLA_DEV bool mla_gate_closed(const mla_gate &g)
 {
     if (g.ticket == 0)
         return false;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(MLA_HIP_EMU_HIP_COMPAT_H)
-    /* launched as a programmatic dependent of the check (mla_cuda_launch_gated),
-     * the kernel may run before the check ends: wait for it and its stores */
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
+    mla_wait_prior(); /* a programmatic dependent of the check may run before it ends */
     return *static_cast<const volatile uint32_t *>(g.word) == g.ticket;
 }
 

@@ -110,6 +110,7 @@ mla_status hip_init(mla_context *ctx, const mla_context_options *opt, char *reas
         }
         s->own_stream = true;
     }
+    s->pdl = mla_hip_loaded_pdl();
     ctx->impl = s;
     (void)describe_device(prop, ctx->device_name, sizeof ctx->device_name);
     ctx->target = device_target(prop);

@@ -25,10 +25,12 @@ struct mla_hip_state {
     uint32_t *check_dev;
     hipEvent_t check_done;
     uint32_t check_ticket;
-    /* the loaded kernels are sm_90 or later, so the gated ones wait for the
-     * check (mla_gate_closed) and may be its programmatic dependents; an
-     * sm_80 binary on a newer device has no such wait */
-    bool check_pdl;
+    /* the loaded kernels are sm_90 or later (mla_hip_loaded_pdl), so a kernel
+     * may be launched as a programmatic dependent of the one before it: the
+     * gated ones of the check (mla_gate_closed waits), the search's top-k of
+     * its logits (griddepcontrol.wait); an sm_80 binary on a newer device
+     * has no such wait */
+    bool pdl;
 };
 
 static inline mla_hip_state *mla_hip_state_of(const mla_context *ctx)
@@ -138,6 +140,9 @@ mla_status mla_hip_paged_check_queue(mla_context *ctx, const mla_tensor *lens, i
                                      int64_t hi, const mla_tensor *table, int64_t block_size,
                                      int64_t num_blocks, uint32_t *gate);
 mla_status mla_hip_paged_check_verdict(mla_context *ctx, uint32_t gate, int *ok);
+/* Whether the library's loaded kernels (one fat binary) are sm_90 or later:
+ * mla_hip_state::pdl. Call with the context's device current. */
+bool mla_hip_loaded_pdl(void);
 mla_status mla_hip_indexer_head_weights(mla_context *ctx, const mla_head_weights_args *a);
 mla_status mla_hip_attention(mla_context *ctx, const struct mla_attention_op_args *a);
 

@@ -874,7 +874,7 @@ mla_status launch(mla_context *ctx, const mla_indexer_logits_args *a, const lg_d
                 err = mla_cuda_launch_gated(
                     logits_wg_kernel<LAYOUT>, (unsigned)(d.R * d.chunks), kThreads, (size_t)smem,
                     mla_hip_state_of(ctx)->stream,
-                    a->gate != 0 && mla_hip_state_of(ctx)->check_pdl,
+                    a->gate != 0 && mla_hip_state_of(ctx)->pdl,
                     static_cast<const uint8_t *>(a->cache.data),
                     static_cast<const uint8_t *>(a->q.data), static_cast<const float *>(a->w.data),
                     static_cast<const int32_t *>(a->block_table.data),

@@ -133,7 +133,8 @@ MLA_DEV uint32_t shfl_u32(uint32_t v, int src)
  * its ticket: with pdl, a programmatic dependent launch, so its blocks are
  * placed and started while the check runs (the check lets them, and
  * mla_gate_closed waits for its end) instead of after it (a launch gap per
- * call). pdl: mla_hip_state::check_pdl and a ticket. */
+ * call). pdl: mla_hip_state::pdl and a ticket (or the search's top-k: its
+ * logits before it). */
 template <typename... P, typename... A>
 static inline cudaError_t mla_cuda_launch_gated(void (*k)(P...), unsigned grid, unsigned block,
                                                 size_t smem, cudaStream_t stream, bool pdl,

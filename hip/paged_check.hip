@@ -30,9 +30,7 @@ __global__ __launch_bounds__(kThreads) void paged_check_kernel(pc_desc d, uint32
                                                                uint32_t *dev_word,
                                                                volatile uint32_t *host_word)
 {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.launch_dependents;"); /* the gated op may be placed now */
-#endif
+    mla_let_dependents(); /* the gated op may be placed now */
     const int64_t n = d.S * d.MB;
     for (int64_t i = (int64_t)blockIdx.x * kThreads + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * kThreads) {
@@ -73,14 +71,6 @@ mla_status check_state(mla_context *ctx, mla_hip_state *s)
             (void)hipFree(dv);
         return mla_hip_fail(ctx, err, "allocating the index check's words");
     }
-#if defined(__CUDACC__) && !defined(MLA_HIP_EMU_HIP_COMPAT_H)
-    /* every kernel of the library comes from the same fat binary, so this
-     * one's loaded version is theirs */
-    cudaFuncAttributes fa;
-    s->check_pdl = cudaFuncGetAttributes(&fa, paged_check_kernel) == cudaSuccess &&
-                   fa.binaryVersion >= 90;
-    (void)cudaGetLastError();
-#endif
     s->check_host = static_cast<volatile uint32_t *>(h);
     s->check_dev = static_cast<uint32_t *>(dv);
     s->check_done = ev;
@@ -88,6 +78,21 @@ mla_status check_state(mla_context *ctx, mla_hip_state *s)
 }
 
 } // namespace
+
+bool mla_hip_loaded_pdl(void)
+{
+#if defined(__CUDACC__) && !defined(MLA_HIP_EMU_HIP_COMPAT_H)
+    /* every kernel of the library comes from the same fat binary, so this
+     * one's loaded version is theirs */
+    cudaFuncAttributes fa;
+    const bool sm90 = cudaFuncGetAttributes(&fa, paged_check_kernel) == cudaSuccess &&
+                      fa.binaryVersion >= 90;
+    (void)cudaGetLastError();
+    return sm90;
+#else
+    return false;
+#endif
+}
 
 mla_status mla_hip_paged_check_queue(mla_context *ctx, const mla_tensor *lens, int64_t lo,
                                      int64_t hi, const mla_tensor *table, int64_t block_size,

@@ -101,6 +101,7 @@ struct tk_desc { /* positions fit 31 bits (indices are I32, supports() checks N)
     int32_t row0, G, S, tiles;
     int64_t ls0, ls1, lens, is0, is1;
     mla_gate gate;
+    int32_t after; /* a programmatic dependent of the logits that wrote them */
 };
 
 /* Shared memory of a block. */
@@ -340,6 +341,8 @@ __global__ __launch_bounds__(kThreads) void topk_kernel(const float *logits, con
     tk_smem &sm = *smp;
     const int tid = (int)threadIdx.x;
     const bool coop = d.G > 1;
+    if (d.after)
+        mla_wait_prior(); /* before the scratch too: the logits' op may have launched nothing */
     if (tid == 0) { /* the gate's load and the ticket's atomic in flight together */
         sm.ticket = coop ? atomicAdd(&glob->ticket, 1u) : 0u;
         sm.closed = mla_gate_closed(d.gate);
@@ -667,9 +670,13 @@ mla_status mla_hip_topk(mla_context *ctx, const mla_topk_args *a)
             mla_emu_launch_resident(blocks, kThreads, smem, 2 * kGmax, topk_kernel<kPer>, lg, ln,
                                     ix, glob, rows, d);
 #elif defined(__CUDACC__)
-        /* the first launch right behind the check; later ones reuse the
-         * scratch the one before used, so they wait for it */
-        const bool pdl = a->gate != 0 && mla_hip_state_of(ctx)->check_pdl && row0 == 0;
+        /* the first launch right behind the check or the search's logits;
+         * later ones reuse the scratch the one before used, so they wait for
+         * it (MLA_HIP_TOPK_PDL=0: not behind the logits, a measurement) */
+        const char *no_pdl = getenv("MLA_HIP_TOPK_PDL");
+        const bool after = a->after_logits && !(no_pdl && no_pdl[0] == '0');
+        const bool pdl = (a->gate != 0 || after) && mla_hip_state_of(ctx)->pdl && row0 == 0;
+        d.after = pdl && after;
         const hipError_t err =
             wide ? mla_cuda_launch_gated(topk_kernel<2 * kPer>, blocks, kThreads, smem,
                                          mla_hip_state_of(ctx)->stream, pdl, lg, ln, ix, glob,
