@@ -16,9 +16,9 @@
  * and the plan's update (once per step) in microseconds. Last, a size-matched
  * ceiling: mla_memcpy within the context of half the keys' bytes, so that its
  * reads plus writes are the bytes the roofline counts, timed at this size
- * with its launch and ramp (the roofline's copy rate is that of 1 GiB): a
- * search cannot beat it by much, since it must read those bytes and then
- * select over what it read.
+ * with its launch and ramp (the roofline's copy rate is that of 1 GiB): how
+ * far a case is from the device's own copy of the same traffic at its size
+ * (a kernel that only reads can be faster: docs/PERFORMANCE.md).
  * Cases whose predicted call time exceeds --max-call-s are skipped (the host
  * default keeps the sweep near a minute on two cores); --contexts / --batch
  * narrow the sweep. */
