@@ -628,6 +628,12 @@ mla_status mla_hip_topk(mla_context *ctx, const mla_topk_args *a)
     tk_row *rows = reinterpret_cast<tk_row *>(glob + 1);
     const size_t smem = sizeof(tk_smem);
     const int64_t sms = mla_hip_state_of(ctx)->multiprocessors;
+    /* measurement knobs (docs/PERFORMANCE.md): MLA_HIP_TOPK_G=n, at most n
+     * blocks per row (what cooperating blocks buy); MLA_HIP_TOPK_PDL=0, the
+     * search's top-k not a programmatic dependent of its logits */
+    const char *force = getenv("MLA_HIP_TOPK_G"), *no_pdl = getenv("MLA_HIP_TOPK_PDL");
+    const int64_t cap = force ? atoi(force) : 0;
+    [[maybe_unused]] const bool after = a->after_logits && !(no_pdl && no_pdl[0] == '0');
     for (int64_t row0 = 0; row0 < R; row0 += kRowsPerLaunch) {
         const int64_t nr = R - row0 < kRowsPerLaunch ? R - row0 : kRowsPerLaunch;
         /* blocks per row: one per tile, while the rows alone do not fill
@@ -636,16 +642,12 @@ mla_status mla_hip_topk(mla_context *ctx, const mla_topk_args *a)
          * wait for each other, so they must fit on the device at once) */
         int64_t G = (N + kTile - 1) / kTile;
 #if MLA_IDX_EMU
-        (void)sms; /* both paths: cooperative rows, and one block (odd row counts) */
+        (void)sms, (void)cap; /* both paths: cooperative rows, and one block (odd row counts) */
         G = nr % 2 == 1 && nr > 1 ? 1 : G > kGmax ? kGmax : G;
 #else
         const int64_t fill = sms / nr;
         G = G > fill ? fill : G;
         G = G > kGmax ? kGmax : G > sms ? sms : G;
-        /* MLA_HIP_TOPK_G=n: at most n blocks per row (a measurement of
-         * what cooperating blocks buy) */
-        const char *force = getenv("MLA_HIP_TOPK_G");
-        const int64_t cap = force ? atoi(force) : 0;
         if (cap >= 1 && G > cap)
             G = cap;
 #endif
@@ -672,9 +674,7 @@ mla_status mla_hip_topk(mla_context *ctx, const mla_topk_args *a)
 #elif defined(__CUDACC__)
         /* the first launch right behind the check or the search's logits;
          * later ones reuse the scratch the one before used, so they wait for
-         * it (MLA_HIP_TOPK_PDL=0: not behind the logits, a measurement) */
-        const char *no_pdl = getenv("MLA_HIP_TOPK_PDL");
-        const bool after = a->after_logits && !(no_pdl && no_pdl[0] == '0');
+         * it */
         const bool pdl = (a->gate != 0 || after) && mla_hip_state_of(ctx)->pdl && row0 == 0;
         d.after = pdl && after;
         const hipError_t err =
