@@ -1,4 +1,4 @@
-/* `mla bench prepare`: every op of the MLA prepare path (spec section 2,
+/* `mla bench prepare`: every op of the MLA prepare path (MLA.md section 2,
  * steps 1-6) on a model's shapes, for a list of token counts, timed on one
  * context and reported as a ratio to the ceilings measured in the same run
  * (bench/ceilings.h). docs/PERFORMANCE.md explains the columns. */

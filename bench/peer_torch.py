@@ -138,7 +138,7 @@ def shape_name(c, case):
 
 
 def rope_tables(torch, c, dev):
-    """cos, sin [max_pos, R/2] f32 with DeepSeek YaRN (spec section 3), float64 math."""
+    """cos, sin [max_pos, R/2] f32 with DeepSeek YaRN (MLA.md section 3), float64 math."""
     R, base, factor = c["R"], c["base"], c["factor"]
     i = torch.arange(R // 2, dtype=torch.float64)
     f = base ** (-2.0 * i / R)

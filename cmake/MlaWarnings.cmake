@@ -1,5 +1,5 @@
 # Warnings and sanitizers for the project's own C/C++ targets.
-# RoPE and the format conversions are bit-defined (spec sections 3 and 5):
+# RoPE and the format conversions are bit-defined (MLA.md sections 3 and 5):
 # no fused multiply-add may be formed behind the code's back. Kernels that
 # want FMA (GEMMs) ask for it explicitly with intrinsics or fmaf().
 add_compile_options($<$<COMPILE_LANGUAGE:C,CXX>:-ffp-contract=off>)

@@ -74,7 +74,7 @@ void conf_rmsnorm_exact(const conf_problem *p, int ix, int iw, double eps, doubl
     }
 }
 
-/* The MXFP4 production rule's scale byte for a block maximum a (spec
+/* The MXFP4 production rule's scale byte for a block maximum a (MLA.md
  * section 5): amax rounded up at the mantissa, then floor(log2) - 2. */
 int conf_mxfp4_scale_byte(float a)
 {

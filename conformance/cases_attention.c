@@ -17,7 +17,7 @@
  * the reference wrote). Padding rows and rows without a visible key must be
  * exactly 0 and -inf (their bound is 0, and -inf is a class).
  *
- * The cache bytes are filled here from the spec's layouts (section 4), not
+ * The cache bytes are filled here from MLA.md's layouts (section 4), not
  * by the library's writer, and read back by this file's own decoder.
  *
  * Case parameters: ip[0] cache layout, ip[1] cache element dtype, ip[2]
@@ -252,9 +252,9 @@ static int build(conf_case *cases, int cap)
     return b.n;
 }
 
-/* ------------------------------------------- the cache, from the spec */
+/* ------------------------------------------- the cache, from MLA.md */
 
-/* Element (t, d) of a NORMAL or SHUFFLED block (spec section 4). */
+/* Element (t, d) of a NORMAL or SHUFFLED block (MLA.md section 4). */
 static int64_t elem_of(mla_cache_layout layout, int64_t t, int64_t d, int64_t L, int64_t R,
                        int64_t bs, int64_t K)
 {
@@ -583,7 +583,7 @@ static mla_status exec(mla_context *ctx, const conf_case *c, mla_tensor *t)
 /* ------------------------------------------------------------ bounds */
 
 /* The q value a backend attends with: fp8 code * q_scale; with RoPE inside
- * attention the rope part rotated by the spec's fp32 arithmetic (each
+ * attention the rope part rotated by MLA.md's fp32 arithmetic (each
  * product rounded, then the sum) and rounded once to q's dtype. */
 static void q_row(const conf_case *c, const conf_problem *p, int64_t r, int64_t h, double *q)
 {

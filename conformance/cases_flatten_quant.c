@@ -1,4 +1,4 @@
-/* mla_fused_flatten_mxfp4_quant and mla_fused_flatten_fp8_group_quant (spec
+/* mla_fused_flatten_mxfp4_quant and mla_fused_flatten_fp8_group_quant (MLA.md
  * section 7): x [T, H, v] (f32, bf16, f16) contiguous, as the [H, T, v]
  * buffer of a transposed GEMM output seen as [T, H, v], strided and padded;
  * heads holding whole blocks, blocks spanning heads (v = 48), one head,

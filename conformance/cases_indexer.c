@@ -1,4 +1,4 @@
-/* The DSA indexer's K cache (spec section 6): mla_indexer_k_cache_write and
+/* The DSA indexer's K cache (MLA.md section 6): mla_indexer_k_cache_write and
  * mla_indexer_k_gather, bit-exact, and the helpers every cache-based case
  * file shares (cases_indexer.h). The two together, golden vectors through
  * the cache and RoPE before the write, are in cases_indexer_composite.c.

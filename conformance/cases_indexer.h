@@ -1,7 +1,7 @@
 /* Shared by the DSA indexer's case files (cases_indexer*.c): the K cache's
- * byte layout, written here from the spec (section 6) and not taken from the
+ * byte layout, written here from MLA.md (section 6) and not taken from the
  * library, so that a writer and a reader that agree with each other but not
- * with the spec cannot both pass (seed 002), and the parameters every
+ * with MLA.md cannot both pass (seed 002), and the parameters every
  * cache-based case carries.
  *
  * A block of the cache holds [block_size * D fp8 values][block_size fp32

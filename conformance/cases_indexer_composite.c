@@ -1,11 +1,11 @@
-/* The DSA indexer's K cache ops composed (spec section 6), bit-exact:
+/* The DSA indexer's K cache ops composed (MLA.md section 6), bit-exact:
  *
  * - indexer_k_roundtrip: mla_indexer_k_cache_write, then mla_indexer_k_gather
  *   of the same rows. Golden: the 32 rows of indexer_k_inputs_f32 written at
  *   scattered slots, in both flavours, plain and ue8m0, NORMAL and SHUFFLE,
  *   block sizes 1, 16 and 64, on every backend; the gathered codes and scales
  *   must equal the golden vectors, and the cache bytes the golden codes and
- *   scales placed where the spec's formula puts them (cases_indexer.h), every
+ *   scales placed where MLA.md's formula puts them (cases_indexer.h), every
  *   other byte untouched. Generated cases compare with the reference.
  * - indexer_rope_k_cache: the indexer's k path, mla_rope (NeoX or
  *   interleaved, R = 64, out of place) and then the cache write of the
@@ -85,7 +85,7 @@ static int build_roundtrip(conf_case *cases, int cap)
 }
 
 /* Golden expectation of the cache: its old bytes, with each row's golden
- * codes and scale placed by the spec's formula. */
+ * codes and scale placed by MLA.md's formula. */
 static mla_status rt_golden_cache(conf_problem *p, const conf_case *c)
 {
     const conf_arg *a = &p->arg[CONF_RT_CACHE];

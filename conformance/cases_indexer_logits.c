@@ -1,4 +1,4 @@
-/* The DSA indexer's scoring (spec section 6): paged MQA logits read from the
+/* The DSA indexer's scoring (MLA.md section 6): paged MQA logits read from the
  * fp8 K cache in place, and the top-k of the logits.
  *
  * indexer_logits: next_n 1 and 2; context lengths equal to next_n, not a
@@ -12,7 +12,7 @@
  * topk: many ties (a handful of values, +0 against -0), rows of -inf, NaN,
  * rows shorter than k (-1 padding), k = 1 and k = N, and k = 2048 over rows
  * of 4k to 8k values. The indices must be IDENTICAL across backends (ties
- * to the lower index, spec section 6).
+ * to the lower index, MLA.md section 6).
  *
  * Logits case parameters: cases_indexer.h (ip[0..4]); ip[5] next_n, ip[6]
  * Hi. Top-k: ip[0] k, ip[1] values, ip[2] rows R. */

@@ -1,4 +1,4 @@
-/* The DSA indexer's elementwise building blocks (spec section 6): the
+/* The DSA indexer's elementwise building blocks (MLA.md section 6): the
  * LayerNorm of k, the Hadamard rotation of q and k, and the head weights.
  *
  * layernorm: f32 / bf16 / f16 in and out, D = 128 (the model), 64, 33 and
@@ -7,7 +7,7 @@
  * bound derived below (fp32 mean and variance over D).
  * hadamard: D = 1 .. 1024, [T, D] rows and [T, H, D] heads, f32 / bf16, in
  * place, strided. Held to the bound of log2(D) levels of fp32 butterflies.
- * indexer_head_weights: bit-exact (the spec fixes the fp32 products and their
+ * indexer_head_weights: bit-exact (MLA.md fixes the fp32 products and their
  * order), Hi = 64, 1, 3 and 128, bf16 / f32 w, power-of-two and arbitrary
  * s_q (subnormal, huge, NaN and Inf among them), in place over w or s_q.
  *

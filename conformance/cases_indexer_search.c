@@ -1,4 +1,4 @@
-/* The planned search of the DSA indexer (spec section 6):
+/* The planned search of the DSA indexer (MLA.md section 6):
  * mla_indexer_plan_create over the block table and context lengths, then
  * mla_indexer_search (paged logits, then the top-k of each row's causal
  * bound). The problems are indexer_logits' (cases_indexer.h) plus the

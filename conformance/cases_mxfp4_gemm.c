@@ -1,4 +1,4 @@
-/* mla_batched_gemm_a16wfp4 and mla_batched_gemm_a4w4 (spec section 7):
+/* mla_batched_gemm_a16wfp4 and mla_batched_gemm_a4w4 (MLA.md section 7):
  * x bf16 / f32 and y bf16 / f32; prequant on and off, both MXFP4 rules;
  * every scale layout of w (and of x for a4w4, in all nine pairings); odd
  * M, N and K; strided, padded, misaligned and transposed operands (codes

@@ -3,7 +3,7 @@
  * and out of place, q_pe as a strided view inside a q buffer rotated into a
  * view of q_cat, tables from mla_rope_table_build with and without YaRN
  * (DeepSeek-V3, Kimi-K2, an mscale ratio != 1, test-tiny).
- * Bit-exact: the spec pins the arithmetic (fp32 products and sums rounded
+ * Bit-exact: MLA.md pins the arithmetic (fp32 products and sums rounded
  * separately, no FMA, one host-built table), so every backend's rotated
  * values equal the reference's bit for bit.
  *

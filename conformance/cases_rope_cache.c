@@ -5,7 +5,7 @@
  * k_pe as views of one kv buffer, q_nope already in place in q_cat's first L
  * dims, a cache with a padded block stride, and DeepSeek's L = 512, R = 64.
  * Bit-exact on q_cat, the cache bytes and k_pe_out: the RoPE arithmetic and
- * every rounding after it are pinned by the spec.
+ * every rounding after it are pinned by MLA.md.
  *
  * Case parameters: ip[0] layout, ip[1] cache dtype, ip[2] block size, ip[3]
  * blocks, ip[4] style, ip[5] flags (F_*), ip[6] T, ip[7] Tk; fp[0] k_scale,

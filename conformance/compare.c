@@ -1,6 +1,6 @@
 /* Comparators, in order: exact bits; NaN / Inf / signed-zero class; then the
  * output's declared bound. The decoders here are written from the format
- * definitions (spec section 5) and do not call the library, so a wrong
+ * definitions (MLA.md section 5) and do not call the library, so a wrong
  * library decoder cannot hide a wrong result. */
 #include <math.h>
 #include <stdarg.h>

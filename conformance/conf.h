@@ -265,7 +265,7 @@ struct conf_cmp {
  * or, when want_contig, contiguous row-major) value by value. */
 void conf_compare(const conf_arg *a, const unsigned char *got, const unsigned char *want,
                   int want_contig, conf_cmp *r);
-/* The comparators' own decoder (spec section 5, not the library's): the
+/* The comparators' own decoder (MLA.md section 5, not the library's): the
  * value of bits of dtype (floats, fp8, fp4 nibble, e8m0, integers). */
 double conf_decode_value(mla_dtype dt, uint64_t bits);
 /* Little-endian load of es bytes. */

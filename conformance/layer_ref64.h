@@ -1,4 +1,4 @@
-/* The float64 reference of the whole MLA layer (spec section 2) for the
+/* The float64 reference of the whole MLA layer (MLA.md section 2) for the
  * layer conformance tests, with a propagated error scale per output.
  *
  * Values: every product and sum in double from the same weights as the

@@ -255,7 +255,7 @@ int32_t mla_attention_plan_splits(const mla_attention_plan *plan)
 
 /* ----------------------------------------------------------------- run */
 
-/* RoPE inside attention (spec section 3, the ATTENTION site): q copied into
+/* RoPE inside attention (MLA.md section 3, the ATTENTION site): q copied into
  * the workspace with its rope part rotated (one rounding to q's dtype, as
  * mla_rope into q_cat), k_pe rotated into fp32 and [k_nope | k_rot] written
  * to the cache, exactly the SEPARATE site's sequence (core/prepare.c), whose

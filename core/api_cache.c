@@ -1,4 +1,4 @@
-/* Entry points of the latent cache (spec section 4): descriptor checks,
+/* Entry points of the latent cache (MLA.md section 4): descriptor checks,
  * write, gather, and the fused RoPE + concat + cache write. */
 #include <math.h>
 #include <stdlib.h>

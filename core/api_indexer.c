@@ -1,4 +1,4 @@
-/* Entry points of the DSA indexer (spec section 6). */
+/* Entry points of the DSA indexer (MLA.md section 6). */
 #include <math.h>
 #include <stdlib.h>
 

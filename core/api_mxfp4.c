@@ -1,4 +1,4 @@
-/* Entry points of the MXFP4 GEMM path (spec section 7): batched a16wfp4 /
+/* Entry points of the MXFP4 GEMM path (MLA.md section 7): batched a16wfp4 /
  * a4w4 GEMMs through any output strides, and the fused flatten + quant. */
 #include <stdio.h>
 

@@ -1,10 +1,10 @@
-/* Bit-level number formats of spec section 5, shared by the CPU backend (C11)
+/* Bit-level number formats of MLA.md section 5, shared by the CPU backend (C11)
  * and the HIP backend (HIP / CUDA C++ device code).
  *
  * Every conversion here is exact integer logic on the fp32 bit pattern: no
  * libm, no FP environment dependence (FTZ/DAZ, rounding mode) and nothing the
  * compiler could contract into an FMA. The few fp32 operations left are the
- * ones the spec itself writes in fp32 (the fp8 group scale, x * inv or x / s,
+ * ones MLA.md itself writes in fp32 (the fp8 group scale, x * inv or x / s,
  * the dequant product; one correctly rounded operation each).
  *
  * The functions are branch-free selects so that loops over them vectorize.

@@ -1,4 +1,4 @@
-/* Scalar number formats of spec section 5: the reference ("teaching")
+/* Scalar number formats of MLA.md section 5: the reference ("teaching")
  * implementation.
  *
  * Every narrow format here is a small binary floating-point format described
@@ -266,7 +266,7 @@ float mla_fp4_to_f32(uint8_t code)
 
 /* -------------------------------------------------------------- MXFP4 */
 
-/* One block of 32 (spec section 5):
+/* One block of 32 (MLA.md section 5):
  *   amax = max |x|; NaN or inf in the block -> scale 0xFF, codes 0;
  *   amax == 0 -> scale 0, codes 0 (also for -0);
  *   OCP:        e = floor(log2 amax) - 2;

@@ -1,4 +1,4 @@
-/* mla_indexer_prepare: the indexer's projections of spec section 6 for T
+/* mla_indexer_prepare: the indexer's projections of MLA.md section 6 for T
  * tokens, composed from the public ops on the caller's context. */
 #include <string.h>
 

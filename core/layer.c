@@ -1,4 +1,4 @@
-/* mla_layer_forward: spec section 2 end to end for one planned step,
+/* mla_layer_forward: MLA.md section 2 end to end for one planned step,
  * composed from the public ops on the caller's context. RoPE happens at the
  * plan's one site: prepare's fused kernel or separate RoPE, or inside the
  * attention call, which then gets q_pe and the new keys unrotated and

@@ -1,4 +1,4 @@
-/* The DeepSeek attention-layer loader (spec section 2 names, section 5
+/* The DeepSeek attention-layer loader (MLA.md section 2 names, section 5
  * formats, section 7 MXFP4 operands): find and check every tensor first,
  * then one allocation in context memory, then the reads. The only
  * transform is the MXFP4 W_kc re-quantization along nope. */

@@ -1,4 +1,4 @@
-/* Model configurations (spec section 1) and the softmax scale (section 2). */
+/* Model configurations (MLA.md section 1) and the softmax scale (section 2). */
 #include <math.h>
 #include <string.h>
 

@@ -1,4 +1,4 @@
-/* The RoPE-once plan (spec section 3): one function decides where rotation
+/* The RoPE-once plan (MLA.md section 3): one function decides where rotation
  * happens, and every stage asks the plan instead of deciding for itself. The
  * plan also names the kernel each stage runs on its target, so that a wrong
  * path choice is visible (`mla plan`) and testable. */

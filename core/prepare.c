@@ -1,4 +1,4 @@
-/* mla_prepare: spec section 2, steps 1-6, composed from the public ops on
+/* mla_prepare: MLA.md section 2, steps 1-6, composed from the public ops on
  * the caller's context. RoPE happens where the plan says, once. */
 #include <stdlib.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-/* The cos/sin table of spec section 3: built once on the host in float64,
+/* The cos/sin table of MLA.md section 3: built once on the host in float64,
  * each entry rounded once to fp32; every backend reads these bits. */
 #include <math.h>
 

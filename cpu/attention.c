@@ -1,4 +1,4 @@
-/* CPU attention core (include/mla/mla_attention.h; spec section 2, step 7):
+/* CPU attention core (include/mla/mla_attention.h; MLA.md section 2, step 7):
  * absorbed MQA of q_cat [T, H, L + R] over the latent cache, dense or sparse,
  * split-KV with a combine.
  *
@@ -415,7 +415,7 @@ MLA_CPU_INLINE int copy_key_bf16(const attn_job *jb, const uint8_t *blk, int64_t
     int exact = 1;
     if (jb->layout == MLA_CL_FP8_SCALED) {
         /* code * s is exact in bf16 when s is a power of two (the writer's
-         * scales; spec section 4): else the tile takes the fp32 path */
+         * scales; MLA.md section 4): else the tile takes the fp32 path */
         for (int64_t g = 0; g < L / MLA_CL_SCALE_GROUP; ++g) {
             float sc;
             memcpy(&sc, blk + mla_cl_fp8s_scale_byte(t, g, L, R), sizeof sc);

@@ -1,4 +1,4 @@
-/* CPU latent cache gather (spec section 4), bit-identical to the reference:
+/* CPU latent cache gather (MLA.md section 4), bit-identical to the reference:
  * out row n is token j of sequence s (sequences in order, j < seq_lens[s]),
  * read from block block_table[s, j / block_size], token j % block_size, and
  * returned as the NORMAL row [k_nope | k_pe] dequantized in fp32:

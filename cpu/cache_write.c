@@ -1,4 +1,4 @@
-/* CPU latent cache writer (spec section 4), byte-identical to the reference
+/* CPU latent cache writer (MLA.md section 4), byte-identical to the reference
  * (core/ref/cache.c): offsets from core/ref/cache_layout.h, values from the
  * fp32 value v of each input through core/format_bits.h:
  *

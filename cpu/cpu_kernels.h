@@ -99,7 +99,7 @@ mla_status mla_cpu_cache_gather(mla_context *ctx, const mla_cache_gather_args *a
 mla_status mla_cpu_rope_cache(mla_context *ctx, const mla_rope_cache_op_args *a);
 
 /* The rotation of rope.c, for the fused rope_cache: out[0, 2*half) = the
- * pairs of in[0, 2*half) rotated by (cos[i], sin[i]) (fp32, no FMA; spec
+ * pairs of in[0, 2*half) rotated by (cos[i], sin[i]) (fp32, no FMA; MLA.md
  * section 3). in and out do not overlap. */
 typedef void (*mla_cpu_rotate_fn)(const float *in, const float *cos, const float *sin,
                                   int64_t half, mla_rope_style style, float *out);

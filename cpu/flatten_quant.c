@@ -1,4 +1,4 @@
-/* CPU fused flatten + quant (spec section 7): x [T, H, v] -> the MXFP4
+/* CPU fused flatten + quant (MLA.md section 7): x [T, H, v] -> the MXFP4
  * (blocks of 32) or fp8 AITER (groups of 128) quant of the rows [T, H*v],
  * bit-exact with the format ops on the flattened rows because it is those
  * ops' CPU kernels (cpu/mxfp4_quant.c, cpu/fp8_group_quant.c) run on views:

@@ -1,4 +1,4 @@
-/* CPU DSA indexer K cache writer and gather (spec section 6), bytes identical
+/* CPU DSA indexer K cache writer and gather (MLA.md section 6), bytes identical
  * to the reference (core/ref/indexer_cache.c). Offsets from
  * core/ref/indexer_layout.h. Per token t over the whole head (D values of k,
  * loaded exactly as fp32):

@@ -1,4 +1,4 @@
-/* CPU head weights of the DSA indexer (spec section 6), bits identical to
+/* CPU head weights of the DSA indexer (MLA.md section 6), bits identical to
  * the reference (core/ref/indexer_weights.c):
  *
  *     w_out[t, h] = fl(fl(fl(w[t, h] * s_q[t, h]) * c_d) * c_h)
@@ -20,7 +20,7 @@
 #include "cpu/cpu_kernels.h"
 #include "cpu/cpu_rows.h"
 
-#define INDEXER_HEAD_DIM 128 /* the 128^-0.5 of the spec, fixed by the model */
+#define INDEXER_HEAD_DIM 128 /* the 128^-0.5 of MLA.md, fixed by the model */
 
 static float inv_sqrt_f32(int64_t n)
 {

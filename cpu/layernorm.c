@@ -1,4 +1,4 @@
-/* CPU LayerNorm of the DSA indexer's k (spec section 6), fp32 math:
+/* CPU LayerNorm of the DSA indexer's k (MLA.md section 6), fp32 math:
  *
  *     mean = fl(S1 / D),  S1 = sum_d x[t, d]
  *     var  = fl(S2 / D),  S2 = sum_d fl(x[t, d] - mean)^2      (population)

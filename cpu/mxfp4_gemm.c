@@ -1,4 +1,4 @@
-/* CPU MXFP4 batched GEMMs (spec section 7): y[b] = A[b] @ deq(w[b])^T, fp32
+/* CPU MXFP4 batched GEMMs (MLA.md section 7): y[b] = A[b] @ deq(w[b])^T, fp32
  * accumulation, y written through its strides (F32, or BF16 rounded once).
  *
  * A task is one batch and a range of weight rows. It turns the rows' scale

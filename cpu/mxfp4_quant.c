@@ -1,4 +1,4 @@
-/* CPU MXFP4 quant (spec section 5): x [M, K] -> codes [M, K/2] (two e2m1 per
+/* CPU MXFP4 quant (MLA.md section 5): x [M, K] -> codes [M, K/2] (two e2m1 per
  * byte, element 2i in the low nibble) and one e8m0 scale per 32 values.
  *
  * Per block: amax = max of |x| as fp32 bit patterns (integer order is value

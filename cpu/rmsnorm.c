@@ -1,4 +1,4 @@
-/* CPU RMSNorm and fused QK RMSNorm (spec section 2, step 2), fp32 math:
+/* CPU RMSNorm and fused QK RMSNorm (MLA.md section 2, step 2), fp32 math:
  *
  *     ss = sum_d x[t, d]^2      (64 lanes: lane l sums d = l, l + 64, ... in
  *                                order; then a fixed pairwise tree)

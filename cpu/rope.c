@@ -1,4 +1,4 @@
-/* CPU RoPE (spec section 3), bit-identical to the reference: for pair i of a
+/* CPU RoPE (MLA.md section 3), bit-identical to the reference: for pair i of a
  * row, with c = cos[pos, i] and s = sin[pos, i] in fp32,
  *
  *     out_a = fl(fl(a * c) - fl(b * s)),   out_b = fl(fl(a * s) + fl(b * c))

@@ -1,4 +1,4 @@
-/* Chunks of a latent-cache token on the device (spec section 4), for the
+/* Chunks of a latent-cache token on the device (MLA.md section 4), for the
  * writer, the gather and the fused RoPE + cache write. Byte offsets come
  * from core/ref/cache_layout.h, the file the reference and the CPU backend
  * use; element values follow core/ref/cache.c:

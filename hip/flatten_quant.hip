@@ -1,4 +1,4 @@
-/* Fused flatten + quant (spec section 7): x [T, H, v] with any strides is
+/* Fused flatten + quant (MLA.md section 7): x [T, H, v] with any strides is
  * read as the rows [T, H*v] (value j of row t is x[t, j / v, j % v]) and
  * each row is quantized exactly as the format kernels quantize a contiguous
  * row, straight from x (no gathered copy):

@@ -1,4 +1,4 @@
-/* Hadamard rotation of the DSA indexer's q and k (spec section 6):
+/* Hadamard rotation of the DSA indexer's q and k (MLA.md section 6):
  *
  *     y[t, h, :] = x[t, h, :] @ H_D / sqrt(D)     (Sylvester H_D, D = 2^m <= 1024)
  *

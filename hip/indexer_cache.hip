@@ -1,4 +1,4 @@
-/* DSA indexer K cache writer and gather (spec section 6), bytes identical
+/* DSA indexer K cache writer and gather (MLA.md section 6), bytes identical
  * to the reference (core/ref/indexer_cache.c). Offsets come from
  * core/ref/indexer_layout.h, the one place the NORMAL / SHUFFLE layout is
  * written down (seed 002). Per token t over the whole head (D values of k,

@@ -1,4 +1,4 @@
-/* Paged MQA logits of the DSA indexer (spec section 6). Row r = b * next_n +
+/* Paged MQA logits of the DSA indexer (MLA.md section 6). Row r = b * next_n +
  * j, key position n < bound_r = ctx_len[b] - next_n + j + 1:
  *
  *     logits[r, n] = k_scale[n] * sum_h w[r, h] * relu(q[r, h, :] . k[n, :])

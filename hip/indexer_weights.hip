@@ -1,4 +1,4 @@
-/* Head weights of the DSA indexer (spec section 6), bits identical to the
+/* Head weights of the DSA indexer (MLA.md section 6), bits identical to the
  * reference (core/ref/indexer_weights.c):
  *
  *     w_out[t, h] = fl(fl(fl(w[t, h] * s_q[t, h]) * c_d) * c_h)
@@ -17,7 +17,7 @@
 
 namespace {
 
-constexpr int64_t kHeadDim = 128; /* the 128^-0.5 of the spec, fixed by the model */
+constexpr int64_t kHeadDim = 128; /* the 128^-0.5 of MLA.md, fixed by the model */
 
 struct hw_desc {
     int64_t T, Hi;

@@ -1,4 +1,4 @@
-/* LayerNorm of the DSA indexer's k (spec section 6), fp32 math, one
+/* LayerNorm of the DSA indexer's k (MLA.md section 6), fp32 math, one
  * rounding to y's dtype:
  *
  *     mean = fl(S1 / D),  S1 = sum_d x[t, d]

@@ -1,4 +1,4 @@
-/* MXFP4 batched GEMMs (spec section 7): y[b] = A[b] @ deq(w[b])^T with fp32
+/* MXFP4 batched GEMMs (MLA.md section 7): y[b] = A[b] @ deq(w[b])^T with fp32
  * accumulation, y written through its strides (any pattern: a [M, B, N]
  * buffer passed as a transposed [B, M, N] view included), one rounding to
  * y's dtype. A is x (a16wfp4, prequant 0), deq(Q(x)) by the MXFP4 rule
@@ -47,7 +47,7 @@
  * vote over the whole tile, so a tile's result never mixes the two paths.
  *
  * Hardware fp4 conversions (gfx950 v_cvt_scalef32_*fp4*) are not used: the
- * MXFP4 quantization needs the spec's RNE-with-saturation from x * 2^-e in
+ * MXFP4 quantization needs MLA.md's RNE-with-saturation from x * 2^-e in
  * fp32 bit for bit, and neither that nor the instructions' handling of fp32
  * subnormal inputs, NaN and the scale operand can be checked here (no gfx950
  * to run on); the software conversions below are cheap and are checked bit

@@ -1,4 +1,4 @@
-/* RMSNorm and the fused QK RMSNorm (spec section 2, step 2):
+/* RMSNorm and the fused QK RMSNorm (MLA.md section 2, step 2):
  *
  *     y[t, d] = fl(fl(x[t, d] * r) * w[d]),  r = 1 / sqrtf(fl(sum_d x^2) / D + eps)
  *

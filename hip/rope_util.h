@@ -1,4 +1,4 @@
-/* The rotation of spec section 3 on the device, shared by RoPE and the
+/* The rotation of MLA.md section 3 on the device, shared by RoPE and the
  * fused RoPE + cache write. For pair i of a row, c = cos[pos, i], s =
  * sin[pos, i] (the host-built fp32 table):
  *

@@ -1,4 +1,4 @@
-/* Top-k of the DSA indexer (spec section 6), indices identical to the
+/* Top-k of the DSA indexer (MLA.md section 6), indices identical to the
  * reference (core/ref/topk.c): per row r, the min(k, len) largest of
  * logits[r, 0:len], in ascending index order, ties to the lower index (+0
  * and -0 tie), NaN below every number (NaNs by index), -1 padding to k;

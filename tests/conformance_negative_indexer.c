@@ -1,4 +1,4 @@
-/* Controls of the DSA indexer's conformance (spec section 6, seed 002).
+/* Controls of the DSA indexer's conformance (MLA.md section 6, seed 002).
  *
  * Seed 002's two bugs, which must be reported as FAIL:
  * (a) a K cache written SHUFFLE and read as NORMAL: a gather and a logits
@@ -21,7 +21,7 @@
  * logits with k scaled before the dot, FMA dots and the heads summed
  * backwards; fp32 one-pass LayerNorm in the folded form x (r w) + (b - mu r w);
  * fp32 butterflies with the levels in reverse order and the scale applied
- * first; head weights in the spec's order, written here (bit-exact). The
+ * first; head weights in MLA.md's order, written here (bit-exact). The
  * kernels written here run once (on the reference table); the wrappers of a
  * table's own kernels run on the reference and the CPU tables. */
 #include <math.h>
@@ -298,7 +298,7 @@ static mla_status hadamard_fp32(mla_context *ctx, const mla_hadamard_args *a)
 static int hw_folded;
 
 /* w_out = fl(fl(fl(w s_q) c_d) c_h), c_d = fl(128^-0.5), c_h = fl(Hi^-0.5)
- * (spec section 6); folded: w (s_q (c_d c_h)), which rounds differently. */
+ * (MLA.md section 6); folded: w (s_q (c_d c_h)), which rounds differently. */
 static mla_status head_weights_spec(mla_context *ctx, const mla_head_weights_args *a)
 {
     (void)ctx;
@@ -539,7 +539,7 @@ void neg_indexer_controls(const mla_backend_ops *from)
     had_no_norm = 0;
 
     t = *from, t.indexer_head_weights = head_weights_spec, hw_folded = 0;
-    neg_positive(from, &t, "head weights in the spec's order, written here",
+    neg_positive(from, &t, "head weights in MLA.md's order, written here",
                  "indexer_head_weights");
     hw_folded = 1;
     neg_negative(from, &t, "head weights with the constants folded first",

@@ -1,4 +1,4 @@
-/* Controls of the MXFP4 GEMM path (spec section 7, seed 003):
+/* Controls of the MXFP4 GEMM path (MLA.md section 7, seed 003):
  *
  * - negative: wrong kernels that must be caught: the split-K bug pattern of
  *   aiter (the output written with the batch and row strides swapped),

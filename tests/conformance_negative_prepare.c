@@ -3,7 +3,7 @@
  * quantized q_out bound, raw cache bytes, gathered rows), each compiled into
  * this test only and copied into the slot of a reference or CPU table. Each
  * must be reported as FAIL by the comparator named. Two of them are the
- * RoPE-once failures of the spec (section 3): rotating twice, and a cache
+ * RoPE-once failures of MLA.md (section 3): rotating twice, and a cache
  * written SHUFFLED but read as NORMAL. */
 #include <math.h>
 #include <stdio.h>

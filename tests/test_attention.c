@@ -215,7 +215,7 @@ static void new_tokens(const fixture *f, int32_t *pos, int32_t *slots)
         }
 }
 
-/* The three sites (spec section 3) from the same unrotated q_pe / k_pe:
+/* The three sites (MLA.md section 3) from the same unrotated q_pe / k_pe:
  * SEPARATE (mla_rope into q_cat and into an f32 k, mla_cache_write, then
  * attention), FUSED_CACHE (mla_fused_rope_concat_cache, then attention),
  * ATTENTION (q_cat unrotated, the rope args of the attention call). */

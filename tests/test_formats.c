@@ -1,4 +1,4 @@
-/* Unit tests of the scalar number formats (spec section 5) and of the
+/* Unit tests of the scalar number formats (MLA.md section 5) and of the
  * reference format ops built on them. Self-contained: the expected values
  * come from the format definitions, not from files.
  *

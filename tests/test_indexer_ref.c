@@ -1,4 +1,4 @@
-/* The reference DSA indexer kernels (spec section 6) through the public API
+/* The reference DSA indexer kernels (MLA.md section 6) through the public API
  * on a reference context, against answers computed here independently: the
  * K cache write against mla_fp8_group_quant (group = head_dim, rules DIV and
  * UE8M0: the rule of the golden indexer_k_* vectors), write -> gather
@@ -40,7 +40,7 @@ static mla_tensor cache_of(const mla_indexer_cache_desc *d, uint8_t **mem)
     return tensor(*mem, MLA_DTYPE_U8, 2, d->num_blocks, bb, 0);
 }
 
-/* The spec's value offsets, written out again here (not the library's). */
+/* MLA.md's value offsets, written out again here (not the library's). */
 static int64_t spec_value_byte(mla_indexer_layout layout, int64_t t, int64_t d)
 {
     if (layout == MLA_INDEXER_NORMAL)
@@ -77,7 +77,7 @@ static void quant_rows(float *k)
 }
 
 /* Writes the QT rows (k as F32 or BF16) to slots {5, -1, 0, 17, 30, 3} of a
- * cache of 32 / bs + 1 blocks and checks every written token's bytes, at the spec's
+ * cache of 32 / bs + 1 blocks and checks every written token's bytes, at MLA.md's
  * offsets, against mla_fp8_group_quant of the same rows (group 128). */
 static void check_write(mla_dtype fp8, int ue8m0, mla_indexer_layout layout, int64_t bs,
                         mla_dtype kdt)
@@ -200,7 +200,7 @@ static void test_layout_rule(void)
     CHECK(mla_indexer_layout_for(64) == MLA_INDEXER_SHUFFLE);
 
     /* SHUFFLE offsets: a bijection onto [0, bs * D) within a block, equal to
-     * the spec's formula; scales after the values. */
+     * MLA.md's formula; scales after the values. */
     const int64_t sizes[2] = {16, 64};
     for (int s = 0; s < 2; ++s) {
         const int64_t bs = sizes[s];

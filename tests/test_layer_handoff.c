@@ -1,4 +1,4 @@
-/* The W_vc -> o_proj hand-off of mla_layer_forward (spec section 7, seed
+/* The W_vc -> o_proj hand-off of mla_layer_forward (MLA.md section 7, seed
  * 003): W_vc writes the [T, H, v] buffer through a [H, T, v] view and o_proj
  * reads that very buffer (flattened by a view for bf16 / fp8 weights,
  * quantized in place by the fused flatten for MXFP4), with no allocation

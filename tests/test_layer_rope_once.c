@@ -1,4 +1,4 @@
-/* RoPE-once for the whole layer (spec section 3, seed 000): on every
+/* RoPE-once for the whole layer (MLA.md section 3, seed 000): on every
  * backend this build runs (reference, cpu; hip when a GPU answers), for
  * test-tiny, test-tiny-noq and test-tiny-indexer (sparse), the three RoPE
  * sites (SEPARATE, FUSED_CACHE, ATTENTION) run through mla_layer_forward

@@ -1,4 +1,4 @@
-/* RoPE-once (spec section 3, seeds 000 and 001): on every backend this build
+/* RoPE-once (MLA.md section 3, seeds 000 and 001): on every backend this build
  * can run (reference, cpu; hip when a GPU answers), for test-tiny and
  * test-tiny-noq and for every RoPE site the plan allows (its default,
  * SEPARATE and FUSED_CACHE), mla_prepare must leave in the cache, for every

@@ -8,7 +8,7 @@
 #include "mla/mla.h"
 
 /* Interleaved RoPE of one bf16 row of R values by position pos, in fp32 with
- * each product rounded on its own (spec section 3), rounded to bf16; cos and
+ * each product rounded on its own (MLA.md section 3), rounded to bf16; cos and
  * sin are the [positions, R / 2] tables. */
 static inline void test_rope_row(const uint16_t *x, int64_t R, const float *cos, const float *sin,
                                  int64_t pos, uint16_t *out)

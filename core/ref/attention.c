@@ -1,4 +1,4 @@
-/* Reference MLA attention (spec section 2, step 7;
+/* Reference MLA attention (MLA.md section 2, step 7;
  * include/mla/mla_attention.h). For sequence s with c_s keys and n_s query
  * rows, row j (r = cu_q[s] + j) sits at position p = c_s - n_s + j and sees the
  * keys

@@ -1,4 +1,4 @@
-/* Reference latent cache writer and gather (spec section 4). Offsets come
+/* Reference latent cache writer and gather (MLA.md section 4). Offsets come
  * from core/ref/cache_layout.h; element values, from the fp32 value v of an
  * input (any float dtype, loaded exactly):
  *

@@ -1,4 +1,4 @@
-/* Where a value lives in a block of the MLA latent cache (spec section 4):
+/* Where a value lives in a block of the MLA latent cache (MLA.md section 4):
  * the byte-offset math of the three layouts, shared by the reference, the
  * CPU backend (C11) and the HIP backend (HIP / CUDA device code), so that a
  * layout is written down once.

@@ -1,4 +1,4 @@
-/* Reference fused flatten + quant (spec section 7): x [T, H, v] with any
+/* Reference fused flatten + quant (MLA.md section 7): x [T, H, v] with any
  * strides is read as the rows [T, H*v] (value j of row t is x[t, j / v,
  * j % v]) and each row is quantized exactly as the format ops quantize a
  * contiguous row: the row is gathered into fp32 (exact for every input

@@ -1,4 +1,4 @@
-/* Reference Hadamard rotation of the DSA indexer's q and k (spec section 6):
+/* Reference Hadamard rotation of the DSA indexer's q and k (MLA.md section 6):
  *
  *     y[t, h, :] = x[t, h, :] @ H_D / sqrt(D),   H_D[i, j] = (-1)^popcount(i & j)
  *

@@ -1,4 +1,4 @@
-/* Reference DSA indexer K cache writer and gather (spec section 6). Offsets
+/* Reference DSA indexer K cache writer and gather (MLA.md section 6). Offsets
  * come from core/ref/indexer_layout.h. Per token, over the whole head (D
  * values of k, loaded exactly as fp32):
  *

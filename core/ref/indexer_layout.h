@@ -1,4 +1,4 @@
-/* Where a value lives in a block of the DSA indexer K cache (spec section 6):
+/* Where a value lives in a block of the DSA indexer K cache (MLA.md section 6):
  * the byte-offset math of the two layouts, shared by the reference, the CPU
  * backend (C11) and the HIP backend (HIP / CUDA device code), so that the
  * layout is written down once (seed 002: a writer and a reader that disagreed

@@ -1,4 +1,4 @@
-/* Reference paged MQA logits of the DSA indexer (spec section 6). Row r =
+/* Reference paged MQA logits of the DSA indexer (MLA.md section 6). Row r =
  * b * next_n + j (query token j of sequence b), key position n:
  *
  *     logits[r, n] = k_scale[n] * sum_h w[r, h] * relu(q[r, h, :] . k[n, :])

@@ -1,4 +1,4 @@
-/* Reference head weights of the DSA indexer (spec section 6):
+/* Reference head weights of the DSA indexer (MLA.md section 6):
  *
  *     w_out[t, h] = fl(fl(fl(w[t, h] * s_q[t, h]) * c_d) * c_h)
  *     c_d = fl(128^-0.5) (softmax scale of the 128-dim head), c_h = fl(Hi^-0.5)
@@ -11,7 +11,7 @@
 #include "core/ref/ref_kernels.h"
 #include "core/ref/tensor_access.h"
 
-#define INDEXER_HEAD_DIM 128 /* the 128^-0.5 of the spec, fixed by the model */
+#define INDEXER_HEAD_DIM 128 /* the 128^-0.5 of MLA.md, fixed by the model */
 
 /* fp32 nearest n^-0.5. The double 1 / sqrt(n) lies within an ulp of n^-0.5,
  * and rounding it to fp32 gives the correctly rounded value for every n <

@@ -1,4 +1,4 @@
-/* Reference LayerNorm of the DSA indexer's k (spec section 6):
+/* Reference LayerNorm of the DSA indexer's k (MLA.md section 6):
  *
  *     mean = sum_d x[t, d] / D,   var = sum_d (x[t, d] - mean)^2 / D   (population)
  *     y[t, d] = (x[t, d] - mean) / sqrt(var + eps) * w[d] + b[d]

@@ -1,4 +1,4 @@
-/* Reference MXFP4 quant and dequant (spec section 5): blocks of 32 values
+/* Reference MXFP4 quant and dequant (MLA.md section 5): blocks of 32 values
  * along K share one e8m0 scale; codes [M, K/2] bytes, element 2i in the low
  * nibble; scales [M, K/32] row-major, transposed, or pre-shuffled (gfx950). */
 #include "core/ref/ref_kernels.h"

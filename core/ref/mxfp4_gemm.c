@@ -1,4 +1,4 @@
-/* Reference MXFP4 batched GEMMs (spec section 7), in float64, one rounding
+/* Reference MXFP4 batched GEMMs (MLA.md section 7), in float64, one rounding
  * to y's dtype, every tensor through its strides:
  *
  *     a16wfp4: y[b, m, n] = sum_k A[b, m, k] * W[b, n, k]

@@ -1,4 +1,4 @@
-/* The reference backend: host memory, scalar kernels that follow the spec's
+/* The reference backend: host memory, scalar kernels that follow MLA.md's
  * formulas one value at a time. It runs every variant the API accepts. */
 #include "core/backend.h"
 #include "core/ref/ref_kernels.h"

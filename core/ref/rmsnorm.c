@@ -1,4 +1,4 @@
-/* Reference RMSNorm and the fused QK RMSNorm (spec section 2, step 2):
+/* Reference RMSNorm and the fused QK RMSNorm (MLA.md section 2, step 2):
  *
  *     y[t, d] = x[t, d] * rsqrt(mean_d(x[t, :]^2) + eps) * w[d]
  *

@@ -1,4 +1,4 @@
-/* Reference RoPE (spec section 3), bit-defined. For token t, head h and pair
+/* Reference RoPE (MLA.md section 3), bit-defined. For token t, head h and pair
  * i < R/2, with c = cos[pos[t], i] and s = sin[pos[t], i] (fp32):
  *
  *     interleaved: (a, b) = (x[2i], x[2i+1]);   NeoX: (a, b) = (x[i], x[i + R/2])

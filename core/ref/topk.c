@@ -1,4 +1,4 @@
-/* Reference top-k of the DSA indexer (spec section 6): per row r, the
+/* Reference top-k of the DSA indexer (MLA.md section 6): per row r, the
  * indices of the m = min(k, len) largest of logits[r, 0:len] (len =
  * lengths[r]), in ascending index order, padded with -1 to k.
  *

@@ -178,7 +178,7 @@ MLA_API mla_status mla_memcpy(mla_context *ctx, void *dst, const void *src, size
 MLA_API mla_status mla_memset(mla_context *ctx, void *dst, int value, size_t bytes);
 
 /* ------------------------------------------------- scalar number formats */
-/* Section 5 of the spec. All conversions round to nearest, ties to even. */
+/* MLA.md section 5. All conversions round to nearest, ties to even. */
 
 MLA_API uint16_t mla_f32_to_bf16(float x); /* NaN -> 0x7FC0 (sign kept) */
 MLA_API float mla_bf16_to_f32(uint16_t bits);
@@ -221,7 +221,7 @@ typedef enum mla_scale_layout {
 MLA_API const char *mla_scale_layout_name(mla_scale_layout layout);
 /* ceil(M/256)*256 * ceil(N/8)*8; padding bytes are written as 0. */
 MLA_API int64_t mla_scale_preshuffled_bytes(int64_t M, int64_t N);
-/* Byte offset of scale[m, n] in the pre-shuffled layout (spec section 5). */
+/* Byte offset of scale[m, n] in the pre-shuffled layout (MLA.md section 5). */
 MLA_API int64_t mla_scale_preshuffled_offset(int64_t m, int64_t n, int64_t N);
 
 typedef enum mla_fp8_scale_rule {

@@ -1,4 +1,4 @@
-/* libmla: the MLA attention core (spec section 2, step 7): absorbed MQA of
+/* libmla: the MLA attention core (MLA.md section 2, step 7): absorbed MQA of
  * q_cat over the paged latent cache, dense or sparse (DSA top-k), decode with
  * next_n >= 1 and chunked prefill through one call, split-KV with a combine,
  * and RoPE inside attention as the plan's third RoPE site.

@@ -1,4 +1,4 @@
-/* libmla: the DeepSeek-V3.2 sparse (DSA) indexer, spec section 6:
+/* libmla: the DeepSeek-V3.2 sparse (DSA) indexer, MLA.md section 6:
  * LayerNorm and Hadamard for its projections, fp8 K quant-and-cache in the
  * NORMAL and SHUFFLE layouts, the gather back, paged MQA logits and top-k.
  * Included by mla/mla.h; conventions are those of mla.h. */
@@ -85,8 +85,8 @@ MLA_API mla_status mla_indexer_logits(mla_context *ctx, const mla_indexer_cache_
                                       mla_tensor *logits);
 
 /* Per row r: the indices of the min(k, lengths[r]) largest of
- * logits[r, :lengths[r]], in ascending index order (the set alone is the
- * spec's; the order is this library's: no sort on a device, and the sparse
+ * logits[r, :lengths[r]], in ascending index order (the set alone is
+ * MLA.md's; the order is this library's: no sort on a device, and the sparse
  * attention walks the cache in page order), ties to the lower index (+0 and
  * -0 tie), NaN below every number (-inf included), padded with -1 to k.
  * logits [R, N] F32, lengths [R] I32 (<= N), indices [R, k] I32. The HIP
@@ -138,7 +138,7 @@ MLA_API mla_status mla_indexer_search(mla_context *ctx, const mla_indexer_plan *
                                       const mla_tensor *w, mla_tensor *logits, int64_t k,
                                       mla_tensor *indices);
 
-/* The indexer's head weights (spec section 6): w_out = w * s_q * 128^-0.5 *
+/* The indexer's head weights (MLA.md section 6): w_out = w * s_q * 128^-0.5 *
  * Hi^-0.5 in fp32, in that order. w [T, Hi] (BF16, F32), s_q [T, Hi] F32
  * (q's per-(token, head) fp8 scales), w_out [T, Hi] F32. */
 MLA_API mla_status mla_indexer_head_weights(mla_context *ctx, const mla_tensor *w,
@@ -160,7 +160,7 @@ typedef struct mla_indexer_options {
     mla_dtype fp8;        /* q's fp8 flavour: FP8_E4M3FN (448) or FP8_E4M3FNUZ (224) */
 } mla_indexer_options;
 
-/* Spec section 6, per token: q = q_lat_normed @ W_qb_idx^T -> [T, Hi, 128];
+/* MLA.md section 6, per token: q = q_lat_normed @ W_qb_idx^T -> [T, Hi, 128];
  * k = LayerNorm(x @ W_k^T) (eps 1e-6); w = x @ W_w^T (rounded to bf16);
  * RoPE on the first R dims of q and k (cos/sin of the model, R =
  * 2 * cos.shape[1]); optional Hadamard; q to fp8 per (token, head) with a

@@ -1,4 +1,4 @@
-/* libmla: the whole MLA attention layer (spec section 2, steps 1-9) for a
+/* libmla: the whole MLA attention layer (MLA.md section 2, steps 1-9) for a
  * batch of sequences, prefill chunks and decode steps alike: prepare, the
  * DeepSeek-V3.2 indexer when the config has one, attention over the paged
  * latent cache, W_vc and o_proj. RoPE happens once, at the plan's site.

@@ -1,4 +1,4 @@
-/* libmla: the MXFP4 GEMM path (spec sections 5 and 7, seed 003): batched
+/* libmla: the MXFP4 GEMM path (MLA.md sections 5 and 7, seed 003): batched
  * a16wfp4 / a4w4 GEMMs writing through any output strides, and the fused
  * flatten + quant that hands the W_vc output to o_proj without a copy.
  * Included by mla/mla.h; conventions are those of mla.h. */

@@ -1,4 +1,4 @@
-/* libmla: the MLA prepare path (spec sections 2-4): model configs, RMSNorm,
+/* libmla: the MLA prepare path (MLA.md sections 2-4): model configs, RMSNorm,
  * RoPE with DeepSeek YaRN, projections, the W_kc absorb, the latent cache,
  * the fused RoPE + concat + cache write, and the RoPE-once plan.
  * Included by mla/mla.h; conventions are those of mla.h. */
@@ -63,7 +63,7 @@ MLA_API double mla_softmax_scale(const mla_model_config *cfg);
 /* ------------------------------------------------------------------ RoPE */
 
 /* Builds the cos and sin tables, each [max_pos, R/2] fp32 row-major, on the
- * host: float64 math, every entry rounded once to fp32 (spec section 3).
+ * host: float64 math, every entry rounded once to fp32 (MLA.md section 3).
  * Every backend uses these exact bits. */
 MLA_API mla_status mla_rope_table_build(const mla_rope_config *cfg, int64_t max_pos, float *cos_out,
                                         float *sin_out);
@@ -86,7 +86,7 @@ MLA_API mla_status mla_rope(mla_context *ctx, const mla_tensor *cos, const mla_t
 MLA_API mla_status mla_rmsnorm(mla_context *ctx, const mla_tensor *x, const mla_tensor *w,
                                float eps, mla_tensor *y);
 
-/* Both MLA norms in one call (spec section 2, step 2): q_out = RMSNorm(q),
+/* Both MLA norms in one call (MLA.md section 2, step 2): q_out = RMSNorm(q),
  * kv_out = RMSNorm(kv). q_out may be quantized in the same pass, selected by
  * its dtype: FP8_E4M3FN / FP8_E4M3FNUZ (group 128, MLA_FP8_SCALE_AITER,
  * q_scales F32 [T, Dq/128]) or FP4X2 (MXFP4 production rule, q_scales e8m0
@@ -257,7 +257,7 @@ typedef struct mla_layer_weights {
 MLA_API mla_status mla_prepare_workspace_bytes(const mla_plan *plan, int64_t T, mla_dtype act,
                                                int64_t *bytes);
 
-/* Spec section 2, steps 1-6: x [T, hidden] -> q_cat [T, H, L + R] and the
+/* MLA.md section 2, steps 1-6: x [T, hidden] -> q_cat [T, H, L + R] and the
  * rows [k_nope | k_pe] of every token written to the cache at slots[t], with
  * RoPE applied exactly once at the plan's site (when the site is ATTENTION,
  * q_cat's rope part and the cached k_pe are left unrotated for the attention

@@ -1,5 +1,5 @@
 /* libmla: safetensors files, the DeepSeek attention-layer weight loader and
- * the seeded weight generator (spec sections 2, 5 and 7).
+ * the seeded weight generator (MLA.md sections 2, 5 and 7).
  * Included by mla/mla.h; conventions are those of mla.h.
  *
  * Errors: every call here takes an mla_context *ctx first. For calls that
@@ -137,7 +137,7 @@ typedef struct mla_layer_weight_formats {
 /* A loaded attention layer. One allocation in context memory holds every
  * tensor; free it with mla_layer_weights_free.
  *
- * W_kc and W_vc (spec section 2) in the form their GEMMs consume:
+ * W_kc and W_vc (MLA.md section 2) in the form their GEMMs consume:
  * - kv_b_proj BF16 or FP8_BLOCK: w_kc [H, nope, L] and w_vc [H, L, v] are
  *   strided views of kv_b_proj.w (no copy) for mla_batched_gemm; fp8 block
  *   scales stay in kv_b_proj.scale.
@@ -192,7 +192,7 @@ typedef struct mla_layer_load_options {
 
 MLA_API void mla_layer_load_options_default(mla_layer_load_options *out);
 
-/* Loads layer `layer` of cfg from file (names of spec section 2 under the
+/* Loads layer `layer` of cfg from file (names of MLA.md section 2 under the
  * prefix: q_a_proj, q_a_layernorm, q_b_proj (or q_proj without q_lora),
  * kv_a_proj_with_mqa, kv_a_layernorm, kv_b_proj, o_proj, and with
  * cfg->index_heads > 0 indexer.wq_b, indexer.wk, indexer.k_norm.weight /
