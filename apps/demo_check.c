@@ -95,7 +95,7 @@ int demo_ref_load(const char *path, const mla_model_config *cfg, const float *co
     m->cos = cos, m->sin = sin;
     m->cache_dtype = MLA_DTYPE_BF16;
     m->k_scale = 1.0f;
-    m->u_act = 1.0 / 256.0;      /* bf16 intermediates */
+    m->u_act = m->u_q = m->u_p = 1.0 / 256.0; /* bf16 intermediates, q_cat and P */
     m->u_out = 1.0 / 16777216.0; /* f32 y */
     return 0;
 }

@@ -29,8 +29,10 @@
  * / ulp) attention:        var(s_t) = scale^2 sum_d ((q_d sd(k_td))^2 + (k_td
  * sd(q_d))^2) + accumulation; o_l = sum_t p_t k_tl: var(o_l) = sum_t p_t^2
  * (var(s_t) (k_tl - o_l)^2 + var(k_tl))
+ *                     + sum_t (u_p p_t k_tl)^2 (P rounded, row sums of the unrounded P)
  *                     + (2^-22 o_l)^2 (fp32 exp and normalization) + (u_out
- * o_l)^2 The tests accept |y_lib - y_ref| <= LAYER_REF64_LAMBDA * sd(y) per
+ * o_l)^2; q_cat (the absorbed q_nope and the rotated q_pe) rounds with u_q,
+ * the plan's q dtype, also under f32 activations. The tests accept |y_lib - y_ref| <= LAYER_REF64_LAMBDA * sd(y) per
  * element (6 standard deviations: a Gaussian tail of 2e-9 per element). */
 #ifndef MLA_CONFORMANCE_LAYER_REF64_H
 #define MLA_CONFORMANCE_LAYER_REF64_H
@@ -61,6 +63,8 @@ typedef struct ref64_model {
                                semantics) */
     float k_scale;
     double u_act; /* unit roundoff of the intermediates (2^-8 bf16, 2^-24 f32) */
+    double u_q;   /* of q_cat, the plan's q dtype (2^-8 bf16), whatever the activations */
+    double u_p;   /* of the attention's probabilities (2^-8: bf16 for the matrix units) */
     double u_out; /* of y */
 } ref64_model;
 

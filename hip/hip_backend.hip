@@ -341,12 +341,6 @@ const char *hip_supports(const mla_context *ctx, const mla_variant *v)
         if (v->op == MLA_OP_CACHE_GATHER && v->out_dtype != MLA_DTYPE_F32 &&
             v->out_dtype != MLA_DTYPE_BF16)
             return "out.dtype";
-        /* An f32 q_cat is refused: on the H200 (run of 2026-11-30) its two
-         * conformance cases (fp8 caches) came back wrong while the CPU
-         * emulation passed them; until that is understood the kernel must
-         * not answer. bf16 and fp8 q_cat passed every case. */
-        if (v->op == MLA_OP_ROPE_CACHE && v->out_dtype != MLA_DTYPE_BF16 && !is_fp8(v->out_dtype))
-            return "q_cat.dtype";
         if (v->op == MLA_OP_ROPE_CACHE && (v->rule < 0 || v->rule >= MLA_ROPE_STYLE_COUNT))
             return "style";
         return NULL;
