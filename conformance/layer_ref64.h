@@ -32,7 +32,8 @@
  *                     + sum_t (u_p p_t k_tl)^2 (P rounded, row sums of the unrounded P)
  *                     + (2^-22 o_l)^2 (fp32 exp and normalization) + (u_out
  * o_l)^2; q_cat (the absorbed q_nope and the rotated q_pe) rounds with u_q,
- * the plan's q dtype, also under f32 activations. The tests accept |y_lib - y_ref| <= LAYER_REF64_LAMBDA * sd(y) per
+ * the plan's q dtype, also under f32 activations. The tests accept
+ * |y_lib - y_ref| <= LAYER_REF64_LAMBDA * sd(y) per
  * element (6 standard deviations: a Gaussian tail of 2e-9 per element). */
 #ifndef MLA_CONFORMANCE_LAYER_REF64_H
 #define MLA_CONFORMANCE_LAYER_REF64_H
