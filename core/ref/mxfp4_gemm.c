@@ -9,7 +9,12 @@
  * deq(c, s) = fp4(c) * 2^(s - 127) in fp32, what mla_mxfp4_dequant writes to
  * an F32 tensor: exact, inf beyond the fp32 range, NaN for the scale 0xFF.
  * A and W are fp32 values, so every product is exact in double; only the
- * sums (k ascending) round, in double, then the result once to y. */
+ * sums (k ascending) round, in double, then the result once to y.
+ *
+ * In MLA these are the absorb (step 4, y[h] = q_nope[:, h] @ W_kc[h], W_kc
+ * re-quantized along nope at load, core/layer_weights.c) and W_vc (step 8)
+ * when kv_b_proj is an MXFP4 checkpoint; core/ref/gemm.c has the bf16 and
+ * fp8 form of the same two products. */
 #include <stdlib.h>
 
 #include "core/ref/ref_kernels.h"

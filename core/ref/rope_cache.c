@@ -5,6 +5,11 @@
  *         k_rot = RoPE(k_pe[j, :], k_pos[j]);  cache[slots[j]] = [k_nope[j, :] | k_rot]
  *         k_pe_out[j, :] = k_rot                                         (if wanted)
  *
+ * q_nope is the absorbed query of MLA.md section 2 step 4 (q_nope @ W_kc, L
+ * dims per head, the output of mla_ref_batched_gemm), so q_cat is the query
+ * the absorbed attention (core/ref/attention.c) scores with. This is one of
+ * the three RoPE sites of the RoPE-once plan (MLA.md section 3).
+ *
  * RoPE is mla_ref_rope_row (the arithmetic of mla_rope) giving fp32 values;
  * each value reaches q_cat and k_pe_out by one rounding from fp32 (BF16 RNE,
  * F32 exact, fp8 sat_fp8(fl(v / q_scale))), and the cache through the one
