@@ -26,8 +26,8 @@
  * KFULL_MAX_K is one chunk). The portable kernels decode a task's NS rows
  * once and sweep all tokens over them.
  *
- * (OpenBLAS: a panel-decode + cblas_sgemm path measured 50-90% of this
- * kernel's rate on DeepSeek-V3 shapes at T >= 128, so it is not used.)
+ * (OpenBLAS is not used: a panel-decode + cblas_sgemm path was slower than
+ * this kernel on DeepSeek-V3 shapes at T >= 128.)
  *
  * x is copied to fp32 rows whose stride is not a multiple of 4 KiB (rows a
  * page apart share L1 sets). */
