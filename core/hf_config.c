@@ -315,3 +315,52 @@ mla_status mla_hf_config_load(mla_context *ctx, const char *path, mla_hf_config 
     free(text);
     return st;
 }
+
+char *mla_hf_config_json(const mla_model_config *c, int64_t num_layers, const char *quant)
+{
+    const mla_rope_config *r = &c->rope_cfg;
+    char rope[512] = "null", index[160] = "", q[160] = "", qlora[32] = "null";
+    /* %.17g: every double reads back to the same bits; %.9g the same for a float. */
+    if (r->factor > 1.0)
+        snprintf(rope, sizeof rope,
+                 "{\"type\": \"yarn\", \"factor\": %.17g, \"original_max_position_embeddings\": "
+                 "%lld, \"beta_fast\": %.17g, \"beta_slow\": %.17g, \"mscale\": %.17g, "
+                 "\"mscale_all_dim\": %.17g}",
+                 r->factor, (long long)r->original_max_pos, r->beta_fast, r->beta_slow, r->mscale,
+                 r->mscale_all_dim);
+    if (c->index_heads > 0)
+        snprintf(index, sizeof index,
+                 ",\n  \"index_n_heads\": %lld, \"index_head_dim\": %lld, \"index_topk\": %lld",
+                 (long long)c->index_heads, (long long)c->index_head_dim,
+                 (long long)c->index_topk);
+    if (!strcmp(quant, "fp8"))
+        snprintf(q, sizeof q,
+                 ",\n  \"quantization_config\": {\"quant_method\": \"fp8\", \"fmt\": \"e4m3\", "
+                 "\"activation_scheme\": \"dynamic\", \"weight_block_size\": [128, 128]}");
+    else if (*quant)
+        snprintf(q, sizeof q, ",\n  \"quantization_config\": {\"quant_method\": \"%.32s\"}",
+                 quant);
+    if (c->q_lora > 0)
+        snprintf(qlora, sizeof qlora, "%lld", (long long)c->q_lora);
+    const char *fmt =
+        "{\n  \"architectures\": [\"%s\"], \"model_type\": \"%s\",\n"
+        "  \"hidden_size\": %lld, \"num_attention_heads\": %lld, \"num_key_value_heads\": %lld,\n"
+        "  \"num_hidden_layers\": %lld, \"q_lora_rank\": %s, \"kv_lora_rank\": %lld,\n"
+        "  \"qk_nope_head_dim\": %lld, \"qk_rope_head_dim\": %lld, \"v_head_dim\": %lld,\n"
+        "  \"max_position_embeddings\": %lld, \"rms_norm_eps\": %.9g, \"rope_theta\": %.17g,\n"
+        "  \"rope_scaling\": %s%s%s\n}\n";
+    const char *arch = c->index_heads > 0 ? "DeepseekV32ForCausalLM" : "DeepseekV3ForCausalLM";
+    const char *type = c->index_heads > 0 ? "deepseek_v32" : "deepseek_v3";
+    const int n = snprintf(NULL, 0, fmt, arch, type, (long long)c->hidden, (long long)c->heads,
+                           (long long)c->heads, (long long)num_layers, qlora,
+                           (long long)c->kv_lora, (long long)c->nope, (long long)c->rope,
+                           (long long)c->v, (long long)c->max_pos, (double)c->rms_eps, r->base,
+                           rope, index, q);
+    char *text = n > 0 ? malloc((size_t)n + 1) : NULL;
+    if (text)
+        snprintf(text, (size_t)n + 1, fmt, arch, type, (long long)c->hidden, (long long)c->heads,
+                 (long long)c->heads, (long long)num_layers, qlora, (long long)c->kv_lora,
+                 (long long)c->nope, (long long)c->rope, (long long)c->v, (long long)c->max_pos,
+                 (double)c->rms_eps, r->base, rope, index, q);
+    return text;
+}

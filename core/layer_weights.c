@@ -307,7 +307,8 @@ static mla_status read_vec(mla_context *ctx, slot *s, unsigned char *base, mla_m
  * the loaded heads are dequantized and, for each latent column l, the nope
  * values re-quantized in blocks of 32 -> codes [H, L, nope/2], scales
  * [H, L, nope/32]. The checkpoint packs along L, the absorb contracts over
- * nope: there is no view that serves, so this is made once at load. */
+ * nope: there is no view that serves, so this is made once at load. The
+ * one read of kv_b_proj serves both: its bytes go to w (and scale) too. */
 static mla_status make_w_kc(mla_context *ctx, const slot *kvb, const mla_model_config *cfg,
                             int64_t H, mla_mxfp4_rule rule, void *codes_dst, void *scales_dst)
 {
@@ -322,6 +323,12 @@ static mla_status make_w_kc(mla_context *ctx, const slot *kvb, const mla_model_c
         st = read_host(ctx, kvb->wf, &kvb->wi, &kvb->wr, &codes);
     if (st == MLA_OK)
         st = read_host(ctx, kvb->sf, &kvb->si, &kvb->sr, &scales);
+    if (st == MLA_OK)
+        st = mla_memcpy(ctx, kvb->w->w.data, codes, (size_t)kvb->w_bytes,
+                        MLA_COPY_HOST_TO_CONTEXT);
+    if (st == MLA_OK)
+        st = mla_memcpy(ctx, kvb->w->scale.data, scales, (size_t)kvb->s_bytes,
+                        MLA_COPY_HOST_TO_CONTEXT);
     for (int64_t h = 0; st == MLA_OK && h < H; ++h) {
         for (int64_t l = 0; l < L; ++l) {
             for (int64_t b = 0; b < nope / 32; ++b) {
@@ -595,10 +602,13 @@ static mla_status load(mla_context *ctx, const source *src, const mla_model_conf
             st = convert_fp8(ctx, t, t->w->w.data, t->w->scale.data, &w.kv_b_tensor_scale);
             continue;
         }
-        st = read_region(ctx, t->wf, &t->wi, &t->wr, t->w->w.data);
+        const int by_w_kc = t == kvb && kc_fp4; /* read by make_w_kc */
+        if (!by_w_kc)
+            st = read_region(ctx, t->wf, &t->wi, &t->wr, t->w->w.data);
         if (st == MLA_OK && *t->fmt != MLA_WEIGHT_BF16) {
             t->w->scale = tensor2(base + t->s_off, t->s_dtype, mem, 2, t->s_shape);
-            st = read_region(ctx, t->sf, &t->si, &t->sr, t->w->scale.data);
+            if (!by_w_kc)
+                st = read_region(ctx, t->sf, &t->si, &t->sr, t->w->scale.data);
         } else if (st == MLA_OK) {
             /* No scale: a descriptor with NULL data, as mla_weight documents. */
             int64_t zero[2] = {0, 0};

@@ -320,6 +320,10 @@ MLA_API mla_status mla_layer_weights_load_checkpoint(mla_context *ctx, mla_check
 
 /* -------------------------------------------------------------- generator */
 
+/* Progress of a long call: done of total units (bytes), called from the
+ * caller's thread between pieces of work. */
+typedef void (*mla_progress_fn)(void *user, int64_t done, int64_t total);
+
 /* Writes seeded random weights of layers first .. first + count - 1 of cfg
  * to a safetensors file with DeepSeek's names, each projection in its
  * format (formats NULL: all BF16). Values are scaled like real checkpoints:
@@ -333,6 +337,28 @@ MLA_API mla_status mla_layer_weights_load_checkpoint(mla_context *ctx, mla_check
 MLA_API mla_status mla_weights_generate(mla_context *ctx, const char *path,
                                         const mla_model_config *cfg, int64_t first, int64_t count,
                                         uint64_t seed, const mla_layer_weight_formats *formats);
+
+typedef struct mla_generate_options {
+    int64_t first, count; /* layers first .. first + count - 1; 0 and 1 by default */
+    uint64_t seed;
+    const mla_layer_weight_formats *formats; /* NULL: all BF16 */
+    int32_t shards;     /* 1: one model.safetensors; n > 1: n shards and the index */
+    int64_t num_layers; /* config.json's num_hidden_layers; 0: first + count */
+    mla_progress_fn progress; /* NULL, or called after each tensor (bytes written, of all) */
+    void *progress_user;
+} mla_generate_options;
+
+MLA_API void mla_generate_options_default(mla_generate_options *out);
+/* The same weights as a checkpoint directory in the Hugging Face layout
+ * (mla_checkpoint_open reads it back): dir (created when absent) gets
+ * config.json (cfg's fields, with quantization_config fp8 when a weight is
+ * FP8_BLOCK), and the tensors in model.safetensors, or spread in order over
+ * model-0000k-of-0000n.safetensors with model.safetensors.index.json (tensor
+ * k of N in shard k * n / N: a layer may straddle two shards). A failed call
+ * removes the files it wrote. */
+MLA_API mla_status mla_checkpoint_generate(mla_context *ctx, const char *dir,
+                                           const mla_model_config *cfg,
+                                           const mla_generate_options *options);
 
 #ifdef __cplusplus
 }
