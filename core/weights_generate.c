@@ -427,6 +427,11 @@ mla_status mla_checkpoint_generate(mla_context *ctx, const char *dir, const mla_
         st = mla_safetensors_writer_save(ctx, s.w[i], path);
         done += mla_st_writer_data_bytes(s.w[i]);
     }
+    if (st == MLA_OK && o.shards == 1) { /* a stale index would win over model.safetensors */
+        snprintf(path, dl, "%s/model.safetensors.index.json", dir);
+        if (remove(path) != 0 && errno != ENOENT)
+            st = mla_fail(ctx, MLA_ERR_IO, "dir", "cannot remove the old '%s'", path);
+    }
     if (st == MLA_OK && o.shards > 1) {
         char *text = index_json(&s, files, total);
         snprintf(path, dl, "%s/model.safetensors.index.json", dir);

@@ -354,8 +354,9 @@ MLA_API void mla_generate_options_default(mla_generate_options *out);
  * config.json (cfg's fields, with quantization_config fp8 when a weight is
  * FP8_BLOCK), and the tensors in model.safetensors, or spread in order over
  * model-0000k-of-0000n.safetensors with model.safetensors.index.json (tensor
- * k of N in shard k * n / N: a layer may straddle two shards). A failed call
- * removes the files it wrote. */
+ * k of N in shard k * n / N: a layer may straddle two shards); one file
+ * removes an index left in dir by an earlier call. A failed call removes
+ * the files it wrote. */
 MLA_API mla_status mla_checkpoint_generate(mla_context *ctx, const char *dir,
                                            const mla_model_config *cfg,
                                            const mla_generate_options *options);
