@@ -38,5 +38,7 @@ void usage_weights(FILE *out);
 int mla_app_parse_backend(const char *s, mla_backend *out);
 /* A non-negative integer that fits in *out; 0 on success. */
 int mla_app_parse_i64(const char *s, int64_t *out);
+/* The same at the start of s; *end: the first character after it. */
+int mla_app_parse_i64_prefix(const char *s, int64_t *out, char **end);
 
 #endif

@@ -162,6 +162,37 @@ static int run_topk(op_run *r)
     return op_check(r, mla_topk(op_ctx(r), &logits, &lens, k, &idx));
 }
 
+static int run_search(op_run *r)
+{
+    mla_tensor cache, q, w, bt, lens, logits, idx;
+    mla_indexer_cache_desc d;
+    int64_t next_n, k, max_len;
+    TRY(cache_desc(r, &d));
+    TRY(op_param_i64(r, "next_n", &next_n));
+    TRY(op_param_i64(r, "k", &k));
+    TRY(cache_input(r, &d, &cache));
+    TRY(op_input(r, "q", d.dtype, NULL, 0, &q));
+    TRY(op_input(r, "w", MLA_DTYPE_F32, NULL, 0, &w));
+    TRY(op_input(r, "block_table", MLA_DTYPE_I32, NULL, 0, &bt));
+    TRY(op_input(r, "context_lens", MLA_DTYPE_I32, NULL, 0, &lens));
+    if (lens.ndim != 1 || next_n < 1 || next_n > INT32_MAX)
+        return op_usage_error(r, "context_lens [B] and next_n >= 1");
+    mla_indexer_plan *plan = NULL;
+    TRY(op_check(r, mla_indexer_plan_create(op_ctx(r), &d, &bt, &lens, (int32_t)next_n, &plan)));
+    max_len = mla_indexer_plan_max_len(plan);
+    int rc = op_param(r, "max_len") ? op_param_i64(r, "max_len", &max_len) : MLA_EXIT_OK;
+    const int64_t ls[2] = {lens.shape[0] * next_n, max_len}, is[2] = {ls[0], k};
+    if (rc == MLA_EXIT_OK)
+        rc = op_output(r, "logits", MLA_DTYPE_F32, 2, ls, 0, &logits);
+    if (rc == MLA_EXIT_OK)
+        rc = op_output(r, "indices", MLA_DTYPE_I32, 2, is, 0, &idx);
+    if (rc == MLA_EXIT_OK)
+        rc = op_check(r, mla_indexer_search(op_ctx(r), plan, &cache, &q, &w, &logits, k, &idx));
+    mla_context_synchronize(op_ctx(r));
+    mla_indexer_plan_destroy(plan);
+    return rc;
+}
+
 static int run_head_weights(op_run *r)
 {
     mla_tensor w, s, out;
@@ -203,11 +234,21 @@ const op_desc mla_op_table_indexer[] = {
     {"indexer_logits",
      "paged MQA logits [B*next_n, max_len] of q [B*next_n, Hi, head_dim] (fp8 codes)\n"
      "    against the cache, head weights w [B*next_n, Hi] f32; -inf past the causal bound",
-     {"cache", "q", "w", "block_table", "context_lens"}, {"logits", NULL},
+     {"cache", "q", "w", "block_table", "context_lens", NULL}, {"logits", NULL},
      {CACHE_PARAMS, {"ue8m0", "1", "unused by the logits"},
       {"next_n", "1", "query tokens per sequence"},
       {"max_len", NULL, "logits columns (default the longest context)"}, {NULL, NULL, NULL}},
      run_logits},
+    {"indexer_search",
+     "planned logits + top-k (a decode step's search): logits as indexer_logits, then the\n"
+     "    k best of each row's causal bound; --out logits is the search's scratch too",
+     {"cache", "q", "w", "block_table", "context_lens", NULL}, {"logits", "indices", NULL},
+     {CACHE_PARAMS, {"ue8m0", "1", "unused by the search"},
+      {"next_n", "1", "query tokens per sequence"},
+      {"k", "2048", "indices per row"},
+      {"max_len", NULL, "logits columns (default the plan's longest context)"},
+      {NULL, NULL, NULL}},
+     run_search},
     {"topk", "per row, the indices of the k largest of logits[r, :lengths[r]], -1 padded",
      {"logits", "lengths", NULL}, {"indices", NULL},
      {{"k", NULL, "indices per row (required, <= the row length N)"}, {NULL, NULL, NULL}},

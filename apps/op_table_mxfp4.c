@@ -125,7 +125,7 @@ const op_desc mla_op_table_mxfp4[] = {
       {"in_dtype", NULL, "x's dtype when its file is ambiguous"}, {NULL, NULL, NULL}},
      run_a16wfp4},
     {"gemm_a4w4", "y[b] = deq(x[b]) @ deq(w[b])^T, both fp4x2 codes + e8m0 scales",
-     {"x_codes", "x_scales", "w_codes", "w_scales"}, {"y", NULL},
+     {"x_codes", "x_scales", "w_codes", "w_scales", NULL}, {"y", NULL},
      {{"x_layout", "row_major", LAYOUT_HELP},
       {"w_layout", "row_major", LAYOUT_HELP},
       {"dtype", "f32", "y: f32 | bf16"}, {NULL, NULL, NULL}},

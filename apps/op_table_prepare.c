@@ -59,46 +59,11 @@ static int run_qk_rmsnorm(op_run *r)
                                             &qo, quant ? &qs : NULL, &kvo));
 }
 
-/* cos and sin: given as inputs, or built by mla_rope_table_build from a
- * preset's RoPE settings with dim rope_dim and max_pos rows. */
-static int rope_table(op_run *r, int64_t R, mla_tensor *cos, mla_tensor *sin, void **host)
-{
-    if (op_has_input(r, "cos")) {
-        TRY(op_input(r, "cos", MLA_DTYPE_F32, NULL, 0, cos));
-        return op_input(r, "sin", MLA_DTYPE_F32, NULL, 0, sin);
-    }
-    mla_model_config cfg;
-    int64_t P;
-    if (mla_model_config_preset(op_param(r, "config"), &cfg) != MLA_OK)
-        return op_usage_error(r, "--param config=%s is not a preset (mla plan --list)",
-                              op_param(r, "config"));
-    P = cfg.max_pos;
-    if (op_param(r, "max_pos"))
-        TRY(op_param_i64(r, "max_pos", &P));
-    cfg.rope_cfg.dim = (int32_t)R;
-    int64_t shape[2] = {P, R / 2};
-    float *h = malloc((size_t)(P * (R / 2)) * 2 * sizeof *h + 1);
-    *host = h;
-    mla_status st = h ? mla_rope_table_build(&cfg.rope_cfg, P, h, h + P * (R / 2))
-                      : MLA_ERR_OUT_OF_MEMORY;
-    for (int k = 0; k < 2 && st == MLA_OK; ++k) {
-        mla_tensor *t = k ? sin : cos;
-        void *mem = NULL;
-        st = mla_malloc(op_ctx(r), (size_t)(P * (R / 2)) * 4, &mem);
-        if (st == MLA_OK)
-            st = mla_memcpy(op_ctx(r), mem, h + k * P * (R / 2), (size_t)(P * (R / 2)) * 4,
-                            MLA_COPY_HOST_TO_CONTEXT);
-        mla_tensor_init(t, mem, MLA_DTYPE_F32, mla_context_memory(op_ctx(r)), 2, shape);
-    }
-    return op_check(r, st);
-}
-
 static int run_rope(op_run *r)
 {
     mla_tensor x, pos, cos = {0}, sin = {0}, y;
     int style;
     mla_dtype yd;
-    void *host = NULL;
     TRY(op_param_choice(r, "style", styles, 2, &style));
     TRY(op_input(r, "x", MLA_DTYPE_COUNT, "in_dtype", 0, &x));
     TRY(op_input(r, "positions", MLA_DTYPE_COUNT, NULL, 0, &pos));
@@ -107,20 +72,10 @@ static int run_rope(op_run *r)
     int64_t R = x.shape[x.ndim - 1];
     if (op_param(r, "rope_dim"))
         TRY(op_param_i64(r, "rope_dim", &R));
-    int rc = rope_table(r, R, &cos, &sin, &host);
-    if (rc == MLA_EXIT_OK)
-        rc = op_param_dtype_or(r, "dtype", FLOATS, x.dtype, &yd);
-    if (rc == MLA_EXIT_OK)
-        rc = op_output(r, "y", yd, x.ndim, x.shape, 0, &y);
-    if (rc == MLA_EXIT_OK)
-        rc = op_check(r, mla_rope(op_ctx(r), &cos, &sin, &pos, &x, &y, (mla_rope_style)style));
-    if (host) { /* the table was built here: its context copies are ours */
-        mla_context_synchronize(op_ctx(r));
-        mla_free(op_ctx(r), cos.data);
-        mla_free(op_ctx(r), sin.data);
-    }
-    free(host);
-    return rc;
+    TRY(op_rope_table(r, R, &cos, &sin));
+    TRY(op_param_dtype_or(r, "dtype", FLOATS, x.dtype, &yd));
+    TRY(op_output(r, "y", yd, x.ndim, x.shape, 0, &y));
+    return op_check(r, mla_rope(op_ctx(r), &cos, &sin, &pos, &x, &y, (mla_rope_style)style));
 }
 
 static int run_linear(op_run *r)
@@ -212,6 +167,8 @@ static int run_cache_gather(op_run *r)
     mla_dtype od;
     TRY(op_param_i64(r, "kv_lora", &L));
     TRY(op_param_i64(r, "rope", &R));
+    if (L > INT64_MAX - R)
+        return op_usage_error(r, "kv_lora + rope overflows 64 bits");
     TRY(cache_desc(r, L, R, &d));
     TRY(op_param_dtype(r, "out_dtype", DT(MLA_DTYPE_F32) | DT(MLA_DTYPE_BF16), &od));
     TRY(op_input(r, "cache", MLA_DTYPE_U8, NULL, 0, &cache));

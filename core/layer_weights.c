@@ -560,6 +560,7 @@ static mla_status load(mla_context *ctx, const source *src, const mla_model_conf
     w.config.heads = Hl;
     w.tp_rank = opt.rank;
     w.tp_world_size = opt.world_size;
+    w.kc_rule = opt.kc_rule;
     const mla_memory mem = mla_context_memory(ctx);
     if (opt.check_only) {
         for (int i = 0; i < n; ++i) {

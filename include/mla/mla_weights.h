@@ -169,6 +169,7 @@ typedef struct mla_layer_weights_ex {
      * world_size (what mla_plan_create takes for this rank). */
     mla_model_config config;
     int32_t tp_rank, tp_world_size; /* the slice loaded (0 of 1: the whole layer) */
+    mla_mxfp4_rule kc_rule;         /* the rule w_kc_fp4 was made with */
 } mla_layer_weights_ex;
 
 /* What the loader does with an FP8_BLOCK kv_b_proj. W_kc and W_vc are
