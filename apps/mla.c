@@ -75,6 +75,19 @@ int mla_app_parse_backend(const char *s, mla_backend *out)
     return -1;
 }
 
+const char *mla_app_printable(const char *s, char *buf, size_t len)
+{
+    size_t n = 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p && n + 5 < len; ++p) {
+        if (*p < 0x20 || *p == 0x7F || *p == '\\' || *p == '"')
+            n += (size_t)snprintf(buf + n, len - n, "\\x%02X", *p);
+        else
+            buf[n++] = (char)*p;
+    }
+    buf[n] = '\0';
+    return buf;
+}
+
 int mla_app_parse_i64_prefix(const char *s, int64_t *out, char **end)
 {
     if (!s || *s < '0' || *s > '9')

@@ -31,6 +31,7 @@ typedef struct slot {
     int64_t row0, col0;   /* PROJ: the slice loaded, [out_l, in_l] at (row0, col0) */
     int64_t out_l, in_l;
     int force_f32;        /* VEC: converted to F32 at load */
+    int per_tensor_ok;    /* PROJ: a [1, 1] fp8 scale is read as FP8_TENSOR (kv_b_proj) */
     mla_kv_b_fp8 convert; /* PROJ: an FP8_BLOCK weight converted at load */
     mla_weight *w;        /* PROJ destination */
     mla_weight_format *fmt;
@@ -148,8 +149,6 @@ static mla_status check_proj(mla_context *ctx, const source *f, slot *s)
     if (!strcmp(fd, "F8_E4M3")) {
         *s->fmt = MLA_WEIGHT_FP8_BLOCK;
         MLA_TRY(check_2d(ctx, &s->wi, s->out, s->in));
-        MLA_TRY(check_blocks(ctx, s, "rows", s->row0, s->out_l, s->out, 128));
-        MLA_TRY(check_blocks(ctx, s, "columns", s->col0, s->in_l, s->in, 128));
         s->w_dtype = MLA_DTYPE_FP8_E4M3FN;
         s->wr = weight_region(s, 1, 1);
         name_of(nm, "", s->base, ".weight_scale_inv");
@@ -157,7 +156,18 @@ static mla_status check_proj(mla_context *ctx, const source *f, slot *s)
         if (s->si.dtype != MLA_DTYPE_F32)
             return mla_fail(ctx, MLA_ERR_DTYPE, s->si.name, "tensor '%s' is %s, expected F32",
                             s->si.name, s->si.file_dtype);
-        MLA_TRY(check_2d(ctx, &s->si, ceil_div(s->out, 128), ceil_div(s->in, 128)));
+        const int64_t bo = ceil_div(s->out, 128), bi = ceil_div(s->in, 128);
+        if (s->per_tensor_ok && s->si.ndim == 2 && s->si.shape[0] == 1 && s->si.shape[1] == 1 &&
+            bo * bi > 1) { /* one scale for the tensor: the FP8_TENSOR form, as written */
+            *s->fmt = MLA_WEIGHT_FP8_TENSOR;
+            s->s_dtype = MLA_DTYPE_F32;
+            s->s_shape[0] = s->s_shape[1] = 1;
+            s->sr = (region){0, 1, 0, 4};
+            return MLA_OK;
+        }
+        MLA_TRY(check_blocks(ctx, s, "rows", s->row0, s->out_l, s->out, 128));
+        MLA_TRY(check_blocks(ctx, s, "columns", s->col0, s->in_l, s->in, 128));
+        MLA_TRY(check_2d(ctx, &s->si, bo, bi));
         s->s_dtype = MLA_DTYPE_F32;
         s->s_shape[0] = ceil_div(s->out_l, 128), s->s_shape[1] = ceil_div(s->in_l, 128);
         s->sr = (region){s->row0 / 128, s->s_shape[0], s->col0 / 128 * 4, s->s_shape[1] * 4};
@@ -501,6 +511,7 @@ static mla_status load(mla_context *ctx, const source *src, const mla_model_conf
     VEC("kv_a_layernorm.weight", L, 0, &b->kv_a_layernorm);
     slot *kvb = &s[n];
     PROJ_AT("kv_b_proj", H * dv, L, h0 * dv, Hl * dv, 0, L, &b->kv_b_proj, &w.formats.kv_b_proj);
+    kvb->per_tensor_ok = 1;
     PROJ_AT("o_proj", hid, H * cfg->v, 0, hid, h0 * cfg->v, Hl * cfg->v, &b->o_proj,
             &w.formats.o_proj);
     if (Hi > 0) {
@@ -610,6 +621,9 @@ static mla_status load(mla_context *ctx, const source *src, const mla_model_conf
             t->w->scale = tensor2(base + t->s_off, t->s_dtype, mem, 2, t->s_shape);
             if (!by_w_kc)
                 st = read_region(ctx, t->sf, &t->si, &t->sr, t->w->scale.data);
+            if (st == MLA_OK && *t->fmt == MLA_WEIGHT_FP8_TENSOR) /* w_scale on the host too */
+                st = read_rows(ctx, t->sf, &t->si, &t->sr, 0, 1,
+                               (unsigned char *)&w.kv_b_tensor_scale);
         } else if (st == MLA_OK) {
             /* No scale: a descriptor with NULL data, as mla_weight documents. */
             int64_t zero[2] = {0, 0};

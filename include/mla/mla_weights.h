@@ -116,8 +116,10 @@ typedef enum mla_weight_format {
     MLA_WEIGHT_BF16 = 0,
     MLA_WEIGHT_FP8_BLOCK = 1,
     MLA_WEIGHT_MXFP4 = 2,
-    /* Only made by the loader from an FP8_BLOCK kv_b_proj on request
-     * (MLA_KV_B_FP8_TO_TENSOR): w FP8_E4M3FN [out, in], scale F32 [1, 1]. */
+    /* Made by the loader from an FP8_BLOCK kv_b_proj on request
+     * (MLA_KV_B_FP8_TO_TENSOR), or read as such: w FP8_E4M3FN [out, in],
+     * scale F32 [1, 1] (a kv_b_proj whose `*.weight_scale_inv` is [1, 1], as
+     * per-tensor fp8 checkpoints and the dump of a converted layer store it). */
     MLA_WEIGHT_FP8_TENSOR = 3,
     MLA_WEIGHT_FORMAT_COUNT
 } mla_weight_format;
