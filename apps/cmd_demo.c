@@ -386,16 +386,17 @@ static int run(demo *d)
 static void print_json(const demo *d, int rc, double seconds)
 {
     const demo_result *r = &d->res;
-    printf("{\"config\": \"%s\", \"backend\": \"%s\", \"device\": \"%s\", \"layer\": %lld, "
-           "\"tp\": [%d, %d], \"heads\": %lld, \"batch\": %lld, \"context\": %lld, \"prefill\": "
-           "%lld, \"steps\": %lld,\n \"prefill_ms\": %.6g, \"decode_median_ms\": %.6g, "
+    printf("{\"config\": ");
+    mla_app_json_string(stdout, d->cfg.name);
+    printf(", \"backend\": \"%s\", \"device\": ", mla_backend_name(mla_context_backend(d->ctx)));
+    mla_app_json_string(stdout, mla_context_device_name(d->ctx));
+    printf(", \"layer\": %lld, \"tp\": [%d, %d], \"heads\": %lld, \"batch\": %lld, \"context\": %lld, "
+           "\"prefill\": %lld, \"steps\": %lld,\n \"prefill_ms\": %.6g, \"decode_median_ms\": %.6g, "
            "\"decode_tokens_per_s\": %.6g, \"decode_bytes\": %.6g, \"decode_flops\": %.6g,\n "
            "\"check\": ",
-           d->cfg.name, mla_backend_name(mla_context_backend(d->ctx)),
-           mla_context_device_name(d->ctx), (long long)d->a.layer, (int)d->a.tp_rank,
-           (int)d->a.tp_world, (long long)d->cfg.heads, (long long)d->a.batch,
-           (long long)d->a.context, (long long)d->a.prefill, (long long)d->a.steps,
-           r->prefill_s * 1e3, r->decode_median_s * 1e3,
+           (long long)d->a.layer, (int)d->a.tp_rank, (int)d->a.tp_world, (long long)d->cfg.heads,
+           (long long)d->a.batch, (long long)d->a.context, (long long)d->a.prefill,
+           (long long)d->a.steps, r->prefill_s * 1e3, r->decode_median_s * 1e3,
            r->decode_median_s > 0 ? (double)d->a.batch / r->decode_median_s : 0.0, r->bytes,
            r->flops);
     if (r->checked)

@@ -88,6 +88,17 @@ const char *mla_app_printable(const char *s, char *buf, size_t len)
     return buf;
 }
 
+void mla_app_json_string(FILE *out, const char *s)
+{
+    fputc('"', out);
+    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; ++p)
+        if (*p < 0x20 || *p == '"' || *p == '\\' || *p == 0x7F)
+            fprintf(out, "\\u%04X", *p);
+        else
+            fputc(*p, out);
+    fputc('"', out);
+}
+
 int mla_app_parse_i64_prefix(const char *s, int64_t *out, char **end)
 {
     if (!s || *s < '0' || *s > '9')

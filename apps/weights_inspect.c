@@ -7,18 +7,6 @@
 
 #include "apps/cmd.h"
 
-/* A string as JSON: quotes, backslashes and control bytes as \u00XX. */
-static void json_quoted(const char *s)
-{
-    putchar('"');
-    for (const unsigned char *p = (const unsigned char *)s; *p; ++p)
-        if (*p < 0x20 || *p == '"' || *p == '\\' || *p == 0x7F)
-            printf("\\u%04X", *p);
-        else
-            putchar(*p);
-    putchar('"');
-}
-
 typedef struct inspect_args {
     const char *dir;
     int64_t layer; /* -1: every layer */
@@ -49,11 +37,11 @@ static void show_tensor(mla_context *ctx, mla_checkpoint *ck, const inspect_args
                               (long long)t->shape[d]);
     if (a->json) {
         printf("%s\n      {\"name\": ", *first ? "" : ",");
-        json_quoted(name);
+        mla_app_json_string(stdout, name);
         printf(", \"dtype\": \"%s\", \"format\": \"%s\", \"shape\": [%s], \"loads_as\": \"%s\", "
                "\"shard\": ",
                info.file_dtype, format, shape, mla_dtype_name(t->dtype));
-        json_quoted(shard);
+        mla_app_json_string(stdout, shard);
         printf("}");
     } else {
         printf("    %-58s %-8s %-10s [%s] %s  (%s)\n", mla_app_printable(name, pr, sizeof pr),
@@ -94,9 +82,9 @@ static int show_layer(mla_context *ctx, mla_checkpoint *ck, const inspect_args *
         char pr[700];
         if (a->json) {
             printf(", \"status\": \"%s\", \"param\": ", mla_status_name(st));
-            json_quoted(mla_context_error_param(ctx));
+            mla_app_json_string(stdout, mla_context_error_param(ctx));
             printf(", \"why\": ");
-            json_quoted(mla_context_error_detail(ctx));
+            mla_app_json_string(stdout, mla_context_error_detail(ctx));
             printf("}");
         } else {
             printf("  layer %lld: REFUSED, %s (%s): %s\n", (long long)layer, mla_status_name(st),
@@ -227,16 +215,16 @@ int weights_inspect(int argc, char **argv)
     }
     if (a.json) {
         printf("{\"dir\": ");
-        json_quoted(a.dir);
+        mla_app_json_string(stdout, a.dir);
         printf(", \"model_type\": ");
-        json_quoted(hc->model_type);
+        mla_app_json_string(stdout, hc->model_type);
         printf(", \"num_layers\": %lld, \"hidden\": %lld, \"heads\": %lld, \"q_lora\": %lld, "
                "\"kv_lora\": %lld, \"nope\": %lld, \"rope\": %lld, \"v\": %lld, \"index_heads\": "
                "%lld, \"quant_method\": ",
                (long long)hc->num_layers, (long long)c->hidden, (long long)c->heads,
                (long long)c->q_lora, (long long)c->kv_lora, (long long)c->nope,
                (long long)c->rope, (long long)c->v, (long long)c->index_heads);
-        json_quoted(hc->quant_method);
+        mla_app_json_string(stdout, hc->quant_method);
         printf(", \"tensors\": %lld, \"attention_tensors\": %lld, \"not_read\": %lld, "
                "\"tp\": [%d, %d], \"layers\": [",
                (long long)nt, (long long)attn, (long long)other, (int)a.rank, (int)a.world);
