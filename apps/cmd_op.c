@@ -332,10 +332,10 @@ int op_tensor(op_run *r, mla_dtype dtype, int32_t ndim, const int64_t *shape, co
 static int upload(op_run *r, slot *s, const unsigned char *flat)
 {
     unsigned char *view = (unsigned char *)flat;
-    const int contiguous = mla_tensor_is_contiguous(&s->t);
-    if (!contiguous && s->span && !(view = calloc(s->span, 1)))
+    const int scatter = flat && s->span && !mla_tensor_is_contiguous(&s->t);
+    if (scatter && !(view = calloc(s->span, 1)))
         return op_check(r, MLA_ERR_OUT_OF_MEMORY);
-    if (!contiguous && s->span)
+    if (scatter)
         restride(&s->t, view, (unsigned char *)flat, 1);
     mla_status st = mla_malloc(r->ctx, s->span ? s->span : 1, &s->mem);
     if (st == MLA_OK && flat)

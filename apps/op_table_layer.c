@@ -18,6 +18,7 @@ static const char *const layouts[] = {"normal", "shuffled", "fp8_scaled"};
 static const char *const sites[] = {"auto", "separate", "fused_cache", "attention"};
 static const char *const kv_b_modes[] = {"keep", "to_bf16", "to_tensor"};
 static const char *const idx_layouts[] = {"auto", "normal", "shuffle"};
+static const char *const mx_rules[] = {"production", "ocp"};
 
 /* "R/W" of --param tp. */
 static int parse_tp(op_run *r, int32_t *rank, int32_t *world)
@@ -45,7 +46,10 @@ static int load_layer(op_run *r, mla_layer_weights_ex *w)
     mla_layer_load_options lo;
     mla_layer_load_options_default(&lo);
     OP_TRY(op_param_i64(r, "layer", &layer));
+    int kc;
     OP_TRY(op_param_choice(r, "kv_b_fp8", kv_b_modes, 3, &kvb));
+    OP_TRY(op_param_choice(r, "kc_rule", mx_rules, 2, &kc));
+    lo.kc_rule = (mla_mxfp4_rule)kc;
     OP_TRY(parse_tp(r, &lo.rank, &lo.world_size));
     lo.kv_b_fp8 = (mla_kv_b_fp8)kvb;
     const char *prefix = op_param(r, "prefix");
@@ -331,6 +335,7 @@ static int run_layer(op_run *r)
         {"prefix", "auto", "tensor name prefix (auto: model.layers.<layer>.self_attn.)"},        \
         {"tp", "0/1", "tensor-parallel slice RANK/WORLD"},                                        \
         {"kv_b_fp8", "to_tensor", "an fp8 kv_b_proj: keep | to_bf16 | to_tensor"},               \
+        {"kc_rule", "production", "MXFP4 kv_b_proj: W_kc's re-quantization rule (production | ocp)"}, \
         {"config", "DeepSeek-V3", "preset for a safetensors file (a directory has its own)"},    \
         {"model", NULL, "a checkpoint directory whose config.json describes the file"},          \
         {"max_pos", NULL, "RoPE table rows without --in cos (default the config's)"},            \

@@ -137,7 +137,7 @@ mla_status mla_dump_layer(mla_context *ctx, const mla_layer_plan *lp,
     mla_dump *d = mla_dump_begin(ctx, MLA_DUMP_LAYER);
     if (lp && w) {
         const mla_layer_options *o = &lp->opt;
-        const int sparse = lp->has_index_cache;
+        const int sparse = mla_layer_plan_sparse(lp);
         mla_dump_weights(d, &w->base, w->has_indexer ? &w->indexer : NULL,
                          mla_plan_config(lp->plan), w->kc_rule);
         mla_dump_in(d, "x", x);
