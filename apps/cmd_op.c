@@ -19,6 +19,7 @@
 typedef struct slot {
     const char *name, *path;
     const char *stride_arg, *dtype_arg; /* --stride NAME=..., --dtype NAME=... */
+    const char *shape_arg;              /* --shape NAME=... (outputs) */
     void *mem;                          /* context memory */
     size_t span;                        /* its bytes */
     mla_tensor t;
@@ -78,14 +79,16 @@ void usage_op(FILE *out)
     fprintf(out,
             "usage: mla op NAME --in ARG=FILE.npy ... --out ARG=FILE.npy ... "
             "[--param KEY=VALUE ...]\n"
-            "              [--stride ARG=S0,S1,...] [--dtype ARG=DTYPE]\n"
+            "              [--stride ARG=S0,S1,...] [--dtype ARG=DTYPE] [--shape OUT=D0,D1,...]\n"
             "              [--backend auto|reference|cpu|hip] [--threads N]\n"
             "       mla op --replay DIR [--backend B] [--threads N]\n\n"
             "Files: f32 <f4, f16 <f2, bf16 <u2, fp8 / e8m0 / fp4x2 |u1 raw codes (an fp4x2\n"
             "byte holds elements 2i (low nibble) and 2i+1), i32 <i4, i64 <i8. Where a file's\n"
             "dtype is ambiguous, --dtype ARG=... (or the op's in_dtype parameter) names it.\n"
             "--stride lays an input or output out with those element strides (the file is\n"
-            "always the logical C-order array), as a strided view of the API. --replay reruns\n"
+            "always the logical C-order array), as a strided view of the API; --shape and\n"
+            "--dtype give an output the extents and dtype the op would otherwise derive (as\n"
+            "an API caller may pass any, refused ones included). --replay reruns\n"
             "a call captured by MLA_DUMP (docs/REPLAY.md) and compares. Default backend:\n"
             "auto.\n\nops:\n");
     for (int i = 0; i < op_count(); ++i) {
@@ -404,12 +407,36 @@ int op_input(op_run *r, const char *name, mla_dtype implied, const char *dtype_k
     return rc;
 }
 
+/* --shape NAME=D0,D1,... (at most MLA_MAX_DIMS; "" for a 0-d tensor). */
+static int parse_shape(op_run *r, const slot *s, int32_t *ndim, int64_t *shape)
+{
+    const char *p = s->shape_arg;
+    *ndim = 0;
+    while (*p) {
+        char *end;
+        if (*ndim == MLA_MAX_DIMS || mla_app_parse_i64_prefix(p, &shape[*ndim], &end) ||
+            (*end && *end != ','))
+            return op_usage_error(r, "--shape %s=%s: want up to %d extents", s->name, s->shape_arg,
+                                  MLA_MAX_DIMS);
+        ++*ndim;
+        p = *end ? end + 1 : end;
+    }
+    return MLA_EXIT_OK;
+}
+
 int op_output(op_run *r, const char *name, mla_dtype dtype, int32_t ndim, const int64_t *shape,
               int transposed, mla_tensor *t)
 {
     slot *s = find_slot(r->out, r->nout, name);
     if (!s)
         return op_usage_error(r, "missing --out %s=FILE.npy", name);
+    int64_t given[MLA_MAX_DIMS];
+    if (s->shape_arg) { /* the caller's shape, as the API may be given any */
+        OP_TRY(parse_shape(r, s, &ndim, given));
+        shape = given;
+    }
+    if (s->dtype_arg && dtype_from_name(s->dtype_arg, &dtype))
+        return op_usage_error(r, "%s: '%s' is not a dtype", name, s->dtype_arg);
     memset(&s->t, 0, sizeof s->t);
     s->t.dtype = dtype;
     s->t.ndim = ndim;
@@ -481,7 +508,9 @@ static int slot_option(op_run *r, const char *o, const char *k, const char *v)
     slot *both[2] = {s, t};
     for (int i = 0; i < 2; ++i)
         if (both[i])
-            *(o[2] == 's' ? &both[i]->stride_arg : &both[i]->dtype_arg) = v;
+            *(!strcmp(o, "--stride") ? &both[i]->stride_arg
+              : !strcmp(o, "--shape")  ? &both[i]->shape_arg
+                                       : &both[i]->dtype_arg) = v;
     return MLA_EXIT_OK;
 }
 
@@ -498,7 +527,7 @@ static int parse(op_run *r, int argc, char **argv, mla_context_options *copt, ml
             if (!arg || mla_app_parse_i64(arg, &n) || n > 4096)
                 return op_usage_error(r, "--threads wants 0..4096");
             copt->num_threads = (int32_t)n;
-        } else if (!strcmp(o, "--stride") || !strcmp(o, "--dtype")) {
+        } else if (!strcmp(o, "--stride") || !strcmp(o, "--dtype") || !strcmp(o, "--shape")) {
             OP_TRY(split(r, o, arg, &k, &v));
             OP_TRY(slot_option(r, o, k, v));
         } else if (!strcmp(o, "--in") || !strcmp(o, "--out") || !strcmp(o, "--param")) {

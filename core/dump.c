@@ -291,9 +291,15 @@ void mla_dump_out(mla_dump *d, const char *name, const mla_tensor *t)
     dump_out *o = &d->out[d->nout++];
     snprintf(o->name, sizeof o->name, "%s", name);
     o->t = *t;
-    add_text(d, " --out %s=got.%s.npy", name, name);
-    if (!mla_tensor_is_contiguous(t) && t->ndim > 0)
-        view_options(d, name, t);
+    add_text(d, " --out %s=got.%s.npy --dtype %s=%s --shape %s=", name, name, name,
+             mla_dtype_name(t->dtype), name);
+    for (int32_t k = 0; k < t->ndim; ++k)
+        add_text(d, "%lld%s", (long long)t->shape[k], k + 1 < t->ndim ? "," : "");
+    if (!mla_tensor_is_contiguous(t) && t->ndim > 0) {
+        add_text(d, " --stride %s=", name);
+        for (int32_t k = 0; k < t->ndim; ++k)
+            add_text(d, "%lld%s", (long long)t->stride[k], k + 1 < t->ndim ? "," : "");
+    }
 }
 
 void mla_dump_param(mla_dump *d, const char *key, const char *fmt, ...)
