@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "apps/cmd.h"
 #include "bench/bench_mxfp4.h"
@@ -327,15 +328,19 @@ int cmd_bench(int argc, char **argv)
     memset(&c, 0, sizeof c);
     snprintf(c.copy_how, sizeof c.copy_how, "not measured (--no-ceilings)");
     snprintf(c.matmul_how, sizeof c.matmul_how, "not measured (--no-ceilings)");
+    /* progress of the measurements on a terminal only (a pipe gets the results) */
+    FILE *progress = isatty(fileno(stderr)) ? stderr : NULL;
     if (!a.no_ceilings)
-        bench_measure_ceilings(ctx, &a.c, &c, stderr);
+        bench_measure_ceilings(ctx, &a.c, &c, progress);
 
     bench_prepare_result res;
     memset(&res, 0, sizeof res);
     rc = MLA_EXIT_OK;
     if (!strcmp(sub, "prepare")) {
-        fprintf(stderr, "rows:\n");
-        if (bench_prepare_run(ctx, &a.p, &res, stderr) != 0) {
+        if (progress)
+            fprintf(progress, "rows:\n");
+        if (bench_prepare_run(ctx, &a.p, &res, progress) != 0) {
+            fprintf(stderr, "mla bench prepare: the sweep failed (run on a terminal for its log)\n");
             rc = MLA_EXIT_FAIL;
         } else {
             bench_prepare_judge(&res, &c, !a.no_ceilings);
