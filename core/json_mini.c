@@ -296,7 +296,8 @@ static json_result parse_number(json_cursor *c, json_value *v)
         for (; *d && fits; ++d) {
             const int dig = *d - '0';
             fits = x <= (INT64_MAX - dig) / 10;
-            x = x * 10 + (fits ? dig : 0);
+            if (fits)
+                x = x * 10 + dig;
         }
         if (fits) {
             v->is_integer = 1;
