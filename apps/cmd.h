@@ -12,6 +12,14 @@
 #define MLA_EXIT_FAIL 1
 #define MLA_EXIT_USAGE 2
 
+/* Returns the exit code of expr unless it is MLA_EXIT_OK. */
+#define OP_TRY(expr)                                                                               \
+    do {                                                                                           \
+        int op_rc_ = (expr);                                                                       \
+        if (op_rc_ != MLA_EXIT_OK)                                                                 \
+            return op_rc_;                                                                         \
+    } while (0)
+
 typedef struct mla_cmd {
     const char *name;
     const char *summary;

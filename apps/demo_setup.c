@@ -11,12 +11,6 @@
 #include "apps/progress.h"
 #include "bench/bench_util.h"
 
-#define OP_DEMO_TRY(expr)                                                                          \
-    do {                                                                                           \
-        int rc_ = (expr);                                                                          \
-        if (rc_ != MLA_EXIT_OK)                                                                    \
-            return rc_;                                                                            \
-    } while (0)
 
 int demo_fail(demo *d, mla_status st, const char *what)
 {
@@ -74,7 +68,7 @@ static int generate(demo *d)
 int demo_setup_weights(demo *d)
 {
     if (!d->a.model && !d->a.weights)
-        OP_DEMO_TRY(generate(d));
+        OP_TRY(generate(d));
     else
         snprintf(d->path, sizeof d->path, "%s", d->a.model ? d->a.model : d->a.weights);
     mla_layer_load_options lo;

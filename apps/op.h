@@ -50,13 +50,6 @@ int op_replay(int argc, char **argv);
  * are written. */
 int op_main(int argc, char **argv);
 
-#define OP_TRY(expr)                                                                               \
-    do {                                                                                           \
-        int op_rc_ = (expr);                                                                       \
-        if (op_rc_ != MLA_EXIT_OK)                                                                 \
-            return op_rc_;                                                                         \
-    } while (0)
-
 mla_context *op_ctx(op_run *r);
 /* The parameter's value, else its default, else NULL. */
 const char *op_param(op_run *r, const char *key);
@@ -82,6 +75,14 @@ int op_mul(op_run *r, int64_t n, int64_t m, const char *what, int64_t *out);
 /* The model config of --param config=PRESET (any case), or of a checkpoint
  * --param model=DIR when the op has that parameter. */
 int op_model_config(op_run *r, mla_model_config *cfg);
+/* The latent cache's descriptor from --param layout, dtype, block_size,
+ * k_scale (num_blocks 0). */
+int op_cache_desc(op_run *r, int64_t L, int64_t R, mla_cache_desc *d);
+/* The cache: --in cache (its blocks into d), else the fewest blocks that
+ * hold every slot of slots (NULL: --in cache is required); out, when not
+ * NULL, is --out cache holding --in cache's bytes or zeros. */
+int op_latent_cache(op_run *r, const mla_tensor *slots, mla_cache_desc *d, mla_tensor *in,
+                    mla_tensor *out);
 /* cos and sin [P, R/2]: --in cos / sin, else built from the config's RoPE
  * (rope dim R, --param max_pos rows, default the config's). */
 int op_rope_table(op_run *r, int64_t R, mla_tensor *cos, mla_tensor *sin);

@@ -60,3 +60,53 @@ int op_rope_table(op_run *r, int64_t R, mla_tensor *cos, mla_tensor *sin)
     free(h);
     return rc;
 }
+
+#define DT(d) (1u << (unsigned)(d))
+
+int op_cache_desc(op_run *r, int64_t L, int64_t R, mla_cache_desc *d)
+{
+    static const char *const layouts[] = {"normal", "shuffled", "fp8_scaled"};
+    int layout;
+    double ks;
+    memset(d, 0, sizeof *d);
+    OP_TRY(op_param_choice(r, "layout", layouts, 3, &layout));
+    OP_TRY(op_param_dtype(r, "dtype",
+                          DT(MLA_DTYPE_BF16) | DT(MLA_DTYPE_FP8_E4M3FN) | DT(MLA_DTYPE_FP8_E4M3FNUZ),
+                          &d->dtype));
+    OP_TRY(op_param_i64(r, "block_size", &d->block_size));
+    OP_TRY(op_param_f64(r, "k_scale", &ks));
+    d->layout = (mla_cache_layout)layout;
+    d->kv_lora = L;
+    d->rope = R;
+    d->k_scale = (float)ks;
+    return MLA_EXIT_OK;
+}
+
+int op_latent_cache(op_run *r, const mla_tensor *slots, mla_cache_desc *d, mla_tensor *in,
+                    mla_tensor *out)
+{
+    const int has_in = op_has_input(r, "cache");
+    if (has_in) {
+        OP_TRY(op_input(r, "cache", MLA_DTYPE_U8, NULL, 0, in));
+        if (in->ndim != 2)
+            return op_usage_error(r, "cache must be 2-D [blocks, block_bytes]");
+        d->num_blocks = in->shape[0];
+    } else if (slots) {
+        OP_TRY(op_blocks_for_slots(r, slots, d->block_size, &d->num_blocks));
+    } else {
+        return op_usage_error(r, "missing --in cache=FILE.npy");
+    }
+    int64_t bb = 0, bytes;
+    OP_TRY(op_check(r, mla_cache_block_bytes(d, &bb)));
+    if (has_in && in->shape[1] != bb)
+        return op_usage_error(r, "cache must be [blocks, %lld] bytes for these parameters",
+                              (long long)bb);
+    OP_TRY(op_mul(r, d->num_blocks, bb, "the cache", &bytes));
+    if (!out)
+        return MLA_EXIT_OK;
+    const int64_t cs[2] = {d->num_blocks, bb};
+    OP_TRY(op_output(r, "cache", MLA_DTYPE_U8, 2, cs, 0, out));
+    return op_check(r, has_in ? mla_memcpy(op_ctx(r), out->data, in->data, (size_t)bytes,
+                                           MLA_COPY_CONTEXT_TO_CONTEXT)
+                              : mla_memset(op_ctx(r), out->data, 0, (size_t)bytes));
+}

@@ -11,51 +11,6 @@
 #define FP8S (DT(MLA_DTYPE_FP8_E4M3FN) | DT(MLA_DTYPE_FP8_E4M3FNUZ))
 
 static const char *const styles[] = {"interleaved", "neox"};
-static const char *const layouts[] = {"normal", "shuffled", "fp8_scaled"};
-
-/* The latent cache's descriptor from the parameters; its blocks from --in
- * cache (copied into the output cache), else from the largest slot (a zeroed
- * cache just big enough). out: the output cache, or NULL (attention without
- * RoPE reads --in cache only). */
-static int cache_setup(op_run *r, int64_t L, int64_t R, const mla_tensor *slots,
-                       mla_cache_desc *d, mla_tensor *in, mla_tensor *out)
-{
-    int layout;
-    double ks;
-    memset(d, 0, sizeof *d);
-    OP_TRY(op_param_choice(r, "layout", layouts, 3, &layout));
-    OP_TRY(op_param_dtype(r, "dtype", DT(MLA_DTYPE_BF16) | FP8S, &d->dtype));
-    OP_TRY(op_param_i64(r, "block_size", &d->block_size));
-    OP_TRY(op_param_f64(r, "k_scale", &ks));
-    d->layout = (mla_cache_layout)layout;
-    d->kv_lora = L;
-    d->rope = R;
-    d->k_scale = (float)ks;
-    const int has_in = op_has_input(r, "cache");
-    if (has_in) {
-        OP_TRY(op_input(r, "cache", MLA_DTYPE_U8, NULL, 0, in));
-        if (in->ndim != 2)
-            return op_usage_error(r, "cache must be 2-D [blocks, block_bytes]");
-        d->num_blocks = in->shape[0];
-    } else if (slots) {
-        OP_TRY(op_blocks_for_slots(r, slots, d->block_size, &d->num_blocks));
-    } else {
-        return op_usage_error(r, "missing --in cache=FILE.npy");
-    }
-    int64_t bb = 0, bytes;
-    OP_TRY(op_check(r, mla_cache_block_bytes(d, &bb)));
-    if (has_in && in->shape[1] != bb)
-        return op_usage_error(r, "cache must be [blocks, %lld] bytes for these parameters",
-                              (long long)bb);
-    OP_TRY(op_mul(r, d->num_blocks, bb, "the cache", &bytes));
-    if (!out)
-        return MLA_EXIT_OK;
-    const int64_t cs[2] = {d->num_blocks, bb};
-    OP_TRY(op_output(r, "cache", MLA_DTYPE_U8, 2, cs, 0, out));
-    return op_check(r, has_in ? mla_memcpy(op_ctx(r), out->data, in->data, (size_t)bytes,
-                                           MLA_COPY_CONTEXT_TO_CONTEXT)
-                              : mla_memset(op_ctx(r), out->data, 0, (size_t)bytes));
-}
 
 static int run_rope_cache(op_run *r)
 {
@@ -79,7 +34,8 @@ static int run_rope_cache(op_run *r)
     OP_TRY(op_param_dtype_or(r, "q_dtype", DT(MLA_DTYPE_BF16) | DT(MLA_DTYPE_F32) | FP8S,
                              MLA_DTYPE_BF16, &qd));
     OP_TRY(op_rope_table(r, R, &cos, &sin));
-    OP_TRY(cache_setup(r, L, R, &slots, &d, &cin, &cache));
+    OP_TRY(op_cache_desc(r, L, R, &d));
+    OP_TRY(op_latent_cache(r, &slots, &d, &cin, &cache));
     if (L > INT64_MAX - R)
         return op_usage_error(r, "L + R overflows 64 bits");
     const int64_t qs3[3] = {qn.shape[0], qn.shape[1], L + R};
@@ -134,7 +90,8 @@ static int run_attention(op_run *r)
         ar = (mla_attention_rope){&cos, &sin, (mla_rope_style)style, &qpos, &kn, &kp, &kpos,
                                   &slots};
     }
-    OP_TRY(cache_setup(r, q.shape[2] - R, R, NULL, &cd, &cin, rope ? &cache : NULL));
+    OP_TRY(op_cache_desc(r, q.shape[2] - R, R, &cd));
+    OP_TRY(op_latent_cache(r, NULL, &cd, &cin, rope ? &cache : NULL));
     if (paged)
         OP_TRY(op_input(r, "block_table", MLA_DTYPE_I32, NULL, 0, &bt));
     OP_TRY(op_input(r, "context_lens", MLA_DTYPE_I32, NULL, 0, &lens));

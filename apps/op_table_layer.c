@@ -14,7 +14,6 @@
 #define FP8S (DT(MLA_DTYPE_FP8_E4M3FN) | DT(MLA_DTYPE_FP8_E4M3FNUZ))
 
 static const char *const styles[] = {"interleaved", "neox"};
-static const char *const layouts[] = {"normal", "shuffled", "fp8_scaled"};
 static const char *const sites[] = {"auto", "separate", "fused_cache", "attention"};
 static const char *const kv_b_modes[] = {"keep", "to_bf16", "to_tensor"};
 static const char *const idx_layouts[] = {"auto", "normal", "shuffle"};
@@ -76,40 +75,6 @@ static int load_layer(op_run *r, mla_layer_weights_ex *w)
     return op_check(r, st);
 }
 
-/* The cache descriptor (num_blocks from --in cache or from the slots) and
- * the output cache holding --in cache's bytes, or zeros. */
-static int latent_cache(op_run *r, const mla_model_config *c, const mla_tensor *slots,
-                        mla_cache_desc *d, mla_tensor *cache)
-{
-    int layout;
-    double ks;
-    mla_tensor in;
-    memset(d, 0, sizeof *d);
-    OP_TRY(op_param_choice(r, "layout", layouts, 3, &layout));
-    OP_TRY(op_param_dtype(r, "dtype", DT(MLA_DTYPE_BF16) | FP8S, &d->dtype));
-    OP_TRY(op_param_i64(r, "block_size", &d->block_size));
-    OP_TRY(op_param_f64(r, "k_scale", &ks));
-    *d = (mla_cache_desc){(mla_cache_layout)layout, d->dtype, 0, d->block_size, c->kv_lora,
-                          c->rope, (float)ks};
-    const int has_in = op_has_input(r, "cache");
-    if (has_in) {
-        OP_TRY(op_input(r, "cache", MLA_DTYPE_U8, NULL, 0, &in));
-        d->num_blocks = in.ndim == 2 ? in.shape[0] : 0;
-    } else {
-        OP_TRY(op_blocks_for_slots(r, slots, d->block_size, &d->num_blocks));
-    }
-    int64_t bb = 0, bytes;
-    OP_TRY(op_check(r, mla_cache_block_bytes(d, &bb)));
-    if (has_in && (in.ndim != 2 || in.shape[1] != bb))
-        return op_usage_error(r, "cache must be [blocks, %lld] bytes", (long long)bb);
-    OP_TRY(op_mul(r, d->num_blocks, bb, "the cache", &bytes));
-    const int64_t cs[2] = {d->num_blocks, bb};
-    OP_TRY(op_output(r, "cache", MLA_DTYPE_U8, 2, cs, 0, cache));
-    return op_check(r, has_in ? mla_memcpy(op_ctx(r), cache->data, in.data, (size_t)bytes,
-                                           MLA_COPY_CONTEXT_TO_CONTEXT)
-                              : mla_memset(op_ctx(r), cache->data, 0, (size_t)bytes));
-}
-
 /* The RoPE-once plan for these weights and parameters. */
 static int make_plan(op_run *r, const mla_layer_weights_ex *w, const mla_cache_desc *d,
                      mla_plan **plan)
@@ -130,7 +95,7 @@ static int run_prepare(op_run *r)
 {
     mla_layer_weights_ex w;
     OP_TRY(load_layer(r, &w));
-    mla_tensor x, pos, slots, cache, cos, sin, qcat, ws;
+    mla_tensor x, pos, slots, cache_in, cache, cos, sin, qcat, ws;
     mla_cache_desc d;
     mla_plan *plan = NULL;
     const mla_model_config *c = &w.config;
@@ -144,7 +109,9 @@ static int run_prepare(op_run *r)
     if (rc == MLA_EXIT_OK)
         rc = op_rope_table(r, c->rope, &cos, &sin);
     if (rc == MLA_EXIT_OK)
-        rc = latent_cache(r, c, &slots, &d, &cache);
+        rc = op_cache_desc(r, c->kv_lora, c->rope, &d);
+    if (rc == MLA_EXIT_OK)
+        rc = op_latent_cache(r, &slots, &d, &cache_in, &cache);
     if (rc == MLA_EXIT_OK)
         rc = make_plan(r, &w, &d, &plan);
     int64_t wb = 0;
@@ -253,7 +220,7 @@ static int run_layer(op_run *r)
 {
     mla_layer_weights_ex w;
     OP_TRY(load_layer(r, &w));
-    mla_tensor x, pos, slots, bt, lens, cu, cache, icache, cos, sin, y, ws;
+    mla_tensor x, pos, slots, bt, lens, cu, cache_in, cache, icache, cos, sin, y, ws;
     mla_cache_desc d;
     mla_layer_options opt;
     mla_plan *plan = NULL;
@@ -296,7 +263,9 @@ static int run_layer(op_run *r)
     if (rc == MLA_EXIT_OK)
         rc = op_rope_table(r, c->rope, &cos, &sin);
     if (rc == MLA_EXIT_OK)
-        rc = latent_cache(r, c, &slots, &d, &cache);
+        rc = op_cache_desc(r, c->kv_lora, c->rope, &d);
+    if (rc == MLA_EXIT_OK)
+        rc = op_latent_cache(r, &slots, &d, &cache_in, &cache);
     mla_layer_options_default(c, &d, &opt);
     opt.dense = (int32_t)(dense != 0);
     opt.num_splits = (int32_t)splits;
