@@ -113,20 +113,29 @@ static int run_k_gather(op_run *r)
     return op_check(r, mla_indexer_k_gather(op_ctx(r), &d, &cache, &bt, &cu, &k_fp8, &k_scale));
 }
 
+/* What the logits and the planned search read: the K cache and its
+ * descriptor, q, w, the block table, the lengths and next_n. */
+static int logits_inputs(op_run *r, mla_indexer_cache_desc *d, int64_t *next_n, mla_tensor *cache,
+                         mla_tensor *q, mla_tensor *w, mla_tensor *bt, mla_tensor *lens)
+{
+    OP_TRY(cache_desc(r, d));
+    OP_TRY(op_param_i64(r, "next_n", next_n));
+    OP_TRY(cache_input(r, d, cache));
+    OP_TRY(op_input(r, "q", d->dtype, NULL, 0, q));
+    OP_TRY(op_input(r, "w", MLA_DTYPE_F32, NULL, 0, w));
+    OP_TRY(op_input(r, "block_table", MLA_DTYPE_I32, NULL, 0, bt));
+    OP_TRY(op_input(r, "context_lens", MLA_DTYPE_I32, NULL, 0, lens));
+    if (lens->ndim != 1 || *next_n < 1 || *next_n > INT32_MAX)
+        return op_usage_error(r, "context_lens [B] and next_n >= 1");
+    return MLA_EXIT_OK;
+}
+
 static int run_logits(op_run *r)
 {
     mla_tensor cache, q, w, bt, lens, logits;
     mla_indexer_cache_desc d;
     int64_t next_n, max_len = 0, *n = NULL;
-    OP_TRY(cache_desc(r, &d));
-    OP_TRY(op_param_i64(r, "next_n", &next_n));
-    OP_TRY(cache_input(r, &d, &cache));
-    OP_TRY(op_input(r, "q", d.dtype, NULL, 0, &q));
-    OP_TRY(op_input(r, "w", MLA_DTYPE_F32, NULL, 0, &w));
-    OP_TRY(op_input(r, "block_table", MLA_DTYPE_I32, NULL, 0, &bt));
-    OP_TRY(op_input(r, "context_lens", MLA_DTYPE_I32, NULL, 0, &lens));
-    if (lens.ndim != 1 || next_n < 1 || next_n > INT32_MAX)
-        return op_usage_error(r, "context_lens [B] and next_n >= 1");
+    OP_TRY(logits_inputs(r, &d, &next_n, &cache, &q, &w, &bt, &lens));
     if (op_param(r, "max_len")) {
         OP_TRY(op_param_i64(r, "max_len", &max_len));
     } else { /* the longest context */
@@ -160,16 +169,8 @@ static int run_search(op_run *r)
     mla_tensor cache, q, w, bt, lens, logits, idx;
     mla_indexer_cache_desc d;
     int64_t next_n, k, max_len;
-    OP_TRY(cache_desc(r, &d));
-    OP_TRY(op_param_i64(r, "next_n", &next_n));
     OP_TRY(op_param_i64(r, "k", &k));
-    OP_TRY(cache_input(r, &d, &cache));
-    OP_TRY(op_input(r, "q", d.dtype, NULL, 0, &q));
-    OP_TRY(op_input(r, "w", MLA_DTYPE_F32, NULL, 0, &w));
-    OP_TRY(op_input(r, "block_table", MLA_DTYPE_I32, NULL, 0, &bt));
-    OP_TRY(op_input(r, "context_lens", MLA_DTYPE_I32, NULL, 0, &lens));
-    if (lens.ndim != 1 || next_n < 1 || next_n > INT32_MAX)
-        return op_usage_error(r, "context_lens [B] and next_n >= 1");
+    OP_TRY(logits_inputs(r, &d, &next_n, &cache, &q, &w, &bt, &lens));
     mla_indexer_plan *plan = NULL;
     OP_TRY(op_check(r, mla_indexer_plan_create(op_ctx(r), &d, &bt, &lens, (int32_t)next_n, &plan)));
     max_len = mla_indexer_plan_max_len(plan);
