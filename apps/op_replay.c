@@ -146,7 +146,7 @@ static int rewrite(const char *dir, const char *tmp, const manifest *m, const ch
     const size_t cap = strlen(dir) + strlen(tmp) + strlen(kv) + 8;
     *out = malloc(cap);
     if (!*out)
-        return MLA_EXIT_FAIL;
+        return refuse(dir, "%s: out of memory", kv);
     const int in = !strcmp(opt, "--in");
     const int file = in || (!strcmp(opt, "--param") && (!strncmp(kv, "weights=", 8)));
     const int dirv = !strcmp(opt, "--param") && !strncmp(kv, "model=", 6);
@@ -224,10 +224,11 @@ int op_replay(int argc, char **argv)
                m.op, m.backend, m.version, m.status, ran_on);
         fflush(stdout);
         char *run[MAX_TOKENS + 4]; /* op_main splits its arguments in place */
-        for (int i = 0; i < na; ++i)
-            run[i] = strcpy(malloc(strlen(args[i]) + 1), args[i]);
-        rc = op_main(na, run);
-        for (int i = 0; i < na; ++i)
+        int nr = 0;
+        while (nr < na && (run[nr] = malloc(strlen(args[nr]) + 1)))
+            strcpy(run[nr], args[nr]), ++nr;
+        rc = nr == na ? op_main(na, run) : MLA_EXIT_FAIL;
+        for (int i = 0; i < nr; ++i)
             free(run[i]);
         const int dumped_ok = !strcmp(m.status, mla_status_name(MLA_OK));
         if (!dumped_ok) { /* a refused call must be refused again */

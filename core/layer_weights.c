@@ -372,7 +372,7 @@ static mla_status make_w_kc(mla_context *ctx, const slot *kvb, const mla_model_c
 static mla_status convert_fp8(mla_context *ctx, const slot *t, void *w_dst, void *s_dst,
                               float *tensor_scale)
 {
-    const int64_t out = t->out_l, in = t->in_l, sb = t->s_shape[1];
+    const int64_t out = t->out_l, in = t->in_l, sb = t->sr.ncb / 4; /* the blocks read */
     const size_t n = (size_t)(out * in);
     uint8_t *codes = NULL;
     unsigned char *sraw = NULL;

@@ -4,6 +4,7 @@
  * reading only that layer's tensors (counted, and with every other layer's
  * bytes overwritten by garbage); each malformed or missing piece is refused
  * naming the file or the field, with nothing loaded. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -341,6 +342,62 @@ static void test_config_json(mla_context *ctx)
     }
 }
 
+/* fp8 kv_b_proj converted at load, of a tensor-parallel slice whose latent
+ * spans several 128-column blocks: every value is its block's code * scale,
+ * then bf16, or re-quantized with the slice's own tensor scale. */
+static void test_kv_b_slices(mla_context *ctx)
+{
+    static const char *const json =
+        "{\"model_type\": \"deepseek_v3\", \"hidden_size\": 128, \"num_attention_heads\": 4, "
+        "\"num_hidden_layers\": 1, \"q_lora_rank\": null, \"kv_lora_rank\": 384, "
+        "\"qk_nope_head_dim\": 64, \"qk_rope_head_dim\": 64, \"v_head_dim\": 64, "
+        "\"max_position_embeddings\": 64, \"rms_norm_eps\": 1e-06, \"rope_theta\": 10000, "
+        "\"rope_scaling\": null}";
+    mla_hf_config hc;
+    CHECK_STATUS(mla_hf_config_parse(ctx, json, strlen(json), &hc), MLA_OK);
+    const mla_layer_weight_formats fm = {0, 0, 0, MLA_WEIGHT_FP8_BLOCK, 0, 0, 0, 0};
+    mla_generate_options go;
+    mla_generate_options_default(&go);
+    go.formats = &fm;
+    CHECK_STATUS(mla_checkpoint_generate(ctx, at("kvb"), &hc.model, &go), MLA_OK);
+    mla_checkpoint *ck = NULL;
+    CHECK_STATUS(mla_checkpoint_open(ctx, at("kvb"), &ck), MLA_OK);
+    if (!ck)
+        return;
+    mla_layer_weights_ex keep, bf, ten;
+    mla_layer_load_options o;
+    mla_layer_load_options_default(&o);
+    CHECK_STATUS(mla_layer_weights_load_checkpoint(ctx, ck, 0, &o, &keep), MLA_OK);
+    o.rank = 1, o.world_size = 2, o.kv_b_fp8 = MLA_KV_B_FP8_TO_BF16;
+    CHECK_STATUS(mla_layer_weights_load_checkpoint(ctx, ck, 0, &o, &bf), MLA_OK);
+    o.kv_b_fp8 = MLA_KV_B_FP8_TO_TENSOR;
+    CHECK_STATUS(mla_layer_weights_load_checkpoint(ctx, ck, 0, &o, &ten), MLA_OK);
+    const mla_weight *kv = &keep.base.kv_b_proj;
+    const int64_t L = 384, rows = 2 * 128, r0 = rows, sb = 3;
+    const uint8_t *codes = kv->w.data;
+    const float *scales = kv->scale.data;
+    float amax = 0.0f, *x = malloc((size_t)(rows * L) * sizeof *x);
+    for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < L; ++c) {
+            const int64_t R = r0 + r;
+            x[r * L + c] = mla_fp8_to_f32(codes[R * L + c], MLA_DTYPE_FP8_E4M3FN) *
+                           scales[(R / 128) * sb + c / 128];
+            amax = fmaxf(amax, fabsf(x[r * L + c]));
+        }
+    const float s = 448.0f / amax;
+    int ok = ten.kv_b_tensor_scale == 1.0f / s && bf.base.kv_b_proj.w.shape[0] == rows;
+    for (int64_t i = 0; ok && i < rows * L; ++i)
+        ok = ((const uint16_t *)bf.base.kv_b_proj.w.data)[i] == mla_f32_to_bf16(x[i]) &&
+             ((const uint8_t *)ten.base.kv_b_proj.w.data)[i] ==
+                 mla_f32_to_fp8(x[i] * s, MLA_DTYPE_FP8_E4M3FN, MLA_SATURATE);
+    CHECK(ok);
+    free(x);
+    mla_layer_weights_free(ctx, &keep);
+    mla_layer_weights_free(ctx, &bf);
+    mla_layer_weights_free(ctx, &ten);
+    mla_checkpoint_close(ck);
+}
+
 int main(void)
 {
     sh("rm -rf %s && mkdir -p %s", root, root);
@@ -355,6 +412,7 @@ int main(void)
     test_refusals(ctx);
     test_named_params(ctx, &cfg);
     test_config_json(ctx);
+    test_kv_b_slices(ctx);
     mla_context_destroy(ctx);
     return TEST_SUMMARY();
 }
