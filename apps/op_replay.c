@@ -140,6 +140,7 @@ static int rewrite(const char *dir, const char *tmp, const manifest *m, const ch
                    char *kv, char **out)
 {
     char *eq = strchr(kv, '=');
+    *out = NULL;
     if (!eq)
         return refuse(dir, "replay.sh: '%s' is not NAME=VALUE", kv);
     const char *v = eq + 1;
