@@ -11,8 +11,13 @@
 
 #include "apps/cmd.h"
 #include "apps/replay.h"
-#include "conformance/conf.h"
 #include "conformance/npy.h"
+
+/* conformance/bounds.c (linked from mla_conformance; its header conf.h is
+ * the harness's internal one, which reaches into core/): the fp32 GEMM bound
+ * for K terms of magnitude sum S, and RMSNorm's relative bound for rows of D. */
+double conf_gemm_tol(int64_t K, double S);
+double conf_norm_rel(int64_t D);
 
 /* Ops whose results are defined to the bit (MLA.md): any difference fails. */
 static const char *const exact_ops[] = {
