@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "apps/cmd.h"
+#include "apps/suggest.h"
 #include "bench/bench_mxfp4.h"
 #include "bench/bench_prepare.h"
 #include "bench/ceilings.h"
@@ -287,6 +288,11 @@ static void json_header(bench_json *j, const char *sub, mla_context *ctx, const 
     }
 }
 
+static const char *bench_at(int i, void *user)
+{
+    return ((const char *const *)user)[i];
+}
+
 int cmd_bench(int argc, char **argv)
 {
     if (argc < 2) {
@@ -301,9 +307,11 @@ int cmd_bench(int argc, char **argv)
     if (!strcmp(sub, "decode"))
         return bench_decode_cmd(argc, argv);
     if (strcmp(sub, "prepare") && strcmp(sub, "ceilings")) {
-        fprintf(stderr,
-                "mla bench: unknown benchmark '%s' (prepare, ceilings, mxfp4, indexer, decode)\n",
-                sub);
+        static const char *const subs[] = {"prepare", "ceilings", "mxfp4", "indexer", "decode",
+                                           NULL};
+        fprintf(stderr, "mla bench: unknown benchmark '%s'", sub);
+        mla_suggest(stderr, sub, bench_at, (void *)subs);
+        fprintf(stderr, " (prepare, ceilings, mxfp4, indexer, decode)\n");
         return MLA_EXIT_USAGE;
     }
     bench_args a;

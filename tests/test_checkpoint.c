@@ -316,6 +316,16 @@ static void test_named_params(mla_context *ctx, const mla_model_config *cfg)
     CHECK_STATUS(mla_safetensors_open(ctx, root, &f), MLA_ERR_IO);
     CHECK(!strcmp(mla_context_error_param(ctx), "path"));
     CHECK(strstr(mla_context_error_detail(ctx), "directory") != NULL);
+    /* a tensor named "" is refused naming the header, not "" */
+    FILE *fp = fopen(at("empty.safetensors"), "wb");
+    const char *h = "{\"\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}";
+    const unsigned char len[8] = {(unsigned char)strlen(h)};
+    fwrite(len, 1, 8, fp);
+    fwrite(h, 1, strlen(h), fp);
+    fputc(0, fp);
+    fclose(fp);
+    CHECK_STATUS(mla_safetensors_open(ctx, at("empty.safetensors"), &f), MLA_ERR_FORMAT);
+    CHECK(!strcmp(mla_context_error_param(ctx), "header"));
     mla_generate_options o;
     mla_generate_options_default(&o);
     o.shards = 0;
