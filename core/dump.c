@@ -204,14 +204,35 @@ static const char *npy_descr(mla_dtype t)
     }
 }
 
+/* Elements a view spans (1 + sum (extent - 1) stride), or -1 when the
+ * descriptor is one the op will refuse (the dump runs before validation):
+ * a rank, dtype, extent or stride out of range, a span past 2^40 bytes,
+ * no data, or memory the context cannot reach. */
+static int64_t view_span(const mla_context *ctx, const mla_tensor *t)
+{
+    const size_t es = mla_dtype_size(t->dtype);
+    if (t->ndim < 0 || t->ndim > MLA_MAX_DIMS || !es || t->memory != mla_context_memory(ctx))
+        return -1;
+    int64_t span = 1, term;
+    for (int32_t i = 0; i < t->ndim; ++i) {
+        if (t->shape[i] < 0 || t->stride[i] < 0)
+            return -1;
+        if (t->shape[i] == 0)
+            return 0;
+        if (__builtin_mul_overflow(t->shape[i] - 1, t->stride[i], &term) ||
+            __builtin_add_overflow(span, term, &span))
+            return -1;
+    }
+    return span > ((int64_t)1 << 40) / (int64_t)es || !t->data ? -1 : span;
+}
+
 /* The tensor's logical elements, C order, as a .npy file. */
 static int write_npy(mla_dump *d, const char *file, const mla_tensor *t)
 {
     const size_t es = mla_dtype_size(t->dtype);
-    const int64_t n = mla_tensor_numel(t);
-    int64_t span = n > 0 ? 1 : 0;
-    for (int32_t i = 0; n > 0 && i < t->ndim; ++i)
-        span += (t->shape[i] - 1) * t->stride[i];
+    const int64_t span = view_span(d->ctx, t), n = span > 0 ? mla_tensor_numel(t) : 0;
+    if (span < 0)
+        return 0; /* not a tensor the call can take: left out of the dump */
     unsigned char *raw = malloc((size_t)span * es + 1), *flat = malloc((size_t)n * es + 1);
     int ok = raw && flat && n >= 0;
     if (ok && span)
@@ -286,7 +307,7 @@ void mla_dump_in(mla_dump *d, const char *name, const mla_tensor *t)
 
 void mla_dump_out(mla_dump *d, const char *name, const mla_tensor *t)
 {
-    if (!d || !t || d->nout == DUMP_MAX_OUT)
+    if (!d || !t || d->nout == DUMP_MAX_OUT || t->ndim < 0 || t->ndim > MLA_MAX_DIMS)
         return;
     dump_out *o = &d->out[d->nout++];
     snprintf(o->name, sizeof o->name, "%s", name);
