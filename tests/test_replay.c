@@ -164,6 +164,15 @@ int main(int argc, char **argv)
     CHECK_STATUS(mla_linear(ctx, &x, &w, NULL, &bad), MLA_ERR_SHAPE);
     CHECK(!strcmp(mla_context_error_param(ctx), "y.shape[1]") ||
           strstr(mla_context_error_param(ctx), "y") != NULL); /* the call's record is kept */
+    /* descriptors the call refuses are not read by its dump (it runs first) */
+    mla_tensor huge = x, deep = x, none = x;
+    huge.stride[0] = INT64_MAX;
+    deep.ndim = 99;
+    none.data = NULL;
+    CHECK(mla_linear(ctx, &huge, &w, NULL, &y) != MLA_OK);
+    CHECK(mla_linear(ctx, &deep, &w, NULL, &y) != MLA_OK);
+    CHECK(mla_linear(ctx, &none, &w, NULL, &y) == MLA_ERR_NULL_POINTER);
+    CHECK(mla_linear(ctx, &x, &w, NULL, &deep) != MLA_OK);
     CHECK_STATUS(mla_context_set_dump(ctx, "nonsense", dir, 0), MLA_OK);
     CHECK(strstr(mla_context_dump_status(ctx), "'nonsense'") != NULL);
     CHECK_STATUS(mla_context_set_dump(ctx, NULL, NULL, 0), MLA_OK);
