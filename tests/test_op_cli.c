@@ -340,35 +340,57 @@ static void test_cache_attention(void)
         CALL("rope_cache", mla_fused_rope_concat_cache(ctx, &ra), ("cache", "q_cat"),
              (&cache, &qcat));
     }
-    /* decode attention: 2 sequences, one token each, over 21 and 12 keys */
-    const int32_t bt2[4] = {1, 0, 0, 1};
-    mla_tensor bt_2 = ten(MLA_DTYPE_I32, 2, (int64_t[]){2, 2}, bt2);
-    mla_tensor lens2 = idx32(2, (int32_t[]){21, 12});
-    mla_tensor o = ten(MLA_DTYPE_F32, 3, (int64_t[]){2, 2, 32}, NULL);
-    mla_tensor lse = ten(MLA_DTYPE_F32, 2, (int64_t[]){2, 2}, NULL);
-    mla_attention_desc desc;
+    /* the attention over that cache: decode, MTP (next_n 2), a chunked
+     * prefill (cu_q_lens), sparse top-k, and RoPE inside it (cache out) */
     mla_model_config c;
     mla_model_config_preset("test-tiny", &c);
     c.heads = 2;
     c.kv_lora = 32;
-    CHECK_STATUS(mla_attention_desc_default(&c, &cd, &desc), MLA_OK);
-    mla_attention_args aa = {&qcat, &cache, &bt_2, &lens2, NULL, NULL, NULL, NULL, &o, &lse, NULL};
-    mla_attention_plan *plan = NULL;
-    CHECK_STATUS(mla_attention_plan_create(ctx, &desc, &aa, &plan), MLA_OK);
-    if (!plan)
-        fprintf(stderr, "attention plan: %s: %s\n", mla_context_error_param(ctx),
-                mla_context_error_detail(ctx));
-    const int64_t wb = mla_attention_plan_workspace_bytes(plan);
-    void *wsp = NULL;
-    mla_malloc(ctx, (size_t)(wb ? wb : 1), &wsp);
-    mla_tensor ws;
-    mla_tensor_init(&ws, wsp, MLA_DTYPE_U8, MLA_MEMORY_HOST, 1, &wb);
-    aa.workspace = &ws;
-    {
-        CALL("attention", mla_attention_run(ctx, plan, &aa), ("o", "lse"), (&o, &lse));
+    const int32_t bt2[4] = {1, 0, 0, 1};
+    mla_tensor bt_2 = ten(MLA_DTYPE_I32, 2, (int64_t[]){2, 2}, bt2);
+    mla_tensor lens2 = idx32(2, (int32_t[]){21, 12});
+    mla_tensor q4 = rnd(MLA_DTYPE_BF16, 3, (int64_t[]){4, 2, 48});
+    mla_tensor cu = idx32(3, (int32_t[]){0, 3, 4});
+    mla_tensor topk = ten(MLA_DTYPE_I32, 2, (int64_t[]){2, 4}, (int32_t[]){0, 5, 20, -1, 3, 1, 11, 7});
+    mla_tensor kn1 = rnd(MLA_DTYPE_BF16, 2, (int64_t[]){2, 32});
+    mla_tensor kp1 = rnd(MLA_DTYPE_BF16, 2, (int64_t[]){2, 16});
+    mla_tensor kpos = idx64(2, (int64_t[]){20, 11}), kslots = idx64(2, (int64_t[]){4, 27});
+    mla_attention_rope rope = {&cos, &sin, MLA_ROPE_INTERLEAVED, &kpos, &kn1, &kp1, &kpos, &kslots};
+    for (int k = 0; k < 5; ++k) {
+        mla_attention_desc desc;
+        CHECK_STATUS(mla_attention_desc_default(&c, &cd, &desc), MLA_OK);
+        const int mtp = k == 1, prefill = k == 2, sparse = k == 3, inside = k == 4;
+        const int64_t T = mtp || prefill ? 4 : 2;
+        desc.next_n = mtp ? 2 : 1;
+        desc.topk = sparse ? 4 : 0;
+        mla_tensor q = q4;
+        q.shape[0] = T;
+        mla_tensor o = ten(MLA_DTYPE_F32, 3, (int64_t[]){T, 2, 32}, NULL);
+        mla_tensor lse = ten(MLA_DTYPE_F32, 2, (int64_t[]){T, 2}, NULL);
+        mla_attention_args aa = {&q,   &cache, &bt_2, &lens2, prefill ? &cu : NULL,
+                                 sparse ? &topk : NULL, NULL, inside ? &rope : NULL, &o, &lse,
+                                 NULL};
+        mla_attention_plan *plan = NULL;
+        CHECK_STATUS(mla_attention_plan_create(ctx, &desc, &aa, &plan), MLA_OK);
+        if (!plan) {
+            fprintf(stderr, "attention plan %d: %s: %s\n", k, mla_context_error_param(ctx),
+                    mla_context_error_detail(ctx));
+            continue;
+        }
+        const int64_t wb = mla_attention_plan_workspace_bytes(plan);
+        void *wsp = NULL;
+        mla_malloc(ctx, (size_t)(wb ? wb : 1), &wsp);
+        mla_tensor ws;
+        mla_tensor_init(&ws, wsp, MLA_DTYPE_U8, MLA_MEMORY_HOST, 1, &wb);
+        aa.workspace = &ws;
+        if (inside)
+            CALL("attention", mla_attention_run(ctx, plan, &aa), ("o", "lse", "cache"),
+                 (&o, &lse, &cache));
+        else
+            CALL("attention", mla_attention_run(ctx, plan, &aa), ("o", "lse"), (&o, &lse));
+        mla_attention_plan_destroy(plan);
+        mla_free(ctx, wsp);
     }
-    mla_attention_plan_destroy(plan);
-    mla_free(ctx, wsp);
 }
 
 static void test_indexer(void)
@@ -536,7 +558,7 @@ int main(int argc, char **argv)
     test_layer("test-tiny", &fp8);
     test_layer("test-tiny-indexer", &bf16);
     printf("%d calls dumped and replayed\n", ops_seen);
-    CHECK(ops_seen >= 31);
+    CHECK(ops_seen >= 35);
     mla_context_destroy(ctx);
     for (int i = 0; i < nowned; ++i)
         free(owned[i]);
