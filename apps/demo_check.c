@@ -39,9 +39,15 @@ static double *values(mla_context *ctx, const mla_tensor *w, const mla_tensor *s
     for (int64_t i = 0; out && i < n; ++i) {
         const int64_t r = i / in, c = i % in;
         switch (w->dtype) {
-        case MLA_DTYPE_BF16: out[i] = mla_bf16_to_f32(((uint16_t *)raw)[i]); break;
-        case MLA_DTYPE_F32: out[i] = ((float *)raw)[i]; break;
-        case MLA_DTYPE_F16: out[i] = mla_f16_to_f32(((uint16_t *)raw)[i]); break;
+        case MLA_DTYPE_BF16:
+            out[i] = mla_bf16_to_f32(((uint16_t *)raw)[i]);
+            break;
+        case MLA_DTYPE_F32:
+            out[i] = ((float *)raw)[i];
+            break;
+        case MLA_DTYPE_F16:
+            out[i] = mla_f16_to_f32(((uint16_t *)raw)[i]);
+            break;
         case MLA_DTYPE_FP8_E4M3FN:
             out[i] = (double)mla_fp8_to_f32(raw[i], w->dtype) *
                      (per_tensor ? tensor_scale : s[(r / 128) * sb + c / 128]);
@@ -104,8 +110,9 @@ int demo_ref_from_weights(mla_context *ctx, const mla_layer_weights_ex *w, const
     if (ok && m->mx[REF64_KV_B])
         ok &= !!(r->w_kc = w_kc_values(ctx, w));
     if (!ok) {
-        snprintf(err, errlen, "a weight could not be read back or is in a form the check does "
-                              "not dequantize");
+        snprintf(err, errlen,
+                 "a weight could not be read back or is in a form the check does "
+                 "not dequantize");
         demo_ref_free(r);
         return -1;
     }

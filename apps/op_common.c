@@ -70,9 +70,9 @@ int op_cache_desc(op_run *r, int64_t L, int64_t R, mla_cache_desc *d)
     double ks;
     memset(d, 0, sizeof *d);
     OP_TRY(op_param_choice(r, "layout", layouts, 3, &layout));
-    OP_TRY(op_param_dtype(r, "dtype",
-                          DT(MLA_DTYPE_BF16) | DT(MLA_DTYPE_FP8_E4M3FN) | DT(MLA_DTYPE_FP8_E4M3FNUZ),
-                          &d->dtype));
+    OP_TRY(op_param_dtype(
+        r, "dtype", DT(MLA_DTYPE_BF16) | DT(MLA_DTYPE_FP8_E4M3FN) | DT(MLA_DTYPE_FP8_E4M3FNUZ),
+        &d->dtype));
     OP_TRY(op_param_i64(r, "block_size", &d->block_size));
     OP_TRY(op_param_f64(r, "k_scale", &ks));
     d->layout = (mla_cache_layout)layout;

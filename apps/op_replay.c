@@ -86,8 +86,8 @@ static int read_manifest(const char *dir, manifest *m)
         else if (!strcmp(key, "status"))
             ok = sscanf(line, "status %63[^\n]", m->status) == 1;
         else if (!strcmp(key, "file") && m->nfiles < MAX_FILES)
-            ok = sscanf(line, "file %llx %lld %63s", &m->f[m->nfiles].hash,
-                        &m->f[m->nfiles].bytes, m->f[m->nfiles].name) == 3 &&
+            ok = sscanf(line, "file %llx %lld %63s", &m->f[m->nfiles].hash, &m->f[m->nfiles].bytes,
+                        m->f[m->nfiles].name) == 3 &&
                  ++m->nfiles;
         else
             ok = 0;
@@ -136,8 +136,8 @@ static int replay_words(const char *dir, char *buf, size_t cap, char **w, int *n
 
 /* A --in / --out / --param value as the replay uses it: input files and
  * the weights inside dir (each must be in the manifest), outputs in tmp. */
-static int rewrite(const char *dir, const char *tmp, const manifest *m, const char *opt,
-                   char *kv, char **out)
+static int rewrite(const char *dir, const char *tmp, const manifest *m, const char *opt, char *kv,
+                   char **out)
 {
     char *eq = strchr(kv, '=');
     *out = NULL;
@@ -221,8 +221,8 @@ int op_replay(int argc, char **argv)
     }
     const char *ran_on = backend ? backend : m.backend;
     if (rc == MLA_EXIT_OK) {
-        printf("replay %s: %s dumped on %s by libmla %s (returned '%s'); rerun on %s\n", dir,
-               m.op, m.backend, m.version, m.status, ran_on);
+        printf("replay %s: %s dumped on %s by libmla %s (returned '%s'); rerun on %s\n", dir, m.op,
+               m.backend, m.version, m.status, ran_on);
         fflush(stdout);
         char *run[MAX_TOKENS + 4]; /* op_main splits its arguments in place */
         int nr = 0;

@@ -43,9 +43,11 @@ static int run_rope_cache(op_run *r)
     const int want_kpe = op_has_output(r, "k_pe_out");
     if (want_kpe)
         OP_TRY(op_output(r, "k_pe_out", kp.dtype, 2, kp.shape, 0, &kpo));
-    mla_rope_cache_args a = {&cos, &sin, (mla_rope_style)style, &qn, &qp, &qpos, &kn, &kp,
-                             &kpos, &slots, &d, &cache, &qcat, (float)qs,
-                             want_kpe ? &kpo : NULL};
+    mla_rope_cache_args a = {&cos,   &sin,      (mla_rope_style)style,
+                             &qn,    &qp,       &qpos,
+                             &kn,    &kp,       &kpos,
+                             &slots, &d,        &cache,
+                             &qcat,  (float)qs, want_kpe ? &kpo : NULL};
     return op_check(r, mla_fused_rope_concat_cache(op_ctx(r), &a));
 }
 
@@ -64,8 +66,8 @@ static int run_attention(op_run *r)
     OP_TRY(op_param_i64(r, "num_splits", &splits));
     OP_TRY(op_param_f64(r, "q_scale", &qs));
     OP_TRY(op_param_choice(r, "style", styles, 2, &style));
-    OP_TRY(op_param_dtype_or(r, "out_dtype", DT(MLA_DTYPE_F32) | DT(MLA_DTYPE_BF16),
-                             MLA_DTYPE_F32, &desc.out_dtype));
+    OP_TRY(op_param_dtype_or(r, "out_dtype", DT(MLA_DTYPE_F32) | DT(MLA_DTYPE_BF16), MLA_DTYPE_F32,
+                             &desc.out_dtype));
     OP_TRY(op_input(r, "q", MLA_DTYPE_COUNT, "q_dtype", 0, &q));
     if (q.ndim != 3 || q.shape[2] <= R)
         return op_usage_error(r, "q must be [T, H, L + R] with L + R above --param rope");
@@ -87,8 +89,8 @@ static int run_attention(op_run *r)
         OP_TRY(op_input(r, "k_pe", MLA_DTYPE_COUNT, "in_dtype", 0, &kp));
         OP_TRY(op_input(r, "k_pos", MLA_DTYPE_COUNT, NULL, 0, &kpos));
         OP_TRY(op_input(r, "slots", MLA_DTYPE_COUNT, NULL, 0, &slots));
-        ar = (mla_attention_rope){&cos, &sin, (mla_rope_style)style, &qpos, &kn, &kp, &kpos,
-                                  &slots};
+        ar =
+            (mla_attention_rope){&cos, &sin, (mla_rope_style)style, &qpos, &kn, &kp, &kpos, &slots};
     }
     OP_TRY(op_cache_desc(r, q.shape[2] - R, R, &cd));
     OP_TRY(op_latent_cache(r, NULL, &cd, &cin, rope ? &cache : NULL));
@@ -139,14 +141,18 @@ static int run_attention(op_run *r)
     return rc;
 }
 
-#define CACHE_PARAMS                                                                              \
-    {"layout", "normal", "normal | shuffled | fp8_scaled"},                                       \
-        {"dtype", "bf16", "cache elements: bf16 | e4m3fn | e4m3fnuz"},                            \
-        {"block_size", "16", "tokens per block (shuffled: a multiple of 16)"},                    \
-        {"k_scale", "1", "per-tensor fp8 scale (normal, shuffled)"}
-#define TABLE_PARAMS                                                                              \
-    {"config", "DeepSeek-V3", "preset whose YaRN settings build cos/sin (without --in cos)"},     \
-        {"max_pos", NULL, "table rows (default the preset's max_pos)"}
+#define CACHE_PARAMS                                                                               \
+    {"layout", "normal", "normal | shuffled | fp8_scaled"},                                        \
+        {"dtype", "bf16", "cache elements: bf16 | e4m3fn | e4m3fnuz"},                             \
+        {"block_size", "16", "tokens per block (shuffled: a multiple of 16)"},                     \
+    {                                                                                              \
+        "k_scale", "1", "per-tensor fp8 scale (normal, shuffled)"                                  \
+    }
+#define TABLE_PARAMS                                                                               \
+    {"config", "DeepSeek-V3", "preset whose YaRN settings build cos/sin (without --in cos)"},      \
+    {                                                                                              \
+        "max_pos", NULL, "table rows (default the preset's max_pos)"                               \
+    }
 
 const op_desc mla_op_table_attention[] = {
     {"rope_cache",
@@ -154,7 +160,8 @@ const op_desc mla_op_table_attention[] = {
      "    [k_nope | rot(k_pe)] of Tk tokens into the cache at slots (--in cache optional)",
      {"q_nope", "q_pe", "q_pos", "k_nope", "k_pe", "k_pos", "slots", "cache", "cos", "sin", NULL},
      {"cache", "q_cat", "k_pe_out", NULL},
-     {CACHE_PARAMS, TABLE_PARAMS,
+     {CACHE_PARAMS,
+      TABLE_PARAMS,
       {"style", "interleaved", "interleaved | neox"},
       {"q_dtype", "bf16", "q_cat: bf16 | f32 | e4m3fn | e4m3fnuz (stored sat(x / q_scale))"},
       {"q_scale", "1", "fp8 q_cat's scale"},
@@ -169,7 +176,8 @@ const op_desc mla_op_table_attention[] = {
      {"q", "cache", "block_table", "context_lens", "cu_q_lens", "topk_indices", "sinks", "cos",
       "sin", "q_pos", "k_nope", "k_pe", "k_pos", "slots", NULL},
      {"o", "lse", "cache", NULL},
-     {CACHE_PARAMS, TABLE_PARAMS,
+     {CACHE_PARAMS,
+      TABLE_PARAMS,
       {"rope", "64", "R: q's last R dims are the rope part"},
       {"softmax_scale", NULL, "default the config's, mla_softmax_scale"},
       {"q_dtype", NULL, "q's dtype when its file is ambiguous (bf16, e4m3fn, e4m3fnuz)"},

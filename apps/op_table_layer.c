@@ -210,10 +210,10 @@ static int index_cache(op_run *r, mla_layer_options *opt, const mla_cache_desc *
     mla_tensor in;
     OP_TRY(op_input(r, "index_cache", MLA_DTYPE_U8, NULL, 0, &in));
     if (in.ndim != 2 || in.shape[0] != d->num_blocks || in.shape[1] != bb)
-        return op_usage_error(r, "index_cache must be [%lld, %lld] bytes",
-                              (long long)d->num_blocks, (long long)bb);
-    return op_check(
-        r, mla_memcpy(op_ctx(r), icache->data, in.data, (size_t)bytes, MLA_COPY_CONTEXT_TO_CONTEXT));
+        return op_usage_error(r, "index_cache must be [%lld, %lld] bytes", (long long)d->num_blocks,
+                              (long long)bb);
+    return op_check(r, mla_memcpy(op_ctx(r), icache->data, in.data, (size_t)bytes,
+                                  MLA_COPY_CONTEXT_TO_CONTEXT));
 }
 
 static int run_layer(op_run *r)
@@ -236,8 +236,7 @@ static int run_layer(op_run *r)
     if (rc == MLA_EXIT_OK)
         rc = op_input(r, "x", MLA_DTYPE_COUNT, "in_dtype", 0, &x);
     if (rc == MLA_EXIT_OK)
-        rc = op_param_dtype_or(r, "y_dtype", DT(MLA_DTYPE_F32) | DT(MLA_DTYPE_BF16), x.dtype,
-                               &yd);
+        rc = op_param_dtype_or(r, "y_dtype", DT(MLA_DTYPE_F32) | DT(MLA_DTYPE_BF16), x.dtype, &yd);
     if (rc == MLA_EXIT_OK)
         rc = op_input(r, "positions", MLA_DTYPE_COUNT, NULL, 0, &pos);
     if (rc == MLA_EXIT_OK)
@@ -249,8 +248,8 @@ static int run_layer(op_run *r)
     const int has_cu = op_has_input(r, "cu_q_lens");
     if (rc == MLA_EXIT_OK && has_cu)
         rc = op_input(r, "cu_q_lens", MLA_DTYPE_I32, NULL, 0, &cu);
-    if (rc == MLA_EXIT_OK && (x.ndim != 2 || lens.ndim != 1 || next_n < 1 || next_n > INT32_MAX ||
-                              splits > 256))
+    if (rc == MLA_EXIT_OK &&
+        (x.ndim != 2 || lens.ndim != 1 || next_n < 1 || next_n > INT32_MAX || splits > 256))
         rc = op_usage_error(r, "x [T, hidden], context_lens [S], next_n >= 1, num_splits <= 256");
     if (rc == MLA_EXIT_OK && op_param(r, "max_context")) {
         rc = op_param_i64(r, "max_context", &max_ctx);
@@ -287,8 +286,7 @@ static int run_layer(op_run *r)
     mla_layer_batch b = {&pos, &slots, &bt, &lens, has_cu ? &cu : NULL, (int32_t)next_n};
     mla_layer_buffers bufs = {&cos, &sin, &cache, sparse ? &icache : NULL, &ws};
     if (rc == MLA_EXIT_OK)
-        rc = op_check(r, mla_layer_plan_create(op_ctx(r), plan, &d, &opt, &b, max_ctx, &bufs,
-                                               &lp));
+        rc = op_check(r, mla_layer_plan_create(op_ctx(r), plan, &d, &opt, &b, max_ctx, &bufs, &lp));
     if (rc == MLA_EXIT_OK)
         rc = op_check(r, mla_layer_forward(op_ctx(r), lp, &w, &x, &y));
     mla_context_synchronize(op_ctx(r));
@@ -298,24 +296,29 @@ static int run_layer(op_run *r)
     return rc;
 }
 
-#define WEIGHT_PARAMS                                                                             \
-    {"weights", NULL, "a safetensors file or a checkpoint directory (required)"},                 \
-        {"layer", "0", "the layer to load"},                                                      \
-        {"prefix", "auto", "tensor name prefix (auto: model.layers.<layer>.self_attn.)"},        \
-        {"tp", "0/1", "tensor-parallel slice RANK/WORLD"},                                        \
-        {"kv_b_fp8", "to_tensor", "an fp8 kv_b_proj: keep | to_bf16 | to_tensor"},               \
-        {"kc_rule", "production", "MXFP4 kv_b_proj: W_kc's re-quantization rule (production | ocp)"}, \
-        {"config", "DeepSeek-V3", "preset for a safetensors file (a directory has its own)"},    \
-        {"model", NULL, "a checkpoint directory whose config.json describes the file"},          \
-        {"max_pos", NULL, "RoPE table rows without --in cos (default the config's)"},            \
-        {"in_dtype", NULL, "x's dtype when its file is ambiguous"}
-#define CACHE_PARAMS                                                                              \
-    {"layout", "normal", "normal | shuffled | fp8_scaled"},                                       \
-        {"dtype", "bf16", "cache elements: bf16 | e4m3fn | e4m3fnuz"},                            \
-        {"block_size", "16", "tokens per block"},                                                 \
-        {"k_scale", "1", "per-tensor fp8 scale (normal, shuffled)"},                              \
-        {"q_dtype", "bf16", "q_cat: bf16 | e4m3fn | e4m3fnuz"},                                   \
-        {"site", "auto", "RoPE site: auto (the plan's) | separate | fused_cache | attention"}
+#define WEIGHT_PARAMS                                                                              \
+    {"weights", NULL, "a safetensors file or a checkpoint directory (required)"},                  \
+        {"layer", "0", "the layer to load"},                                                       \
+        {"prefix", "auto", "tensor name prefix (auto: model.layers.<layer>.self_attn.)"},          \
+        {"tp", "0/1", "tensor-parallel slice RANK/WORLD"},                                         \
+        {"kv_b_fp8", "to_tensor", "an fp8 kv_b_proj: keep | to_bf16 | to_tensor"},                 \
+        {"kc_rule", "production",                                                                  \
+         "MXFP4 kv_b_proj: W_kc's re-quantization rule (production | ocp)"},                       \
+        {"config", "DeepSeek-V3", "preset for a safetensors file (a directory has its own)"},      \
+        {"model", NULL, "a checkpoint directory whose config.json describes the file"},            \
+        {"max_pos", NULL, "RoPE table rows without --in cos (default the config's)"},              \
+    {                                                                                              \
+        "in_dtype", NULL, "x's dtype when its file is ambiguous"                                   \
+    }
+#define CACHE_PARAMS                                                                               \
+    {"layout", "normal", "normal | shuffled | fp8_scaled"},                                        \
+        {"dtype", "bf16", "cache elements: bf16 | e4m3fn | e4m3fnuz"},                             \
+        {"block_size", "16", "tokens per block"},                                                  \
+        {"k_scale", "1", "per-tensor fp8 scale (normal, shuffled)"},                               \
+        {"q_dtype", "bf16", "q_cat: bf16 | e4m3fn | e4m3fnuz"},                                    \
+    {                                                                                              \
+        "site", "auto", "RoPE site: auto (the plan's) | separate | fused_cache | attention"        \
+    }
 
 const op_desc mla_op_table_layer[] = {
     {"prepare",
@@ -341,10 +344,11 @@ const op_desc mla_op_table_layer[] = {
      "mla_layer_forward: one step of S sequences, x [T, hidden] -> y [T, hidden], writing\n"
      "    the new tokens into the cache (and the V3.2 index cache); --in cache / index_cache\n"
      "    optional (default zeroed)",
-     {"x", "positions", "slots", "block_table", "context_lens", "cu_q_lens", "cache",
-      "index_cache", "cos", "sin", NULL},
+     {"x", "positions", "slots", "block_table", "context_lens", "cu_q_lens", "cache", "index_cache",
+      "cos", "sin", NULL},
      {"y", "cache", "index_cache", NULL},
-     {WEIGHT_PARAMS, CACHE_PARAMS,
+     {WEIGHT_PARAMS,
+      CACHE_PARAMS,
       {"y_dtype", NULL, "y: f32 | bf16 (default x's)"},
       {"dense", "0", "1: dense attention even with an indexer"},
       {"num_splits", "0", "attention split-KV cap (0: 8)"},

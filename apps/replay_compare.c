@@ -20,10 +20,22 @@ double conf_gemm_tol(int64_t K, double S);
 double conf_norm_rel(int64_t D);
 
 /* Ops whose results are defined to the bit (MLA.md): any difference fails. */
-static const char *const exact_ops[] = {
-    "convert", "mxfp4_quant", "mxfp4_dequant", "fp8_group_quant", "fp8_group_dequant", "rope",
-    "cache_write", "cache_gather", "rope_cache", "flatten_mxfp4_quant", "flatten_fp8_quant",
-    "indexer_k_cache_write", "indexer_k_gather", "topk", "indexer_head_weights", NULL};
+static const char *const exact_ops[] = {"convert",
+                                        "mxfp4_quant",
+                                        "mxfp4_dequant",
+                                        "fp8_group_quant",
+                                        "fp8_group_dequant",
+                                        "rope",
+                                        "cache_write",
+                                        "cache_gather",
+                                        "rope_cache",
+                                        "flatten_mxfp4_quant",
+                                        "flatten_fp8_quant",
+                                        "indexer_k_cache_write",
+                                        "indexer_k_gather",
+                                        "topk",
+                                        "indexer_head_weights",
+                                        NULL};
 
 typedef struct arr {
     mla_npy a;
@@ -42,24 +54,33 @@ static double value_at(const mla_npy *a, mla_dtype dt, int64_t i)
 {
     const unsigned char *p = a->data;
     switch (dt) {
-    case MLA_DTYPE_F32: return ((const float *)p)[i];
-    case MLA_DTYPE_F64: return ((const double *)p)[i];
-    case MLA_DTYPE_F16: return mla_f16_to_f32(((const uint16_t *)p)[i]);
-    case MLA_DTYPE_BF16: return mla_bf16_to_f32(((const uint16_t *)p)[i]);
+    case MLA_DTYPE_F32:
+        return ((const float *)p)[i];
+    case MLA_DTYPE_F64:
+        return ((const double *)p)[i];
+    case MLA_DTYPE_F16:
+        return mla_f16_to_f32(((const uint16_t *)p)[i]);
+    case MLA_DTYPE_BF16:
+        return mla_bf16_to_f32(((const uint16_t *)p)[i]);
     case MLA_DTYPE_FP8_E4M3FN:
-    case MLA_DTYPE_FP8_E4M3FNUZ: return mla_fp8_to_f32(p[i], dt);
-    case MLA_DTYPE_E8M0: return mla_e8m0_to_f32(p[i]);
-    case MLA_DTYPE_I32: return ((const int32_t *)p)[i];
-    case MLA_DTYPE_I64: return (double)((const int64_t *)p)[i];
-    default: return NAN;
+    case MLA_DTYPE_FP8_E4M3FNUZ:
+        return mla_fp8_to_f32(p[i], dt);
+    case MLA_DTYPE_E8M0:
+        return mla_e8m0_to_f32(p[i]);
+    case MLA_DTYPE_I32:
+        return ((const int32_t *)p)[i];
+    case MLA_DTYPE_I64:
+        return (double)((const int64_t *)p)[i];
+    default:
+        return NAN;
     }
 }
 
 static mla_dtype dtype_of_file(mla_npy_type t)
 {
-    static const mla_dtype d[MLA_NPY_TYPE_COUNT] = {MLA_DTYPE_F32, MLA_DTYPE_F64, MLA_DTYPE_F16,
-                                                    MLA_DTYPE_BF16, MLA_DTYPE_U8, MLA_DTYPE_U8,
-                                                    MLA_DTYPE_I32, MLA_DTYPE_I64};
+    static const mla_dtype d[MLA_NPY_TYPE_COUNT] = {MLA_DTYPE_F32,  MLA_DTYPE_F64, MLA_DTYPE_F16,
+                                                    MLA_DTYPE_BF16, MLA_DTYPE_U8,  MLA_DTYPE_U8,
+                                                    MLA_DTYPE_I32,  MLA_DTYPE_I64};
     return d[t];
 }
 
@@ -127,8 +148,8 @@ static double *mxfp4_values(const arr *c, const arr *s, int64_t *K)
     for (int64_t r = 0; v && r < rows; ++r)
         for (int64_t k = 0; k < *K; ++k) {
             const uint8_t b = cb[r * (*K / 2) + k / 2];
-            v[r * *K + k] = mla_fp4_to_f32((uint8_t)(k & 1 ? b >> 4 : b & 0xF)) *
-                            s->v[r * (*K / 32) + k / 32];
+            v[r * *K + k] =
+                mla_fp4_to_f32((uint8_t)(k & 1 ? b >> 4 : b & 0xF)) * s->v[r * (*K / 32) + k / 32];
         }
     return v;
 }
@@ -152,9 +173,8 @@ static double *gemm_tol(const char *op, char **args, int n, int64_t count)
         scale = fabs(param(args, n, "w_scale", 1.0));
         xv = x.v, wv = w.v;
     } else if ((!strcmp(op, "gemm_a16wfp4") || !strcmp(op, "gemm_a4w4")) &&
-               !input(args, n, "w_codes", &w) && !input(args, n, "w_scales", &s) && w.v &&
-               s.v && w.a.ndim == 3 && s.a.ndim == 3 &&
-               !word(args, n, "--stride", "w_scales")) {
+               !input(args, n, "w_codes", &w) && !input(args, n, "w_scales", &s) && w.v && s.v &&
+               w.a.ndim == 3 && s.a.ndim == 3 && !word(args, n, "--stride", "w_scales")) {
         B = w.a.shape[0], N = w.a.shape[1];
         wv = mxfp4_values(&w, &s, &K);
         if (!strcmp(op, "gemm_a4w4")) {
@@ -173,9 +193,9 @@ static double *gemm_tol(const char *op, char **args, int n, int64_t count)
                 uint8_t codes[16], e;
                 for (int k = 0; k < 32; ++k)
                     blk[k] = (float)x.v[i + k];
-                mla_mxfp4_quantize_block(blk, rule && !strcmp(rule, "ocp") ? MLA_MXFP4_OCP
-                                                                           : MLA_MXFP4_PRODUCTION,
-                                         codes, &e);
+                mla_mxfp4_quantize_block(
+                    blk, rule && !strcmp(rule, "ocp") ? MLA_MXFP4_OCP : MLA_MXFP4_PRODUCTION, codes,
+                    &e);
                 for (int k = 0; k < 32; ++k)
                     xv[i + k] = quant ? mla_fp4_to_f32((uint8_t)(k & 1 ? codes[k / 2] >> 4
                                                                        : codes[k / 2] & 0xF)) *
@@ -210,7 +230,11 @@ static double *norm_tol(const char *op, const char *out, char **args, int n, int
     const char *wn = !strcmp(op, "rmsnorm") ? "w" : q ? "q_w" : "kv_w";
     if (!xn || (strcmp(op, "rmsnorm") && strcmp(op, "qk_rmsnorm")))
         return NULL;
-    const double eps = param(args, n, !strcmp(op, "rmsnorm") ? "eps" : q ? "q_eps" : "kv_eps", 1e-6);
+    const double eps = param(args, n,
+                             !strcmp(op, "rmsnorm") ? "eps"
+                             : q                    ? "q_eps"
+                                                    : "kv_eps",
+                             1e-6);
     arr x, w;
     double *tol = NULL;
     if (!input(args, n, xn, &x) && !input(args, n, wn, &w) && x.v && w.v && x.a.numel == count &&
@@ -297,8 +321,8 @@ static int compare_one(const char *dir, const char *op, const char *name, const 
     return rc;
 }
 
-int replay_compare(const char *dir, const char *tmp, const char *op, int same_backend,
-                   char **args, int n)
+int replay_compare(const char *dir, const char *tmp, const char *op, int same_backend, char **args,
+                   int n)
 {
     (void)tmp;
     int rc = MLA_EXIT_OK;
@@ -311,6 +335,7 @@ int replay_compare(const char *dir, const char *tmp, const char *op, int same_ba
         const int r = compare_one(dir, op, name, eq ? eq + 1 : "", same_backend, args, n);
         rc = r != MLA_EXIT_OK ? r : rc;
     }
-    printf("replay: %s\n", rc == MLA_EXIT_OK ? "consistent with the dump" : "DIFFERS from the dump");
+    printf("replay: %s\n",
+           rc == MLA_EXIT_OK ? "consistent with the dump" : "DIFFERS from the dump");
     return rc;
 }

@@ -11,7 +11,8 @@ static char lower(char c) { return c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') 
 static int distance(const char *a, const char *b)
 {
     int prev[64], cur[64];
-    const int n = (int)(strlen(b) < 63 ? strlen(b) : 63), m = (int)(strlen(a) < 63 ? strlen(a) : 63);
+    const int n = (int)(strlen(b) < 63 ? strlen(b) : 63),
+              m = (int)(strlen(a) < 63 ? strlen(a) : 63);
     for (int j = 0; j <= n; ++j)
         prev[j] = j;
     for (int i = 1; i <= m; ++i) {
@@ -26,8 +27,7 @@ static int distance(const char *a, const char *b)
     return prev[n];
 }
 
-void mla_suggest(FILE *out, const char *word, const char *(*name_at)(int i, void *user),
-                 void *user)
+void mla_suggest(FILE *out, const char *word, const char *(*name_at)(int i, void *user), void *user)
 {
     if (!word)
         return;
@@ -49,7 +49,4 @@ static const char *preset_at(int i, void *user)
     return mla_model_config_preset_name(i);
 }
 
-void mla_suggest_preset(FILE *out, const char *word)
-{
-    mla_suggest(out, word, preset_at, NULL);
-}
+void mla_suggest_preset(FILE *out, const char *word) { mla_suggest(out, word, preset_at, NULL); }

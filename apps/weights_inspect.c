@@ -123,10 +123,9 @@ static int show_layer(mla_context *ctx, mla_checkpoint *ck, const inspect_args *
         show_proj(ctx, ck, a, prefix, "indexer.wk", &x->wk, f->idx_wk, &first);
         show_tensor(ctx, ck, a, prefix, "indexer.k_norm.weight", "", "norm", &x->k_norm_weight,
                     &first);
-        show_tensor(ctx, ck, a, prefix, "indexer.k_norm.bias", "", "norm", &x->k_norm_bias,
-                    &first);
-        show_proj(ctx, ck, a, prefix, "indexer.weights_proj", &x->weights_proj,
-                  f->idx_weights_proj, &first);
+        show_tensor(ctx, ck, a, prefix, "indexer.k_norm.bias", "", "norm", &x->k_norm_bias, &first);
+        show_proj(ctx, ck, a, prefix, "indexer.weights_proj", &x->weights_proj, f->idx_weights_proj,
+                  &first);
     }
     if (a->json)
         printf("]}");
@@ -150,18 +149,16 @@ static int parse(int argc, char **argv, inspect_args *a)
         } else if (!strcmp(k, "--layer") && v && !mla_app_parse_i64(v, &a->layer)) {
             ++i;
         } else if (!strcmp(k, "--tp") && v && !mla_app_parse_i64_prefix(v, &r, &end) &&
-                   *end == '/' && !mla_app_parse_i64(end + 1, &w) && w >= 1 && w <= 4096 &&
-                   r < w) {
+                   *end == '/' && !mla_app_parse_i64(end + 1, &w) && w >= 1 && w <= 4096 && r < w) {
             a->rank = (int32_t)r, a->world = (int32_t)w, ++i;
         } else if (!strcmp(k, "--kv-b") && v &&
                    (!strcmp(v, "keep") || !strcmp(v, "to_bf16") || !strcmp(v, "to_tensor"))) {
-            a->kv_b = v[0] == 'k' ? MLA_KV_B_FP8_KEEP
+            a->kv_b = v[0] == 'k'   ? MLA_KV_B_FP8_KEEP
                       : v[3] == 'b' ? MLA_KV_B_FP8_TO_BF16
                                     : MLA_KV_B_FP8_TO_TENSOR;
             ++i;
         } else {
-            fprintf(stderr, "mla weights inspect: bad argument '%s' (see mla weights --help)\n",
-                    k);
+            fprintf(stderr, "mla weights inspect: bad argument '%s' (see mla weights --help)\n", k);
             return -1;
         }
     }
@@ -222,8 +219,8 @@ int weights_inspect(int argc, char **argv)
                "\"kv_lora\": %lld, \"nope\": %lld, \"rope\": %lld, \"v\": %lld, \"index_heads\": "
                "%lld, \"quant_method\": ",
                (long long)hc->num_layers, (long long)c->hidden, (long long)c->heads,
-               (long long)c->q_lora, (long long)c->kv_lora, (long long)c->nope,
-               (long long)c->rope, (long long)c->v, (long long)c->index_heads);
+               (long long)c->q_lora, (long long)c->kv_lora, (long long)c->nope, (long long)c->rope,
+               (long long)c->v, (long long)c->index_heads);
         mla_app_json_string(stdout, hc->quant_method);
         printf(", \"tensors\": %lld, \"attention_tensors\": %lld, \"not_read\": %lld, "
                "\"tp\": [%d, %d], \"layers\": [",

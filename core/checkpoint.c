@@ -27,7 +27,7 @@ struct mla_checkpoint {
     int64_t count;
     ck_tensor *t; /* sorted by name */
     int32_t nshards;
-    char **shard; /* file names within dir */
+    char **shard;           /* file names within dir */
     mla_safetensors **file; /* NULL until first used */
 };
 
@@ -255,8 +255,8 @@ mla_status mla_checkpoint_open(mla_context *ctx, const char *dir, mla_checkpoint
         if (!p)
             st = mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, "dir", "out of memory");
         else if (!is_file(p))
-            st = mla_fail(ctx, MLA_ERR_IO, ck->shard[i], "shard '%s' (named in the index) is absent",
-                          p);
+            st = mla_fail(ctx, MLA_ERR_IO, ck->shard[i],
+                          "shard '%s' (named in the index) is absent", p);
         free(p);
     }
     if (st == MLA_OK && ck->count > 1) {
@@ -284,10 +284,7 @@ const mla_hf_config *mla_checkpoint_config(const mla_checkpoint *ck)
     return ck ? &ck->cfg : NULL;
 }
 
-int64_t mla_checkpoint_tensor_count(const mla_checkpoint *ck)
-{
-    return ck ? ck->count : 0;
-}
+int64_t mla_checkpoint_tensor_count(const mla_checkpoint *ck) { return ck ? ck->count : 0; }
 
 mla_status mla_checkpoint_tensor_at(const mla_checkpoint *ck, int64_t index, const char **name,
                                     const char **shard)

@@ -76,11 +76,10 @@ static mla_status set_dump(mla_context *ctx, const char *ops, const char *dir, i
         p += strspn(p, ", ");
     }
     if (*unknown)
-        snprintf(s->status, sizeof s->status, "MLA_DUMP names no op '%s' (mla op --help)",
-                 unknown);
+        snprintf(s->status, sizeof s->status, "MLA_DUMP names no op '%s' (mla op --help)", unknown);
     else
-        snprintf(s->status, sizeof s->status, "dumping '%.200s' to %.1000s (at most %d calls)",
-                 ops, s->dir, (int)s->max);
+        snprintf(s->status, sizeof s->status, "dumping '%.200s' to %.1000s (at most %d calls)", ops,
+                 s->dir, (int)s->max);
     ctx->dump = s;
     return MLA_OK;
 }
@@ -141,8 +140,8 @@ static void add_text(mla_dump *d, const char *fmt, ...)
 /* Keeps the context's record of the call (err_param / detail) across the
  * dump's own library calls. */
 typedef struct saved_error {
-    char param[sizeof ((mla_context *)0)->err_param];
-    char detail[sizeof ((mla_context *)0)->err_detail];
+    char param[sizeof((mla_context *)0)->err_param];
+    char detail[sizeof((mla_context *)0)->err_detail];
 } saved_error;
 
 static void save_error(const mla_context *ctx, saved_error *e)
@@ -194,13 +193,20 @@ mla_dump *mla_dump_begin(mla_context *ctx, int op)
 static const char *npy_descr(mla_dtype t)
 {
     switch (t) {
-    case MLA_DTYPE_F32: return "<f4";
-    case MLA_DTYPE_F64: return "<f8";
-    case MLA_DTYPE_F16: return "<f2";
-    case MLA_DTYPE_BF16: return "<u2";
-    case MLA_DTYPE_I32: return "<i4";
-    case MLA_DTYPE_I64: return "<i8";
-    default: return "|u1";
+    case MLA_DTYPE_F32:
+        return "<f4";
+    case MLA_DTYPE_F64:
+        return "<f8";
+    case MLA_DTYPE_F16:
+        return "<f2";
+    case MLA_DTYPE_BF16:
+        return "<u2";
+    case MLA_DTYPE_I32:
+        return "<i4";
+    case MLA_DTYPE_I64:
+        return "<i8";
+    default:
+        return "|u1";
     }
 }
 
@@ -236,8 +242,8 @@ static int write_npy(mla_dump *d, const char *file, const mla_tensor *t)
     unsigned char *raw = malloc((size_t)span * es + 1), *flat = malloc((size_t)n * es + 1);
     int ok = raw && flat && n >= 0;
     if (ok && span)
-        ok = mla_memcpy(d->ctx, raw, t->data, (size_t)span * es, MLA_COPY_CONTEXT_TO_HOST) ==
-             MLA_OK;
+        ok =
+            mla_memcpy(d->ctx, raw, t->data, (size_t)span * es, MLA_COPY_CONTEXT_TO_HOST) == MLA_OK;
     int64_t idx[MLA_MAX_DIMS] = {0};
     for (int64_t i = 0; ok && i < n; ++i) {
         int64_t off = 0;
@@ -263,8 +269,8 @@ static int write_npy(mla_dump *d, const char *file, const mla_tensor *t)
     char path[1300];
     snprintf(path, sizeof path, "%s/%s", d->path, file);
     FILE *fp = ok ? fopen(path, "wb") : NULL;
-    const unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(hl & 0xFF),
-                                   (unsigned char)(hl >> 8)};
+    const unsigned char pre[10] = {
+        0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(hl & 0xFF), (unsigned char)(hl >> 8)};
     ok = fp && fwrite(pre, 1, 10, fp) == 10 && fwrite(head, 1, (size_t)hl, fp) == (size_t)hl &&
          (n == 0 || fwrite(flat, es, (size_t)n, fp) == (size_t)n);
     if (fp && fclose(fp) != 0)
@@ -355,14 +361,16 @@ static mla_status add_weight(mla_dump *d, mla_safetensors_writer *w, const char 
             continue;
         char nm[160];
         snprintf(nm, sizeof nm, "%s%s", base,
-                 vec ? "" : k == 0 ? ".weight"
-                          : t->dtype == MLA_DTYPE_E8M0 ? ".weight_scale" : ".weight_scale_inv");
+                 vec                          ? ""
+                 : k == 0                     ? ".weight"
+                 : t->dtype == MLA_DTYPE_E8M0 ? ".weight_scale"
+                                              : ".weight_scale_inv");
         const int64_t n = mla_tensor_numel(t);
         const size_t bytes = (size_t)n * mla_dtype_size(t->dtype);
         void *h = malloc(bytes + 1);
-        mla_status st = h && mla_tensor_is_contiguous(t) ? mla_memcpy(d->ctx, h, t->data, bytes,
-                                                                      MLA_COPY_CONTEXT_TO_HOST)
-                                                         : MLA_ERR_OUT_OF_MEMORY;
+        mla_status st = h && mla_tensor_is_contiguous(t)
+                            ? mla_memcpy(d->ctx, h, t->data, bytes, MLA_COPY_CONTEXT_TO_HOST)
+                            : MLA_ERR_OUT_OF_MEMORY;
         if (st == MLA_OK)
             st = mla_safetensors_writer_add(NULL, w, nm, t->dtype, t->ndim, t->shape, h);
         free(h);
@@ -425,8 +433,9 @@ void mla_dump_weights(mla_dump *d, const mla_layer_weights *lw, const mla_indexe
     } else {
         d->failed = 1;
     }
-    add_text(d, " --param weights=weights.safetensors --param model=. --param prefix= "
-                "--param kv_b_fp8=keep --param kc_rule=%s",
+    add_text(d,
+             " --param weights=weights.safetensors --param model=. --param prefix= "
+             "--param kv_b_fp8=keep --param kc_rule=%s",
              mla_mxfp4_rule_name(kc_rule));
     restore_error(d->ctx, &e);
 }
@@ -481,25 +490,24 @@ mla_status mla_dump_end(mla_dump *d, mla_status status)
                            "writes got.*.npy.\n"
                            "cd \"$(dirname \"$0\")\" && exec \"${MLA:-mla}\" %s\n",
                            mla_version_string(), op_name(d->op), mla_backend_name(ctx->backend),
-                           ctx->device_name, mla_status_name(status), *e.param ? ": " : "",
-                           e.param, d->line) > 0;
+                           ctx->device_name, mla_status_name(status), *e.param ? ": " : "", e.param,
+                           d->line) > 0;
     if (fp && fclose(fp) != 0)
         ok = 0;
     if (ok && d->nfiles < DUMP_MAX_FILES)
         snprintf(d->files[d->nfiles++], sizeof d->files[0], "replay.sh");
     snprintf(path, sizeof path, "%s/manifest.txt", d->path);
     fp = ok ? fopen(path, "wb") : NULL;
-    ok = fp && fprintf(fp, "mla-dump 1\nop %s\nbackend %s\nversion %s\nstatus %s\n",
-                       op_name(d->op), mla_backend_name(ctx->backend), mla_version_string(),
-                       mla_status_name(status)) > 0;
+    ok = fp &&
+         fprintf(fp, "mla-dump 1\nop %s\nbackend %s\nversion %s\nstatus %s\n", op_name(d->op),
+                 mla_backend_name(ctx->backend), mla_version_string(), mla_status_name(status)) > 0;
     for (int i = 0; ok && i < d->nfiles; ++i) {
         char f[1300];
         uint64_t h;
         int64_t n;
         snprintf(f, sizeof f, "%s/%s", d->path, d->files[i]);
-        ok = file_hash(f, &h, &n) &&
-             fprintf(fp, "file %016llx %lld %s\n", (unsigned long long)h, (long long)n,
-                     d->files[i]) > 0;
+        ok = file_hash(f, &h, &n) && fprintf(fp, "file %016llx %lld %s\n", (unsigned long long)h,
+                                             (long long)n, d->files[i]) > 0;
     }
     if (fp && fclose(fp) != 0)
         ok = 0;

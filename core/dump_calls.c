@@ -110,8 +110,8 @@ mla_status mla_dump_prepare(mla_context *ctx, const mla_plan *plan,
                             const mla_layer_weights *weights, const mla_tensor *x,
                             const mla_tensor *positions, const mla_tensor *slots,
                             const mla_tensor *cos, const mla_tensor *sin,
-                            const mla_cache_desc *cache_desc, mla_tensor *cache,
-                            mla_tensor *q_cat, mla_tensor *workspace)
+                            const mla_cache_desc *cache_desc, mla_tensor *cache, mla_tensor *q_cat,
+                            mla_tensor *workspace)
 {
     mla_dump *d = mla_dump_begin(ctx, MLA_DUMP_PREPARE);
     if (plan && weights && cache_desc) {
@@ -131,8 +131,8 @@ mla_status mla_dump_prepare(mla_context *ctx, const mla_plan *plan,
                                        cache_desc, cache, q_cat, workspace));
 }
 
-mla_status mla_dump_layer(mla_context *ctx, const mla_layer_plan *lp,
-                          const mla_layer_weights_ex *w, const mla_tensor *x, mla_tensor *y)
+mla_status mla_dump_layer(mla_context *ctx, const mla_layer_plan *lp, const mla_layer_weights_ex *w,
+                          const mla_tensor *x, mla_tensor *y)
 {
     mla_dump *d = mla_dump_begin(ctx, MLA_DUMP_LAYER);
     if (lp && w) {

@@ -36,8 +36,7 @@ mla_status mla_dump_mxfp4_quant(mla_context *ctx, const mla_tensor *x, mla_tenso
 }
 
 mla_status mla_dump_mxfp4_dequant(mla_context *ctx, const mla_tensor *codes,
-                                  const mla_tensor *scales, mla_scale_layout layout,
-                                  mla_tensor *y)
+                                  const mla_tensor *scales, mla_scale_layout layout, mla_tensor *y)
 {
     mla_dump *d = mla_dump_begin(ctx, MLA_OP_MXFP4_DEQUANT);
     mla_dump_in(d, "codes", codes);
@@ -214,9 +213,8 @@ static void dump_operand(mla_dump *d, const char *name, const mla_mxfp4_operand 
     mla_dump_param(d, l, "%s", operand_layout(o->layout));
 }
 
-mla_status mla_dump_gemm_a16wfp4(mla_context *ctx, const mla_tensor *x,
-                                 const mla_mxfp4_operand *w, int32_t prequant, mla_mxfp4_rule rule,
-                                 mla_tensor *y)
+mla_status mla_dump_gemm_a16wfp4(mla_context *ctx, const mla_tensor *x, const mla_mxfp4_operand *w,
+                                 int32_t prequant, mla_mxfp4_rule rule, mla_tensor *y)
 {
     mla_dump *d = mla_dump_begin(ctx, MLA_OP_GEMM_A16WFP4);
     mla_dump_in(d, "x", x);
@@ -347,8 +345,8 @@ mla_status mla_dump_indexer_logits(mla_context *ctx, const mla_indexer_cache_des
     if (logits && logits->ndim == 2)
         mla_dump_param(d, "max_len", "%lld", (long long)logits->shape[1]);
     mla_dump_out(d, "logits", logits);
-    return mla_dump_end(d, mla_indexer_logits(ctx, desc, cache, q, w, block_table, context_lens,
-                                              next_n, logits));
+    return mla_dump_end(
+        d, mla_indexer_logits(ctx, desc, cache, q, w, block_table, context_lens, next_n, logits));
 }
 
 mla_status mla_dump_topk(mla_context *ctx, const mla_tensor *logits, const mla_tensor *lengths,

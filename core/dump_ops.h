@@ -10,8 +10,7 @@ mla_status mla_dump_convert(mla_context *ctx, const mla_tensor *x, mla_tensor *y
 mla_status mla_dump_mxfp4_quant(mla_context *ctx, const mla_tensor *x, mla_tensor *codes,
                                 mla_tensor *scales, mla_scale_layout layout, mla_mxfp4_rule rule);
 mla_status mla_dump_mxfp4_dequant(mla_context *ctx, const mla_tensor *codes,
-                                  const mla_tensor *scales, mla_scale_layout layout,
-                                  mla_tensor *y);
+                                  const mla_tensor *scales, mla_scale_layout layout, mla_tensor *y);
 mla_status mla_dump_fp8_group_quant(mla_context *ctx, const mla_tensor *x, mla_tensor *codes,
                                     mla_tensor *scales, int64_t group, mla_fp8_scale_rule rule);
 mla_status mla_dump_fp8_group_dequant(mla_context *ctx, const mla_tensor *codes,
@@ -35,9 +34,8 @@ mla_status mla_dump_cache_write(mla_context *ctx, const mla_cache_desc *desc, ml
 mla_status mla_dump_cache_gather(mla_context *ctx, const mla_cache_desc *desc,
                                  const mla_tensor *cache, const mla_tensor *block_table,
                                  const mla_tensor *seq_lens, mla_tensor *out);
-mla_status mla_dump_gemm_a16wfp4(mla_context *ctx, const mla_tensor *x,
-                                 const mla_mxfp4_operand *w, int32_t prequant, mla_mxfp4_rule rule,
-                                 mla_tensor *y);
+mla_status mla_dump_gemm_a16wfp4(mla_context *ctx, const mla_tensor *x, const mla_mxfp4_operand *w,
+                                 int32_t prequant, mla_mxfp4_rule rule, mla_tensor *y);
 mla_status mla_dump_gemm_a4w4(mla_context *ctx, const mla_mxfp4_operand *x,
                               const mla_mxfp4_operand *w, mla_tensor *y);
 mla_status mla_dump_flatten_mxfp4_quant(mla_context *ctx, const mla_tensor *x, mla_tensor *codes,
@@ -78,14 +76,13 @@ mla_status mla_dump_prepare(mla_context *ctx, const mla_plan *plan,
                             const mla_layer_weights *weights, const mla_tensor *x,
                             const mla_tensor *positions, const mla_tensor *slots,
                             const mla_tensor *cos, const mla_tensor *sin,
-                            const mla_cache_desc *cache_desc, mla_tensor *cache,
-                            mla_tensor *q_cat, mla_tensor *workspace);
+                            const mla_cache_desc *cache_desc, mla_tensor *cache, mla_tensor *q_cat,
+                            mla_tensor *workspace);
 /* core/indexer_plan.c: the plan's copies of its block table [B, max_blocks]
  * and context lengths [B] (I32, context memory), for the search's dump. */
 void mla_indexer_plan_index_views(const mla_indexer_plan *plan, mla_indexer_cache_desc *desc,
                                   int32_t *next_n, mla_tensor *table, mla_tensor *lens);
 mla_status mla_dump_layer(mla_context *ctx, const mla_layer_plan *lp,
-                          const mla_layer_weights_ex *weights, const mla_tensor *x,
-                          mla_tensor *y);
+                          const mla_layer_weights_ex *weights, const mla_tensor *x, mla_tensor *y);
 
 #endif

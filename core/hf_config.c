@@ -27,8 +27,8 @@ static mla_status field_fail(hf_reader *r, mla_status st, const char *field, con
 }
 
 /* A positive integer field (max: its largest legal value). */
-static mla_status get_int(hf_reader *r, const json_value *obj, const char *field,
-                          const char *key, int64_t max, int64_t *out)
+static mla_status get_int(hf_reader *r, const json_value *obj, const char *field, const char *key,
+                          int64_t max, int64_t *out)
 {
     const json_value *v = json_value_get(obj, key);
     if (!v)
@@ -37,16 +37,16 @@ static mla_status get_int(hf_reader *r, const json_value *obj, const char *field
         return field_fail(r, MLA_ERR_FORMAT, field, "is not an integer");
     if (v->integer < 1 || v->integer > max)
         return mla_fail(r->ctx, MLA_ERR_OUT_OF_RANGE, field,
-                        "config.json: %s = %lld is outside [1, %lld]", field,
-                        (long long)v->integer, (long long)max);
+                        "config.json: %s = %lld is outside [1, %lld]", field, (long long)v->integer,
+                        (long long)max);
     *out = v->integer;
     return MLA_OK;
 }
 
 /* A finite number field; *present 0 (and *out untouched) when absent and
  * present is given, else absence is refused. */
-static mla_status get_num(hf_reader *r, const json_value *obj, const char *field,
-                          const char *key, int *present, double *out)
+static mla_status get_num(hf_reader *r, const json_value *obj, const char *field, const char *key,
+                          int *present, double *out)
 {
     const json_value *v = json_value_get(obj, key);
     if (present)
@@ -59,10 +59,7 @@ static mla_status get_num(hf_reader *r, const json_value *obj, const char *field
     return MLA_OK;
 }
 
-static int is_yarn(const char *s)
-{
-    return !strcmp(s, "yarn") || !strcmp(s, "deepseek_yarn");
-}
+static int is_yarn(const char *s) { return !strcmp(s, "yarn") || !strcmp(s, "deepseek_yarn"); }
 
 /* DeepSeek's m(s, k) = 0.1 k ln(s) + 1 (1 without scaling). */
 static double yarn_m(double factor, double k)
@@ -116,8 +113,8 @@ static mla_status read_rope(hf_reader *r, mla_model_config *m)
     if (!t || t->type != JSON_STRING)
         return field_fail(r, MLA_ERR_FORMAT, f, "is missing or not a string");
     if (t2 && t2 != t && (t2->type != JSON_STRING || strcmp(t2->string, t->string)))
-        return mla_fail(r->ctx, MLA_ERR_FORMAT, f,
-                        "config.json: %s.type and %s.rope_type disagree", grp, grp);
+        return mla_fail(r->ctx, MLA_ERR_FORMAT, f, "config.json: %s.type and %s.rope_type disagree",
+                        grp, grp);
     if (!strcmp(t->string, "default"))
         return MLA_OK;
     if (!is_yarn(t->string))
@@ -177,8 +174,8 @@ static mla_status read_indexer(hf_reader *r, mla_model_config *m, const char *mo
     if (!any && strcmp(model_type, "deepseek_v32") != 0)
         return MLA_OK;
     MLA_TRY(get_int(r, r->root, "index_n_heads", "index_n_heads", 4096, &m->index_heads));
-    MLA_TRY(get_int(r, r->root, "index_head_dim", "index_head_dim", HF_MAX_EXTENT,
-                    &m->index_head_dim));
+    MLA_TRY(
+        get_int(r, r->root, "index_head_dim", "index_head_dim", HF_MAX_EXTENT, &m->index_head_dim));
     MLA_TRY(get_int(r, r->root, "index_topk", "index_topk", HF_MAX_EXTENT, &m->index_topk));
     if (m->q_lora == 0)
         return field_fail(r, MLA_ERR_FORMAT, "q_lora_rank",
@@ -242,8 +239,9 @@ static mla_status read_config(hf_reader *r, mla_hf_config *out)
     MLA_TRY(get_int(r, root, "num_attention_heads", "num_attention_heads", 4096, &m->heads));
     const json_value *ql = json_value_get(root, "q_lora_rank");
     if (!ql)
-        return field_fail(r, MLA_ERR_FORMAT, "q_lora_rank", "is missing (null for no q "
-                                                            "compression)");
+        return field_fail(r, MLA_ERR_FORMAT, "q_lora_rank",
+                          "is missing (null for no q "
+                          "compression)");
     if (ql->type != JSON_NULL)
         MLA_TRY(get_int(r, root, "q_lora_rank", "q_lora_rank", HF_MAX_EXTENT, &m->q_lora));
     MLA_TRY(get_int(r, root, "kv_lora_rank", "kv_lora_rank", HF_MAX_EXTENT, &m->kv_lora));
@@ -258,10 +256,9 @@ static mla_status read_config(hf_reader *r, mla_hf_config *out)
                qk != m->nope + m->rope))
         return field_fail(r, MLA_ERR_FORMAT, "qk_head_dim",
                           "is not qk_nope_head_dim + qk_rope_head_dim");
-    MLA_TRY(get_int(r, root, "max_position_embeddings", "max_position_embeddings",
-                    (int64_t)1 << 40, &m->max_pos));
-    MLA_TRY(get_int(r, root, "num_hidden_layers", "num_hidden_layers", 1 << 20,
-                    &out->num_layers));
+    MLA_TRY(get_int(r, root, "max_position_embeddings", "max_position_embeddings", (int64_t)1 << 40,
+                    &m->max_pos));
+    MLA_TRY(get_int(r, root, "num_hidden_layers", "num_hidden_layers", 1 << 20, &out->num_layers));
     double eps = 0.0;
     MLA_TRY(get_num(r, root, "rms_norm_eps", "rms_norm_eps", NULL, &eps));
     if (!(eps > 0.0 && eps < 1.0))
@@ -331,15 +328,13 @@ char *mla_hf_config_json(const mla_model_config *c, int64_t num_layers, const ch
     if (c->index_heads > 0)
         snprintf(index, sizeof index,
                  ",\n  \"index_n_heads\": %lld, \"index_head_dim\": %lld, \"index_topk\": %lld",
-                 (long long)c->index_heads, (long long)c->index_head_dim,
-                 (long long)c->index_topk);
+                 (long long)c->index_heads, (long long)c->index_head_dim, (long long)c->index_topk);
     if (!strcmp(quant, "fp8"))
         snprintf(q, sizeof q,
                  ",\n  \"quantization_config\": {\"quant_method\": \"fp8\", \"fmt\": \"e4m3\", "
                  "\"activation_scheme\": \"dynamic\", \"weight_block_size\": [128, 128]}");
     else if (*quant)
-        snprintf(q, sizeof q, ",\n  \"quantization_config\": {\"quant_method\": \"%.32s\"}",
-                 quant);
+        snprintf(q, sizeof q, ",\n  \"quantization_config\": {\"quant_method\": \"%.32s\"}", quant);
     if (c->q_lora > 0)
         snprintf(qlora, sizeof qlora, "%lld", (long long)c->q_lora);
     const char *fmt =
@@ -352,10 +347,9 @@ char *mla_hf_config_json(const mla_model_config *c, int64_t num_layers, const ch
     const char *arch = c->index_heads > 0 ? "DeepseekV32ForCausalLM" : "DeepseekV3ForCausalLM";
     const char *type = c->index_heads > 0 ? "deepseek_v32" : "deepseek_v3";
     const int n = snprintf(NULL, 0, fmt, arch, type, (long long)c->hidden, (long long)c->heads,
-                           (long long)c->heads, (long long)num_layers, qlora,
-                           (long long)c->kv_lora, (long long)c->nope, (long long)c->rope,
-                           (long long)c->v, (long long)c->max_pos, (double)c->rms_eps, r->base,
-                           rope, index, q);
+                           (long long)c->heads, (long long)num_layers, qlora, (long long)c->kv_lora,
+                           (long long)c->nope, (long long)c->rope, (long long)c->v,
+                           (long long)c->max_pos, (double)c->rms_eps, r->base, rope, index, q);
     char *text = n > 0 ? malloc((size_t)n + 1) : NULL;
     if (text)
         snprintf(text, (size_t)n + 1, fmt, arch, type, (long long)c->hidden, (long long)c->heads,

@@ -26,9 +26,9 @@ typedef struct region {
 
 typedef struct slot {
     slot_kind kind;
-    char base[NAME_LEN];  /* PROJ: name without ".weight"; VEC: the full name */
-    int64_t out, in;      /* PROJ: the whole [out, in] in the file; VEC: [out] */
-    int64_t row0, col0;   /* PROJ: the slice loaded, [out_l, in_l] at (row0, col0) */
+    char base[NAME_LEN]; /* PROJ: name without ".weight"; VEC: the full name */
+    int64_t out, in;     /* PROJ: the whole [out, in] in the file; VEC: [out] */
+    int64_t row0, col0;  /* PROJ: the slice loaded, [out_l, in_l] at (row0, col0) */
     int64_t out_l, in_l;
     int force_f32;        /* VEC: converted to F32 at load */
     int per_tensor_ok;    /* PROJ: a [1, 1] fp8 scale is read as FP8_TENSOR (kv_b_proj) */
@@ -70,10 +70,7 @@ void mla_layer_load_options_default(mla_layer_load_options *out)
     out->world_size = 1;
 }
 
-static int64_t ceil_div(int64_t a, int64_t b)
-{
-    return (a + b - 1) / b;
-}
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 static int name_of(char *dst, const char *prefix, const char *base, const char *suffix)
 {
@@ -244,8 +241,8 @@ static mla_status read_rows(mla_context *ctx, mla_safetensors *f, const mla_safe
     if (g->ncb == row_bytes)
         return mla_st_read_at(ctx, f, at, dst, (size_t)(n * row_bytes), i->name);
     for (int64_t r = 0; r < n; ++r)
-        MLA_TRY(mla_st_read_at(ctx, f, at + r * row_bytes, dst + r * g->ncb, (size_t)g->ncb,
-                               i->name));
+        MLA_TRY(
+            mla_st_read_at(ctx, f, at + r * row_bytes, dst + r * g->ncb, (size_t)g->ncb, i->name));
     return MLA_OK;
 }
 
@@ -326,16 +323,15 @@ static mla_status make_w_kc(mla_context *ctx, const slot *kvb, const mla_model_c
     size_t ob = (size_t)(H * L * nope / 2), osb = (size_t)(H * L * nope / 32);
     uint8_t *codes = NULL, *scales = NULL;
     uint8_t *oc = malloc(ob + 1), *os = malloc(osb + 1);
-    mla_status st = oc && os ? MLA_OK
-                             : mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, "kv_b_proj",
-                                        "out of memory for W_kc");
+    mla_status st =
+        oc && os ? MLA_OK
+                 : mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, "kv_b_proj", "out of memory for W_kc");
     if (st == MLA_OK)
         st = read_host(ctx, kvb->wf, &kvb->wi, &kvb->wr, &codes);
     if (st == MLA_OK)
         st = read_host(ctx, kvb->sf, &kvb->si, &kvb->sr, &scales);
     if (st == MLA_OK)
-        st = mla_memcpy(ctx, kvb->w->w.data, codes, (size_t)kvb->w_bytes,
-                        MLA_COPY_HOST_TO_CONTEXT);
+        st = mla_memcpy(ctx, kvb->w->w.data, codes, (size_t)kvb->w_bytes, MLA_COPY_HOST_TO_CONTEXT);
     if (st == MLA_OK)
         st = mla_memcpy(ctx, kvb->w->scale.data, scales, (size_t)kvb->s_bytes,
                         MLA_COPY_HOST_TO_CONTEXT);
@@ -378,9 +374,9 @@ static mla_status convert_fp8(mla_context *ctx, const slot *t, void *w_dst, void
     unsigned char *sraw = NULL;
     float *x = malloc(n * sizeof *x + 1);
     void *res = malloc(n * 2 + 1);
-    mla_status st = x && res ? MLA_OK
-                             : mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, t->wi.name,
-                                        "out of memory converting it");
+    mla_status st =
+        x && res ? MLA_OK
+                 : mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, t->wi.name, "out of memory converting it");
     if (st == MLA_OK)
         st = read_host(ctx, t->wf, &t->wi, &t->wr, &codes);
     if (st == MLA_OK)
@@ -491,8 +487,15 @@ static mla_status load(mla_context *ctx, const source *src, const mla_model_conf
     int n = 0;
     /* A replicated projection, and one whose rows (heads) or columns are the rank's. */
 #define PROJ_AT(nm, o, i, r0, ol, c0, il, dst, fm)                                                 \
-    s[n] = (slot){.kind = SLOT_PROJ, .out = (o), .in = (i), .row0 = (r0), .out_l = (ol),          \
-                  .col0 = (c0), .in_l = (il), .w = (dst), .fmt = (fm)};                            \
+    s[n] = (slot){.kind = SLOT_PROJ,                                                               \
+                  .out = (o),                                                                      \
+                  .in = (i),                                                                       \
+                  .row0 = (r0),                                                                    \
+                  .out_l = (ol),                                                                   \
+                  .col0 = (c0),                                                                    \
+                  .in_l = (il),                                                                    \
+                  .w = (dst),                                                                      \
+                  .fmt = (fm)};                                                                    \
     name_of(s[n++].base, prefix, nm, "")
 #define PROJ(nm, o, i, dst, fm) PROJ_AT(nm, o, i, 0, o, 0, i, dst, fm)
 #define VEC(nm, o, f32, dst)                                                                       \
@@ -504,8 +507,7 @@ static mla_status load(mla_context *ctx, const source *src, const mla_model_conf
         PROJ_AT("q_b_proj", H * qk, cfg->q_lora, h0 * qk, Hl * qk, 0, cfg->q_lora, &b->q_b_proj,
                 &w.formats.q_b_proj);
     } else {
-        PROJ_AT("q_proj", H * qk, hid, h0 * qk, Hl * qk, 0, hid, &b->q_b_proj,
-                &w.formats.q_b_proj);
+        PROJ_AT("q_proj", H * qk, hid, h0 * qk, Hl * qk, 0, hid, &b->q_b_proj, &w.formats.q_b_proj);
     }
     PROJ("kv_a_proj_with_mqa", L + R, hid, &b->kv_a_proj_with_mqa, &w.formats.kv_a_proj_with_mqa);
     VEC("kv_a_layernorm.weight", L, 0, &b->kv_a_layernorm);

@@ -73,8 +73,7 @@ static int same_storage(const mla_layer_weights_ex *a, const mla_layer_weights_e
            !memcmp(a->storage, b->storage, (size_t)a->storage_bytes);
 }
 
-static mla_status ck_load(mla_context *ctx, const char *dir, int64_t layer,
-                          mla_layer_weights_ex *w)
+static mla_status ck_load(mla_context *ctx, const char *dir, int64_t layer, mla_layer_weights_ex *w)
 {
     mla_checkpoint *ck = NULL;
     mla_status st = mla_checkpoint_open(ctx, dir, &ck);
@@ -115,7 +114,8 @@ static void test_load(mla_context *ctx, const mla_model_config *cfg)
         CHECK_STATUS(ck_load(ctx, at("single"), layer, &b), MLA_OK);
         CHECK(same_storage(&a, &want) && same_storage(&b, &want));
         CHECK(a.config.heads == cfg->heads && a.tp_world_size == 1);
-        CHECK(a.formats.q_b_proj == MLA_WEIGHT_FP8_BLOCK && a.formats.kv_b_proj == MLA_WEIGHT_MXFP4);
+        CHECK(a.formats.q_b_proj == MLA_WEIGHT_FP8_BLOCK &&
+              a.formats.kv_b_proj == MLA_WEIGHT_MXFP4);
         mla_layer_weights_free(ctx, &want);
         mla_layer_weights_free(ctx, &a);
         mla_layer_weights_free(ctx, &b);
@@ -145,11 +145,12 @@ static void test_load(mla_context *ctx, const mla_model_config *cfg)
     CHECK_STATUS(mla_layer_weights_load_checkpoint(ctx, ck, 2, &lo, &d), MLA_OK);
     const int64_t headers = mla_checkpoint_bytes_read(ck);
     CHECK_STATUS(mla_layer_weights_load_checkpoint(ctx, ck, 2, NULL, &w), MLA_OK);
-    CHECK(d.storage == NULL && d.base.q_b_proj.w.data == NULL && d.storage_bytes == w.storage_bytes);
+    CHECK(d.storage == NULL && d.base.q_b_proj.w.data == NULL &&
+          d.storage_bytes == w.storage_bytes);
     CHECK(!memcmp(&d.formats, &w.formats, sizeof d.formats));
     CHECK(!memcmp(d.base.o_proj.w.shape, w.base.o_proj.w.shape, sizeof d.base.o_proj.w.shape));
-    CHECK(d.base.q_b_proj.scale.dtype == MLA_DTYPE_F32 && d.base.q_b_proj.scale.shape[0] ==
-                                                            w.base.q_b_proj.scale.shape[0]);
+    CHECK(d.base.q_b_proj.scale.dtype == MLA_DTYPE_F32 &&
+          d.base.q_b_proj.scale.shape[0] == w.base.q_b_proj.scale.shape[0]);
     /* Exactly layer 2's tensors were read after the headers (the check read none). */
     int64_t layer_bytes = 0;
     for (int64_t i = 0; i < mla_checkpoint_tensor_count(ck); ++i) {
@@ -221,7 +222,6 @@ static void test_only_its_bytes(mla_context *ctx)
     CHECK(!strcmp(mla_context_error_param(ctx), "header"));
 }
 
-
 static void expect_open(mla_context *ctx, const char *dir, int64_t layer, mla_status want,
                         const char *param)
 {
@@ -254,8 +254,7 @@ static void test_refusals(mla_context *ctx)
     if (p) { /* a config that does not match the tensors */
         memcpy(p, "\"kv_lora_rank\": 256", 19);
         spill(at("badconfig/config.json"), cfg);
-        expect_open(ctx, d, 0, MLA_ERR_SHAPE,
-                    "model.layers.0.self_attn.kv_a_proj_with_mqa.weight");
+        expect_open(ctx, d, 0, MLA_ERR_SHAPE, "model.layers.0.self_attn.kv_a_proj_with_mqa.weight");
     }
     free(cfg);
     d = copy_of("noindex");

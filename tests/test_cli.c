@@ -138,8 +138,9 @@ static void test_manners(void)
 static void test_checkpoint_cli(void)
 {
     char a[600];
-    snprintf(a, sizeof a, "weights generate --config test-tiny-indexer --checkpoint %s/ck --layers 2 "
-                          "--shards 3",
+    snprintf(a, sizeof a,
+             "weights generate --config test-tiny-indexer --checkpoint %s/ck --layers 2 "
+             "--shards 3",
              root);
     CHECK(run(a) == 0);
     snprintf(a, sizeof a, "weights inspect %s/ck --json", root);

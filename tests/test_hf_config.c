@@ -108,8 +108,8 @@ static void expect(mla_context *ctx, const char *json, mla_status want, const ch
     const int ok = st == want && (!param || !strcmp(mla_context_error_param(ctx), param));
     if (!ok)
         fprintf(stderr, "%s\n  -> %s (%s: %s), expected %s (%s)\n", json, mla_status_name(st),
-                mla_context_error_param(ctx), mla_context_error_detail(ctx),
-                mla_status_name(want), param ? param : "-");
+                mla_context_error_param(ctx), mla_context_error_detail(ctx), mla_status_name(want),
+                param ? param : "-");
     CHECK(ok);
     if (st != MLA_OK) { /* nothing written */
         unsigned char probe[sizeof out];
@@ -132,9 +132,9 @@ static void test_refusals(mla_context *ctx)
         snprintf(f, sizeof f, "\"%s\": \"7\"", required[i]);
         expect(ctx, v3_with(required[i], f), MLA_ERR_FORMAT, required[i]);
     }
-    static const char *const ints[] = {"hidden_size", "num_attention_heads", "kv_lora_rank",
-                                       "qk_nope_head_dim", "v_head_dim", "max_position_embeddings",
-                                       "num_hidden_layers"};
+    static const char *const ints[] = {
+        "hidden_size", "num_attention_heads",     "kv_lora_rank",     "qk_nope_head_dim",
+        "v_head_dim",  "max_position_embeddings", "num_hidden_layers"};
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; ++i) {
         snprintf(f, sizeof f, "\"%s\": 0", ints[i]);
         expect(ctx, v3_with(ints[i], f), MLA_ERR_OUT_OF_RANGE, ints[i]);
@@ -271,8 +271,9 @@ static void test_refusals(mla_context *ctx)
     expect(ctx, "{\"hidden_size\": 7168} x", MLA_ERR_FORMAT, "config.json");
     expect(ctx, "{\"hidden_size\": 01}", MLA_ERR_FORMAT, "config.json");
     expect(ctx, "{\"a\": 1.}", MLA_ERR_FORMAT, "config.json");
-    expect(ctx, "{\"a\": [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["
-                "]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}",
+    expect(ctx,
+           "{\"a\": [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["
+           "]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}",
            MLA_ERR_FORMAT, "config.json");
     snprintf(t5, sizeof t5, "%s", v3_with("v_head_dim", "\"v_head_dim\": 128, \"v_head_dim\": 64"));
     expect(ctx, t5, MLA_ERR_FORMAT, "config.json");

@@ -68,15 +68,9 @@ static mla_tensor rnd(mla_dtype dt, int32_t nd, const int64_t *shape)
     return t;
 }
 
-static mla_tensor idx32(int64_t n, const int32_t *v)
-{
-    return ten(MLA_DTYPE_I32, 1, &n, v);
-}
+static mla_tensor idx32(int64_t n, const int32_t *v) { return ten(MLA_DTYPE_I32, 1, &n, v); }
 
-static mla_tensor idx64(int64_t n, const int64_t *v)
-{
-    return ten(MLA_DTYPE_I64, 1, &n, v);
-}
+static mla_tensor idx64(int64_t n, const int64_t *v) { return ten(MLA_DTYPE_I64, 1, &n, v); }
 
 /* The folder of the call just made (from mla_context_dump_status). */
 static const char *last_dump(void)
@@ -351,7 +345,8 @@ static void test_cache_attention(void)
     mla_tensor lens2 = idx32(2, (int32_t[]){21, 12});
     mla_tensor q4 = rnd(MLA_DTYPE_BF16, 3, (int64_t[]){4, 2, 48});
     mla_tensor cu = idx32(3, (int32_t[]){0, 3, 4});
-    mla_tensor topk = ten(MLA_DTYPE_I32, 2, (int64_t[]){2, 4}, (int32_t[]){0, 5, 20, -1, 3, 1, 11, 7});
+    mla_tensor topk =
+        ten(MLA_DTYPE_I32, 2, (int64_t[]){2, 4}, (int32_t[]){0, 5, 20, -1, 3, 1, 11, 7});
     mla_tensor kn1 = rnd(MLA_DTYPE_BF16, 2, (int64_t[]){2, 32});
     mla_tensor kp1 = rnd(MLA_DTYPE_BF16, 2, (int64_t[]){2, 16});
     mla_tensor kpos = idx64(2, (int64_t[]){20, 11}), kslots = idx64(2, (int64_t[]){4, 27});
@@ -367,8 +362,16 @@ static void test_cache_attention(void)
         q.shape[0] = T;
         mla_tensor o = ten(MLA_DTYPE_F32, 3, (int64_t[]){T, 2, 32}, NULL);
         mla_tensor lse = ten(MLA_DTYPE_F32, 2, (int64_t[]){T, 2}, NULL);
-        mla_attention_args aa = {&q,   &cache, &bt_2, &lens2, prefill ? &cu : NULL,
-                                 sparse ? &topk : NULL, NULL, inside ? &rope : NULL, &o, &lse,
+        mla_attention_args aa = {&q,
+                                 &cache,
+                                 &bt_2,
+                                 &lens2,
+                                 prefill ? &cu : NULL,
+                                 sparse ? &topk : NULL,
+                                 NULL,
+                                 inside ? &rope : NULL,
+                                 &o,
+                                 &lse,
                                  NULL};
         mla_attention_plan *plan = NULL;
         CHECK_STATUS(mla_attention_plan_create(ctx, &desc, &aa, &plan), MLA_OK);

@@ -77,8 +77,9 @@ static void tamper(const char *dir, const char *file, long at)
     fclose(fp);
     long long n;
     const unsigned long long h = fnv(path, &n);
-    snprintf(cmd, sizeof cmd, "sed -i 's/^file [0-9a-f]* [0-9]* %s$/file %016llx %lld %s/' '%s/manifest.txt'",
-             file, h, n, file, dir);
+    snprintf(cmd, sizeof cmd,
+             "sed -i 's/^file [0-9a-f]* [0-9]* %s$/file %016llx %lld %s/' '%s/manifest.txt'", file,
+             h, n, file, dir);
     if (sh(cmd) != 0)
         fprintf(stderr, "could not rewrite the manifest\n");
 }
@@ -199,13 +200,16 @@ int main(int argc, char **argv)
     CHECK(sh(cmd) == 0);
     snprintf(dir, sizeof dir, "%s/a", root);
     CHECK(replay(dir, "reference") == 2 && log_has(dir, "in.x.npy was altered"));
-    snprintf(cmd, sizeof cmd, "cp -r %s/env/0000-linear %s/r && sed -i 's/--param dtype=f32/--param dtype=bf16/' %s/r/replay.sh",
+    snprintf(cmd, sizeof cmd,
+             "cp -r %s/env/0000-linear %s/r && sed -i 's/--param dtype=f32/--param dtype=bf16/' "
+             "%s/r/replay.sh",
              root, root, root);
     CHECK(sh(cmd) == 0);
     snprintf(dir, sizeof dir, "%s/r", root);
     CHECK(replay(dir, "reference") == 2 && log_has(dir, "replay.sh was altered"));
-    snprintf(cmd, sizeof cmd, "cp -r %s/env/0000-linear %s/u && sed -i '/in.w.npy/d' %s/u/manifest.txt",
-             root, root, root);
+    snprintf(cmd, sizeof cmd,
+             "cp -r %s/env/0000-linear %s/u && sed -i '/in.w.npy/d' %s/u/manifest.txt", root, root,
+             root);
     CHECK(sh(cmd) == 0);
     snprintf(dir, sizeof dir, "%s/u", root);
     CHECK(replay(dir, "reference") == 2 && log_has(dir, "in.w.npy, which the manifest"));

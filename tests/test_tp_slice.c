@@ -172,8 +172,7 @@ static mla_status run(mla_context *ctx, const mla_layer_weights_ex *w, run_out *
 }
 
 /* Element (r, c) of a loaded BF16 or FP8_BLOCK projection, from host copies. */
-static double weight_at(const mla_tensor *w, const void *wh, const float *sh, int64_t r,
-                        int64_t c)
+static double weight_at(const mla_tensor *w, const void *wh, const float *sh, int64_t r, int64_t c)
 {
     const int64_t in = w->shape[1];
     if (w->dtype == MLA_DTYPE_BF16)
@@ -184,8 +183,8 @@ static double weight_at(const mla_tensor *w, const void *wh, const float *sh, in
 }
 
 /* S_i of the header for every output i (the whole layer's weights). */
-static double *dot_magnitudes(mla_context *ctx, const mla_layer_weights_ex *w,
-                              const uint8_t *cache, int64_t bb)
+static double *dot_magnitudes(mla_context *ctx, const mla_layer_weights_ex *w, const uint8_t *cache,
+                              int64_t bb)
 {
     const mla_model_config *c = &w->config;
     const int64_t H = c->heads, L = c->kv_lora, v = c->v, nope = c->nope, hid = c->hidden;
@@ -194,8 +193,7 @@ static double *dot_magnitudes(mla_context *ctx, const mla_layer_weights_ex *w,
     const int32_t blocks[S] = {1, 0};
     for (int s = 0; s < S; ++s)
         for (int64_t t = 0; t <= PREFILL; ++t) {
-            const uint16_t *row =
-                (const uint16_t *)(cache + blocks[s] * bb) + t * (L + c->rope);
+            const uint16_t *row = (const uint16_t *)(cache + blocks[s] * bb) + t * (L + c->rope);
             for (int64_t l = 0; l < L; ++l)
                 kmax[l] = fmax(kmax[l], fabs(mla_bf16_to_f32(row[l])));
         }
@@ -208,7 +206,8 @@ static double *dot_magnitudes(mla_context *ctx, const mla_layer_weights_ex *w,
         for (int64_t j = 0; j < v; ++j) {
             double m = 0;
             for (int64_t l = 0; l < L; ++l)
-                m += att * kmax[l] * fabs(mla_bf16_to_f32(kvb[(h * (nope + v) + nope + j) * L + l]));
+                m +=
+                    att * kmax[l] * fabs(mla_bf16_to_f32(kvb[(h * (nope + v) + nope + j) * L + l]));
             omax[h * v + j] = (1.0 + gamma_n((double)L + 3.0)) * m;
         }
     for (int64_t i = 0; i < hid; ++i)
@@ -254,8 +253,8 @@ static void check_world(mla_context *ctx, const mla_layer_weights_ex *whole, con
         if (!ok)
             break;
         CHECK(w.config.heads == c->heads / W && w.tp_rank == r && w.tp_world_size == W);
-        CHECK(w.base.o_proj.w.shape[1] == K / W && w.base.kv_b_proj.w.shape[0] ==
-                                                       c->heads / W * (c->nope + c->v));
+        CHECK(w.base.o_proj.w.shape[1] == K / W &&
+              w.base.kv_b_proj.w.shape[0] == c->heads / W * (c->nope + c->v));
         ok = run(ctx, &w, &o) == MLA_OK;
         CHECK(ok);
         /* the replicated latent path: the same cache bits on every rank */
@@ -315,8 +314,8 @@ static void test_forward(mla_backend b, const mla_layer_weight_formats *fm, cons
     printf("%s weights: ", what);
     if (ref.cache) {
         int64_t bb = 0;
-        mla_cache_desc cd = {MLA_CACHE_NORMAL, MLA_DTYPE_BF16, NB, BS, hc.model.kv_lora,
-                             hc.model.rope, 1.0f};
+        mla_cache_desc cd = {MLA_CACHE_NORMAL, MLA_DTYPE_BF16, NB,  BS,
+                             hc.model.kv_lora, hc.model.rope,  1.0f};
         mla_cache_block_bytes(&cd, &bb);
         double *Si = dot_magnitudes(ctx, &whole, ref.cache, bb);
         check_world(ctx, &whole, &ref, Si, 2);
@@ -367,8 +366,9 @@ static void test_slices(mla_context *ctx, const mla_layer_weight_formats *fm)
         }
         const mla_layer_weights *a = &whole.base, *b = &w.base;
         const int mx_o = w.formats.o_proj == MLA_WEIGHT_MXFP4;
-        const int64_t cb = w.base.o_proj.w.dtype == MLA_DTYPE_FP4X2 ? r * Hl * c->v / 2
-                           : (int64_t)mla_dtype_size(w.base.o_proj.w.dtype) * r * Hl * c->v;
+        const int64_t cb = w.base.o_proj.w.dtype == MLA_DTYPE_FP4X2
+                               ? r * Hl * c->v / 2
+                               : (int64_t)mla_dtype_size(w.base.o_proj.w.dtype) * r * Hl * c->v;
         CHECK(is_slice(ctx, &a->q_b_proj.w, &b->q_b_proj.w, r * Hl * qk, 0));
         CHECK(is_slice(ctx, &a->kv_b_proj.w, &b->kv_b_proj.w, r * Hl * dv, 0));
         CHECK(is_slice(ctx, &a->o_proj.w, &b->o_proj.w, 0, cb));
@@ -425,9 +425,14 @@ static void test_refusals(mla_context *ctx)
 {
     mla_model_config tiny; /* H 4, nope 32, R 16, v 32 */
     mla_model_config_preset("test-tiny", &tiny);
-    const mla_layer_weight_formats fp8 = {MLA_WEIGHT_FP8_BLOCK, MLA_WEIGHT_FP8_BLOCK,
-                                          MLA_WEIGHT_FP8_BLOCK, MLA_WEIGHT_BF16,
-                                          MLA_WEIGHT_BF16,      0, 0, 0};
+    const mla_layer_weight_formats fp8 = {MLA_WEIGHT_FP8_BLOCK,
+                                          MLA_WEIGHT_FP8_BLOCK,
+                                          MLA_WEIGHT_FP8_BLOCK,
+                                          MLA_WEIGHT_BF16,
+                                          MLA_WEIGHT_BF16,
+                                          0,
+                                          0,
+                                          0};
     mla_generate_options go;
     mla_generate_options_default(&go);
     go.formats = &fp8;
@@ -453,11 +458,22 @@ static void test_refusals(mla_context *ctx)
 int main(void)
 {
     const mla_layer_weight_formats bf16 = {0};
-    const mla_layer_weight_formats fp8 = {MLA_WEIGHT_FP8_BLOCK, MLA_WEIGHT_FP8_BLOCK,
-                                          MLA_WEIGHT_FP8_BLOCK, MLA_WEIGHT_FP8_BLOCK,
-                                          MLA_WEIGHT_FP8_BLOCK, 0, 0, 0};
-    const mla_layer_weight_formats mx = {MLA_WEIGHT_BF16, MLA_WEIGHT_MXFP4, MLA_WEIGHT_BF16,
-                                         MLA_WEIGHT_MXFP4, MLA_WEIGHT_MXFP4, 0, 0, 0};
+    const mla_layer_weight_formats fp8 = {MLA_WEIGHT_FP8_BLOCK,
+                                          MLA_WEIGHT_FP8_BLOCK,
+                                          MLA_WEIGHT_FP8_BLOCK,
+                                          MLA_WEIGHT_FP8_BLOCK,
+                                          MLA_WEIGHT_FP8_BLOCK,
+                                          0,
+                                          0,
+                                          0};
+    const mla_layer_weight_formats mx = {MLA_WEIGHT_BF16,
+                                         MLA_WEIGHT_MXFP4,
+                                         MLA_WEIGHT_BF16,
+                                         MLA_WEIGHT_MXFP4,
+                                         MLA_WEIGHT_MXFP4,
+                                         0,
+                                         0,
+                                         0};
     test_forward(MLA_BACKEND_REFERENCE, &bf16, "bf16");
     test_forward(MLA_BACKEND_CPU, &bf16, "bf16");
     test_forward(MLA_BACKEND_REFERENCE, &fp8, "fp8 (kv_b_proj to bf16)");
