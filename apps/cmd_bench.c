@@ -8,8 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "apps/cmd.h"
+#include "apps/suggest.h"
 #include "bench/bench_mxfp4.h"
 #include "bench/bench_prepare.h"
 #include "bench/ceilings.h"
@@ -286,6 +288,11 @@ static void json_header(bench_json *j, const char *sub, mla_context *ctx, const 
     }
 }
 
+static const char *bench_at(int i, void *user)
+{
+    return ((const char *const *)user)[i];
+}
+
 int cmd_bench(int argc, char **argv)
 {
     if (argc < 2) {
@@ -300,9 +307,11 @@ int cmd_bench(int argc, char **argv)
     if (!strcmp(sub, "decode"))
         return bench_decode_cmd(argc, argv);
     if (strcmp(sub, "prepare") && strcmp(sub, "ceilings")) {
-        fprintf(stderr,
-                "mla bench: unknown benchmark '%s' (prepare, ceilings, mxfp4, indexer, decode)\n",
-                sub);
+        static const char *const subs[] = {"prepare", "ceilings", "mxfp4", "indexer", "decode",
+                                           NULL};
+        fprintf(stderr, "mla bench: unknown benchmark '%s'", sub);
+        mla_suggest(stderr, sub, bench_at, (void *)subs);
+        fprintf(stderr, " (prepare, ceilings, mxfp4, indexer, decode)\n");
         return MLA_EXIT_USAGE;
     }
     bench_args a;
@@ -327,15 +336,19 @@ int cmd_bench(int argc, char **argv)
     memset(&c, 0, sizeof c);
     snprintf(c.copy_how, sizeof c.copy_how, "not measured (--no-ceilings)");
     snprintf(c.matmul_how, sizeof c.matmul_how, "not measured (--no-ceilings)");
+    /* progress of the measurements on a terminal only (a pipe gets the results) */
+    FILE *progress = isatty(fileno(stderr)) ? stderr : NULL;
     if (!a.no_ceilings)
-        bench_measure_ceilings(ctx, &a.c, &c, stderr);
+        bench_measure_ceilings(ctx, &a.c, &c, progress);
 
     bench_prepare_result res;
     memset(&res, 0, sizeof res);
     rc = MLA_EXIT_OK;
     if (!strcmp(sub, "prepare")) {
-        fprintf(stderr, "rows:\n");
-        if (bench_prepare_run(ctx, &a.p, &res, stderr) != 0) {
+        if (progress)
+            fprintf(progress, "rows:\n");
+        if (bench_prepare_run(ctx, &a.p, &res, progress) != 0) {
+            fprintf(stderr, "mla bench prepare: the sweep failed (run on a terminal for its log)\n");
             rc = MLA_EXIT_FAIL;
         } else {
             bench_prepare_judge(&res, &c, !a.no_ceilings);

@@ -13,6 +13,7 @@
 #include "core/attention_check.h"
 #include "core/attention_plan.h"
 #include "core/attention_planner.h"
+#include "core/dump_ops.h"
 #include "core/validate.h"
 
 mla_status mla_attention_desc_default(const mla_model_config *cfg, const mla_cache_desc *cache,
@@ -302,6 +303,7 @@ static mla_status rope_inside(mla_context *ctx, const mla_attention_plan *p,
 mla_status mla_attention_run(mla_context *ctx, const mla_attention_plan *plan,
                              const mla_attention_args *args)
 {
+    MLA_DUMP_HOOK(ctx, MLA_OP_ATTENTION, mla_dump_attention(ctx, plan, args));
     MLA_TRY(mla_begin(ctx));
     MLA_TRY(check_plan(ctx, plan));
     mla_attn_shape sh;

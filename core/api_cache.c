@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "core/cache_checks.h"
+#include "core/dump_ops.h"
 #include "core/indices.h"
 #include "core/validate.h"
 
@@ -134,6 +135,8 @@ mla_status mla_cache_write(mla_context *ctx, const mla_cache_desc *desc, mla_ten
                            const mla_tensor *k_nope, const mla_tensor *k_pe,
                            const mla_tensor *slots)
 {
+    MLA_DUMP_HOOK(ctx, MLA_OP_CACHE_WRITE,
+                  mla_dump_cache_write(ctx, desc, cache, k_nope, k_pe, slots));
     MLA_TRY(mla_begin(ctx));
     int64_t block_bytes = 0;
     MLA_TRY(mla_check_cache(ctx, desc, cache, &block_bytes));
@@ -159,6 +162,8 @@ mla_status mla_cache_gather(mla_context *ctx, const mla_cache_desc *desc, const 
                             const mla_tensor *block_table, const mla_tensor *seq_lens,
                             mla_tensor *out)
 {
+    MLA_DUMP_HOOK(ctx, MLA_OP_CACHE_GATHER,
+                  mla_dump_cache_gather(ctx, desc, cache, block_table, seq_lens, out));
     MLA_TRY(mla_begin(ctx));
     int64_t block_bytes = 0;
     MLA_TRY(mla_check_cache(ctx, desc, cache, &block_bytes));
@@ -234,6 +239,7 @@ static int is_q_cat_nope_slice(const mla_tensor *q_nope, const mla_tensor *q_cat
 
 mla_status mla_fused_rope_concat_cache(mla_context *ctx, const mla_rope_cache_args *a)
 {
+    MLA_DUMP_HOOK(ctx, MLA_OP_ROPE_CACHE, mla_dump_rope_cache(ctx, a));
     MLA_TRY(mla_begin(ctx));
     if (!a)
         return mla_fail(ctx, MLA_ERR_NULL_POINTER, "args", "args is NULL");

@@ -1,5 +1,6 @@
 /* Entry points of the number-format ops: validate once, ask the backend,
  * dispatch. Nothing is written unless every check passed. */
+#include "core/dump_ops.h"
 #include "core/validate.h"
 
 #define MXFP4_BLOCK 32
@@ -32,6 +33,7 @@ static mla_status check_convert_shapes(mla_context *ctx, const mla_tensor *x, co
 
 mla_status mla_convert(mla_context *ctx, const mla_tensor *x, mla_tensor *y, mla_saturation mode)
 {
+    MLA_DUMP_HOOK(ctx, MLA_OP_CONVERT, mla_dump_convert(ctx, x, y, mode));
     MLA_TRY(mla_begin(ctx));
     MLA_TRY(mla_check_tensor(ctx, x, "x", -1));
     MLA_TRY(mla_check_tensor(ctx, y, "y", -1));
@@ -107,6 +109,8 @@ static mla_status check_fp4_codes(mla_context *ctx, const mla_tensor *c, int64_t
 mla_status mla_mxfp4_quant(mla_context *ctx, const mla_tensor *x, mla_tensor *codes,
                            mla_tensor *scales, mla_scale_layout layout, mla_mxfp4_rule rule)
 {
+    MLA_DUMP_HOOK(ctx, MLA_OP_MXFP4_QUANT,
+                  mla_dump_mxfp4_quant(ctx, x, codes, scales, layout, rule));
     MLA_TRY(mla_begin(ctx));
     int64_t M, K;
     MLA_TRY(check_mxfp4_matrix(ctx, x, "x", &M, &K));
@@ -131,6 +135,7 @@ mla_status mla_mxfp4_quant(mla_context *ctx, const mla_tensor *x, mla_tensor *co
 mla_status mla_mxfp4_dequant(mla_context *ctx, const mla_tensor *codes, const mla_tensor *scales,
                              mla_scale_layout layout, mla_tensor *y)
 {
+    MLA_DUMP_HOOK(ctx, MLA_OP_MXFP4_DEQUANT, mla_dump_mxfp4_dequant(ctx, codes, scales, layout, y));
     MLA_TRY(mla_begin(ctx));
     int64_t M, K;
     MLA_TRY(check_mxfp4_matrix(ctx, y, "y", &M, &K));
@@ -176,6 +181,8 @@ static mla_status check_fp8_group(mla_context *ctx, const mla_tensor *f, const c
 mla_status mla_fp8_group_quant(mla_context *ctx, const mla_tensor *x, mla_tensor *codes,
                                mla_tensor *scales, int64_t group, mla_fp8_scale_rule rule)
 {
+    MLA_DUMP_HOOK(ctx, MLA_OP_FP8_GROUP_QUANT,
+                  mla_dump_fp8_group_quant(ctx, x, codes, scales, group, rule));
     MLA_TRY(mla_begin(ctx));
     MLA_TRY(check_fp8_group(ctx, x, "x", codes, scales, group));
     if ((int)rule < 0 || rule >= MLA_FP8_SCALE_RULE_COUNT)
@@ -198,6 +205,8 @@ mla_status mla_fp8_group_quant(mla_context *ctx, const mla_tensor *x, mla_tensor
 mla_status mla_fp8_group_dequant(mla_context *ctx, const mla_tensor *codes,
                                  const mla_tensor *scales, int64_t group, mla_tensor *y)
 {
+    MLA_DUMP_HOOK(ctx, MLA_OP_FP8_GROUP_DEQUANT,
+                  mla_dump_fp8_group_dequant(ctx, codes, scales, group, y));
     MLA_TRY(mla_begin(ctx));
     MLA_TRY(check_fp8_group(ctx, y, "y", codes, scales, group));
     MLA_TRY(mla_check_output(ctx, y, "y"));

@@ -2,6 +2,7 @@
  * the W_kc / W_vc absorb. */
 #include <math.h>
 
+#include "core/dump_ops.h"
 #include "core/validate.h"
 
 #define WEIGHT_BLOCK 128
@@ -15,6 +16,7 @@ static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 mla_status mla_linear(mla_context *ctx, const mla_tensor *x, const mla_tensor *w,
                       const mla_tensor *w_scale, mla_tensor *y)
 {
+    MLA_DUMP_HOOK(ctx, MLA_OP_LINEAR, mla_dump_linear(ctx, x, w, w_scale, y));
     MLA_TRY(mla_begin(ctx));
     MLA_TRY(mla_check_tensor(ctx, x, "x", 2));
     MLA_TRY(mla_check_dtype(ctx, x, "x", GEMM_X_DTYPES));
@@ -57,6 +59,7 @@ mla_status mla_linear(mla_context *ctx, const mla_tensor *x, const mla_tensor *w
 mla_status mla_batched_gemm(mla_context *ctx, const mla_tensor *x, const mla_tensor *w,
                             float w_scale, mla_tensor *y)
 {
+    MLA_DUMP_HOOK(ctx, MLA_OP_BATCHED_GEMM, mla_dump_batched_gemm(ctx, x, w, w_scale, y));
     MLA_TRY(mla_begin(ctx));
     MLA_TRY(mla_check_tensor(ctx, x, "x", 3));
     MLA_TRY(mla_check_dtype(ctx, x, "x", GEMM_X_DTYPES));

@@ -2,6 +2,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "core/dump_ops.h"
 #include "core/indexer_internal.h"
 #include "core/indices.h"
 #include "core/validate.h"
@@ -77,6 +78,8 @@ mla_status mla_indexer_k_cache_write(mla_context *ctx, const mla_indexer_cache_d
                                      mla_tensor *cache, const mla_tensor *k,
                                      const mla_tensor *slots)
 {
+    MLA_DUMP_HOOK(ctx, MLA_OP_INDEXER_K_CACHE_WRITE,
+                  mla_dump_indexer_k_cache_write(ctx, desc, cache, k, slots));
     MLA_TRY(mla_begin(ctx));
     mla_indexer_cache_args a = {0};
     MLA_TRY(check_cache(ctx, desc, cache, &a));
@@ -236,6 +239,9 @@ mla_status mla_indexer_k_gather(mla_context *ctx, const mla_indexer_cache_desc *
                                 const mla_tensor *cu_seq_lens, mla_tensor *k_fp8,
                                 mla_tensor *k_scale)
 {
+    MLA_DUMP_HOOK(
+        ctx, MLA_OP_INDEXER_K_GATHER,
+        mla_dump_indexer_k_gather(ctx, desc, cache, block_table, cu_seq_lens, k_fp8, k_scale));
     MLA_TRY(mla_begin(ctx));
     mla_indexer_cache_args a = {0};
     MLA_TRY(check_cache(ctx, desc, cache, &a));
@@ -333,6 +339,9 @@ mla_status mla_indexer_logits(mla_context *ctx, const mla_indexer_cache_desc *de
                               const mla_tensor *block_table, const mla_tensor *context_lens,
                               int32_t next_n, mla_tensor *logits)
 {
+    MLA_DUMP_HOOK(
+        ctx, MLA_OP_INDEXER_LOGITS,
+        mla_dump_indexer_logits(ctx, desc, cache, q, w, block_table, context_lens, next_n, logits));
     MLA_TRY(mla_begin(ctx));
     mla_indexer_logits_args a;
     MLA_TRY(mla_idx_logits_args(ctx, desc, cache, q, w, block_table, context_lens, next_n, logits,
@@ -373,6 +382,7 @@ mla_status mla_idx_topk_args(mla_context *ctx, const mla_tensor *logits, const m
 mla_status mla_topk(mla_context *ctx, const mla_tensor *logits, const mla_tensor *lengths,
                     int64_t k, mla_tensor *indices)
 {
+    MLA_DUMP_HOOK(ctx, MLA_OP_TOPK, mla_dump_topk(ctx, logits, lengths, k, indices));
     MLA_TRY(mla_begin(ctx));
     mla_topk_args a;
     MLA_TRY(mla_idx_topk_args(ctx, logits, lengths, k, indices, &a));
@@ -385,6 +395,7 @@ mla_status mla_topk(mla_context *ctx, const mla_tensor *logits, const mla_tensor
 mla_status mla_layernorm(mla_context *ctx, const mla_tensor *x, const mla_tensor *w,
                          const mla_tensor *b, float eps, mla_tensor *y)
 {
+    MLA_DUMP_HOOK(ctx, MLA_OP_LAYERNORM, mla_dump_layernorm(ctx, x, w, b, eps, y));
     MLA_TRY(mla_begin(ctx));
     MLA_TRY(mla_check_tensor(ctx, x, "x", 2));
     MLA_TRY(mla_check_dtype(ctx, x, "x", MLA_DT_FLOAT));
@@ -417,6 +428,7 @@ mla_status mla_layernorm(mla_context *ctx, const mla_tensor *x, const mla_tensor
 
 mla_status mla_hadamard(mla_context *ctx, const mla_tensor *x, mla_tensor *y)
 {
+    MLA_DUMP_HOOK(ctx, MLA_OP_HADAMARD, mla_dump_hadamard(ctx, x, y));
     MLA_TRY(mla_begin(ctx));
     MLA_TRY(mla_check_tensor(ctx, x, "x", -1));
     if (x->ndim != 2 && x->ndim != 3)
@@ -446,6 +458,8 @@ mla_status mla_hadamard(mla_context *ctx, const mla_tensor *x, mla_tensor *y)
 mla_status mla_indexer_head_weights(mla_context *ctx, const mla_tensor *w, const mla_tensor *s_q,
                                     mla_tensor *w_out)
 {
+    MLA_DUMP_HOOK(ctx, MLA_OP_INDEXER_HEAD_WEIGHTS,
+                  mla_dump_indexer_head_weights(ctx, w, s_q, w_out));
     MLA_TRY(mla_begin(ctx));
     MLA_TRY(mla_check_tensor(ctx, w, "w", 2));
     MLA_TRY(mla_check_dtype(ctx, w, "w", MLA_DT(MLA_DTYPE_F32) | MLA_DT(MLA_DTYPE_BF16)));

@@ -2,6 +2,7 @@
  * a4w4 GEMMs through any output strides, and the fused flatten + quant. */
 #include <stdio.h>
 
+#include "core/dump_ops.h"
 #include "core/validate.h"
 
 #define MX_BLOCK 32
@@ -87,6 +88,7 @@ mla_status mla_batched_gemm_a16wfp4(mla_context *ctx, const mla_tensor *x,
                                     const mla_mxfp4_operand *w, int32_t prequant,
                                     mla_mxfp4_rule rule, mla_tensor *y)
 {
+    MLA_DUMP_HOOK(ctx, MLA_OP_GEMM_A16WFP4, mla_dump_gemm_a16wfp4(ctx, x, w, prequant, rule, y));
     MLA_TRY(mla_begin(ctx));
     MLA_TRY(mla_check_tensor(ctx, x, "x", 3));
     MLA_TRY(mla_check_dtype(ctx, x, "x", MLA_DT(MLA_DTYPE_F32) | MLA_DT(MLA_DTYPE_BF16)));
@@ -116,6 +118,7 @@ mla_status mla_batched_gemm_a16wfp4(mla_context *ctx, const mla_tensor *x,
 mla_status mla_batched_gemm_a4w4(mla_context *ctx, const mla_mxfp4_operand *x,
                                  const mla_mxfp4_operand *w, mla_tensor *y)
 {
+    MLA_DUMP_HOOK(ctx, MLA_OP_GEMM_A4W4, mla_dump_gemm_a4w4(ctx, x, w, y));
     MLA_TRY(mla_begin(ctx));
     if (!x || !w)
         return mla_fail(ctx, MLA_ERR_NULL_POINTER, x ? "w" : "x", "operand is NULL");
@@ -169,6 +172,8 @@ mla_status mla_fused_flatten_mxfp4_quant(mla_context *ctx, const mla_tensor *x,
                                          mla_tensor *codes, mla_tensor *scales,
                                          mla_mxfp4_rule rule)
 {
+    MLA_DUMP_HOOK(ctx, MLA_OP_FLATTEN_MXFP4_QUANT,
+                  mla_dump_flatten_mxfp4_quant(ctx, x, codes, scales, rule));
     MLA_TRY(mla_begin(ctx));
     int64_t T, HV;
     MLA_TRY(check_flatten_input(ctx, x, MX_BLOCK, &T, &HV));
@@ -196,6 +201,7 @@ mla_status mla_fused_flatten_mxfp4_quant(mla_context *ctx, const mla_tensor *x,
 mla_status mla_fused_flatten_fp8_group_quant(mla_context *ctx, const mla_tensor *x,
                                              mla_tensor *codes, mla_tensor *scales)
 {
+    MLA_DUMP_HOOK(ctx, MLA_OP_FLATTEN_FP8_QUANT, mla_dump_flatten_fp8_quant(ctx, x, codes, scales));
     MLA_TRY(mla_begin(ctx));
     int64_t T, HV;
     MLA_TRY(check_flatten_input(ctx, x, FP8_GROUP, &T, &HV));

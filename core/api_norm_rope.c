@@ -2,6 +2,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "core/dump_ops.h"
 #include "core/indices.h"
 #include "core/validate.h"
 
@@ -41,6 +42,7 @@ static mla_status check_norm_output(mla_context *ctx, const mla_tensor *y, const
 mla_status mla_rmsnorm(mla_context *ctx, const mla_tensor *x, const mla_tensor *w, float eps,
                        mla_tensor *y)
 {
+    MLA_DUMP_HOOK(ctx, MLA_OP_RMSNORM, mla_dump_rmsnorm(ctx, x, w, eps, y));
     MLA_TRY(mla_begin(ctx));
     MLA_TRY(check_norm_input(ctx, x, "x", w, "w"));
     MLA_TRY(check_eps(ctx, eps, "eps"));
@@ -98,6 +100,9 @@ mla_status mla_fused_qk_rmsnorm(mla_context *ctx, const mla_tensor *q, const mla
                                 float kv_eps, mla_tensor *q_out, mla_tensor *q_scales,
                                 mla_tensor *kv_out)
 {
+    MLA_DUMP_HOOK(
+        ctx, MLA_OP_QK_RMSNORM,
+        mla_dump_qk_rmsnorm(ctx, q, q_w, q_eps, kv, kv_w, kv_eps, q_out, q_scales, kv_out));
     MLA_TRY(mla_begin(ctx));
     MLA_TRY(check_norm_input(ctx, q, "q", q_w, "q_w"));
     MLA_TRY(check_norm_input(ctx, kv, "kv", kv_w, "kv_w"));
@@ -169,6 +174,7 @@ mla_status mla_rope(mla_context *ctx, const mla_tensor *cos, const mla_tensor *s
                     const mla_tensor *positions, const mla_tensor *x, mla_tensor *y,
                     mla_rope_style style)
 {
+    MLA_DUMP_HOOK(ctx, MLA_OP_ROPE, mla_dump_rope(ctx, cos, sin, positions, x, y, style));
     MLA_TRY(mla_begin(ctx));
     MLA_TRY(check_rope_table(ctx, cos, sin));
     MLA_TRY(mla_check_tensor(ctx, x, "x", -1));

@@ -256,6 +256,7 @@ struct mla_context {
     char device_name[128];
     char err_param[64];
     char err_detail[256];
+    struct mla_dump_state *dump; /* NULL unless calls are dumped (core/dump.h) */
 };
 
 /* The tables. Each is complete (no NULL slot). */

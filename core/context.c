@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/backend.h"
+#include "core/dump.h"
 
 static void copy_string(char *dst, size_t len, const char *src)
 {
@@ -52,6 +53,7 @@ mla_status mla_context_create_with_ops(const mla_backend_ops *ops,
         free(ctx);
         return st;
     }
+    mla_dump_init(ctx);
     *out = ctx;
     return MLA_OK;
 }
@@ -76,6 +78,7 @@ static mla_status create_hip(const mla_context_options *options, mla_context **o
         free(ctx);
         return st;
     }
+    mla_dump_init(ctx);
     *out = ctx;
     return MLA_OK;
 }
@@ -118,6 +121,7 @@ void mla_context_destroy(mla_context *ctx)
     if (!ctx)
         return;
     ctx->ops->fini(ctx);
+    mla_dump_fini(ctx);
     free(ctx);
 }
 

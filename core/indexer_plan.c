@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/dump_ops.h"
 #include "core/indexer_internal.h"
 #include "core/indices.h"
 #include "core/validate.h"
@@ -19,6 +20,16 @@ struct mla_indexer_plan {
 };
 
 int64_t mla_indexer_plan_max_len(const mla_indexer_plan *plan) { return plan ? plan->max_len : 0; }
+
+void mla_indexer_plan_index_views(const mla_indexer_plan *p, mla_indexer_cache_desc *desc,
+                                  int32_t *next_n, mla_tensor *table, mla_tensor *lens)
+{
+    const mla_memory mem = mla_context_memory(p->ctx);
+    *desc = p->desc;
+    *next_n = p->next_n;
+    mla_tensor_init(table, p->dev, MLA_DTYPE_I32, mem, 2, (int64_t[]){p->B, p->max_blocks});
+    mla_tensor_init(lens, p->dev + p->B * p->max_blocks, MLA_DTYPE_I32, mem, 1, &p->B);
+}
 
 void mla_indexer_plan_destroy(mla_indexer_plan *plan)
 {
@@ -178,6 +189,8 @@ mla_status mla_indexer_search(mla_context *ctx, const mla_indexer_plan *plan,
                               const mla_tensor *cache, const mla_tensor *q, const mla_tensor *w,
                               mla_tensor *logits, int64_t k, mla_tensor *indices)
 {
+    MLA_DUMP_HOOK(ctx, MLA_DUMP_INDEXER_SEARCH,
+                  mla_dump_indexer_search(ctx, plan, cache, q, w, logits, k, indices));
     MLA_TRY(mla_begin(ctx));
     MLA_TRY(check_plan(ctx, plan));
     mla_tensor table, lens, bounds;

@@ -1,8 +1,11 @@
 /* The small JSON reader of core/json_mini.h (RFC 8259 grammar, for the
  * subset it reads). Safetensors headers come from untrusted files: every
  * read is bounded by the cursor's end and nesting is capped. */
+#define _POSIX_C_SOURCE 200809L /* newlocale / uselocale: numbers in the C locale */
+
 #include "core/json_mini.h"
 
+#include <locale.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -235,4 +238,225 @@ json_result json_skip(json_cursor *c)
     if (ch == 'n')
         return skip_literal(c, "null");
     return skip_number(c);
+}
+
+/* ------------------------------------------------------- document tree */
+
+/* RFC 8259's number grammar: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)? */
+static json_result parse_number(json_cursor *c, json_value *v)
+{
+    const char *p = c->p, *e = c->end;
+    int integral = 1;
+    if (p < e && *p == '-')
+        ++p;
+    if (p >= e || *p < '0' || *p > '9')
+        return JSON_BAD;
+    if (*p == '0')
+        ++p;
+    else
+        while (p < e && *p >= '0' && *p <= '9')
+            ++p;
+    if (p < e && *p == '.') {
+        integral = 0;
+        if (++p >= e || *p < '0' || *p > '9')
+            return JSON_BAD;
+        while (p < e && *p >= '0' && *p <= '9')
+            ++p;
+    }
+    if (p < e && (*p == 'e' || *p == 'E')) {
+        integral = 0;
+        ++p;
+        if (p < e && (*p == '+' || *p == '-'))
+            ++p;
+        if (p >= e || *p < '0' || *p > '9')
+            return JSON_BAD;
+        while (p < e && *p >= '0' && *p <= '9')
+            ++p;
+    }
+    char buf[512];
+    const size_t n = (size_t)(p - c->p);
+    if (n >= sizeof buf)
+        return JSON_BAD;
+    memcpy(buf, c->p, n);
+    buf[n] = '\0';
+    /* strtod reads the decimal point of the thread's locale: read in "C". */
+    locale_t cl = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
+    if (!cl)
+        return JSON_NOMEM;
+    locale_t old = uselocale(cl);
+    v->number = strtod(buf, NULL);
+    uselocale(old);
+    freelocale(cl);
+    v->type = JSON_NUMBER;
+    v->is_integer = 0;
+    if (integral) {
+        const char *d = buf + (buf[0] == '-');
+        int64_t x = 0;
+        int fits = 1;
+        for (; *d && fits; ++d) {
+            const int dig = *d - '0';
+            fits = x <= (INT64_MAX - dig) / 10;
+            if (fits)
+                x = x * 10 + dig;
+        }
+        if (fits) {
+            v->is_integer = 1;
+            v->integer = buf[0] == '-' ? -x : x;
+        }
+    }
+    c->p = p;
+    return JSON_OK;
+}
+
+static json_result parse_value(json_cursor *c, json_value *v);
+
+/* Appends one item (and its key) to an array or object under construction. */
+static json_result push_item(json_value *v, int64_t *cap, char *key, json_value *item)
+{
+    if (v->count == *cap) {
+        const int64_t ncap = *cap ? 2 * *cap : 8;
+        json_value *items = realloc(v->items, (size_t)ncap * sizeof *items);
+        if (!items)
+            return JSON_NOMEM;
+        v->items = items;
+        if (v->type == JSON_OBJECT) {
+            char **keys = realloc(v->keys, (size_t)ncap * sizeof *keys);
+            if (!keys)
+                return JSON_NOMEM;
+            v->keys = keys;
+        }
+        *cap = ncap;
+    }
+    if (v->type == JSON_OBJECT)
+        v->keys[v->count] = key;
+    v->items[v->count++] = *item;
+    return JSON_OK;
+}
+
+static int by_key(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Sorted copy of the keys, adjacent pairs compared: n log n, so an index
+ * of a hundred thousand tensors is checked as fast as it is read. */
+static json_result unique_keys(const json_value *v)
+{
+    if (v->count < 2)
+        return JSON_OK;
+    char **k = malloc((size_t)v->count * sizeof *k);
+    if (!k)
+        return JSON_NOMEM;
+    memcpy(k, v->keys, (size_t)v->count * sizeof *k);
+    qsort(k, (size_t)v->count, sizeof *k, by_key);
+    json_result r = JSON_OK;
+    for (int64_t i = 1; i < v->count && r == JSON_OK; ++i)
+        if (!strcmp(k[i - 1], k[i]))
+            r = JSON_DUPLICATE;
+    free(k);
+    return r;
+}
+
+static json_result parse_container(json_cursor *c, json_value *v, char open)
+{
+    const char close = open == '{' ? '}' : ']';
+    if (++c->depth > JSON_MAX_DEPTH)
+        return JSON_BAD;
+    ++c->p;
+    v->type = open == '{' ? JSON_OBJECT : JSON_ARRAY;
+    int64_t cap = 0;
+    if (!json_take(c, close)) {
+        do {
+            char *key = NULL;
+            json_value item = {0};
+            json_result r = JSON_OK;
+            if (v->type == JSON_OBJECT) {
+                r = json_string(c, &key);
+                if (r == JSON_OK && !json_take(c, ':'))
+                    r = JSON_BAD;
+            }
+            if (r == JSON_OK)
+                r = parse_value(c, &item);
+            if (r == JSON_OK)
+                r = push_item(v, &cap, key, &item);
+            if (r != JSON_OK) {
+                free(key);
+                json_value_free(&item);
+                return r;
+            }
+        } while (json_take(c, ','));
+        if (!json_take(c, close))
+            return JSON_BAD;
+    }
+    --c->depth;
+    return v->type == JSON_OBJECT ? unique_keys(v) : JSON_OK;
+}
+
+static json_result parse_literal(json_cursor *c, const char *word, json_type type, json_value *v)
+{
+    if (skip_literal(c, word) != JSON_OK)
+        return JSON_BAD;
+    v->type = type;
+    return JSON_OK;
+}
+
+static json_result parse_value(json_cursor *c, json_value *v)
+{
+    memset(v, 0, sizeof *v);
+    const char ch = json_peek(c);
+    if (ch == '{' || ch == '[')
+        return parse_container(c, v, ch);
+    if (ch == '"') {
+        v->type = JSON_STRING;
+        return json_string(c, &v->string);
+    }
+    if (ch == 't')
+        return parse_literal(c, "true", JSON_TRUE, v);
+    if (ch == 'f')
+        return parse_literal(c, "false", JSON_FALSE, v);
+    if (ch == 'n')
+        return parse_literal(c, "null", JSON_NULL, v);
+    return parse_number(c, v);
+}
+
+json_result json_value_parse(const char *text, size_t len, json_value *out, size_t *err_at)
+{
+    json_cursor c = {text, text + len, 0};
+    json_result r = parse_value(&c, out);
+    if (r == JSON_OK) {
+        json_skip_ws(&c);
+        if (c.p != c.end)
+            r = JSON_BAD;
+    }
+    if (r != JSON_OK) {
+        json_value_free(out);
+        if (err_at)
+            *err_at = (size_t)(c.p - text);
+    }
+    return r;
+}
+
+void json_value_free(json_value *v)
+{
+    if (!v)
+        return;
+    for (int64_t i = 0; i < v->count; ++i) {
+        json_value_free(&v->items[i]);
+        if (v->keys)
+            free(v->keys[i]);
+    }
+    free(v->items);
+    free(v->keys);
+    free(v->string);
+    memset(v, 0, sizeof *v);
+}
+
+const json_value *json_value_get(const json_value *v, const char *key)
+{
+    if (!v || v->type != JSON_OBJECT || !key)
+        return NULL;
+    for (int64_t i = 0; i < v->count; ++i)
+        if (!strcmp(v->keys[i], key))
+            return &v->items[i];
+    return NULL;
 }

@@ -7,6 +7,7 @@
  * view too: nothing is copied between the two GEMMs. */
 #include <string.h>
 
+#include "core/dump_ops.h"
 #include "core/layer_internal.h"
 #include "core/prepare_internal.h"
 #include "core/validate.h"
@@ -292,6 +293,7 @@ static mla_status o_proj(mla_context *ctx, const mla_layer_plan *lp, const mla_w
 mla_status mla_layer_forward(mla_context *ctx, const mla_layer_plan *lpc,
                              const mla_layer_weights_ex *p, const mla_tensor *x, mla_tensor *y)
 {
+    MLA_DUMP_HOOK(ctx, MLA_DUMP_LAYER, mla_dump_layer(ctx, lpc, p, x, y));
     MLA_TRY(mla_begin(ctx));
     if (!lpc)
         return mla_fail(ctx, MLA_ERR_NULL_POINTER, "lp", "NULL argument");

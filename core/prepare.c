@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/dump_ops.h"
 #include "core/indices.h"
 #include "core/prepare_internal.h"
 #include "core/validate.h"
@@ -155,6 +156,9 @@ mla_status mla_prepare(mla_context *ctx, const mla_plan *plan, const mla_layer_w
                        const mla_cache_desc *cache_desc, mla_tensor *cache, mla_tensor *q_cat,
                        mla_tensor *workspace)
 {
+    MLA_DUMP_HOOK(ctx, MLA_DUMP_PREPARE,
+                  mla_dump_prepare(ctx, plan, wt, x, positions, slots, cos, sin, cache_desc, cache,
+                                   q_cat, workspace));
     MLA_TRY(mla_begin(ctx));
     /* At the ATTENTION site the new keys go to the attention call, which
      * rotates and caches them: only the layer (mla_layer_forward) can hand

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "core/json_mini.h"
 #include "core/safetensors.h"
@@ -20,6 +21,7 @@ typedef struct st_entry {
 
 struct mla_safetensors {
     FILE *fp;
+    int64_t bytes_read; /* headers included: what loading a layer really read */
     int64_t data_start, data_bytes;
     int64_t count, cap;
     st_entry *entries;
@@ -276,6 +278,12 @@ static mla_status parse_header(mla_context *ctx, mla_safetensors *f, const char 
                 return json_fail(ctx, r, "header", "the header");
             }
             mla_status st;
+            if (!*name) {
+                free(name);
+                return mla_fail(ctx, MLA_ERR_FORMAT, "header",
+                                "tensor %lld of the header has an empty name",
+                                (long long)f->count);
+            }
             if (!strcmp(name, "__metadata__")) {
                 free(name);
                 st = parse_metadata(ctx, f, &c);
@@ -354,14 +362,26 @@ static mla_status check_layout(mla_context *ctx, const mla_safetensors *f)
     return st;
 }
 
-static mla_status read_at(mla_context *ctx, const mla_safetensors *f, int64_t offset, void *dst,
+static mla_status read_at(mla_context *ctx, mla_safetensors *f, int64_t offset, void *dst,
                           size_t bytes, const char *what)
 {
     if (bytes == 0)
         return MLA_OK;
     if (fseeko(f->fp, (off_t)offset, SEEK_SET) != 0 || fread(dst, 1, bytes, f->fp) != bytes)
         return mla_fail(ctx, MLA_ERR_IO, what, "could not read %zu bytes of '%s'", bytes, what);
+    f->bytes_read += (int64_t)bytes;
     return MLA_OK;
+}
+
+mla_status mla_st_read_at(mla_context *ctx, mla_safetensors *f, int64_t offset, void *dst,
+                          size_t bytes, const char *what)
+{
+    return read_at(ctx, f, offset, dst, bytes, what);
+}
+
+int64_t mla_safetensors_bytes_read(const mla_safetensors *f)
+{
+    return f ? f->bytes_read : 0;
 }
 
 mla_status mla_safetensors_open(mla_context *ctx, const char *path, mla_safetensors **out)
@@ -378,6 +398,15 @@ mla_status mla_safetensors_open(mla_context *ctx, const char *path, mla_safetens
     f->fp = fopen(path, "rb");
     if (!f->fp) {
         st = mla_fail(ctx, MLA_ERR_IO, "path", "cannot open '%s'", path);
+        goto done;
+    }
+    struct stat sb;
+    const int stat_ok = fstat(fileno(f->fp), &sb) == 0;
+    if (!stat_ok || !S_ISREG(sb.st_mode)) {
+        st = mla_fail(ctx, MLA_ERR_IO, "path", "'%s' is %s", path,
+                      !stat_ok               ? "not stat-able"
+                      : S_ISDIR(sb.st_mode) ? "a directory (a checkpoint: mla_checkpoint_open)"
+                                            : "not a regular file");
         goto done;
     }
     int64_t size = -1;

@@ -156,6 +156,21 @@ MLA_API const char *mla_context_device_name(const mla_context *ctx);
  * (e.g. "x.dtype", "block_size", "scales.stride"), and a sentence. "" after success. */
 MLA_API const char *mla_context_error_param(const mla_context *ctx);
 MLA_API const char *mla_context_error_detail(const mla_context *ctx);
+/* Capture for replay (docs/REPLAY.md). Each call of the named ops (the `mla
+ * op` names, comma-separated, or "*") writes its inputs, parameters, backend,
+ * library version and outputs into a new folder under dir (NULL:
+ * "mla-dump"), at most max_calls of them (0: 8), with a replay.sh that
+ * `mla op --replay` reruns. ops NULL or "" turns it off. The environment
+ * does the same at context creation: MLA_DUMP (ops), MLA_DUMP_DIR,
+ * MLA_DUMP_MAX; this call replaces that. Off, an op pays one pointer test;
+ * on, a dumped call synchronizes and writes files (not for graph capture).
+ * The op's result and status are never changed by its dump. */
+MLA_API mla_status mla_context_set_dump(mla_context *ctx, const char *ops, const char *dir,
+                                        int32_t max_calls);
+/* What the dump switch did: "" when off; the ops and folder; the last
+ * folder written; or why nothing was (an unknown op name, a folder that
+ * cannot be made). */
+MLA_API const char *mla_context_dump_status(const mla_context *ctx);
 /* Waits for all work queued on the context (no-op on host backends). */
 MLA_API mla_status mla_context_synchronize(mla_context *ctx);
 

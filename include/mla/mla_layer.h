@@ -78,6 +78,11 @@ MLA_API mla_status mla_layer_plan_update(mla_context *ctx, mla_layer_plan *lp,
 MLA_API void mla_layer_plan_destroy(mla_layer_plan *lp);
 /* 1 when the forward runs the indexer and sparse attention. */
 MLA_API int mla_layer_plan_sparse(const mla_layer_plan *lp);
+/* Sparse plans: a view of the top-k indices the last forward attended to,
+ * [T, index_topk] I32 (logical positions, -1 padded) in the planned
+ * workspace, valid until the next forward. MLA_ERR_INVALID_ARGUMENT for a
+ * dense plan. */
+MLA_API mla_status mla_layer_plan_topk(const mla_layer_plan *lp, mla_tensor *out);
 
 /* One layer for the planned step: x [T, hidden] (opt.act) -> y [T, hidden]
  * (BF16 or F32), writing every new token's latent row into the planned
