@@ -7,103 +7,31 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "conformance/conf.h"
-#include "tests/layer_run.h"
+#include "tests/op_digest.h"
 #include "tests/test_util.h"
 
-/* Every suite of conformance/harness.c. */
-static const conf_suite *const suites[] = {
-    &conf_suite_convert,         &conf_suite_mxfp4_quant,      &conf_suite_mxfp4_dequant,
-    &conf_suite_fp8_group_quant, &conf_suite_fp8_group_dequant, &conf_suite_rmsnorm,
-    &conf_suite_qk_rmsnorm,      &conf_suite_rope,             &conf_suite_linear,
-    &conf_suite_batched_gemm,    &conf_suite_cache_write,      &conf_suite_cache_gather,
-    &conf_suite_rope_cache,      &conf_suite_gemm_a16wfp4,     &conf_suite_gemm_a4w4,
-    &conf_suite_flatten_mxfp4_quant, &conf_suite_flatten_fp8_quant, &conf_suite_layernorm,
-    &conf_suite_hadamard,        &conf_suite_indexer_k_cache_write, &conf_suite_indexer_k_gather,
-    &conf_suite_indexer_k_roundtrip, &conf_suite_indexer_rope_k_cache, &conf_suite_indexer_logits,
-    &conf_suite_indexer_search,  &conf_suite_topk,             &conf_suite_indexer_head_weights,
-    &conf_suite_attention,
-};
-enum { NSUITES = sizeof suites / sizeof suites[0], RUNS = 3 };
+enum { RUNS = 3 };
 
-static void free_outs(unsigned char **outs, int n)
-{
-    for (int i = 0; i < n; ++i)
-        free(outs[i]);
-}
-
-/* Runs one case on ctx[0], ctx[1], ctx[0]; 1 when all outputs agree. */
-static int case_agrees(mla_context *const *ctx, const conf_suite *s, const conf_case *c, int *ran)
-{
-    *ran = 0;
-    const char *param = "";
-    if (c->golden >= 0 || mla_supports(ctx[0], &c->v, &param) != MLA_OK)
-        return 1;
-    conf_problem p;
-    memset(&p, 0, sizeof p);
-    char err[300] = "";
-    const conf_env env = {NULL, 0};
-    if (s->setup(c, &env, &p, err, sizeof err) != MLA_OK) {
-        fprintf(stderr, "%s %s: setup: %s\n", s->name, c->label, err);
-        conf_problem_free(&p);
-        return 0;
-    }
-    unsigned char *outs[RUNS][CONF_MAX_ARGS] = {{0}};
-    int ok = 1;
-    for (int r = 0; r < RUNS && ok; ++r) {
-        mla_conformance_failure kind;
-        char detail[300] = "";
-        const mla_status st =
-            conf_execute(ctx[r == 1], s, c, &p, 0x5Au, outs[r], &kind, detail, sizeof detail);
-        if (kind == CONF_NO_KERNEL)
-            goto done;
-        if (st != MLA_OK || kind != MLA_CONF_FAIL_COUNT) {
-            fprintf(stderr, "%s %s: run %d: %s %s\n", s->name, c->label, r, mla_status_name(st),
-                    detail);
-            ok = 0;
-        }
-    }
-    for (int i = 0; i < p.nargs && ok; ++i) {
-        if (!p.arg[i].output)
-            continue;
-        for (int r = 1; r < RUNS; ++r) {
-            if (memcmp(outs[0][i], outs[r][i], p.arg[i].bytes) != 0) {
-                fprintf(stderr, "%s %s: output %s differs between run 0 and run %d%s\n", s->name,
-                        c->label, p.arg[i].name, r, r == 1 ? " (other thread count)" : "");
-                ok = 0;
-            }
-        }
-    }
-    *ran = 1;
-done:
-    for (int r = 0; r < RUNS; ++r)
-        free_outs(outs[r], p.nargs);
-    conf_problem_free(&p);
-    return ok;
-}
-
+/* Every generated case of every op on ctx[0], ctx[1], ctx[0]. */
 static void check_ops(mla_context *const *ctx)
 {
-    int total = 0;
-    for (int si = 0; si < NSUITES; ++si) {
-        const conf_suite *s = suites[si];
-        const int n = s->build(NULL, 0);
-        conf_case *cases = calloc((size_t)n + 1, sizeof *cases);
-        CHECK(cases != NULL);
-        if (!cases)
-            return;
-        s->build(cases, n);
-        int ran_op = 0, bad = 0;
-        for (int i = 0; i < n; ++i) {
-            int ran;
-            bad += !case_agrees(ctx, s, &cases[i], &ran);
-            ran_op += ran;
-        }
-        CHECK(bad == 0);
-        total += ran_op;
-        free(cases);
+    const int n = digest_case_count(1);
+    uint64_t *d[RUNS];
+    int ran[RUNS];
+    for (int r = 0; r < RUNS; ++r) {
+        d[r] = calloc((size_t)n, sizeof *d[r]);
+        CHECK(d[r] != NULL && suite_digests(ctx[r == 1], 1, d[r], &ran[r]) == 0);
     }
-    printf("ops: %d cases agreed across the runs\n", total);
+    int differ = 0;
+    for (int k = 0; k < n; ++k)
+        if (d[1][k] != d[0][k] || d[2][k] != d[0][k]) {
+            fprintf(stderr, "case %d of the suite list differs across the runs\n", k);
+            ++differ;
+        }
+    CHECK(differ == 0 && ran[0] == ran[1] && ran[0] == ran[2] && ran[0] > 1000);
+    printf("ops: %d cases agreed across the runs\n", ran[0]);
+    for (int r = 0; r < RUNS; ++r)
+        free(d[r]);
 }
 
 /* Attention on one decode sequence of 1000 keys (bf16 cache, f32 q / o / lse),
@@ -183,8 +111,8 @@ static void check_attention_auto(mla_context *const *ctx)
     free(kn), free(kp), free(q), free(slots), free(cache);
 }
 
-/* The layer forward (prefill + decode steps, attention splits left to the
- * plan) on both contexts and again on the first: y and the cache bit for bit. */
+/* The layer forward (prefill + decode steps) on both contexts and again on
+ * the first: y and the cache bit for bit. */
 static void check_layer(mla_context *const *ctx)
 {
     static const struct {
@@ -196,41 +124,17 @@ static void check_layer(mla_context *const *ctx)
         {"test-tiny", 1, {MLA_ROPE_SITE_ATTENTION, 0, MLA_DTYPE_FP8_E4M3FN, MLA_DTYPE_BF16, 2,
                           {7, 260}, 1, 0}},
         {"test-tiny-indexer", 0, {-1, 0, MLA_DTYPE_BF16, MLA_DTYPE_F32, 2, {200, 4}, 2, 0}},
-        /* one sequence (the plan splits it, by compute units, not threads); the
-         * tokens of a step stay within layer_run.c's 512 */
+        /* one sequence; a step's tokens stay within layer_run.c's 512 */
         {"test-tiny", 0, {-1, 0, MLA_DTYPE_BF16, MLA_DTYPE_F32, 1, {480}, 2, 0}},
         {"test-tiny-indexer", 0, {-1, 1, MLA_DTYPE_BF16, MLA_DTYPE_F32, 1, {400}, 1, 0}},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; ++k) {
-        lr_result r[RUNS];
-        memset(r, 0, sizeof r);
-        int ok = 1;
-        for (int run = 0; run < RUNS && ok; ++run) {
-            layer_model m;
-            if (layer_model_make(ctx[run == 1], cases[k].cfg, cases[k].fmt, 7, &m) != 0) {
-                ok = 0;
-                break;
-            }
-            ok = lr_run(ctx[run == 1], &m, &cases[k].c, 0, &r[run]) == MLA_OK;
-            layer_model_free(&m);
-        }
-        CHECK(ok);
-        for (int run = 1; run < RUNS && ok; ++run) {
-            int same = r[run].steps == r[0].steps && r[run].cache_bytes == r[0].cache_bytes &&
-                       memcmp(r[run].cache, r[0].cache, r[0].cache_bytes) == 0;
-            for (int st = 0; same && st < r[0].steps; ++st) {
-                mla_model_config cfg;
-                mla_model_config_preset(cases[k].cfg, &cfg);
-                same = memcmp(r[run].y[st], r[0].y[st],
-                              sizeof(double) * (size_t)(r[0].T[st] * cfg.hidden)) == 0;
-            }
-            if (!same)
-                fprintf(stderr, "layer %s case %zu: run %d differs from run 0\n", cases[k].cfg, k,
-                        run);
-            CHECK(same);
-        }
-        for (int run = 0; run < RUNS; ++run)
-            lr_free(&r[run]);
+        uint64_t h[RUNS];
+        for (int r = 0; r < RUNS; ++r)
+            h[r] = layer_digest(ctx[r == 1], cases[k].cfg, cases[k].fmt, &cases[k].c);
+        if (!(h[0] && h[1] == h[0] && h[2] == h[0]))
+            fprintf(stderr, "layer %s case %zu: the runs differ (or failed)\n", cases[k].cfg, k);
+        CHECK(h[0] && h[1] == h[0] && h[2] == h[0]);
     }
 }
 
