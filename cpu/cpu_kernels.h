@@ -15,7 +15,11 @@
 
 #include <stdint.h>
 
-#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
+/* MLA_CPU_PORTABLE_ONLY (the fuzz and tsan presets) keeps only the portable
+ * copy: the same C bodies, a third of the code to instrument (sanitizers make
+ * clang's compile of the x86 copies and intrinsic kernels ~10x slower). */
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__) &&                             \
+    !defined(MLA_CPU_PORTABLE_ONLY)
 #define MLA_CPU_X86 1
 #define MLA_AVX512_ISAS "avx512f,avx512bw,avx512dq,avx512vl,avx512cd"
 #if defined(__clang__) /* clang already uses 512-bit vectors for these */

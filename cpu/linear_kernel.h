@@ -96,6 +96,14 @@ void mla_cpu_linear_fp8_to_bf16(const uint8_t *codes, int64_t n, int fnuz, uint1
 void mla_cpu_linear_ukr_dp8(const uint16_t *x, int64_t ldx, int mt, const uint16_t *w,
                             int64_t ldw, const float *const *s, int64_t ss, int64_t kc,
                             float *lanes, int first, float *sums);
+#else
+/* Portable builds never take a vdpbf16ps path (dp is 0); the generic bodies
+ * still name this. */
+static inline int mla_cpu_linear_min_exp(const uint16_t *p, int64_t n)
+{
+    (void)p, (void)n;
+    return 0;
+}
 #endif
 
 /* The 16 lanes of one output added pairwise: lanes l and l + 8, then the
