@@ -19,12 +19,12 @@ for t in npy safetensors tensor_ops; do
   crashes=build/fuzz/crashes/$t
   mkdir -p "$work" "$crashes"
   cp -n fuzz/corpus/$t/* "$work"/ 2>/dev/null || true
-  extra=()
+  extra=(-max_len=$([[ $t == safetensors ]] && echo 65536 || echo 4096))
   [[ -f fuzz/$t.dict ]] && extra+=(-dict=fuzz/$t.dict)
   ((jobs > 1)) && extra+=(-jobs="$jobs" -workers="$jobs")
   echo "fuzz_$t: ${secs} s"
   if ! build/fuzz/fuzz/fuzz_$t "$work" fuzz/corpus/$t "${extra[@]}" -max_total_time="$secs" \
-      -timeout=20 -rss_limit_mb=4096 -max_len=4096 -artifact_prefix="$crashes/" \
+      -timeout=20 -rss_limit_mb=4096 -artifact_prefix="$crashes/" \
       -print_final_stats=1 >build/fuzz/$t.log 2>&1; then
     echo "fuzz_$t FAILED (build/fuzz/$t.log, inputs in $crashes):"
     grep -E "ERROR|SUMMARY|fuzz_tensor_ops:|Test unit written" build/fuzz/$t.log | head -20 || true
