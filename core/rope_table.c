@@ -15,7 +15,7 @@
  * from the nearest quarter turn, in [-1/8, 1/8], goes to double; cos and sin of
  * 2 pi times it are Taylor polynomials in double, with a proven error bound.
  * When the interval the bound spans rounds to one fp32, that is the entry;
- * otherwise (about one entry in 2^24) the entry is recomputed in 256-bit
+ * otherwise (about one entry in a million) the entry is recomputed in 256-bit
  * arithmetic (relative error < 2^-200) and rounded the same way. If even that
  * interval holds an fp32 rounding boundary (not seen; p f_i is algebraic, so
  * an exact tie would need ratio != 1), the 256-bit value is rounded: still
