@@ -572,9 +572,7 @@ static int pick_path(mla_cpu_isa isa)
 {
 #if MLA_CPU_X86
     if (isa == MLA_CPU_ISA_AVX512) {
-        const char *env = getenv("MLA_CPU_ISA");
-        __builtin_cpu_init();
-        if (__builtin_cpu_supports("avx512bf16") && !(env && strcmp(env, "avx512-nobf16") == 0))
+        if (mla_cpu_linear_has_bf16())
             return PATH_BF16;
         return PATH_FMA512;
     }

@@ -280,7 +280,7 @@ static task_fn pick_task(const mla_rope_args *a, mla_cpu_isa isa)
     if (isa == MLA_CPU_ISA_AVX2)
         return task_avx2;
 #endif
-    (void)isa;
+    (void)a, (void)isa;
     return task_generic;
 }
 

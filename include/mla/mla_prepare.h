@@ -63,8 +63,11 @@ MLA_API double mla_softmax_scale(const mla_model_config *cfg);
 /* ------------------------------------------------------------------ RoPE */
 
 /* Builds the cos and sin tables, each [max_pos, R/2] fp32 row-major, on the
- * host: float64 math, every entry rounded once to fp32 (MLA.md section 3).
- * Every backend uses these exact bits. */
+ * host: every entry the correctly rounded fp32 of the exact formula (MLA.md
+ * section 3), the same bits on every host. Every backend uses these bits.
+ * INVALID_ARGUMENT: dim odd or <= 0, base not finite or <= 1, factor not
+ * finite, max_pos < 0; with YaRN (factor > 1) also original_max_pos <= 0,
+ * beta_fast or beta_slow not finite and > 0, mscale(_all_dim) not finite. */
 MLA_API mla_status mla_rope_table_build(const mla_rope_config *cfg, int64_t max_pos, float *cos_out,
                                         float *sin_out);
 
