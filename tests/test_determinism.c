@@ -120,13 +120,15 @@ static void check_layer(mla_context *const *ctx)
         int fmt;
         lr_case c;
     } cases[] = {
-        {"test-tiny", 0, {-1, 0, MLA_DTYPE_BF16, MLA_DTYPE_F32, 2, {300, 5}, 2, 0}},
+        {"test-tiny", 0, {-1, 0, MLA_DTYPE_BF16, MLA_DTYPE_F32, 2, {300, 5}, 2, 0, MLA_DTYPE_BF16}},
         {"test-tiny", 1, {MLA_ROPE_SITE_ATTENTION, 0, MLA_DTYPE_FP8_E4M3FN, MLA_DTYPE_BF16, 2,
-                          {7, 260}, 1, 0}},
-        {"test-tiny-indexer", 0, {-1, 0, MLA_DTYPE_BF16, MLA_DTYPE_F32, 2, {200, 4}, 2, 0}},
+                          {7, 260}, 1, 0, MLA_DTYPE_F32}},
+        {"test-tiny-indexer", 0, {-1, 0, MLA_DTYPE_BF16, MLA_DTYPE_F32, 2, {200, 4}, 2, 0,
+                                  MLA_DTYPE_BF16}},
         /* one sequence; a step's tokens stay within layer_run.c's 512 */
-        {"test-tiny", 0, {-1, 0, MLA_DTYPE_BF16, MLA_DTYPE_F32, 1, {480}, 2, 0}},
-        {"test-tiny-indexer", 0, {-1, 1, MLA_DTYPE_BF16, MLA_DTYPE_F32, 1, {400}, 1, 0}},
+        {"test-tiny", 0, {-1, 0, MLA_DTYPE_BF16, MLA_DTYPE_F32, 1, {480}, 2, 0, MLA_DTYPE_BF16}},
+        {"test-tiny-indexer", 0, {-1, 1, MLA_DTYPE_BF16, MLA_DTYPE_F32, 1, {400}, 1, 0,
+                                  MLA_DTYPE_BF16}},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; ++k) {
         uint64_t h[RUNS];
