@@ -20,7 +20,8 @@ typedef struct work {
     int ran, failed;
 } work;
 
-static const lr_case layer_case = {-1, 0, MLA_DTYPE_BF16, MLA_DTYPE_F32, 2, {70, 3}, 1, 0};
+static const lr_case layer_case = {-1, 0, MLA_DTYPE_BF16, MLA_DTYPE_F32, 2, {70, 3}, 1, 0,
+                                   MLA_DTYPE_BF16};
 
 static void *run_work(void *arg)
 {
