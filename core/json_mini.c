@@ -8,21 +8,21 @@
 
 enum { JSON_MAX_DEPTH = 64 };
 
-void json_skip_ws(json_cursor *c)
+void mla_json_skip_ws(mla_json_cursor *c)
 {
     while (c->p < c->end && (*c->p == ' ' || *c->p == '\t' || *c->p == '\n' || *c->p == '\r'))
         ++c->p;
 }
 
-char json_peek(json_cursor *c)
+char mla_json_peek(mla_json_cursor *c)
 {
-    json_skip_ws(c);
+    mla_json_skip_ws(c);
     return c->p < c->end ? *c->p : '\0';
 }
 
-int json_take(json_cursor *c, char ch)
+int mla_json_take(mla_json_cursor *c, char ch)
 {
-    if (json_peek(c) != ch || c->p >= c->end)
+    if (mla_json_peek(c) != ch || c->p >= c->end)
         return 0;
     ++c->p;
     return 1;
@@ -72,68 +72,68 @@ static size_t put_utf8(char *dst, unsigned cp)
 }
 
 /* Decodes the escape after a backslash at *pp; advances past it. */
-static json_result unescape(const char **pp, const char *end, char *dst, size_t *n)
+static mla_json_result unescape(const char **pp, const char *end, char *dst, size_t *n)
 {
     const char *p = *pp;
     if (p >= end)
-        return JSON_BAD;
+        return MLA_JSON_BAD;
     char e = *p++;
     static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
     const char *hit = e ? strchr(from, e) : NULL;
     if (hit) {
         dst[(*n)++] = to[hit - from];
         *pp = p;
-        return JSON_OK;
+        return MLA_JSON_OK;
     }
     if (e != 'u' || end - p < 4)
-        return JSON_BAD;
+        return MLA_JSON_BAD;
     unsigned cp;
     if (!hex4(p, &cp))
-        return JSON_BAD;
+        return MLA_JSON_BAD;
     p += 4;
     if (cp >= 0xD800 && cp < 0xDC00) { /* a high surrogate needs its low half */
         unsigned lo;
         if (end - p < 6 || p[0] != '\\' || p[1] != 'u' || !hex4(p + 2, &lo) || lo < 0xDC00 ||
             lo > 0xDFFF)
-            return JSON_BAD;
+            return MLA_JSON_BAD;
         p += 6;
         cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
     } else if (cp >= 0xDC00 && cp < 0xE000) {
-        return JSON_BAD;
+        return MLA_JSON_BAD;
     }
     if (cp == 0)
-        return JSON_BAD;
+        return MLA_JSON_BAD;
     *n += put_utf8(dst + *n, cp);
     *pp = p;
-    return JSON_OK;
+    return MLA_JSON_OK;
 }
 
-json_result json_string(json_cursor *c, char **out)
+mla_json_result mla_json_string(mla_json_cursor *c, char **out)
 {
-    if (!json_take(c, '"'))
-        return JSON_BAD;
+    if (!mla_json_take(c, '"'))
+        return MLA_JSON_BAD;
     /* The decoded string is never longer than its escaped form. */
     const char *start = c->p, *q = c->p;
     while (q < c->end && *q != '"')
         q += (*q == '\\' && c->end - q > 1) ? 2 : 1;
     if (q >= c->end)
-        return JSON_BAD;
+        return MLA_JSON_BAD;
     char *s = malloc((size_t)(q - start) + 1);
     if (!s)
-        return JSON_NOMEM;
+        return MLA_JSON_NOMEM;
     size_t n = 0;
     const char *p = start;
     while (p < q) {
         unsigned char ch = (unsigned char)*p;
         if (ch < 0x20) { /* control characters must be escaped */
             free(s);
-            return JSON_BAD;
+            return MLA_JSON_BAD;
         }
         if (ch == '\\') {
             ++p;
-            if (unescape(&p, q, s, &n) != JSON_OK) {
+            if (unescape(&p, q, s, &n) != MLA_JSON_OK) {
                 free(s);
-                return JSON_BAD;
+                return MLA_JSON_BAD;
             }
         } else {
             s[n++] = (char)ch;
@@ -143,33 +143,33 @@ json_result json_string(json_cursor *c, char **out)
     s[n] = '\0';
     c->p = q + 1;
     *out = s;
-    return JSON_OK;
+    return MLA_JSON_OK;
 }
 
-json_result json_uint(json_cursor *c, int64_t *out)
+mla_json_result mla_json_uint(mla_json_cursor *c, int64_t *out)
 {
-    json_skip_ws(c);
+    mla_json_skip_ws(c);
     const char *p = c->p;
     if (p >= c->end || *p < '0' || *p > '9')
-        return JSON_BAD;
+        return MLA_JSON_BAD;
     if (*p == '0' && p + 1 < c->end && p[1] >= '0' && p[1] <= '9')
-        return JSON_BAD; /* no leading zeros in JSON */
+        return MLA_JSON_BAD; /* no leading zeros in JSON */
     int64_t v = 0;
     while (p < c->end && *p >= '0' && *p <= '9') {
         int d = *p - '0';
         if (v > (INT64_MAX - d) / 10)
-            return JSON_OVERFLOW;
+            return MLA_JSON_OVERFLOW;
         v = v * 10 + d;
         ++p;
     }
     if (p < c->end && (*p == '.' || *p == 'e' || *p == 'E'))
-        return JSON_BAD;
+        return MLA_JSON_BAD;
     c->p = p;
     *out = v;
-    return JSON_OK;
+    return MLA_JSON_OK;
 }
 
-static json_result skip_number(json_cursor *c)
+static mla_json_result skip_number(mla_json_cursor *c)
 {
     const char *p = c->p;
     if (p < c->end && *p == '-')
@@ -179,54 +179,54 @@ static json_result skip_number(json_cursor *c)
                           *p == '+' || *p == '-'))
         ++p;
     if (p == digits || *digits < '0' || *digits > '9')
-        return JSON_BAD;
+        return MLA_JSON_BAD;
     c->p = p;
-    return JSON_OK;
+    return MLA_JSON_OK;
 }
 
-static json_result skip_literal(json_cursor *c, const char *word)
+static mla_json_result skip_literal(mla_json_cursor *c, const char *word)
 {
     size_t n = strlen(word);
     if ((size_t)(c->end - c->p) < n || memcmp(c->p, word, n) != 0)
-        return JSON_BAD;
+        return MLA_JSON_BAD;
     c->p += n;
-    return JSON_OK;
+    return MLA_JSON_OK;
 }
 
-json_result json_skip(json_cursor *c)
+mla_json_result mla_json_skip(mla_json_cursor *c)
 {
-    char ch = json_peek(c);
-    json_result r = JSON_OK;
+    char ch = mla_json_peek(c);
+    mla_json_result r = MLA_JSON_OK;
     if (ch == '"') {
         char *s = NULL;
-        r = json_string(c, &s);
+        r = mla_json_string(c, &s);
         free(s);
         return r;
     }
     if (ch == '{' || ch == '[') {
         if (++c->depth > JSON_MAX_DEPTH)
-            return JSON_BAD;
+            return MLA_JSON_BAD;
         char close = ch == '{' ? '}' : ']';
         ++c->p;
-        if (!json_take(c, close)) {
+        if (!mla_json_take(c, close)) {
             do {
                 if (ch == '{') {
                     char *key = NULL;
-                    r = json_string(c, &key);
+                    r = mla_json_string(c, &key);
                     free(key);
-                    if (r != JSON_OK)
+                    if (r != MLA_JSON_OK)
                         return r;
-                    if (!json_take(c, ':'))
-                        return JSON_BAD;
+                    if (!mla_json_take(c, ':'))
+                        return MLA_JSON_BAD;
                 }
-                if ((r = json_skip(c)) != JSON_OK)
+                if ((r = mla_json_skip(c)) != MLA_JSON_OK)
                     return r;
-            } while (json_take(c, ','));
-            if (!json_take(c, close))
-                return JSON_BAD;
+            } while (mla_json_take(c, ','));
+            if (!mla_json_take(c, close))
+                return MLA_JSON_BAD;
         }
         --c->depth;
-        return JSON_OK;
+        return MLA_JSON_OK;
     }
     if (ch == 't')
         return skip_literal(c, "true");

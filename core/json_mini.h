@@ -7,30 +7,30 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef struct json_cursor {
+typedef struct mla_json_cursor {
     const char *p;
     const char *end;
     int depth; /* nesting of the value being read, bounded (no stack exhaustion) */
-} json_cursor;
+} mla_json_cursor;
 
-typedef enum json_result {
-    JSON_OK = 0,
-    JSON_BAD = 1,      /* malformed text */
-    JSON_OVERFLOW = 2, /* an integer beyond int64 */
-    JSON_NOMEM = 3
-} json_result;
+typedef enum mla_json_result {
+    MLA_JSON_OK = 0,
+    MLA_JSON_BAD = 1,      /* malformed text */
+    MLA_JSON_OVERFLOW = 2, /* an integer beyond int64 */
+    MLA_JSON_NOMEM = 3
+} mla_json_result;
 
-void json_skip_ws(json_cursor *c);
+void mla_json_skip_ws(mla_json_cursor *c);
 /* Consumes ch (after whitespace); 1 when it was there. */
-int json_take(json_cursor *c, char ch);
+int mla_json_take(mla_json_cursor *c, char ch);
 /* Peeks the next non-space character, '\0' at the end. */
-char json_peek(json_cursor *c);
+char mla_json_peek(mla_json_cursor *c);
 /* A string; *out is malloc'ed UTF-8 (NUL-terminated; an embedded \u0000
  * is refused, names are C strings). */
-json_result json_string(json_cursor *c, char **out);
+mla_json_result mla_json_string(mla_json_cursor *c, char **out);
 /* A non-negative integer without fraction or exponent. */
-json_result json_uint(json_cursor *c, int64_t *out);
+mla_json_result mla_json_uint(mla_json_cursor *c, int64_t *out);
 /* Any value. */
-json_result json_skip(json_cursor *c);
+mla_json_result mla_json_skip(mla_json_cursor *c);
 
 #endif
