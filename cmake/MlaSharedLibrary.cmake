@@ -26,6 +26,8 @@ set_target_properties(mla_shared PROPERTIES
   # the GPU runtime outside the system's library path (CUDA's lib64) stays
   # findable from the installed library
   INSTALL_RPATH_USE_LINK_PATH ON)
+target_link_options(mla_shared PRIVATE LINKER:--version-script=${CMAKE_CURRENT_LIST_DIR}/libmla.map)
+set_property(TARGET mla_shared APPEND PROPERTY LINK_DEPENDS ${CMAKE_CURRENT_LIST_DIR}/libmla.map)
 # Every symbol the objects use must come from a library linked here (the
 # sanitizer runtimes are the executable's, so not under MLA_SANITIZE).
 if(NOT MLA_SANITIZE)
