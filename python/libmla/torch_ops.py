@@ -1,0 +1,139 @@
+"""PyTorch custom ops (PyTorch >= 2.4): ``torch.ops.libmla.attention_run``,
+``attention_run_rope`` and ``layer_forward``, each with a fake (meta)
+implementation, so that torch.compile traces a decode step through them as
+single opaque ops and a CUDA/HIP graph capture records their kernels.
+
+The plans are Python objects; an op receives the plan's id (an int) and
+finds it in the plan module's registry. Outputs are allocated by the calling
+wrapper (torch.empty, which a graph capture serves from its pool) and passed
+in as mutated arguments; the caches and workspaces the C call writes are
+declared mutated too, so the compiler orders the calls correctly.
+
+Older PyTorch (Debian 12 ships 1.13) has no torch.library.custom_op: the same
+methods then call the C library directly (no torch.compile support)."""
+
+import sys
+import weakref
+
+_state = {"checked": False, "enabled": False}
+
+
+def is_tensor(x):
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(x, torch.Tensor)
+
+
+def enabled():
+    """True once the custom ops are registered (torch imported, >= 2.4)."""
+    if not _state["checked"]:
+        torch = sys.modules.get("torch")
+        if torch is None:
+            return False
+        _state["checked"] = True
+        ver = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2]
+                    if p.isdigit())
+        if ver >= (2, 4) and hasattr(torch, "library") and hasattr(torch.library, "custom_op"):
+            _register(torch)
+            _state["enabled"] = True
+    return _state["enabled"]
+
+
+def _register(torch):
+    from typing import Optional
+
+    from . import attention as A
+    from . import layer as LY
+
+    Tensor = torch.Tensor
+
+    def _rope(cos, sin, q_pos, k_nope, k_pe, k_pos, slots, style):
+        if cos is None:
+            return None
+        return {"cos": cos, "sin": sin, "q_pos": q_pos, "k_nope": k_nope, "k_pe": k_pe,
+                "k_pos": k_pos, "slots": slots, "style": style}
+
+    @torch.library.custom_op("libmla::attention_run", mutates_args=("o", "lse", "workspace"))
+    def attention_run(plan_id: int, q: Tensor, cache: Tensor, block_table: Optional[Tensor],
+                      context_lens: Tensor, cu_q_lens: Optional[Tensor],
+                      topk_indices: Optional[Tensor], sinks: Optional[Tensor], o: Tensor,
+                      lse: Optional[Tensor], workspace: Tensor) -> None:
+        A._plans[plan_id]._run(q, cache, block_table, context_lens, o, lse, cu_q_lens,
+                               topk_indices, sinks, None, False)
+
+    @attention_run.register_fake
+    def _(plan_id, q, cache, block_table, context_lens, cu_q_lens, topk_indices, sinks, o, lse,
+          workspace):
+        return None
+
+    @torch.library.custom_op("libmla::attention_run_rope",
+                             mutates_args=("cache", "o", "lse", "workspace"))
+    def attention_run_rope(plan_id: int, q: Tensor, cache: Tensor, block_table: Optional[Tensor],
+                           context_lens: Tensor, cu_q_lens: Optional[Tensor],
+                           topk_indices: Optional[Tensor], sinks: Optional[Tensor], o: Tensor,
+                           lse: Optional[Tensor], workspace: Tensor, cos: Tensor, sin: Tensor,
+                           q_pos: Tensor, k_nope: Tensor, k_pe: Tensor, k_pos: Tensor,
+                           slots: Tensor, style: int) -> None:
+        A._plans[plan_id]._run(q, cache, block_table, context_lens, o, lse, cu_q_lens,
+                               topk_indices, sinks,
+                               _rope(cos, sin, q_pos, k_nope, k_pe, k_pos, slots, style), False)
+
+    @attention_run_rope.register_fake
+    def _(plan_id, q, cache, block_table, context_lens, cu_q_lens, topk_indices, sinks, o, lse,
+          workspace, cos, sin, q_pos, k_nope, k_pe, k_pos, slots, style):
+        return None
+
+    @torch.library.custom_op("libmla::layer_forward",
+                             mutates_args=("y", "cache", "index_cache", "workspace"))
+    def layer_forward(plan_id: int, weights_id: int, x: Tensor, y: Tensor, cache: Tensor,
+                      index_cache: Optional[Tensor], workspace: Tensor) -> None:
+        lp = LY._plans[plan_id]
+        lp._forward(_weights[weights_id], x, y, None)
+
+    @layer_forward.register_fake
+    def _(plan_id, weights_id, x, y, cache, index_cache, workspace):
+        return None
+
+    _ops.update(attention_run=attention_run, attention_run_rope=attention_run_rope,
+                layer_forward=layer_forward)
+
+
+_ops = {}
+_weights = weakref.WeakValueDictionary()  # id -> LayerWeights
+
+
+def attention_run(plan, q, cache, block_table, context_lens, o, lse, cu_q_lens, topk_indices,
+                  sinks, rope, return_lse):
+    import torch
+    if o is None:
+        o = torch.empty((plan.rows, plan.heads, plan.desc.cache.kv_lora),
+                        dtype=_storage(plan.desc.out_dtype), device=q.device)
+    if lse is None and return_lse:
+        lse = torch.empty((plan.rows, plan.heads), dtype=torch.float32, device=q.device)
+    common = (id(plan), q, cache, block_table, context_lens, cu_q_lens, topk_indices, sinks, o,
+              lse, plan.workspace)
+    if rope is None:
+        _ops["attention_run"](*common)
+    else:
+        from . import _util as U
+        from . import _types as T
+        style = int(U.enum(T.RopeStyle, rope.get("style", "interleaved"), "rope.style"))
+        _ops["attention_run_rope"](*common, rope["cos"], rope["sin"], rope["q_pos"],
+                                   rope["k_nope"], rope["k_pe"], rope["k_pos"], rope["slots"],
+                                   style)
+    return (o, lse) if return_lse else o
+
+
+def layer_forward(lp, weights, x, y, dtype):
+    import torch
+    if y is None:
+        dt = x.dtype if dtype is None else _storage(dtype)
+        y = torch.empty((lp.tokens, lp.hidden), dtype=dt, device=x.device)
+    _weights[id(weights)] = weights
+    _, _, cache, index_cache, workspace = lp.buffers
+    _ops["layer_forward"](id(lp), id(weights), x, y, cache, index_cache, workspace)
+    return y
+
+
+def _storage(dtype):
+    from . import _tensor as TS
+    return TS._torch_storage(TS.dtype_of(dtype))
