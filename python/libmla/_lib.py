@@ -219,6 +219,7 @@ class Error(Exception):
     Attributes:
         status: the status name, e.g. ``"MLA_ERR_DTYPE"``.
         code: the ``mla_status`` value (``libmla.Status``).
+        status_text: the library's words for it, e.g. ``"wrong dtype"``.
         param: the refused parameter, e.g. ``"x.dtype"`` (``""`` when none).
         detail: a sentence saying why.
     """
@@ -226,6 +227,7 @@ class Error(Exception):
     def __init__(self, code, param="", detail=""):
         self.code = T.Status(code)
         self.status = "MLA_" + self.code.name
+        self.status_text = _STATUS_TEXT.get(int(code), self.code.name.lower())
         self.param = param or ""
         self.detail = detail or ""
         text = self.status
@@ -234,6 +236,10 @@ class Error(Exception):
         if self.detail:
             text += ": " + self.detail
         super().__init__(text)
+
+
+# mla_status_name's words, so an Error can be made without the library.
+_STATUS_TEXT = {}
 
 
 class _Unloaded:
@@ -300,6 +306,8 @@ def load(path=None):
                             % (cand, e)) from None
             _state["lib"] = lib
             _state["path"] = getattr(lib, "_name", cand)
+            for s in T.Status:
+                _STATUS_TEXT[int(s)] = lib.mla_status_name(int(s)).decode()
             _state["generation"] += 1
             return _state["path"]
         raise Error(T.Status.ERR_NOT_COMPILED, "library",

@@ -384,3 +384,16 @@ def empty(like, shape, dtype, ctx):
         return torch.empty(shape, dtype=_torch_storage(dtype), device="cuda:%d" % ctx.device)
     from .context import DeviceArray
     return DeviceArray(ctx, shape, dtype)
+
+
+def empty_workspace(like, nbytes, ctx, align=256):
+    """A U8 scratch buffer of nbytes like ``like``, its start aligned to
+    ``align`` bytes (the workspaces of the C calls must be): a slice of a
+    slightly larger allocation."""
+    nbytes = max(int(nbytes), 1)
+    buf = empty(like, (nbytes + align,), T.DType.U8, ctx)
+    if not hasattr(buf, "__getitem__"):
+        return buf  # a DeviceArray: mla_malloc memory is 256-byte aligned
+    ptr = describe(buf, "workspace").ptr
+    off = (-ptr) % align
+    return buf[off:off + nbytes]

@@ -63,7 +63,7 @@ class AttentionPlan(Handle):
                                                      ctypes.byref(args), ctypes.byref(h)))
         super().__init__(c.ctx, h.value)
         n = max(self.workspace_bytes, 256)
-        self.workspace = TS.empty(c.first, (n,), DT.U8, c.ctx)
+        self.workspace = TS.empty_workspace(c.first, n, c.ctx)
         self.rows, self.heads = U.shape(args.q)[0], self.desc.heads
         _plans[id(self)] = self
 

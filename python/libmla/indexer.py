@@ -188,7 +188,7 @@ def indexer_prepare(cfg, weights, q_lat_normed, x, positions, cos, sin, q_fp8=No
     kd = TS.dtype_of(k_dtype) if k_dtype is not None else U.dtype(px)
     pk, k = c.out(k, "k", (T_, cfg.index_head_dim), kd, hint=kd)
     if workspace is None:
-        workspace = TS.empty(c.first, (max(indexer_workspace_bytes(cfg, T_), 1),), DT.U8, c.ctx)
+        workspace = TS.empty_workspace(c.first, indexer_workspace_bytes(cfg, T_), c.ctx)
     pws = c.t(workspace, "workspace", out=True)
     U.need(weights.struct.has_indexer, S.ERR_INVALID_ARGUMENT, "weights",
            "these weights have no indexer")

@@ -68,7 +68,7 @@ class LayerPlan(Handle):
         S_ = U.shape(c.t(context_lens, "context_lens"))[0]
         if workspace is None:
             n = layer_workspace_bytes(c.ctx, plan, self.opt, T_, S_, max_context)
-            workspace = TS.empty(cache, (max(n, 1),), DT.U8, c.ctx)
+            workspace = TS.empty_workspace(cache, n, c.ctx)
         self.buffers = (cos, sin, cache, index_cache, workspace)
         b = T.LayerBuffers(c.t(cos, "cos"), c.t(sin, "sin"), c.t(cache, "cache", out=True),
                            c.t(index_cache, "index_cache", out=True),

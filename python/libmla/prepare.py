@@ -308,8 +308,7 @@ def prepare(plan, weights, x, positions, slots, cos, sin, cache_desc, cache, q_c
     qd = T.DType(plan.options.q_dtype)
     pq, q_cat = c.out(q_cat, "q_cat", (T_, cfg.heads, cfg.kv_lora + cfg.rope), qd, hint=qd)
     if workspace is None:
-        workspace = TS.empty(c.first, (max(plan.workspace_bytes(T_, U.dtype(px)), 1),), DT.U8,
-                             c.ctx)
+        workspace = TS.empty_workspace(c.first, plan.workspace_bytes(T_, U.dtype(px)), c.ctx)
     pw = c.t(workspace, "workspace", out=True)
     c.check(_lib.lib().mla_prepare(c.h, plan.handle, ctypes.byref(weights.struct.base), px,
                                    c.t(positions, "positions"), c.t(slots, "slots"),
