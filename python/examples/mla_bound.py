@@ -26,10 +26,15 @@ o_h = sum_t p_t v_t, G_h = W_o[:, h] W_vc[h]^T the map from head h's o to y):
 python/examples/hf_decode_check.py) the rows' source matrices.
 """
 
+import functools
+
 import numpy as np
 
 ULP32 = 2.0 ** -24
 U_BF16 = 2.0 ** -8
+
+
+_es = functools.partial(np.einsum, optimize=True)
 
 
 def _linear(W, x, e_x):
@@ -94,7 +99,7 @@ class ShadowMLA:
         self.w_kc = kvb[:, :nope, :]                      # [H, nope, L]
         self.w_vc = kvb[:, nope:, :].transpose(0, 2, 1)   # [H, L, v]
         wo = w["o_proj"].reshape(-1, heads, v)            # [hidden, H, v]
-        self.G = np.einsum("yhv,hlv->hyl", wo, self.w_vc)  # [H, hidden, L]
+        self.G = _es("yhv,hlv->hyl", wo, self.w_vc)  # [H, hidden, L]
         self.seqs = {}
 
     def reset(self):
@@ -116,9 +121,9 @@ class ShadowMLA:
         q_nope, q_pe, e_nope, e_pe = q[..., :self.nope], q[..., self.nope:], \
             e[..., :self.nope], e[..., self.nope:]
         akc = np.abs(self.w_kc)
-        q_lat = np.einsum("thn,hnl->thl", q_nope, self.w_kc)
-        e_lat = (np.einsum("thn,hnl->thl", e_nope, akc) +
-                 self.nope * ULP32 * np.einsum("thn,hnl->thl", np.abs(q_nope), akc))
+        q_lat = _es("thn,hnl->thl", q_nope, self.w_kc)
+        e_lat = (_es("thn,hnl->thl", e_nope, akc) +
+                 self.nope * ULP32 * _es("thn,hnl->thl", np.abs(q_nope), akc))
         theta = pos[:, None] * self.inv_freq[None, :]
         q_rot, e_rot = _rope(q_pe, e_pe, theta[:, None, :], self.mscale, self.style,
                              self.table_abs)
@@ -165,20 +170,20 @@ class ShadowMLA:
         o = p @ V                                                 # [H, L]
         kbar = p @ K                                              # [H, D]
         # dy/dq: G_h scale sum_t p_t v_t (k_t - kbar)^T
-        C = self.scale * np.einsum("ht,tl,htd->hld", p, V, K[None] - kbar[:, None])
-        Jq = np.einsum("hyl,hld->yhd", self.G, C) * sd_q[None]    # [hidden, H, D]
-        g = np.einsum("hyl,htl->hty", self.G, V[None] - o[:, None])  # [H, n, hidden]
-        Jk = self.scale * np.einsum("ht,hd,hty->ytd", p, q, g)
-        Jk[:, :, :L] += np.einsum("ht,hyl->ytl", p, self.G)
+        C = self.scale * _es("ht,tl,htd->hld", p, V, K[None] - kbar[:, None])
+        Jq = _es("hyl,hld->yhd", self.G, C) * sd_q[None]    # [hidden, H, D]
+        g = _es("hyl,htl->hty", self.G, V[None] - o[:, None])  # [H, n, hidden]
+        Jk = self.scale * _es("ht,hd,hty->ytd", p, q, g)
+        Jk[:, :, :L] += _es("ht,hyl->ytl", p, self.G)
         Jk *= SK[None]
         # fp32 noise: scores, the weighted sum, W_vc, o_proj (independent)
         aK = np.abs(K)
         sd_s = self.scale * ULP32 * np.sqrt(D) * (np.abs(q) @ aK.T)  # [H, n]
-        var = np.einsum("hty,ht->y", (p[..., None] * g) ** 2, sd_s ** 2)
+        var = _es("hty,ht->y", (p[..., None] * g) ** 2, sd_s ** 2)
         sd_o = ULP32 * np.sqrt(n) * (p @ aK[:, :L])               # [H, L]
-        var += np.einsum("hyl,hl->y", self.G ** 2, sd_o ** 2)
-        ov = np.einsum("hl,hlv->hv", o, self.w_vc)
-        sd_ov = ULP32 * np.sqrt(L) * np.einsum("hl,hlv->hv", np.abs(o), np.abs(self.w_vc))
+        var += _es("hyl,hl->y", self.G ** 2, sd_o ** 2)
+        ov = _es("hl,hlv->hv", o, self.w_vc)
+        sd_ov = ULP32 * np.sqrt(L) * _es("hl,hlv->hv", np.abs(o), np.abs(self.w_vc))
         wo = self.w["o_proj"]
         var += (wo ** 2) @ (sd_ov.reshape(-1) ** 2)
         var += (ULP32 * np.sqrt(wo.shape[1]) * (np.abs(wo) @ np.abs(ov.reshape(-1)))) ** 2

@@ -14,7 +14,9 @@ DT = T.DType
 
 
 def _ctx_handle(ctx):
-    return ctx.handle if ctx is not None else None
+    """The context that records a refusal: the given one, else the calling
+    thread's default host context (these calls touch host memory only)."""
+    return (ctx or default_context()).handle
 
 
 def _check(ctx, st):
