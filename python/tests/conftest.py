@@ -1,12 +1,16 @@
 """Shared fixtures. The package is imported from this source tree (python/);
 libmla.so comes from LIBMLA_LIBRARY, else build/default of the checkout.
 GPU tests skip unless the library has a working HIP device and torch sees
-a CUDA/HIP GPU."""
+a CUDA/HIP GPU. LIBMLA_TEST_NO_TORCH=1 runs everything as if torch were
+not installed (the NumPy-only run of .ci/run)."""
 
 import os
 import sys
 
 import pytest
+
+if os.environ.get("LIBMLA_TEST_NO_TORCH"):
+    sys.modules["torch"] = None  # the NumPy-only run: torch cannot be imported
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
