@@ -32,7 +32,6 @@ the latent cache and q are bf16 (libmla's plan defaults).
 Only inference: no attention bias, no dropout, no padding masks.
 """
 
-import math
 import os
 import tempfile
 
@@ -152,6 +151,7 @@ class Session:
             raise ValueError("no DeepseekV3Attention in the model")
         param = next(model.parameters())
         self.device = param.device
+        self.own_ctx = ctx is None
         if ctx is None:
             ctx = libmla.Context("hip", device=self.device.index or 0) \
                 if self.device.type == "cuda" else libmla.Context("cpu")
@@ -198,6 +198,18 @@ class Session:
                     (self.cache_desc.num_blocks, libmla.cache_block_bytes(self.cache_desc)),
                     dtype=torch.uint8, device=self.device)
             f.close()
+
+    def close(self):
+        """Frees the plans, weights and caches (and the context it made)."""
+        for plans in self.plans.values():
+            for lp in plans.values():
+                lp.close()
+        for w in self.weights.values():
+            w.close()
+        self.plans, self.weights, self.caches, self.workspaces = {}, {}, {}, {}
+        self.plan.close()
+        if self.own_ctx:
+            self.ctx.close()
 
     def reset(self):
         """Forgets every sequence (a new generation); the caches are reused."""
@@ -289,5 +301,5 @@ def unpatch(model):
             del m._hf_forward
     s = getattr(model, "_libmla_session", None)
     if s is not None:
-        s.ctx.close()
+        s.close()
         del model._libmla_session

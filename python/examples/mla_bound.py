@@ -71,6 +71,28 @@ def _rope(x, e_x, theta, mscale, style, table_abs):
     return y, e
 
 
+def deepseek_inv_freq(R, base, factor=1.0, beta_fast=32.0, beta_slow=1.0, orig=4096):
+    """The RoPE frequencies of MLA.md section 3 (DeepSeek's YaRN when
+    factor > 1), in float64."""
+    f = base ** (-np.arange(0, R, 2, dtype=np.float64) / R)
+    if factor <= 1:
+        return f
+
+    def corr(r):
+        return R * np.log(orig / (2 * np.pi * r)) / (2 * np.log(base))
+    low = max(np.floor(corr(beta_fast)), 0)
+    high = min(np.ceil(corr(beta_slow)), R - 1)
+    if low == high:
+        high += 0.001
+    ramp = np.clip((np.arange(R // 2) - low) / (high - low), 0, 1)
+    return f / factor * ramp + f * (1 - ramp)
+
+
+def yarn_m(s, k):
+    """m(s, k) = 0.1 k ln(s) + 1 (1 when s <= 1)."""
+    return 0.1 * k * np.log(s) + 1 if s > 1 else 1.0
+
+
 def libmla_table(theta):
     """libmla's cos/sin: the float64 values rounded once to fp32."""
     return ULP32 * np.ones_like(theta)
@@ -162,7 +184,7 @@ class ShadowMLA:
         return (y, sd, srcs) if sources else (y, sd)
 
     def _row(self, q, sd_q, K, SK):
-        L, H, D, n = self.L, self.H, K.shape[1], K.shape[0]
+        L, D, n = self.L, K.shape[1], K.shape[0]
         V = K[:, :L]
         s = self.scale * q @ K.T                                  # [H, n]
         p = np.exp(s - s.max(1, keepdims=True))

@@ -15,7 +15,7 @@ import types
 import numpy as np
 import pytest
 
-from conftest import ROOT, TORCH, bf16_bits, bf16_values
+from conftest import ROOT, bf16_bits, bf16_values
 
 import libmla  # noqa: E402
 
@@ -27,24 +27,8 @@ import mla_bound  # noqa: E402
 nn = torch.nn
 
 
-def yarn_inv_freq(R, base, factor, beta_fast, beta_slow, orig):
-    """MLA.md section 3 (DeepSeek's YaRN), in float64."""
-    f = base ** (-np.arange(0, R, 2, dtype=np.float64) / R)
-    if factor <= 1:
-        return f
-
-    def corr(r):
-        return R * math.log(orig / (2 * math.pi * r)) / (2 * math.log(base))
-    low = max(math.floor(corr(beta_fast)), 0)
-    high = min(math.ceil(corr(beta_slow)), R - 1)
-    if low == high:
-        high += 0.001
-    ramp = np.clip((np.arange(R // 2) - low) / (high - low), 0, 1)
-    return f / factor * ramp + f * (1 - ramp)
-
-
-def m(s, k):
-    return 0.1 * k * math.log(s) + 1 if s > 1 else 1.0
+yarn_inv_freq = mla_bound.deepseek_inv_freq
+m = mla_bound.yarn_m
 
 
 class RMSNorm(nn.Module):
