@@ -53,7 +53,23 @@ def _stream_handle(stream):
                 "object with .cuda_stream)" % (stream,))
 
 
-class Context:
+class _Closable:
+    """close() at the end of a with block and on collection."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+class Context(_Closable):
     """A libmla context: one backend, one device, one stream.
 
     Args:
@@ -108,18 +124,6 @@ class Context:
             _lib.lib().mla_context_destroy(self._h)
         self._h = None
         _live_contexts.discard(self)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
     def __repr__(self):
         if self.closed:
@@ -205,7 +209,7 @@ class Context:
         return TS.empty(like, shape, TS.dtype_of(dtype), self)
 
 
-class DeviceArray:
+class DeviceArray(_Closable):
     """Device memory from mla_malloc for GPU outputs when torch is absent;
     exposes ``__cuda_array_interface__`` (so CuPy and others take it without a
     copy) and ``numpy()`` (a copy to the host of a contiguous array). ``T`` is
@@ -256,12 +260,6 @@ class DeviceArray:
         if self._base is None and self.ptr is not None and not self.ctx.closed:
             _lib.lib().mla_free(self.ctx.handle, self.ptr)
         self.ptr = None
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
 
 # ------------------------------------------------------------ defaults
@@ -366,7 +364,7 @@ class Call:
         self.ctx.check(status)
 
 
-class Handle:
+class Handle(_Closable):
     """A C object made on a context (plans, weights, files): freed by close(),
     by its context's close(), or when collected."""
 
@@ -394,15 +392,3 @@ class Handle:
         h, self._h = self._h, None
         if h is not None and self._gen == _lib.generation():
             self._release(h)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass

@@ -75,3 +75,16 @@ def bf16_bits(a):
 def bf16_values(bits):
     """bf16 bits (uint16) -> float32 values, exactly."""
     return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
+
+
+class DLPackOnly:
+    """An object that offers its tensor through DLPack alone."""
+
+    def __init__(self, t):
+        self.t = t
+
+    def __dlpack__(self, **kw):
+        return self.t.__dlpack__(**kw)
+
+    def __dlpack_device__(self):
+        return self.t.__dlpack_device__()

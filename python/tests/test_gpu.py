@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import libmla
-from conftest import ROOT, TORCH, bf16_values, needs_torch_gpu
+from conftest import ROOT, TORCH, DLPackOnly, bf16_values, needs_torch_gpu
 
 pytestmark = needs_torch_gpu
 torch = TORCH
@@ -80,23 +80,13 @@ def test_cuda_array_interface_and_dlpack(gpu):
             self.t = t
             self.__cuda_array_interface__ = t.__cuda_array_interface__
 
-    class DL:
-        def __init__(self, t):
-            self.t = t
-
-        def __dlpack__(self, **kw):
-            return self.t.__dlpack__(**kw)
-
-        def __dlpack_device__(self):
-            return self.t.__dlpack_device__()
-
     x = torch.randn(4, 64, device="cuda")
     y = torch.zeros(4, 64, device="cuda", dtype=torch.float16)
     libmla.convert(CAI(x), CAI(y), ctx=gpu)
     gpu.synchronize()
     assert torch.equal(y, x.half())
     z = torch.zeros(4, 64, device="cuda", dtype=torch.float16)
-    libmla.convert(DL(x), DL(z), ctx=gpu)
+    libmla.convert(DLPackOnly(x), DLPackOnly(z), ctx=gpu)
     gpu.synchronize()
     assert torch.equal(z, y)
     d = libmla.mxfp4_quant(CAI(x), ctx=gpu)[0]  # no torch tensor to copy: still torch

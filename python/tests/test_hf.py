@@ -12,7 +12,6 @@ import os
 import sys
 import types
 
-import numpy as np
 import pytest
 
 import libmla

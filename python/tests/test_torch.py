@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import libmla
-from conftest import TORCH, needs_torch
+from conftest import TORCH, DLPackOnly, needs_torch
 
 pytestmark = needs_torch
 torch = TORCH
@@ -53,19 +53,9 @@ def test_fp8_flavours_from_torch(cpu):
 
 
 def test_dlpack_objects(cpu):
-    class Only:
-        def __init__(self, t):
-            self.t = t
-
-        def __dlpack__(self, **kw):
-            return self.t.__dlpack__(**kw)
-
-        def __dlpack_device__(self):
-            return self.t.__dlpack_device__()
-
     x = torch.randn(3, 32)
     y = torch.zeros(3, 32, dtype=torch.float16)
-    libmla.convert(Only(x), Only(y), ctx=cpu)
+    libmla.convert(DLPackOnly(x), DLPackOnly(y), ctx=cpu)
     assert torch.equal(y, x.half())
 
 
