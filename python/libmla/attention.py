@@ -13,6 +13,7 @@ from . import _lib
 from . import _tensor as TS
 from . import _types as T
 from . import _util as U
+from . import torch_ops
 from .context import Call, Handle
 
 S = T.Status
@@ -64,8 +65,14 @@ class AttentionPlan(Handle):
         super().__init__(c.ctx, h.value)
         n = max(self.workspace_bytes, 256)
         self.workspace = TS.empty_workspace(c.first, n, c.ctx)
+        # plain attributes: what the torch custom-op path reads while being traced
         self.rows, self.heads = U.shape(args.q)[0], self.desc.heads
-        _plans[id(self)] = self
+        self.o_shape = (self.rows, self.heads, self.desc.cache.kv_lora)
+        self.lse_shape = (self.rows, self.heads)
+        self.id = id(self)
+        _plans[self.id] = self
+        if torch_ops.enabled():
+            self.o_torch_dtype = TS._torch_storage(T.DType(self.desc.out_dtype))
 
     @property
     def workspace_bytes(self):
@@ -121,7 +128,6 @@ class AttentionPlan(Handle):
         with ``return_lse``): written into o / lse when given, else new
         tensors like q. The index tensors must be those the plan (or its last
         update) saw, unchanged."""
-        from . import torch_ops
         if torch_ops.enabled() and torch_ops.is_tensor(q):
             return torch_ops.attention_run(self, q, cache, block_table, context_lens, o, lse,
                                            cu_q_lens, topk_indices, sinks, rope, return_lse)

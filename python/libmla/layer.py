@@ -12,6 +12,7 @@ from . import _lib
 from . import _tensor as TS
 from . import _types as T
 from . import _util as U
+from . import torch_ops
 from .context import Call, Handle
 
 S = T.Status
@@ -81,7 +82,9 @@ class LayerPlan(Handle):
                                                  ctypes.byref(h)))
         super().__init__(c.ctx, h.value)
         self.tokens, self.hidden = T_, plan.config.hidden
-        _plans[id(self)] = self
+        self.id = id(self)
+        _plans[self.id] = self
+        torch_ops.enabled()  # registers the custom ops before any tracing
 
     _free = "mla_layer_plan_destroy"
 
@@ -106,7 +109,6 @@ class LayerPlan(Handle):
         """y [T, hidden] (BF16 or F32; a new tensor like x when None) for x
         [T, hidden] in opt.act, writing every new token's latent row (and
         indexer K) into the planned caches."""
-        from . import torch_ops
         if torch_ops.enabled() and torch_ops.is_tensor(x):
             return torch_ops.layer_forward(self, weights, x, y, dtype)
         return self._forward(weights, x, y, dtype)

@@ -19,8 +19,10 @@ _state = {"checked": False, "enabled": False}
 
 
 def is_tensor(x):
-    torch = sys.modules.get("torch")
-    return torch is not None and isinstance(x, torch.Tensor)
+    """x is a torch tensor (only asked once enabled(): no module lookup, so
+    that torch.compile traces it as a plain isinstance)."""
+    cls = _state.get("Tensor")
+    return cls is not None and isinstance(x, cls)
 
 
 def enabled():
@@ -35,6 +37,7 @@ def enabled():
         if ver >= (2, 4) and hasattr(torch, "library") and hasattr(torch.library, "custom_op"):
             _register(torch)
             _state["enabled"] = True
+            _state["Tensor"] = torch.Tensor
     return _state["enabled"]
 
 
@@ -86,8 +89,7 @@ def _register(torch):
                              mutates_args=("y", "cache", "index_cache", "workspace"))
     def layer_forward(plan_id: int, weights_id: int, x: Tensor, y: Tensor, cache: Tensor,
                       index_cache: Optional[Tensor], workspace: Tensor) -> None:
-        lp = LY._plans[plan_id]
-        lp._forward(_weights[weights_id], x, y, None)
+        LY._plans[plan_id]._forward(weights[weights_id], x, y, None)
 
     @layer_forward.register_fake
     def _(plan_id, weights_id, x, y, cache, index_cache, workspace):
@@ -98,39 +100,40 @@ def _register(torch):
 
 
 _ops = {}
-_weights = weakref.WeakValueDictionary()  # id -> LayerWeights
+weights = weakref.WeakValueDictionary()  # id -> LayerWeights (registered at load)
 
 
 def attention_run(plan, q, cache, block_table, context_lens, o, lse, cu_q_lens, topk_indices,
                   sinks, rope, return_lse):
+    """AttentionPlan.run through the custom op (traceable: it reads only plain
+    attributes of the plan)."""
     import torch
     if o is None:
-        o = torch.empty((plan.rows, plan.heads, plan.desc.cache.kv_lora),
-                        dtype=_storage(plan.desc.out_dtype), device=q.device)
+        o = torch.empty(plan.o_shape, dtype=plan.o_torch_dtype, device=q.device)
     if lse is None and return_lse:
-        lse = torch.empty((plan.rows, plan.heads), dtype=torch.float32, device=q.device)
-    common = (id(plan), q, cache, block_table, context_lens, cu_q_lens, topk_indices, sinks, o,
+        lse = torch.empty(plan.lse_shape, dtype=torch.float32, device=q.device)
+    common = (plan.id, q, cache, block_table, context_lens, cu_q_lens, topk_indices, sinks, o,
               lse, plan.workspace)
     if rope is None:
         _ops["attention_run"](*common)
     else:
-        from . import _util as U
-        from . import _types as T
-        style = int(U.enum(T.RopeStyle, rope.get("style", "interleaved"), "rope.style"))
+        style = rope.get("style", 0)
+        if not isinstance(style, int):  # a name
+            style = 1 if str(style).lower() == "neox" else 0
         _ops["attention_run_rope"](*common, rope["cos"], rope["sin"], rope["q_pos"],
                                    rope["k_nope"], rope["k_pe"], rope["k_pos"], rope["slots"],
                                    style)
     return (o, lse) if return_lse else o
 
 
-def layer_forward(lp, weights, x, y, dtype):
+def layer_forward(lp, w, x, y, dtype):
+    """LayerPlan.forward through the custom op."""
     import torch
     if y is None:
         dt = x.dtype if dtype is None else _storage(dtype)
         y = torch.empty((lp.tokens, lp.hidden), dtype=dt, device=x.device)
-    _weights[id(weights)] = weights
     _, _, cache, index_cache, workspace = lp.buffers
-    _ops["layer_forward"](id(lp), id(weights), x, y, cache, index_cache, workspace)
+    _ops["layer_forward"](lp.id, w.id, x, y, cache, index_cache, workspace)
     return y
 
 

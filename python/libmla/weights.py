@@ -7,6 +7,7 @@ from . import _lib
 from . import _tensor as TS
 from . import _types as T
 from . import _util as U
+from . import torch_ops
 from .context import Call, Handle, default_context
 
 S = T.Status
@@ -154,6 +155,8 @@ class LayerWeights(Handle):
                                                           ctypes.byref(self.struct))
         ctx.check(st)
         super().__init__(ctx, True)
+        self.id = id(self)
+        torch_ops.weights[self.id] = self  # what torch.ops.libmla.layer_forward finds
 
     @property
     def formats(self):

@@ -8,6 +8,7 @@
 # -D PREFIX=<install tree> -D LIBDIR=<its lib dir, relative> -D SOURCE=<consumer dir> -D WORK=<scratch dir>
 # -D VERSION=<x.y.z> -D CC=<C compiler> -D READELF=<readelf>
 # -D GENERATOR=<cmake generator> -D FLAGS=<extra compile/link flags, e.g. sanitizers>
+# -D PKG_CONFIG=<pkg-config> (the pc ways)
 cmake_minimum_required(VERSION 3.25)
 foreach(v WAY PREFIX LIBDIR SOURCE WORK VERSION CC READELF GENERATOR)
   if(NOT DEFINED ${v})
@@ -36,15 +37,15 @@ if(WAY MATCHES "^cmake-(shared|static)$")
   run(${CMAKE_COMMAND} --build ${dir})
 elseif(WAY MATCHES "^pc-(shared|static)$")
   set(ENV{PKG_CONFIG_PATH} ${PREFIX}/${LIBDIR}/pkgconfig)
-  run(pkg-config --cflags mla)
+  run(${PKG_CONFIG} --cflags mla)
   separate_arguments(cflags UNIX_COMMAND "${run_out}")
   if(CMAKE_MATCH_1 STREQUAL "static")
-    run(pkg-config --static --libs mla)
+    run(${PKG_CONFIG} --static --libs mla)
     # With both libraries installed the linker takes libmla.so for -lmla;
     # a static link asks for the archive by name.
     string(REPLACE "-lmla " "-l:libmla.a " run_out "${run_out} ")
   else()
-    run(pkg-config --libs mla)
+    run(${PKG_CONFIG} --libs mla)
   endif()
   separate_arguments(libs UNIX_COMMAND "${run_out}")
   run(${CC} ${flags} ${cflags} ${SOURCE}/consumer.c -o ${exe} ${libs} ${flags})
