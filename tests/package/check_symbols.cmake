@@ -82,8 +82,10 @@ foreach(l IN LISTS lines)
   endif()
   set(name ${CMAKE_MATCH_2})
   math(EXPR n_glob "${n_glob} + 1")
-  # clang's id of a HIP object: one per file, named by a hash
-  if(name MATCHES "^mla_" OR name MATCHES "^__hip_cuid_[0-9a-f]+$")
+  # clang's id of a HIP object (one per file, named by a hash), and ASan's
+  # ODR indicator of an mla_ global (the sanitized build)
+  if(name MATCHES "^mla_" OR name MATCHES "^__hip_cuid_[0-9a-f]+$"
+     OR name MATCHES "^__odr_asan[._]mla_")
     continue()
   endif()
   if(name MATCHES "^_Z")
