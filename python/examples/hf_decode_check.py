@@ -206,6 +206,7 @@ def bound(model, cfg, seq, P0, chunk=512):
     if func is None:  # torch 1.13 ships the same transforms as functorch
         import functorch as func
     exact, vjp = func.vjp(f, d0)
+    exact = exact.detach()
     for h in hooks:
         h.remove()
     inv, amp = exact_rope(cfg)
@@ -219,7 +220,12 @@ def bound(model, cfg, seq, P0, chunk=512):
                                  kv_lora=cfg.kv_lora_rank, eps=a.kv_a_layernorm.variance_epsilon,
                                  scale=a.scaling, inv_freq=inv, mscale=amp)
         x = inputs[a.layer_idx].cpu().numpy()
-        srcs.append([sh.step(b, x[b], np.arange(N), sources=True)[2] for b in range(B)])
+        per_seq = []
+        for b in range(B):
+            rows = sh.step(b, x[b], np.arange(N), sources=True)[2]
+            t = lambda k: [torch.from_numpy(r[k]).to(dev) for r in rows]  # noqa: E731
+            per_seq.append((torch.stack(t("q")), t("k"), torch.stack(t("own"))))
+        srcs.append(per_seq)
     n_out = exact.numel()
     var = torch.zeros(n_out, dtype=torch.float64, device=dev)
     D = cfg.kv_lora_rank + cfg.qk_rope_head_dim
@@ -231,16 +237,18 @@ def bound(model, cfg, seq, P0, chunk=512):
             J = func.vmap(vjp)(eye)[0]  # [chunk, L, B, N, hidden]
         except (RuntimeError, NotImplementedError):  # an op without a batching rule
             J = torch.stack([vjp(e)[0] for e in eye])
+        J = J.detach()  # (the transforms build J with a graph; none is needed here)
         for i in range(Lyr):
             for b in range(B):
+                mq, mk, own = srcs[i][b]
+                j = J[:, i, b]                                      # [chunk, N, hidden]
+                # a row's q_cat and fp32 sources are its own; a cached element is
+                # a source of every later row of the layer: sum those first
+                var[rows] += (torch.einsum("cny,nys->cns", j, mq) ** 2).sum((1, 2))
+                var[rows] += torch.einsum("cny,ny->c", j ** 2, own)
                 acc_k = torch.zeros(len(rows), N * D, dtype=torch.float64, device=dev)
                 for t in range(N):
-                    s = srcs[i][b][t]
-                    j = J[:, i, b, t, :]
-                    var[rows] += ((j @ torch.from_numpy(s["q"]).to(dev)) ** 2).sum(1)
-                    var[rows] += (j ** 2) @ torch.from_numpy(s["own"]).to(dev)
-                    mk = torch.from_numpy(s["k"]).to(dev)
-                    acc_k[:, :mk.shape[1]] += j @ mk
+                    acc_k[:, :mk[t].shape[1]] += j[:, t] @ mk[t]
                 var[rows] += (acc_k ** 2).sum(1)
     return 6 * var.sqrt().reshape(B, -1, cfg.vocab_size).transpose(0, 1), \
         exact.reshape(B, -1, cfg.vocab_size).transpose(0, 1)

@@ -253,9 +253,11 @@ _capsule_valid.argtypes = [ctypes.py_object, ctypes.c_char_p]
 def _from_dlpack(obj, name, stream):
     dev_type, dev_id = obj.__dlpack_device__() if hasattr(obj, "__dlpack_device__") else (1, 0)
     kwargs = {}
-    if dev_type in (_DL_CUDA, _DL_ROCM):
-        # the producer orders its work before the consumer's stream (1: the legacy default)
+    if dev_type == _DL_CUDA:
+        # the producer orders its work before the consumer's stream (1: CUDA's legacy default)
         kwargs["stream"] = stream if stream else 1
+    elif dev_type == _DL_ROCM:
+        kwargs["stream"] = stream if stream else 0  # 0: HIP's default stream
     try:
         cap = obj.__dlpack__(max_version=(1, 0), **kwargs)
     except TypeError:
