@@ -225,9 +225,12 @@ class Error(Exception):
     """
 
     def __init__(self, code, param="", detail=""):
-        self.code = T.Status(code)
-        self.status = "MLA_" + self.code.name
-        self.status_text = _STATUS_TEXT.get(int(code), self.code.name.lower())
+        try:
+            self.code = T.Status(code)
+            self.status = "MLA_" + self.code.name
+        except ValueError:  # a status newer than this package
+            self.code, self.status = int(code), "MLA_STATUS_%d" % int(code)
+        self.status_text = _STATUS_TEXT.get(int(code), self.status)
         self.param = param or ""
         self.detail = detail or ""
         text = self.status

@@ -6,8 +6,12 @@ single opaque ops and a CUDA/HIP graph capture records their kernels.
 The plans are Python objects; an op receives the plan's id (an int) and
 finds it in the plan module's registry. Outputs are allocated by the calling
 wrapper (torch.empty, which a graph capture serves from its pool) and passed
-in as mutated arguments; the caches and workspaces the C call writes are
-declared mutated too, so the compiler orders the calls correctly.
+in as mutated arguments (a compiler may hand the op copies of them and copy
+back). What the C call writes through pointers the plan holds is the plan's
+own state, not an argument: the workspace (scratch, 256-byte aligned, which a
+copy would not be) and the layer's planned caches (a copy written back after
+the call would undo the rows it wrote). RoPE inside attention writes the
+cache it is passed, which is declared mutated.
 
 Older PyTorch (Debian 12 ships 1.13) has no torch.library.custom_op: the same
 methods then call the C library directly (no torch.compile support)."""
@@ -55,44 +59,40 @@ def _register(torch):
         return {"cos": cos, "sin": sin, "q_pos": q_pos, "k_nope": k_nope, "k_pe": k_pe,
                 "k_pos": k_pos, "slots": slots, "style": style}
 
-    @torch.library.custom_op("libmla::attention_run", mutates_args=("o", "lse", "workspace"))
+    @torch.library.custom_op("libmla::attention_run", mutates_args=("o", "lse"))
     def attention_run(plan_id: int, q: Tensor, cache: Tensor, block_table: Optional[Tensor],
                       context_lens: Tensor, cu_q_lens: Optional[Tensor],
                       topk_indices: Optional[Tensor], sinks: Optional[Tensor], o: Tensor,
-                      lse: Optional[Tensor], workspace: Tensor) -> None:
+                      lse: Optional[Tensor]) -> None:
         A._plans[plan_id]._run(q, cache, block_table, context_lens, o, lse, cu_q_lens,
                                topk_indices, sinks, None, False)
 
     @attention_run.register_fake
-    def _(plan_id, q, cache, block_table, context_lens, cu_q_lens, topk_indices, sinks, o, lse,
-          workspace):
+    def _(plan_id, q, cache, block_table, context_lens, cu_q_lens, topk_indices, sinks, o, lse):
         return None
 
-    @torch.library.custom_op("libmla::attention_run_rope",
-                             mutates_args=("cache", "o", "lse", "workspace"))
+    @torch.library.custom_op("libmla::attention_run_rope", mutates_args=("cache", "o", "lse"))
     def attention_run_rope(plan_id: int, q: Tensor, cache: Tensor, block_table: Optional[Tensor],
                            context_lens: Tensor, cu_q_lens: Optional[Tensor],
                            topk_indices: Optional[Tensor], sinks: Optional[Tensor], o: Tensor,
-                           lse: Optional[Tensor], workspace: Tensor, cos: Tensor, sin: Tensor,
-                           q_pos: Tensor, k_nope: Tensor, k_pe: Tensor, k_pos: Tensor,
-                           slots: Tensor, style: int) -> None:
+                           lse: Optional[Tensor], cos: Tensor, sin: Tensor, q_pos: Tensor,
+                           k_nope: Tensor, k_pe: Tensor, k_pos: Tensor, slots: Tensor,
+                           style: int) -> None:
         A._plans[plan_id]._run(q, cache, block_table, context_lens, o, lse, cu_q_lens,
                                topk_indices, sinks,
                                _rope(cos, sin, q_pos, k_nope, k_pe, k_pos, slots, style), False)
 
     @attention_run_rope.register_fake
     def _(plan_id, q, cache, block_table, context_lens, cu_q_lens, topk_indices, sinks, o, lse,
-          workspace, cos, sin, q_pos, k_nope, k_pe, k_pos, slots, style):
+          cos, sin, q_pos, k_nope, k_pe, k_pos, slots, style):
         return None
 
-    @torch.library.custom_op("libmla::layer_forward",
-                             mutates_args=("y", "cache", "index_cache", "workspace"))
-    def layer_forward(plan_id: int, weights_id: int, x: Tensor, y: Tensor, cache: Tensor,
-                      index_cache: Optional[Tensor], workspace: Tensor) -> None:
+    @torch.library.custom_op("libmla::layer_forward", mutates_args=("y",))
+    def layer_forward(plan_id: int, weights_id: int, x: Tensor, y: Tensor) -> None:
         LY._plans[plan_id]._forward(weights[weights_id], x, y, None)
 
     @layer_forward.register_fake
-    def _(plan_id, weights_id, x, y, cache, index_cache, workspace):
+    def _(plan_id, weights_id, x, y):
         return None
 
     _ops.update(attention_run=attention_run, attention_run_rope=attention_run_rope,
@@ -113,7 +113,7 @@ def attention_run(plan, q, cache, block_table, context_lens, o, lse, cu_q_lens, 
     if lse is None and return_lse:
         lse = torch.empty(plan.lse_shape, dtype=torch.float32, device=q.device)
     common = (plan.id, q, cache, block_table, context_lens, cu_q_lens, topk_indices, sinks, o,
-              lse, plan.workspace)
+              lse)
     if rope is None:
         _ops["attention_run"](*common)
     else:
@@ -132,8 +132,7 @@ def layer_forward(lp, w, x, y, dtype):
     if y is None:
         dt = x.dtype if dtype is None else _storage(dtype)
         y = torch.empty((lp.tokens, lp.hidden), dtype=dt, device=x.device)
-    _, _, cache, index_cache, workspace = lp.buffers
-    _ops["layer_forward"](lp.id, w.id, x, y, cache, index_cache, workspace)
+    _ops["layer_forward"](lp.id, w.id, x, y)
     return y
 
 

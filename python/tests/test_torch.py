@@ -92,8 +92,8 @@ def test_custom_ops_compile(cpu):
     assert torch_ops.enabled() and hasattr(torch.ops.libmla, "attention_run")
     o = torch.empty_like(eager)
     torch.library.opcheck(torch.ops.libmla.attention_run.default,
-                          (id(plan), q, cache, table, lens, None, None, None, o, None,
-                           plan.workspace), test_utils=("test_schema", "test_faketensor"))
+                          (plan.id, q, cache, table, lens, None, None, None, o, None),
+                          test_utils=("test_schema", "test_faketensor"))
 
     def step(q):
         return plan.run(q, cache, table, lens) * 2
