@@ -83,3 +83,10 @@ def test_bf16_helpers_agree():
     bits = bf16_bits(x)
     assert list(bits) == [0x3F80, 0xC020, 0x7F62, 0x3DCD]
     assert list(bf16_values(bits)) == [libmla.bf16_to_f32(int(b)) for b in bits]
+
+
+def test_supports(cpu, ref):
+    assert cpu.supports(libmla.Op.CONVERT, "f32", "bf16") is None
+    assert ref.supports(libmla.Op.MXFP4_QUANT, "f32", "fp4x2", group=32, rows=4, cols=64) is None
+    with pytest.raises(libmla.Error):
+        cpu.supports(99)
