@@ -243,6 +243,11 @@ typedef struct mla_backend_ops {
                                     int64_t hi, const mla_tensor *table, int64_t block_size,
                                     int64_t num_blocks, uint32_t *gate);
     mla_status (*paged_check_verdict)(mla_context *ctx, uint32_t gate, int *ok);
+
+    /* Optional, both or neither (NULL: a host backend, no stream): the
+     * stream the context queues its work on (mla_context_set_stream). */
+    mla_status (*set_stream)(mla_context *ctx, void *stream);
+    void *(*get_stream)(const mla_context *ctx);
 } mla_backend_ops;
 
 struct mla_context {

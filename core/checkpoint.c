@@ -160,25 +160,25 @@ static mla_status read_index(mla_context *ctx, mla_checkpoint *ck, const char *p
     char *text = NULL;
     size_t len = 0;
     MLA_TRY(mla_read_small_file(ctx, path, INDEX_NAME, INDEX_MAX_BYTES, &text, &len));
-    json_value root;
+    mla_json_value root;
     size_t at = 0;
-    const json_result jr = json_value_parse(text, len, &root, &at);
+    const mla_json_result jr = mla_json_value_parse(text, len, &root, &at);
     free(text);
-    if (jr == JSON_NOMEM)
+    if (jr == MLA_JSON_NOMEM)
         return mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, INDEX_NAME, "out of memory");
-    if (jr != JSON_OK)
+    if (jr != MLA_JSON_OK)
         return mla_fail(ctx, MLA_ERR_FORMAT, INDEX_NAME, INDEX_NAME ": %s at byte %zu",
-                        jr == JSON_DUPLICATE ? "a tensor listed twice (the object ends)"
+                        jr == MLA_JSON_DUPLICATE ? "a tensor listed twice (the object ends)"
                                              : "malformed JSON",
                         at);
-    const json_value *map = json_value_get(&root, "weight_map");
+    const mla_json_value *map = mla_json_value_get(&root, "weight_map");
     mla_status st = MLA_OK;
-    if (!map || map->type != JSON_OBJECT)
+    if (!map || map->type != MLA_JSON_OBJECT)
         st = mla_fail(ctx, MLA_ERR_FORMAT, INDEX_NAME, INDEX_NAME ": no \"weight_map\" object");
     int64_t cap = 0;
     for (int64_t i = 0; st == MLA_OK && i < map->count; ++i) {
         int32_t sh = 0;
-        if (map->items[i].type != JSON_STRING)
+        if (map->items[i].type != MLA_JSON_STRING)
             st = mla_fail(ctx, MLA_ERR_FORMAT, INDEX_NAME,
                           INDEX_NAME ": the shard of '%.64s' is not a string", map->keys[i]);
         if (st == MLA_OK && !*map->keys[i])
@@ -188,7 +188,7 @@ static mla_status read_index(mla_context *ctx, mla_checkpoint *ck, const char *p
         if (st == MLA_OK)
             st = add_tensor(ctx, ck, &cap, map->keys[i], sh);
     }
-    json_value_free(&root);
+    mla_json_value_free(&root);
     return st;
 }
 

@@ -165,6 +165,26 @@ mla_status mla_context_synchronize(mla_context *ctx)
     return ctx->ops->synchronize(ctx);
 }
 
+mla_status mla_context_set_stream(mla_context *ctx, void *stream)
+{
+    if (!ctx)
+        return MLA_ERR_NULL_POINTER;
+    mla_clear_error(ctx);
+    if (ctx->ops->set_stream)
+        return ctx->ops->set_stream(ctx, stream);
+    if (stream)
+        return mla_fail(ctx, MLA_ERR_UNSUPPORTED, "stream",
+                        "the %s backend runs on the calling thread and has no stream; "
+                        "only NULL is accepted",
+                        ctx->ops->name);
+    return MLA_OK;
+}
+
+void *mla_context_get_stream(const mla_context *ctx)
+{
+    return ctx && ctx->ops->get_stream ? ctx->ops->get_stream(ctx) : NULL;
+}
+
 mla_status mla_supports(const mla_context *ctx, const mla_variant *variant, const char **param)
 {
     if (param)

@@ -18,7 +18,7 @@
 
 typedef struct hf_reader {
     mla_context *ctx;
-    const json_value *root;
+    const mla_json_value *root;
 } hf_reader;
 
 static mla_status field_fail(hf_reader *r, mla_status st, const char *field, const char *why)
@@ -27,13 +27,13 @@ static mla_status field_fail(hf_reader *r, mla_status st, const char *field, con
 }
 
 /* A positive integer field (max: its largest legal value). */
-static mla_status get_int(hf_reader *r, const json_value *obj, const char *field, const char *key,
+static mla_status get_int(hf_reader *r, const mla_json_value *obj, const char *field, const char *key,
                           int64_t max, int64_t *out)
 {
-    const json_value *v = json_value_get(obj, key);
+    const mla_json_value *v = mla_json_value_get(obj, key);
     if (!v)
         return field_fail(r, MLA_ERR_FORMAT, field, "is missing");
-    if (v->type != JSON_NUMBER || !v->is_integer)
+    if (v->type != MLA_JSON_NUMBER || !v->is_integer)
         return field_fail(r, MLA_ERR_FORMAT, field, "is not an integer");
     if (v->integer < 1 || v->integer > max)
         return mla_fail(r->ctx, MLA_ERR_OUT_OF_RANGE, field,
@@ -45,15 +45,15 @@ static mla_status get_int(hf_reader *r, const json_value *obj, const char *field
 
 /* A finite number field; *present 0 (and *out untouched) when absent and
  * present is given, else absence is refused. */
-static mla_status get_num(hf_reader *r, const json_value *obj, const char *field, const char *key,
+static mla_status get_num(hf_reader *r, const mla_json_value *obj, const char *field, const char *key,
                           int *present, double *out)
 {
-    const json_value *v = json_value_get(obj, key);
+    const mla_json_value *v = mla_json_value_get(obj, key);
     if (present)
         *present = v != NULL;
     if (!v)
         return present ? MLA_OK : field_fail(r, MLA_ERR_FORMAT, field, "is missing");
-    if (v->type != JSON_NUMBER || !isfinite(v->number))
+    if (v->type != MLA_JSON_NUMBER || !isfinite(v->number))
         return field_fail(r, MLA_ERR_FORMAT, field, "is not a number");
     *out = v->number;
     return MLA_OK;
@@ -76,10 +76,10 @@ static double yarn_m(double factor, double k)
  * and on mscale without mscale_all_dim, so those are required. */
 static mla_status read_rope(hf_reader *r, mla_model_config *m)
 {
-    const json_value *rs = json_value_get(r->root, "rope_scaling");
+    const mla_json_value *rs = mla_json_value_get(r->root, "rope_scaling");
     const char *grp = "rope_scaling";
-    const json_value *rp = json_value_get(r->root, "rope_parameters");
-    if ((!rs || rs->type == JSON_NULL) && rp) {
+    const mla_json_value *rp = mla_json_value_get(r->root, "rope_parameters");
+    if ((!rs || rs->type == MLA_JSON_NULL) && rp) {
         rs = rp;
         grp = "rope_parameters";
     }
@@ -93,7 +93,7 @@ static mla_status read_rope(hf_reader *r, mla_model_config *m)
     m->rope_cfg.mscale_all_dim = 0.0;
     int have_theta = 0;
     MLA_TRY(get_num(r, r->root, "rope_theta", "rope_theta", &have_theta, &m->rope_cfg.base));
-    if (!have_theta && rs && rs->type == JSON_OBJECT) {
+    if (!have_theta && rs && rs->type == MLA_JSON_OBJECT) {
         snprintf(f, sizeof f, "%s.rope_theta", grp);
         MLA_TRY(get_num(r, rs, f, "rope_theta", &have_theta, &m->rope_cfg.base));
     }
@@ -101,18 +101,18 @@ static mla_status read_rope(hf_reader *r, mla_model_config *m)
         return field_fail(r, MLA_ERR_FORMAT, "rope_theta", "is missing");
     if (!(m->rope_cfg.base > 1.0))
         return field_fail(r, MLA_ERR_OUT_OF_RANGE, "rope_theta", "must be above 1");
-    if (!rs || rs->type == JSON_NULL)
+    if (!rs || rs->type == MLA_JSON_NULL)
         return MLA_OK;
-    if (rs->type != JSON_OBJECT)
+    if (rs->type != MLA_JSON_OBJECT)
         return field_fail(r, MLA_ERR_FORMAT, grp, "is neither null nor an object");
-    const json_value *t = json_value_get(rs, "rope_type");
-    const json_value *t2 = json_value_get(rs, "type");
+    const mla_json_value *t = mla_json_value_get(rs, "rope_type");
+    const mla_json_value *t2 = mla_json_value_get(rs, "type");
     snprintf(f, sizeof f, "%s.%s", grp, t ? "rope_type" : "type");
     if (!t)
         t = t2;
-    if (!t || t->type != JSON_STRING)
+    if (!t || t->type != MLA_JSON_STRING)
         return field_fail(r, MLA_ERR_FORMAT, f, "is missing or not a string");
-    if (t2 && t2 != t && (t2->type != JSON_STRING || strcmp(t2->string, t->string)))
+    if (t2 && t2 != t && (t2->type != MLA_JSON_STRING || strcmp(t2->string, t->string)))
         return mla_fail(r->ctx, MLA_ERR_FORMAT, f, "config.json: %s.type and %s.rope_type disagree",
                         grp, grp);
     if (!strcmp(t->string, "default"))
@@ -156,9 +156,9 @@ static mla_status read_rope(hf_reader *r, mla_model_config *m)
                         "config.json: %s %.17g differs from m(factor, mscale) / m(factor, "
                         "mscale_all_dim) = %.17g, the only cos/sin scale the library applies",
                         f, af, ratio);
-    const json_value *tr = json_value_get(rs, "truncate");
+    const mla_json_value *tr = mla_json_value_get(rs, "truncate");
     snprintf(f, sizeof f, "%s.truncate", grp);
-    if (tr && tr->type != JSON_TRUE)
+    if (tr && tr->type != MLA_JSON_TRUE)
         return field_fail(r, MLA_ERR_UNSUPPORTED, f,
                           "is not true: the library's YaRN ramp rounds its ends (floor, ceil)");
     return MLA_OK;
@@ -168,9 +168,9 @@ static mla_status read_rope(hf_reader *r, mla_model_config *m)
  * deepseek_v32 needs them. */
 static mla_status read_indexer(hf_reader *r, mla_model_config *m, const char *model_type)
 {
-    const int any = json_value_get(r->root, "index_n_heads") ||
-                    json_value_get(r->root, "index_head_dim") ||
-                    json_value_get(r->root, "index_topk");
+    const int any = mla_json_value_get(r->root, "index_n_heads") ||
+                    mla_json_value_get(r->root, "index_head_dim") ||
+                    mla_json_value_get(r->root, "index_topk");
     if (!any && strcmp(model_type, "deepseek_v32") != 0)
         return MLA_OK;
     MLA_TRY(get_int(r, r->root, "index_n_heads", "index_n_heads", 4096, &m->index_heads));
@@ -191,28 +191,28 @@ static mla_status read_indexer(hf_reader *r, mla_model_config *m, const char *mo
  * loader, which reads each tensor's format from its dtype. */
 static mla_status read_quant(hf_reader *r, mla_hf_config *out)
 {
-    const json_value *q = json_value_get(r->root, "quantization_config");
-    if (!q || q->type == JSON_NULL)
+    const mla_json_value *q = mla_json_value_get(r->root, "quantization_config");
+    if (!q || q->type == MLA_JSON_NULL)
         return MLA_OK;
-    if (q->type != JSON_OBJECT)
+    if (q->type != MLA_JSON_OBJECT)
         return field_fail(r, MLA_ERR_FORMAT, "quantization_config", "is not an object");
-    const json_value *qm = json_value_get(q, "quant_method");
-    if (!qm || qm->type != JSON_STRING)
+    const mla_json_value *qm = mla_json_value_get(q, "quant_method");
+    if (!qm || qm->type != MLA_JSON_STRING)
         return field_fail(r, MLA_ERR_FORMAT, "quantization_config.quant_method",
                           "is missing or not a string");
     snprintf(out->quant_method, sizeof out->quant_method, "%s", qm->string);
     if (strcmp(qm->string, "fp8") != 0)
         return MLA_OK;
-    const json_value *fm = json_value_get(q, "fmt");
-    if (fm && (fm->type != JSON_STRING || strcmp(fm->string, "e4m3") != 0))
+    const mla_json_value *fm = mla_json_value_get(q, "fmt");
+    if (fm && (fm->type != MLA_JSON_STRING || strcmp(fm->string, "e4m3") != 0))
         return field_fail(r, MLA_ERR_UNSUPPORTED, "quantization_config.fmt",
                           "is not \"e4m3\" (the fp8 checkpoints' float8_e4m3fn)");
-    const json_value *bs = json_value_get(q, "weight_block_size");
+    const mla_json_value *bs = mla_json_value_get(q, "weight_block_size");
     const char *f = "quantization_config.weight_block_size";
     if (!bs)
         return field_fail(r, MLA_ERR_FORMAT, f, "is missing");
-    if (bs->type != JSON_ARRAY || bs->count != 2 || bs->items[0].type != JSON_NUMBER ||
-        bs->items[1].type != JSON_NUMBER || !bs->items[0].is_integer || !bs->items[1].is_integer)
+    if (bs->type != MLA_JSON_ARRAY || bs->count != 2 || bs->items[0].type != MLA_JSON_NUMBER ||
+        bs->items[1].type != MLA_JSON_NUMBER || !bs->items[0].is_integer || !bs->items[1].is_integer)
         return field_fail(r, MLA_ERR_FORMAT, f, "is not two integers");
     out->fp8_block[0] = bs->items[0].integer;
     out->fp8_block[1] = bs->items[1].integer;
@@ -226,23 +226,23 @@ static mla_status read_quant(hf_reader *r, mla_hf_config *out)
 
 static mla_status read_config(hf_reader *r, mla_hf_config *out)
 {
-    const json_value *root = r->root;
+    const mla_json_value *root = r->root;
     mla_model_config *m = &out->model;
-    if (root->type != JSON_OBJECT)
+    if (root->type != MLA_JSON_OBJECT)
         return mla_fail(r->ctx, MLA_ERR_FORMAT, "config.json", "config.json is not an object");
-    const json_value *mt = json_value_get(root, "model_type");
-    if (mt && mt->type != JSON_STRING)
+    const mla_json_value *mt = mla_json_value_get(root, "model_type");
+    if (mt && mt->type != MLA_JSON_STRING)
         return field_fail(r, MLA_ERR_FORMAT, "model_type", "is not a string");
     snprintf(out->model_type, sizeof out->model_type, "%s", mt ? mt->string : "");
     snprintf(m->name, sizeof m->name, "%s", out->model_type[0] ? out->model_type : "hf");
     MLA_TRY(get_int(r, root, "hidden_size", "hidden_size", HF_MAX_EXTENT, &m->hidden));
     MLA_TRY(get_int(r, root, "num_attention_heads", "num_attention_heads", 4096, &m->heads));
-    const json_value *ql = json_value_get(root, "q_lora_rank");
+    const mla_json_value *ql = mla_json_value_get(root, "q_lora_rank");
     if (!ql)
         return field_fail(r, MLA_ERR_FORMAT, "q_lora_rank",
                           "is missing (null for no q "
                           "compression)");
-    if (ql->type != JSON_NULL)
+    if (ql->type != MLA_JSON_NULL)
         MLA_TRY(get_int(r, root, "q_lora_rank", "q_lora_rank", HF_MAX_EXTENT, &m->q_lora));
     MLA_TRY(get_int(r, root, "kv_lora_rank", "kv_lora_rank", HF_MAX_EXTENT, &m->kv_lora));
     MLA_TRY(get_int(r, root, "qk_nope_head_dim", "qk_nope_head_dim", HF_MAX_EXTENT, &m->nope));
@@ -251,7 +251,7 @@ static mla_status read_config(hf_reader *r, mla_hf_config *out)
     if (m->rope % 2)
         return field_fail(r, MLA_ERR_FORMAT, "qk_rope_head_dim", "is odd (RoPE rotates pairs)");
     int64_t qk = 0;
-    const json_value *qh = json_value_get(root, "qk_head_dim");
+    const mla_json_value *qh = mla_json_value_get(root, "qk_head_dim");
     if (qh && (get_int(r, root, "qk_head_dim", "qk_head_dim", 2 * HF_MAX_EXTENT, &qk) != MLA_OK ||
                qk != m->nope + m->rope))
         return field_fail(r, MLA_ERR_FORMAT, "qk_head_dim",
@@ -264,8 +264,8 @@ static mla_status read_config(hf_reader *r, mla_hf_config *out)
     if (!(eps > 0.0 && eps < 1.0))
         return field_fail(r, MLA_ERR_OUT_OF_RANGE, "rms_norm_eps", "is not in (0, 1)");
     m->rms_eps = (float)eps;
-    const json_value *ri = json_value_get(root, "rope_interleave");
-    if (ri && ri->type != JSON_TRUE)
+    const mla_json_value *ri = mla_json_value_get(root, "rope_interleave");
+    if (ri && ri->type != MLA_JSON_TRUE)
         return field_fail(r, MLA_ERR_UNSUPPORTED, "rope_interleave",
                           "is not true: MLA's q_pe / k_pe pairs are interleaved (GPT-J)");
     MLA_TRY(read_rope(r, m));
@@ -279,21 +279,21 @@ mla_status mla_hf_config_parse(mla_context *ctx, const char *text, size_t len, m
         mla_clear_error(ctx);
     if (!text || !out)
         return mla_fail(ctx, MLA_ERR_NULL_POINTER, !text ? "text" : "out", "null argument");
-    json_value root;
+    mla_json_value root;
     size_t at = 0;
-    json_result jr = json_value_parse(text, len, &root, &at);
-    if (jr == JSON_NOMEM)
+    mla_json_result jr = mla_json_value_parse(text, len, &root, &at);
+    if (jr == MLA_JSON_NOMEM)
         return mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, "config.json", "out of memory");
-    if (jr != JSON_OK)
+    if (jr != MLA_JSON_OK)
         return mla_fail(ctx, MLA_ERR_FORMAT, "config.json", "config.json: %s at byte %zu",
-                        jr == JSON_DUPLICATE ? "an object names a key twice (the object ends)"
+                        jr == MLA_JSON_DUPLICATE ? "an object names a key twice (the object ends)"
                                              : "malformed JSON",
                         at);
     mla_hf_config c;
     memset(&c, 0, sizeof c);
     hf_reader r = {ctx, &root};
     mla_status st = read_config(&r, &c);
-    json_value_free(&root);
+    mla_json_value_free(&root);
     if (st == MLA_OK)
         *out = c;
     return st;

@@ -34,14 +34,14 @@ static bigfloat from_wide(const uint32_t *w, int n, int64_t e, int neg)
     return r;
 }
 
-bigfloat bf_from_int(int64_t v)
+bigfloat mla_bf_from_int(int64_t v)
 {
     const uint64_t a = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
     const uint32_t w[2] = {(uint32_t)(a >> 32), (uint32_t)a};
     return from_wide(w, 2, 0, v < 0);
 }
 
-bigfloat bf_from_double(double v)
+bigfloat mla_bf_from_double(double v)
 {
     uint64_t bits;
     memcpy(&bits, &v, sizeof bits);
@@ -53,31 +53,31 @@ bigfloat bf_from_double(double v)
     return from_wide(w, 2, (biased ? biased : 1) - 1075, (int)(bits >> 63));
 }
 
-int bf_is_zero(bigfloat a)
+int mla_bf_is_zero(bigfloat a)
 {
     return !a.m[0];
 }
 
-int64_t bf_top(bigfloat a)
+int64_t mla_bf_top(bigfloat a)
 {
     return a.e + 32 * BF_LIMBS - 1;
 }
 
-bigfloat bf_abs(bigfloat a)
+bigfloat mla_bf_abs(bigfloat a)
 {
     a.neg = 0;
     return a;
 }
 
-bigfloat bf_neg(bigfloat a)
+bigfloat mla_bf_neg(bigfloat a)
 {
-    a.neg = !a.neg && !bf_is_zero(a);
+    a.neg = !a.neg && !mla_bf_is_zero(a);
     return a;
 }
 
-bigfloat bf_ldexp(bigfloat a, int64_t k)
+bigfloat mla_bf_ldexp(bigfloat a, int64_t k)
 {
-    if (!bf_is_zero(a))
+    if (!mla_bf_is_zero(a))
         a.e += k;
     return a;
 }
@@ -125,11 +125,11 @@ static int cmp_n(const uint32_t *x, const uint32_t *y, int n)
 
 /* The exact sum, then one truncation. b more than 320 bits below a's top is
  * dropped (a change below a's last bit). */
-bigfloat bf_add(bigfloat a, bigfloat b)
+bigfloat mla_bf_add(bigfloat a, bigfloat b)
 {
-    if (bf_is_zero(b))
+    if (mla_bf_is_zero(b))
         return a;
-    if (bf_is_zero(a))
+    if (mla_bf_is_zero(a))
         return b;
     if (a.e < b.e) {
         const bigfloat t = a;
@@ -148,7 +148,7 @@ bigfloat bf_add(bigfloat a, bigfloat b)
     }
     const int c = cmp_n(x, y, WIDE);
     if (c == 0)
-        return bf_from_int(0);
+        return mla_bf_from_int(0);
     if (c > 0) {
         sub_n(x, y, WIDE);
         return from_wide(x, WIDE, b.e, a.neg);
@@ -157,12 +157,12 @@ bigfloat bf_add(bigfloat a, bigfloat b)
     return from_wide(y, WIDE, b.e, b.neg);
 }
 
-bigfloat bf_sub(bigfloat a, bigfloat b)
+bigfloat mla_bf_sub(bigfloat a, bigfloat b)
 {
-    return bf_add(a, bf_neg(b));
+    return mla_bf_add(a, mla_bf_neg(b));
 }
 
-bigfloat bf_mul(bigfloat a, bigfloat b)
+bigfloat mla_bf_mul(bigfloat a, bigfloat b)
 {
     uint32_t p[2 * BF_LIMBS] = {0};
     for (int i = BF_LIMBS - 1; i >= 0; --i) {
@@ -179,10 +179,10 @@ bigfloat bf_mul(bigfloat a, bigfloat b)
 
 /* Q = floor(Ma * 2^257 / Mb) by restoring division, one quotient bit per
  * step (Ma / Mb is in (1/2, 2), so Q has 257 or 258 bits). */
-bigfloat bf_div(bigfloat a, bigfloat b)
+bigfloat mla_bf_div(bigfloat a, bigfloat b)
 {
     enum { N = BF_LIMBS + 1, QBITS = 257 };
-    if (bf_is_zero(a))
+    if (mla_bf_is_zero(a))
         return a;
     uint32_t r[N] = {0}, d[N] = {0}, q[N] = {0};
     memcpy(r + 1, a.m, sizeof a.m);
@@ -198,7 +198,7 @@ bigfloat bf_div(bigfloat a, bigfloat b)
     return from_wide(q, N, a.e - b.e - QBITS, a.neg ^ b.neg);
 }
 
-bigfloat bf_div_u(bigfloat a, uint32_t d)
+bigfloat mla_bf_div_u(bigfloat a, uint32_t d)
 {
     uint32_t q[BF_LIMBS + 1];
     uint64_t rem = 0;
@@ -210,18 +210,18 @@ bigfloat bf_div_u(bigfloat a, uint32_t d)
     return from_wide(q, BF_LIMBS + 1, a.e - 32, a.neg);
 }
 
-int bf_cmp(bigfloat a, bigfloat b)
+int mla_bf_cmp(bigfloat a, bigfloat b)
 {
-    const bigfloat d = bf_sub(a, b);
-    return bf_is_zero(d) ? 0 : d.neg ? -1 : 1;
+    const bigfloat d = mla_bf_sub(a, b);
+    return mla_bf_is_zero(d) ? 0 : d.neg ? -1 : 1;
 }
 
-bigfloat bf_floor(bigfloat a)
+bigfloat mla_bf_floor(bigfloat a)
 {
-    if (bf_is_zero(a) || a.e >= 0)
+    if (mla_bf_is_zero(a) || a.e >= 0)
         return a;
     if (a.e <= -32 * BF_LIMBS) /* 0 < |a| < 1 */
-        return bf_from_int(a.neg ? -1 : 0);
+        return mla_bf_from_int(a.neg ? -1 : 0);
     bigfloat t = a;
     int lost = 0;
     for (int64_t bit = 0; bit < -a.e; ++bit) {
@@ -230,111 +230,111 @@ bigfloat bf_floor(bigfloat a)
         lost |= (*l & mask) != 0;
         *l &= ~mask;
     }
-    return a.neg && lost ? bf_sub(t, bf_from_int(1)) : t;
+    return a.neg && lost ? mla_bf_sub(t, mla_bf_from_int(1)) : t;
 }
 
-bigfloat bf_ceil(bigfloat a)
+bigfloat mla_bf_ceil(bigfloat a)
 {
-    return bf_neg(bf_floor(bf_neg(a)));
+    return mla_bf_neg(mla_bf_floor(mla_bf_neg(a)));
 }
 
 /* Below the last bit that matters next to `sum`. */
 static int negligible(bigfloat term, bigfloat sum)
 {
-    return bf_is_zero(term) || bf_top(term) < bf_top(sum) - 32 * BF_LIMBS - 4;
+    return mla_bf_is_zero(term) || mla_bf_top(term) < mla_bf_top(sum) - 32 * BF_LIMBS - 4;
 }
 
 /* exp(y) = exp(y / 2^s)^(2^s), |y / 2^s| < 2^-8, the Taylor series there. */
-bigfloat bf_exp(bigfloat y)
+bigfloat mla_bf_exp(bigfloat y)
 {
-    const int64_t s = bf_is_zero(y) || bf_top(y) < -9 ? 0 : bf_top(y) + 9;
-    const bigfloat t = bf_ldexp(y, -s);
-    bigfloat sum = bf_from_int(1), term = sum;
+    const int64_t s = mla_bf_is_zero(y) || mla_bf_top(y) < -9 ? 0 : mla_bf_top(y) + 9;
+    const bigfloat t = mla_bf_ldexp(y, -s);
+    bigfloat sum = mla_bf_from_int(1), term = sum;
     for (uint32_t k = 1;; ++k) {
-        term = bf_div_u(bf_mul(term, t), k);
+        term = mla_bf_div_u(mla_bf_mul(term, t), k);
         if (negligible(term, sum))
             break;
-        sum = bf_add(sum, term);
+        sum = mla_bf_add(sum, term);
     }
     for (int64_t k = 0; k < s; ++k)
-        sum = bf_mul(sum, sum);
+        sum = mla_bf_mul(sum, sum);
     return sum;
 }
 
 /* atanh(z) = z + z^3/3 + z^5/5 + ..., |z| <= 1/3. */
 static bigfloat atanh_series(bigfloat z)
 {
-    const bigfloat z2 = bf_mul(z, z);
+    const bigfloat z2 = mla_bf_mul(z, z);
     bigfloat sum = z, power = z;
     for (uint32_t k = 3;; k += 2) {
-        power = bf_mul(power, z2);
-        const bigfloat term = bf_div_u(power, k);
+        power = mla_bf_mul(power, z2);
+        const bigfloat term = mla_bf_div_u(power, k);
         if (negligible(term, sum))
             break;
-        sum = bf_add(sum, term);
+        sum = mla_bf_add(sum, term);
     }
     return sum;
 }
 
 /* ln a = k ln 2 + 2 atanh((m - 1) / (m + 1)), a = m 2^k, m in [0.707, 1.415):
  * no cancellation between the two terms, |z| < 0.18. */
-bigfloat bf_ln(bigfloat a)
+bigfloat mla_bf_ln(bigfloat a)
 {
-    const bigfloat one = bf_from_int(1);
-    int64_t k = bf_top(a);
-    bigfloat m = bf_ldexp(a, -k);
+    const bigfloat one = mla_bf_from_int(1);
+    int64_t k = mla_bf_top(a);
+    bigfloat m = mla_bf_ldexp(a, -k);
     if (m.m[0] >= 0xB504F334u) { /* m >= sqrt 2 */
-        m = bf_ldexp(m, -1);
+        m = mla_bf_ldexp(m, -1);
         ++k;
     }
-    const bigfloat z = bf_div(bf_sub(m, one), bf_add(m, one));
-    const bigfloat ln2 = bf_ldexp(atanh_series(bf_div_u(one, 3)), 1);
-    return bf_add(bf_mul(bf_from_int(k), ln2), bf_ldexp(atanh_series(z), 1));
+    const bigfloat z = mla_bf_div(mla_bf_sub(m, one), mla_bf_add(m, one));
+    const bigfloat ln2 = mla_bf_ldexp(atanh_series(mla_bf_div_u(one, 3)), 1);
+    return mla_bf_add(mla_bf_mul(mla_bf_from_int(k), ln2), mla_bf_ldexp(atanh_series(z), 1));
 }
 
 /* atan(1/n) = sum_j (-1)^j / ((2j + 1) n^(2j+1)). */
 static bigfloat atan_inv(uint32_t n)
 {
-    bigfloat power = bf_div_u(bf_from_int(1), n), sum = power;
+    bigfloat power = mla_bf_div_u(mla_bf_from_int(1), n), sum = power;
     for (uint32_t k = 3;; k += 2) {
-        power = bf_div_u(power, n * n);
-        const bigfloat term = bf_div_u(power, k);
+        power = mla_bf_div_u(power, n * n);
+        const bigfloat term = mla_bf_div_u(power, k);
         if (negligible(term, sum))
             break;
-        sum = k % 4 == 3 ? bf_sub(sum, term) : bf_add(sum, term);
+        sum = k % 4 == 3 ? mla_bf_sub(sum, term) : mla_bf_add(sum, term);
     }
     return sum;
 }
 
 /* Machin: pi = 16 atan(1/5) - 4 atan(1/239). */
-bigfloat bf_pi(void)
+bigfloat mla_bf_pi(void)
 {
-    return bf_sub(bf_ldexp(atan_inv(5), 4), bf_ldexp(atan_inv(239), 2));
+    return mla_bf_sub(mla_bf_ldexp(atan_inv(5), 4), mla_bf_ldexp(atan_inv(239), 2));
 }
 
 /* The Taylor series: sin x = x - x^3/3! + ..., cos x = 1 - x^2/2! + ... */
-void bf_sincos(bigfloat x, bigfloat *s, bigfloat *c)
+void mla_bf_sincos(bigfloat x, bigfloat *s, bigfloat *c)
 {
-    const bigfloat x2 = bf_mul(x, x);
+    const bigfloat x2 = mla_bf_mul(x, x);
     bigfloat term = x, sum = x;
-    for (uint32_t k = 2; !bf_is_zero(x); k += 2) {
-        term = bf_neg(bf_div_u(bf_mul(term, x2), k * (k + 1)));
+    for (uint32_t k = 2; !mla_bf_is_zero(x); k += 2) {
+        term = mla_bf_neg(mla_bf_div_u(mla_bf_mul(term, x2), k * (k + 1)));
         if (negligible(term, sum))
             break;
-        sum = bf_add(sum, term);
+        sum = mla_bf_add(sum, term);
     }
     *s = sum;
-    term = sum = bf_from_int(1);
-    for (uint32_t k = 1; !bf_is_zero(x); k += 2) {
-        term = bf_neg(bf_div_u(bf_mul(term, x2), k * (k + 1)));
+    term = sum = mla_bf_from_int(1);
+    for (uint32_t k = 1; !mla_bf_is_zero(x); k += 2) {
+        term = mla_bf_neg(mla_bf_div_u(mla_bf_mul(term, x2), k * (k + 1)));
         if (negligible(term, sum))
             break;
-        sum = bf_add(sum, term);
+        sum = mla_bf_add(sum, term);
     }
     *c = sum;
 }
 
-uint64_t bf_bits64(bigfloat a, int64_t lo)
+uint64_t mla_bf_bits64(bigfloat a, int64_t lo)
 {
     uint64_t v = 0;
     for (int b = 63; b >= 0; --b) {
@@ -345,17 +345,17 @@ uint64_t bf_bits64(bigfloat a, int64_t lo)
     return v;
 }
 
-double bf_to_double(bigfloat a)
+double mla_bf_to_double(bigfloat a)
 {
-    if (bf_is_zero(a))
+    if (mla_bf_is_zero(a))
         return 0.0;
     const int64_t e = a.e + 32 * BF_LIMBS - 53;
-    const double m = (double)bf_bits64(a, 32 * BF_LIMBS - 53); /* the top 53 bits */
+    const double m = (double)mla_bf_bits64(a, 32 * BF_LIMBS - 53); /* the top 53 bits */
     const double v = e > 2000 ? INFINITY : e < -2000 ? 0.0 : ldexp(m, (int)e);
     return a.neg ? -v : v;
 }
 
-uint32_t bf_f32_round(int neg, uint64_t m, int sticky, int64_t e)
+uint32_t mla_bf_f32_round(int neg, uint64_t m, int sticky, int64_t e)
 {
     if (!m)
         return 0;
@@ -376,15 +376,15 @@ uint32_t bf_f32_round(int neg, uint64_t m, int sticky, int64_t e)
     return sign | (bits >= 0x7f800000u ? 0x7f800000u : (uint32_t)bits);
 }
 
-uint32_t bf_to_f32_bits(bigfloat a)
+uint32_t mla_bf_to_f32_bits(bigfloat a)
 {
     int sticky = 0;
     for (int k = 2; k < BF_LIMBS; ++k)
         sticky |= a.m[k] != 0;
-    return bf_f32_round(a.neg, (uint64_t)a.m[0] << 32 | a.m[1], sticky, a.e + 32 * BF_LIMBS - 64);
+    return mla_bf_f32_round(a.neg, (uint64_t)a.m[0] << 32 | a.m[1], sticky, a.e + 32 * BF_LIMBS - 64);
 }
 
-uint32_t bf_double_to_f32_bits(double v)
+uint32_t mla_bf_double_to_f32_bits(double v)
 {
     uint64_t bits;
     memcpy(&bits, &v, sizeof bits);
@@ -392,5 +392,5 @@ uint32_t bf_double_to_f32_bits(double v)
     if (!biased) /* 0 (+0 either way) or below 2^-1022 (a zero of v's sign) */
         return v != 0 && bits >> 63 ? 0x80000000u : 0;
     const uint64_t m = ((bits & ((1ull << 52) - 1)) | 1ull << 52) << 11;
-    return bf_f32_round((int)(bits >> 63), m, 0, biased - 1075 - 11);
+    return mla_bf_f32_round((int)(bits >> 63), m, 0, biased - 1075 - 11);
 }

@@ -44,7 +44,7 @@ static int is_finite(double v)
 /* m(s, k) = 0.1 k ln s + 1 (ln_s = ln s). */
 static bigfloat yarn_m(double k, bigfloat ln_s)
 {
-    return bf_add(bf_div_u(bf_mul(bf_from_double(k), ln_s), 10), bf_from_int(1));
+    return mla_bf_add(mla_bf_div_u(mla_bf_mul(mla_bf_from_double(k), ln_s), 10), mla_bf_from_int(1));
 }
 
 /* corr(r) = R ln(orig / (2 pi r)) / (2 ln base): the dim index whose
@@ -52,38 +52,38 @@ static bigfloat yarn_m(double k, bigfloat ln_s)
 static bigfloat yarn_corr(const mla_rope_config *c, const rope_consts *k, bigfloat ln_base,
                           double rotations)
 {
-    const bigfloat two_pi_r = bf_mul(bf_ldexp(k->pi, 1), bf_from_double(rotations));
-    const bigfloat ln_ratio = bf_ln(bf_div(bf_from_int(c->original_max_pos), two_pi_r));
-    return bf_div(bf_mul(bf_from_int(c->dim), ln_ratio), bf_ldexp(ln_base, 1));
+    const bigfloat two_pi_r = mla_bf_mul(mla_bf_ldexp(k->pi, 1), mla_bf_from_double(rotations));
+    const bigfloat ln_ratio = mla_bf_ln(mla_bf_div(mla_bf_from_int(c->original_max_pos), two_pi_r));
+    return mla_bf_div(mla_bf_mul(mla_bf_from_int(c->dim), ln_ratio), mla_bf_ldexp(ln_base, 1));
 }
 
 static mla_status rope_consts_init(const mla_rope_config *c, rope_consts *k)
 {
     memset(k, 0, sizeof *k);
-    const bigfloat one = bf_from_int(1), ln_base = bf_ln(bf_from_double(c->base));
-    k->pi = bf_pi();
-    k->inv_2pi = bf_div(one, bf_ldexp(k->pi, 1));
-    k->step = bf_exp(bf_neg(bf_div_u(bf_ldexp(ln_base, 1), (uint32_t)c->dim)));
+    const bigfloat one = mla_bf_from_int(1), ln_base = mla_bf_ln(mla_bf_from_double(c->base));
+    k->pi = mla_bf_pi();
+    k->inv_2pi = mla_bf_div(one, mla_bf_ldexp(k->pi, 1));
+    k->step = mla_bf_exp(mla_bf_neg(mla_bf_div_u(mla_bf_ldexp(ln_base, 1), (uint32_t)c->dim)));
     k->ratio = one;
     k->yarn = c->factor > 1.0;
     if (!k->yarn)
         return MLA_OK;
-    const bigfloat dim_1 = bf_from_int(c->dim - 1), zero = bf_from_int(0);
-    bigfloat low = bf_floor(yarn_corr(c, k, ln_base, c->beta_fast));
-    bigfloat high = bf_ceil(yarn_corr(c, k, ln_base, c->beta_slow));
-    low = bf_cmp(low, zero) < 0 ? zero : low;
-    high = bf_cmp(high, dim_1) > 0 ? dim_1 : high;
-    if (bf_cmp(low, high) == 0)
-        high = bf_add(high, bf_div_u(one, 1000));
+    const bigfloat dim_1 = mla_bf_from_int(c->dim - 1), zero = mla_bf_from_int(0);
+    bigfloat low = mla_bf_floor(yarn_corr(c, k, ln_base, c->beta_fast));
+    bigfloat high = mla_bf_ceil(yarn_corr(c, k, ln_base, c->beta_slow));
+    low = mla_bf_cmp(low, zero) < 0 ? zero : low;
+    high = mla_bf_cmp(high, dim_1) > 0 ? dim_1 : high;
+    if (mla_bf_cmp(low, high) == 0)
+        high = mla_bf_add(high, mla_bf_div_u(one, 1000));
     k->low = low;
-    k->inv_width = bf_div(one, bf_sub(high, low));
-    const bigfloat factor = bf_from_double(c->factor);
-    k->shrink = bf_sub(one, bf_div(one, factor));
+    k->inv_width = mla_bf_div(one, mla_bf_sub(high, low));
+    const bigfloat factor = mla_bf_from_double(c->factor);
+    k->shrink = mla_bf_sub(one, mla_bf_div(one, factor));
     if (c->mscale != c->mscale_all_dim) { /* else ratio = 1 exactly */
-        const bigfloat ln_s = bf_ln(factor), den = yarn_m(c->mscale_all_dim, ln_s);
-        if (bf_is_zero(den))
+        const bigfloat ln_s = mla_bf_ln(factor), den = yarn_m(c->mscale_all_dim, ln_s);
+        if (mla_bf_is_zero(den))
             return MLA_ERR_INVALID_ARGUMENT;
-        k->ratio = bf_div(yarn_m(c->mscale, ln_s), den);
+        k->ratio = mla_bf_div(yarn_m(c->mscale, ln_s), den);
     }
     return MLA_OK;
 }
@@ -93,10 +93,10 @@ static bigfloat rope_frequency(const rope_consts *k, int64_t i, bigfloat f0)
 {
     if (!k->yarn)
         return f0;
-    const bigfloat zero = bf_from_int(0), one = bf_from_int(1);
-    bigfloat ramp = bf_mul(bf_sub(bf_from_int(i), k->low), k->inv_width);
-    ramp = bf_cmp(ramp, zero) < 0 ? zero : bf_cmp(ramp, one) > 0 ? one : ramp;
-    return bf_mul(f0, bf_sub(one, bf_mul(ramp, k->shrink)));
+    const bigfloat zero = mla_bf_from_int(0), one = mla_bf_from_int(1);
+    bigfloat ramp = mla_bf_mul(mla_bf_sub(mla_bf_from_int(i), k->low), k->inv_width);
+    ramp = mla_bf_cmp(ramp, zero) < 0 ? zero : mla_bf_cmp(ramp, one) > 0 ? one : ramp;
+    return mla_bf_mul(f0, mla_bf_sub(one, mla_bf_mul(ramp, k->shrink)));
 }
 
 /* One entry in 256-bit arithmetic: t = p g turns (g = f_i / (2 pi)), reduced
@@ -106,21 +106,21 @@ static bigfloat rope_frequency(const rope_consts *k, int64_t i, bigfloat f0)
 static void entry_exact(const rope_consts *k, bigfloat g, int64_t p, uint32_t *cos_bits,
                         uint32_t *sin_bits)
 {
-    const bigfloat t = bf_mul(bf_from_int(p), g);
-    const bigfloat w = bf_ldexp(bf_sub(t, bf_floor(t)), 2); /* quarter turns, [0, 4) */
-    const bigfloat n = bf_floor(bf_add(w, bf_ldexp(bf_from_int(1), -1)));
-    const int quad = (int)bf_to_double(n) & 3;
+    const bigfloat t = mla_bf_mul(mla_bf_from_int(p), g);
+    const bigfloat w = mla_bf_ldexp(mla_bf_sub(t, mla_bf_floor(t)), 2); /* quarter turns, [0, 4) */
+    const bigfloat n = mla_bf_floor(mla_bf_add(w, mla_bf_ldexp(mla_bf_from_int(1), -1)));
+    const int quad = (int)mla_bf_to_double(n) & 3;
     bigfloat s, c;
-    bf_sincos(bf_mul(bf_sub(w, n), bf_ldexp(k->pi, -1)), &s, &c);
+    mla_bf_sincos(mla_bf_mul(mla_bf_sub(w, n), mla_bf_ldexp(k->pi, -1)), &s, &c);
     /* cos and sin of x + quad pi/2 */
-    const bigfloat cv = quad == 0 ? c : quad == 1 ? bf_neg(s) : quad == 2 ? bf_neg(c) : s;
-    const bigfloat sv = quad == 0 ? s : quad == 1 ? c : quad == 2 ? bf_neg(s) : bf_neg(c);
-    const bigfloat abs_err = bf_ldexp(bf_mul(bf_abs(k->ratio), t), -200);
+    const bigfloat cv = quad == 0 ? c : quad == 1 ? mla_bf_neg(s) : quad == 2 ? mla_bf_neg(c) : s;
+    const bigfloat sv = quad == 0 ? s : quad == 1 ? c : quad == 2 ? mla_bf_neg(s) : mla_bf_neg(c);
+    const bigfloat abs_err = mla_bf_ldexp(mla_bf_mul(mla_bf_abs(k->ratio), t), -200);
     for (int j = 0; j < 2; ++j) {
-        const bigfloat v = bf_mul(j ? sv : cv, k->ratio);
-        const bigfloat err = bf_add(bf_ldexp(bf_abs(v), -200), abs_err);
-        const uint32_t lo = bf_to_f32_bits(bf_sub(v, err)), hi = bf_to_f32_bits(bf_add(v, err));
-        *(j ? sin_bits : cos_bits) = lo == hi ? lo : bf_to_f32_bits(v);
+        const bigfloat v = mla_bf_mul(j ? sv : cv, k->ratio);
+        const bigfloat err = mla_bf_add(mla_bf_ldexp(mla_bf_abs(v), -200), abs_err);
+        const uint32_t lo = mla_bf_to_f32_bits(mla_bf_sub(v, err)), hi = mla_bf_to_f32_bits(mla_bf_add(v, err));
+        *(j ? sin_bits : cos_bits) = lo == hi ? lo : mla_bf_to_f32_bits(v);
     }
 }
 
@@ -158,7 +158,7 @@ static void sincos_turn(double r, double *s, double *c)
 static int64_t fast_bits(double v, double ratio)
 {
     const double err = fabs(v) * 0x1p-46 + fabs(ratio) * 0x1p-100;
-    const uint32_t lo = bf_double_to_f32_bits(v - err), hi = bf_double_to_f32_bits(v + err);
+    const uint32_t lo = mla_bf_double_to_f32_bits(v - err), hi = mla_bf_double_to_f32_bits(v + err);
     return lo == hi ? (int64_t)lo : -1;
 }
 
@@ -166,10 +166,10 @@ static int64_t fast_bits(double v, double ratio)
 static void rope_column(const rope_consts *k, bigfloat f, int64_t i, int64_t half, int64_t first,
                         int64_t count, float *cos_out, float *sin_out)
 {
-    const bigfloat g = bf_mul(f, k->inv_2pi); /* turns per position, < 1/(2 pi) */
+    const bigfloat g = mla_bf_mul(f, k->inv_2pi); /* turns per position, < 1/(2 pi) */
     /* G = floor(g 2^192) in three 64-bit limbs, u = first * G mod 2^192. */
     const int64_t sh = -(g.e + 192);
-    const uint64_t G[3] = {bf_bits64(g, sh + 128), bf_bits64(g, sh + 64), bf_bits64(g, sh)};
+    const uint64_t G[3] = {mla_bf_bits64(g, sh + 128), mla_bf_bits64(g, sh + 64), mla_bf_bits64(g, sh)};
     uint64_t u[3] = {0, 0, 0};
     {
         /* first * G mod 2^192, in 32-bit pieces */
@@ -193,7 +193,7 @@ static void rope_column(const rope_consts *k, bigfloat f, int64_t i, int64_t hal
         for (int j = 0; j < 3; ++j)
             u[j] = (uint64_t)acc[2 * j] << 32 | acc[2 * j + 1];
     }
-    const double ratio = bf_to_double(k->ratio);
+    const double ratio = mla_bf_to_double(k->ratio);
     const int fast = fabs(ratio) > 0x1p-900 && fabs(ratio) < 0x1p900;
     for (int64_t p = first; p < first + count; ++p) {
         /* u + 1/8 turn: the top two bits are the nearest quarter, the rest r + 1/8 */
@@ -247,10 +247,10 @@ mla_status mla_rope_table_rows(const mla_rope_config *cfg, int64_t first, int64_
     const mla_status st = rope_consts_init(cfg, &k);
     if (st != MLA_OK || count == 0)
         return st;
-    bigfloat f0 = bf_from_int(1);
+    bigfloat f0 = mla_bf_from_int(1);
     for (int64_t i = 0; i < half; ++i) {
         rope_column(&k, rope_frequency(&k, i, f0), i, half, first, count, cos_out, sin_out);
-        f0 = bf_mul(f0, k.step);
+        f0 = mla_bf_mul(f0, k.step);
     }
     return MLA_OK;
 }

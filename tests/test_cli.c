@@ -44,12 +44,12 @@ static int has(const char *s)
 /* The output is one JSON document (whitespace around it). */
 static int is_json(void)
 {
-    json_value v;
+    mla_json_value v;
     size_t at = 0;
-    const int ok = json_value_parse(out, strlen(out), &v, &at) == JSON_OK && v.type == JSON_OBJECT;
+    const int ok = mla_json_value_parse(out, strlen(out), &v, &at) == MLA_JSON_OK && v.type == MLA_JSON_OBJECT;
     if (!ok)
         fprintf(stderr, "not JSON (byte %zu):\n%s\n", at, out);
-    json_value_free(&v);
+    mla_json_value_free(&v);
     return ok;
 }
 
