@@ -1,5 +1,6 @@
 /* Entry points of the number-format ops: validate once, ask the backend,
  * dispatch. Nothing is written unless every check passed. */
+#include "core/checked.h"
 #include "core/validate.h"
 
 #define MXFP4_BLOCK 32
@@ -19,8 +20,12 @@ static mla_status check_convert_shapes(mla_context *ctx, const mla_tensor *x, co
                               "packed fp4 needs at least one dimension");
     for (int32_t i = 0; i < x->ndim; ++i) {
         int64_t want = x->shape[i];
-        if (i == x->ndim - 1 && xp != yp)
-            want = xp ? 2 * x->shape[i] : x->shape[i] / 2;
+        if (i == x->ndim - 1 && xp && !yp && !mla_ck_mul(x->shape[i], 2, &want))
+            return mla_fail_field(ctx, MLA_ERR_OVERFLOW, "x", "shape",
+                                  "last extent %lld unpacks to more than 2^63 values",
+                                  (long long)x->shape[i]);
+        if (i == x->ndim - 1 && yp && !xp)
+            want = x->shape[i] / 2;
         if (i == x->ndim - 1 && yp && !xp && x->shape[i] % 2)
             return mla_fail_field(ctx, MLA_ERR_SHAPE, "x", "shape",
                                   "last extent %lld is odd; fp4 packs pairs",
@@ -65,7 +70,12 @@ static mla_status check_mxfp4_scales(mla_context *ctx, const mla_tensor *s,
     if (layout == MLA_SCALE_PRESHUFFLED_GFX950) {
         MLA_TRY(mla_check_tensor(ctx, s, "scales", 1));
         MLA_TRY(mla_check_dtype(ctx, s, "scales", MLA_DT_BYTE_SCALE));
-        MLA_TRY(mla_check_extent(ctx, s, "scales", 0, mla_scale_preshuffled_bytes(M, N)));
+        const int64_t bytes = mla_scale_preshuffled_bytes(M, N);
+        if (bytes < 0)
+            return mla_fail_field(ctx, MLA_ERR_OVERFLOW, "scales", "shape",
+                                  "the pre-shuffled scales of [%lld, %lld] overflow", (long long)M,
+                                  (long long)N);
+        MLA_TRY(mla_check_extent(ctx, s, "scales", 0, bytes));
         if (s->shape[0] > 1 && s->stride[0] != 1)
             return mla_fail_field(ctx, MLA_ERR_STRIDE, "scales", "stride",
                                   "the pre-shuffled layout is a contiguous byte array");

@@ -37,9 +37,9 @@ mla_status mla_idx_check_desc(mla_context *ctx, const mla_indexer_cache_desc *in
         return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "cache_desc.block_size",
                         "the shuffle layout needs block_size and head_dim multiples of 16, "
                         "block_size is %lld", (long long)in->block_size);
-    int64_t per_token = in->head_dim + 4, total;
-    if (__builtin_mul_overflow(per_token, in->block_size, bytes) ||
-        __builtin_mul_overflow(*bytes, in->num_blocks, &total))
+    int64_t total;
+    if (!mla_ck_mul(mla_sz_add(in->head_dim, 4), in->block_size, bytes) ||
+        !mla_ck_mul(*bytes, in->num_blocks, &total) || *bytes < 0)
         return mla_fail(ctx, MLA_ERR_OVERFLOW, "cache_desc", "cache bytes overflow");
     return MLA_OK;
 }
@@ -92,6 +92,7 @@ mla_status mla_indexer_k_cache_write(mla_context *ctx, const mla_indexer_cache_d
     MLA_TRY(mla_check_disjoint(ctx, cache, "cache", slots, "slots"));
     int64_t *v = NULL;
     MLA_TRY(mla_read_indices(ctx, slots, "slots", &v));
+    /* the capacity fits: the cache's bytes do, at 5 or more a token */
     mla_status st =
         mla_check_index_range(ctx, v, T, 0, desc->num_blocks * desc->block_size, 1, "slots");
     if (st == MLA_OK && T > 1) {
@@ -122,20 +123,24 @@ mla_status mla_idx_check_table_shape(mla_context *ctx, const mla_tensor *table, 
 }
 
 /* ... whose first ceil(len_s / block_size) ids of row s are valid blocks.
- * lens: host copy of the S lengths. */
+ * lens: host copy of the S lengths, which came from the parameter lname. */
 static mla_status check_table(mla_context *ctx, const mla_indexer_cache_desc *d,
-                              const mla_tensor *table, const int64_t *lens, int64_t S)
+                              const mla_tensor *table, const int64_t *lens, int64_t S,
+                              const char *lname)
 {
     MLA_TRY(mla_idx_check_table_shape(ctx, table, S));
     const int64_t max_blocks = table->shape[1];
-    MLA_TRY(mla_check_index_range(ctx, lens, S, 0, max_blocks * d->block_size + 1, 0, "lengths"));
+    /* a row's capacity; past int64 it bounds nothing (lengths are I32) */
+    const int64_t cap = mla_sz_mul(max_blocks, d->block_size);
+    MLA_TRY(mla_check_index_range(ctx, lens, S, 0,
+                                  cap < 0 || cap == INT64_MAX ? INT64_MAX : cap + 1, 0, lname));
     int64_t *ids = NULL;
     MLA_TRY(mla_read_indices(ctx, table, "block_table", &ids));
     mla_status st = MLA_OK;
     for (int64_t s = 0; s < S && st == MLA_OK; ++s)
         st = mla_check_index_range(ctx, ids + s * max_blocks,
-                                   (lens[s] + d->block_size - 1) / d->block_size, 0, d->num_blocks,
-                                   0, "block_table");
+                                   mla_sz_ceil_div(lens[s], d->block_size), 0, d->num_blocks, 0,
+                                   "block_table");
     free(ids);
     return st;
 }
@@ -164,7 +169,7 @@ static mla_status host_index_check(mla_context *ctx, const index_check *c)
                               "context_lens[%lld] = %lld is outside [next_n, logits.shape[1]]",
                               (long long)b, (long long)lens[b]);
         if (st == MLA_OK)
-            st = check_table(ctx, c->desc, c->table, lens, S);
+            st = check_table(ctx, c->desc, c->table, lens, S, "context_lens");
     }
     free(lens);
     return st;
@@ -244,19 +249,21 @@ mla_status mla_indexer_k_gather(mla_context *ctx, const mla_indexer_cache_desc *
     if (cu_seq_lens->shape[0] < 1)
         return mla_fail_field(ctx, MLA_ERR_SHAPE, "cu_seq_lens", "shape[0]", "needs S + 1 >= 1");
     const int64_t S = cu_seq_lens->shape[0] - 1;
-    int64_t *cu = NULL;
+    int64_t *cu = NULL, *lens = NULL;
     MLA_TRY(mla_read_indices(ctx, cu_seq_lens, "cu_seq_lens", &cu));
-    int64_t *lens = malloc((size_t)(S > 0 ? S : 1) * sizeof *lens);
-    mla_status st = lens ? MLA_OK : MLA_ERR_OUT_OF_MEMORY;
+    mla_status st = mla_alloc_array(ctx, (void **)&lens, S, 1, sizeof *lens, "cu_seq_lens");
+    if (st == MLA_OK && cu[0] != 0)
+        st = mla_fail(ctx, MLA_ERR_OUT_OF_RANGE, "cu_seq_lens",
+                      "cu_seq_lens[0] = %lld, must be 0", (long long)cu[0]);
     for (int64_t s = 0; st == MLA_OK && s < S; ++s) {
-        lens[s] = cu[s + 1] - cu[s];
-        if (cu[0] != 0 || lens[s] < 0)
+        lens[s] = cu[s + 1] - cu[s]; /* I32 values: no overflow */
+        if (lens[s] < 0)
             st = mla_fail(ctx, MLA_ERR_OUT_OF_RANGE, "cu_seq_lens",
-                          "cu_seq_lens must start at 0 and not decrease");
+                          "cu_seq_lens decreases at %lld", (long long)(s + 1));
     }
     const int64_t rows = st == MLA_OK ? cu[S] : 0;
     if (st == MLA_OK)
-        st = check_table(ctx, desc, block_table, lens, S);
+        st = check_table(ctx, desc, block_table, lens, S, "cu_seq_lens");
     free(cu);
     free(lens);
     MLA_TRY(st);
@@ -300,7 +307,11 @@ mla_status mla_idx_logits_args(mla_context *ctx, const mla_indexer_cache_desc *d
         return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "next_n", "next_n must be >= 1");
     MLA_TRY(mla_check_tensor(ctx, context_lens, "context_lens", 1));
     MLA_TRY(mla_check_dtype(ctx, context_lens, "context_lens", MLA_DT(MLA_DTYPE_I32)));
-    const int64_t B = context_lens->shape[0], rows = B * next_n;
+    const int64_t B = context_lens->shape[0], rows = mla_sz_mul(B, next_n);
+    if (rows < 0)
+        return mla_fail_field(ctx, MLA_ERR_OVERFLOW, "context_lens", "shape[0]",
+                              "%lld sequences of next_n = %d rows overflow", (long long)B,
+                              (int)next_n);
     MLA_TRY(mla_check_tensor(ctx, q, "q", 3));
     MLA_TRY(mla_check_dtype(ctx, q, "q", MLA_DT(desc->dtype)));
     MLA_TRY(mla_check_extent(ctx, q, "q", 0, rows));

@@ -144,6 +144,10 @@ static mla_status check_rope_table(mla_context *ctx, const mla_tensor *cos, cons
     MLA_TRY(mla_check_extent(ctx, sin, "sin", 1, cos->shape[1]));
     if (cos->shape[1] == 0)
         return mla_fail_field(ctx, MLA_ERR_SHAPE, "cos", "shape[1]", "the rope dim is 0");
+    /* every caller forms R = 2 * shape[1] */
+    if (cos->shape[1] > INT64_MAX / 2)
+        return mla_fail_field(ctx, MLA_ERR_OVERFLOW, "cos", "shape[1]",
+                              "the rope dim 2 * %lld overflows", (long long)cos->shape[1]);
     return MLA_OK;
 }
 

@@ -11,10 +11,12 @@ typedef struct idx_ws {
     int64_t q, k_raw, w, s_q, bytes;
 } idx_ws;
 
+/* The region's offset; the cursor moves past it, 256-byte aligned (to -1,
+ * for good, when a size is -1: an overflowed mla_sz_ product). */
 static int64_t place(int64_t *cursor, int64_t bytes)
 {
     int64_t at = *cursor;
-    *cursor += (bytes + WS_ALIGN - 1) / WS_ALIGN * WS_ALIGN;
+    *cursor = mla_sz_add(*cursor, mla_sz_round_up(bytes, WS_ALIGN));
     return at;
 }
 
@@ -22,16 +24,18 @@ static mla_status layout(const mla_model_config *c, int64_t T, int64_t es, idx_w
 {
     if (c->index_heads < 1 || c->index_head_dim < 1)
         return MLA_ERR_INVALID_ARGUMENT;
-    if (T < 0 || T > ((int64_t)1 << 40))
+    if (T < 0)
+        return MLA_ERR_SHAPE;
+    if (T > ((int64_t)1 << 40))
         return MLA_ERR_OVERFLOW;
     const int64_t Hi = c->index_heads, D = c->index_head_dim;
     int64_t cur = 0;
-    w->q = place(&cur, T * Hi * D * es);
-    w->k_raw = place(&cur, T * D * es);
-    w->w = place(&cur, T * Hi * 2);
-    w->s_q = place(&cur, T * Hi * 4);
+    w->q = place(&cur, mla_sz_mul4(T, Hi, D, es));
+    w->k_raw = place(&cur, mla_sz_mul3(T, D, es));
+    w->w = place(&cur, mla_sz_mul3(T, Hi, 2));
+    w->s_q = place(&cur, mla_sz_mul3(T, Hi, 4));
     w->bytes = cur;
-    return MLA_OK;
+    return cur < 0 ? MLA_ERR_OVERFLOW : MLA_OK;
 }
 
 mla_status mla_indexer_workspace_bytes(const mla_model_config *cfg, int64_t T, int64_t *bytes)
@@ -83,8 +87,8 @@ static mla_status check_args(mla_context *ctx, const mla_model_config *c,
     MLA_TRY(mla_check_extent(ctx, q_fp8, "q_fp8", 0, T));
     MLA_TRY(mla_check_extent(ctx, q_fp8, "q_fp8", 1, Hi));
     MLA_TRY(mla_check_extent(ctx, q_fp8, "q_fp8", 2, D));
-    if ((Hi > 1 && q_fp8->stride[1] != D * q_fp8->stride[2]) || (T > 1 && q_fp8->stride[0] != Hi * q_fp8->stride[1]) ||
-        q_fp8->stride[2] != 1)
+    if ((Hi > 1 && q_fp8->stride[1] != mla_sz_mul(D, q_fp8->stride[2])) ||
+        (T > 1 && q_fp8->stride[0] != mla_sz_mul(Hi, q_fp8->stride[1])) || q_fp8->stride[2] != 1)
         return mla_fail_field(ctx, MLA_ERR_STRIDE, "q_fp8", "stride",
                               "q_fp8 rows of (token, head) must be contiguous");
     MLA_TRY(mla_check_tensor(ctx, w_out, "w_out", 2));

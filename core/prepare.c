@@ -16,37 +16,44 @@ typedef struct ws_layout {
 
 static int is_fp8(mla_dtype d) { return d == MLA_DTYPE_FP8_E4M3FN || d == MLA_DTYPE_FP8_E4M3FNUZ; }
 
-/* Places one region; returns its offset or -1 when elements == 0. */
+/* Places one region of elements * elsize bytes at the cursor, 256-byte
+ * aligned; returns its offset, or -1 when elements == 0. A size past int64
+ * (elements -1: an overflowed mla_sz_ product) leaves the cursor at -1. */
 static int64_t place(int64_t *cursor, int64_t elements, int64_t elsize)
 {
     if (elements == 0)
         return -1;
     int64_t at = *cursor;
-    *cursor += (elements * elsize + WS_ALIGN - 1) / WS_ALIGN * WS_ALIGN;
+    *cursor = mla_sz_add(*cursor, mla_sz_round_up(mla_sz_mul(elements, elsize), WS_ALIGN));
     return at;
 }
 
+/* MLA_ERR_SHAPE for T < 0, MLA_ERR_DTYPE for act, MLA_ERR_OVERFLOW when the
+ * bytes do not fit (the config's widths do: mla_plan_create checked them). */
 static mla_status layout_workspace(const mla_plan *plan, int64_t T, mla_dtype act, ws_layout *w)
 {
     const mla_model_config *c = mla_plan_config(plan);
     const mla_plan_options *o = mla_plan_options_get(plan);
-    if (T < 0 || T > ((int64_t)1 << 40))
+    if (T < 0)
+        return MLA_ERR_SHAPE;
+    if (T > ((int64_t)1 << 40))
         return MLA_ERR_OVERFLOW;
     if (act != MLA_DTYPE_F32 && act != MLA_DTYPE_BF16)
         return MLA_ERR_DTYPE;
     const int64_t es = (int64_t)mla_dtype_size(act), H = c->heads, qk = c->nope + c->rope;
     int64_t cur = 0;
-    w->qa = place(&cur, T * (c->q_lora ? c->q_lora : H * qk), es);
-    w->kv = place(&cur, T * (c->kv_lora + c->rope), es);
-    w->q = c->q_lora ? place(&cur, T * H * qk, es) : w->qa;
+    w->qa = place(&cur, mla_sz_mul(T, c->q_lora ? c->q_lora : H * qk), es);
+    w->kv = place(&cur, mla_sz_mul(T, c->kv_lora + c->rope), es);
+    w->q = c->q_lora ? place(&cur, mla_sz_mul3(T, H, qk), es) : w->qa;
     /* an fp8 q_cat cannot take the absorb's output in place */
-    w->q_abs = is_fp8(o->q_dtype) ? place(&cur, T * H * c->kv_lora, 4) : -1;
+    w->q_abs = is_fp8(o->q_dtype) ? place(&cur, mla_sz_mul3(T, H, c->kv_lora), 4) : -1;
     /* the separate site rotates k_pe into fp32, so that the cache bytes match
      * the fused kernel's (one rounding from fp32) */
-    w->k_rot = mla_plan_rope_site(plan) == MLA_ROPE_SITE_SEPARATE ? place(&cur, T * c->rope, 4)
-                                                                    : -1;
+    w->k_rot = mla_plan_rope_site(plan) == MLA_ROPE_SITE_SEPARATE
+                   ? place(&cur, mla_sz_mul(T, c->rope), 4)
+                   : -1;
     w->bytes = cur;
-    return MLA_OK;
+    return cur < 0 ? MLA_ERR_OVERFLOW : MLA_OK;
 }
 
 mla_status mla_prepare_workspace_bytes(const mla_plan *plan, int64_t T, mla_dtype act,

@@ -1,5 +1,7 @@
 #include "core/validate.h"
 
+#include "core/checked.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,20 +21,8 @@ mla_status mla_fail_field(mla_context *ctx, mla_status status, const char *name,
 
 int64_t mla_tensor_span_bytes(const mla_tensor *t)
 {
-    int64_t last = 0; /* offset of the last element, in elements */
-    for (int32_t i = 0; i < t->ndim; ++i) {
-        if (t->shape[i] == 0)
-            return 0;
-        int64_t step;
-        if (__builtin_mul_overflow(t->stride[i], t->shape[i] - 1, &step) ||
-            __builtin_add_overflow(last, step, &last))
-            return -1;
-    }
     int64_t bytes;
-    if (__builtin_add_overflow(last, 1, &last) ||
-        __builtin_mul_overflow(last, (int64_t)mla_dtype_size(t->dtype), &bytes))
-        return -1;
-    return bytes;
+    return mla_ck_span(t, &bytes) ? bytes : -1;
 }
 
 mla_status mla_check_tensor(mla_context *ctx, const mla_tensor *t, const char *name, int32_t ndim)
@@ -58,7 +48,7 @@ mla_status mla_check_tensor(mla_context *ctx, const mla_tensor *t, const char *n
         if (t->stride[i] < 0)
             return mla_fail_field(ctx, MLA_ERR_STRIDE, name, "stride", "stride %d is negative",
                                   (int)i);
-        if (__builtin_mul_overflow(numel, t->shape[i], &numel))
+        if (!mla_ck_mul(numel, t->shape[i], &numel))
             return mla_fail_field(ctx, MLA_ERR_OVERFLOW, name, "shape",
                                   "element count overflows 64 bits");
     }

@@ -4,18 +4,12 @@
 #define MLA_CORE_VALIDATE_H
 
 #include "core/backend.h"
+#include "core/checked.h"
 
 #define MLA_DT(d) (1u << (unsigned)(d))
 #define MLA_DT_FLOAT (MLA_DT(MLA_DTYPE_F32) | MLA_DT(MLA_DTYPE_F16) | MLA_DT(MLA_DTYPE_BF16))
 #define MLA_DT_FP8 (MLA_DT(MLA_DTYPE_FP8_E4M3FN) | MLA_DT(MLA_DTYPE_FP8_E4M3FNUZ))
 #define MLA_DT_BYTE_SCALE (MLA_DT(MLA_DTYPE_E8M0) | MLA_DT(MLA_DTYPE_U8))
-
-#define MLA_TRY(expr)                                                                             \
-    do {                                                                                          \
-        mla_status mla_try_status_ = (expr);                                                      \
-        if (mla_try_status_ != MLA_OK)                                                            \
-            return mla_try_status_;                                                               \
-    } while (0)
 
 /* Like mla_fail, with the parameter written as "<name>.<field>". */
 mla_status mla_fail_field(mla_context *ctx, mla_status status, const char *name, const char *field,

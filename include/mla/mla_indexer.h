@@ -167,7 +167,8 @@ typedef struct mla_indexer_options {
  * power-of-two scale s_q; w_out = w * s_q * 128^-0.5 * Hi^-0.5 in fp32 in
  * that order. Outputs: q_fp8 [T, Hi, 128], w_out [T, Hi] F32, k [T, 128]
  * (F32 or BF16, ready for mla_indexer_k_cache_write). workspace U8, at least
- * mla_indexer_workspace_bytes. */
+ * mla_indexer_workspace_bytes (MLA_ERR_SHAPE for T < 0, MLA_ERR_OVERFLOW for
+ * T > 2^40 or bytes past int64). */
 MLA_API mla_status mla_indexer_workspace_bytes(const mla_model_config *cfg, int64_t T,
                                                int64_t *bytes);
 MLA_API mla_status mla_indexer_prepare(mla_context *ctx, const mla_model_config *cfg,
