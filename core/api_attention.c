@@ -194,6 +194,12 @@ mla_status mla_attention_plan_update(mla_context *ctx, mla_attention_plan *plan,
     mla_attn_shape sh;
     MLA_TRY(mla_attn_check_args(ctx, &plan->desc, args, &sh, 0));
     MLA_TRY(same_shapes(ctx, plan, args, &sh));
+    if (ctx->dry_run) { /* a composite's check: the values, the plan untouched */
+        int64_t max_q;
+        return mla_check_values(ctx, MLA_TRUST_INDICES)
+                   ? mla_attn_check_values(ctx, &plan->desc, args, &sh, NULL, &max_q, NULL)
+                   : MLA_OK;
+    }
     /* validated into a copy: a refused update leaves the plan as it was */
     mla_attention_plan next = *plan;
     const size_t wb = (size_t)plan->work_capacity * sizeof *plan->work_host;
@@ -327,9 +333,11 @@ mla_status mla_attention_run(mla_context *ctx, const mla_attention_plan *plan,
     /* Host memory: the values are re-checked in place (no copy, no
      * allocation), so a kernel never follows an index changed since the plan
      * outside the tensors. Device memory: the plan's validation stands. */
-    if (ctx->ops->memory == MLA_MEMORY_HOST)
+    if (ctx->ops->memory == MLA_MEMORY_HOST && mla_check_values(ctx, MLA_TRUST_INDICES))
         MLA_TRY(mla_attn_recheck_host(ctx, &plan->desc, args, &sh));
     MLA_TRY(mla_attn_check_supported(ctx, &plan->desc, args, &sh));
+    if (ctx->dry_run)
+        return MLA_OK;
     uint8_t *ws = args->workspace ? (uint8_t *)args->workspace->data : NULL;
     mla_attention_op_args op;
     memset(&op, 0, sizeof op);

@@ -125,19 +125,7 @@ mla_status mla_check_cache_slots(mla_context *ctx, const mla_cache_desc *d,
     MLA_TRY(mla_check_tensor(ctx, slots, "slots", 1));
     MLA_TRY(mla_check_dtype(ctx, slots, "slots", MLA_DT(MLA_DTYPE_I32) | MLA_DT(MLA_DTYPE_I64)));
     MLA_TRY(mla_check_extent(ctx, slots, "slots", 0, T));
-    int64_t *v = NULL;
-    MLA_TRY(mla_read_indices(ctx, slots, "slots", &v));
-    mla_status st = mla_check_index_range(ctx, v, T, 0, capacity(d), 1, "slots");
-    if (st == MLA_OK && T > 1) {
-        const int64_t dup = mla_find_duplicate(v, T);
-        if (dup == -2)
-            st = mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, "slots", "slots: cannot check duplicates");
-        else if (dup >= 0)
-            st = mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "slots", "slot %lld is written twice",
-                          (long long)dup);
-    }
-    free(v);
-    return st;
+    return mla_check_slot_values(ctx, slots, T, capacity(d), "slots");
 }
 
 mla_status mla_cache_write(mla_context *ctx, const mla_cache_desc *desc, mla_tensor *cache,
@@ -162,7 +150,7 @@ mla_status mla_cache_write(mla_context *ctx, const mla_cache_desc *desc, mla_ten
     if (T == 0)
         return MLA_OK;
     mla_cache_write_args a = {*desc, block_bytes, *cache, *k_nope, *k_pe, *slots};
-    return ctx->ops->cache_write(ctx, &a);
+    return MLA_DISPATCH(ctx, ctx->ops->cache_write(ctx, &a));
 }
 
 mla_status mla_cache_gather(mla_context *ctx, const mla_cache_desc *desc, const mla_tensor *cache,
@@ -214,7 +202,7 @@ mla_status mla_cache_gather(mla_context *ctx, const mla_cache_desc *desc, const 
     if (rows == 0)
         return MLA_OK;
     mla_cache_gather_args a = {*desc, block_bytes, *cache, *block_table, *seq_lens, *out};
-    return ctx->ops->cache_gather(ctx, &a);
+    return MLA_DISPATCH(ctx, ctx->ops->cache_gather(ctx, &a));
 }
 
 /* q_cat [T, H, L + R]: bf16/f32, or fp8 with a finite q_scale > 0. */
@@ -322,5 +310,5 @@ mla_status mla_fused_rope_concat_cache(mla_context *ctx, const mla_rope_cache_ar
                                 {0}};
     if (has_kpe_out)
         r.k_pe_out = *a->k_pe_out;
-    return ctx->ops->rope_cache(ctx, &r);
+    return MLA_DISPATCH(ctx, ctx->ops->rope_cache(ctx, &r));
 }

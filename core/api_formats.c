@@ -56,7 +56,7 @@ mla_status mla_convert(mla_context *ctx, const mla_tensor *x, mla_tensor *y, mla
     if (is_empty(y))
         return MLA_OK;
     mla_convert_args a = {*x, *y, mode};
-    return ctx->ops->convert(ctx, &a);
+    return MLA_DISPATCH(ctx, ctx->ops->convert(ctx, &a));
 }
 
 /* The e8m0 scale tensor of an MXFP4 [M, K] matrix, in the given layout. */
@@ -135,7 +135,7 @@ mla_status mla_mxfp4_quant(mla_context *ctx, const mla_tensor *x, mla_tensor *co
     if (M == 0 || K == 0)
         return MLA_OK;
     mla_mxfp4_quant_args a = {*x, *codes, *scales, layout, rule, M, K};
-    return ctx->ops->mxfp4_quant(ctx, &a);
+    return MLA_DISPATCH(ctx, ctx->ops->mxfp4_quant(ctx, &a));
 }
 
 mla_status mla_mxfp4_dequant(mla_context *ctx, const mla_tensor *codes, const mla_tensor *scales,
@@ -155,7 +155,7 @@ mla_status mla_mxfp4_dequant(mla_context *ctx, const mla_tensor *codes, const ml
     if (M == 0 || K == 0)
         return MLA_OK;
     mla_mxfp4_dequant_args a = {*codes, *scales, *y, layout, M, K};
-    return ctx->ops->mxfp4_dequant(ctx, &a);
+    return MLA_DISPATCH(ctx, ctx->ops->mxfp4_dequant(ctx, &a));
 }
 
 /* The pieces shared by fp8 group quant and dequant: a float [M, K] matrix,
@@ -202,7 +202,7 @@ mla_status mla_fp8_group_quant(mla_context *ctx, const mla_tensor *x, mla_tensor
     if (M == 0 || K == 0)
         return MLA_OK;
     mla_fp8_group_quant_args a = {*x, *codes, *scales, group, rule, M, K};
-    return ctx->ops->fp8_group_quant(ctx, &a);
+    return MLA_DISPATCH(ctx, ctx->ops->fp8_group_quant(ctx, &a));
 }
 
 mla_status mla_fp8_group_dequant(mla_context *ctx, const mla_tensor *codes,
@@ -219,5 +219,5 @@ mla_status mla_fp8_group_dequant(mla_context *ctx, const mla_tensor *codes,
     if (M == 0 || K == 0)
         return MLA_OK;
     mla_fp8_group_dequant_args a = {*codes, *scales, *y, group, M, K};
-    return ctx->ops->fp8_group_dequant(ctx, &a);
+    return MLA_DISPATCH(ctx, ctx->ops->fp8_group_dequant(ctx, &a));
 }

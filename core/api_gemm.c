@@ -50,7 +50,7 @@ mla_status mla_linear(mla_context *ctx, const mla_tensor *x, const mla_tensor *w
     mla_linear_args a = {*x, *w, *y, {0}};
     if (fp8)
         a.w_scale = *w_scale;
-    return ctx->ops->linear(ctx, &a);
+    return MLA_DISPATCH(ctx, ctx->ops->linear(ctx, &a));
 }
 
 mla_status mla_batched_gemm(mla_context *ctx, const mla_tensor *x, const mla_tensor *w,
@@ -80,5 +80,5 @@ mla_status mla_batched_gemm(mla_context *ctx, const mla_tensor *x, const mla_ten
     if (B == 0 || M == 0 || N == 0)
         return MLA_OK;
     mla_batched_gemm_args a = {*x, *w, *y, w_scale};
-    return ctx->ops->batched_gemm(ctx, &a);
+    return MLA_DISPATCH(ctx, ctx->ops->batched_gemm(ctx, &a));
 }

@@ -67,12 +67,6 @@ static mla_status check_cache(mla_context *ctx, const mla_indexer_cache_desc *in
     return MLA_OK;
 }
 
-static int cmp_i64(const void *x, const void *y)
-{
-    int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
-    return (a > b) - (a < b);
-}
-
 mla_status mla_indexer_k_cache_write(mla_context *ctx, const mla_indexer_cache_desc *desc,
                                      mla_tensor *cache, const mla_tensor *k,
                                      const mla_tensor *slots)
@@ -90,20 +84,8 @@ mla_status mla_indexer_k_cache_write(mla_context *ctx, const mla_indexer_cache_d
     MLA_TRY(mla_check_output(ctx, cache, "cache"));
     MLA_TRY(mla_check_disjoint(ctx, cache, "cache", k, "k"));
     MLA_TRY(mla_check_disjoint(ctx, cache, "cache", slots, "slots"));
-    int64_t *v = NULL;
-    MLA_TRY(mla_read_indices(ctx, slots, "slots", &v));
     /* the capacity fits: the cache's bytes do, at 5 or more a token */
-    mla_status st =
-        mla_check_index_range(ctx, v, T, 0, desc->num_blocks * desc->block_size, 1, "slots");
-    if (st == MLA_OK && T > 1) {
-        qsort(v, (size_t)T, sizeof *v, cmp_i64);
-        for (int64_t i = 1; i < T && st == MLA_OK; ++i)
-            if (v[i] >= 0 && v[i] == v[i - 1])
-                st = mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "slots", "slot %lld is written twice",
-                              (long long)v[i]);
-    }
-    free(v);
-    MLA_TRY(st);
+    MLA_TRY(mla_check_slot_values(ctx, slots, T, desc->num_blocks * desc->block_size, "slots"));
     mla_variant var = {MLA_OP_INDEXER_K_CACHE_WRITE, k->dtype, desc->dtype, (int32_t)a.desc.layout,
                        desc->ue8m0, desc->block_size, T, desc->head_dim};
     MLA_TRY(mla_check_supported(ctx, &var));
@@ -112,7 +94,7 @@ mla_status mla_indexer_k_cache_write(mla_context *ctx, const mla_indexer_cache_d
         return MLA_OK;
     a.k = *k;
     a.slots = *slots;
-    return ctx->ops->indexer_k_cache_write(ctx, &a);
+    return MLA_DISPATCH(ctx, ctx->ops->indexer_k_cache_write(ctx, &a));
 }
 
 mla_status mla_idx_check_table_shape(mla_context *ctx, const mla_tensor *table, int64_t S)
@@ -156,6 +138,8 @@ typedef struct index_check {
 /* On the host: reads the indices back and names the first bad entry. */
 static mla_status host_index_check(mla_context *ctx, const index_check *c)
 {
+    if (!mla_check_values(ctx, MLA_TRUST_INDICES))
+        return MLA_OK;
     const int64_t S = c->lens->shape[0];
     int64_t *lens = NULL;
     MLA_TRY(mla_read_indices(ctx, c->lens, c->table ? "context_lens" : "lengths", &lens));
@@ -207,6 +191,10 @@ typedef mla_status (*gated_op)(mla_context *ctx, void *args, uint32_t gate);
 
 static mla_status run_checked(mla_context *ctx, const index_check *c, gated_op op, void *args)
 {
+    if (ctx->dry_run)
+        return host_index_check(ctx, c);
+    if (!mla_check_values(ctx, MLA_TRUST_INDICES)) /* a composite's checked real pass */
+        return op(ctx, args, 0);
     const uint32_t gate = queue_device_check(ctx, c);
     if (!gate) {
         MLA_TRY(host_index_check(ctx, c));
@@ -293,7 +281,7 @@ mla_status mla_indexer_k_gather(mla_context *ctx, const mla_indexer_cache_desc *
     a.cu_seq_lens = *cu_seq_lens;
     a.k_fp8 = *k_fp8;
     a.k_scale = *k_scale;
-    return ctx->ops->indexer_k_gather(ctx, &a);
+    return MLA_DISPATCH(ctx, ctx->ops->indexer_k_gather(ctx, &a));
 }
 
 mla_status mla_idx_logits_args(mla_context *ctx, const mla_indexer_cache_desc *desc,
@@ -423,7 +411,7 @@ mla_status mla_layernorm(mla_context *ctx, const mla_tensor *x, const mla_tensor
     if (T == 0 || D == 0)
         return MLA_OK;
     mla_layernorm_args a = {*x, *w, *b, *y, eps};
-    return ctx->ops->layernorm(ctx, &a);
+    return MLA_DISPATCH(ctx, ctx->ops->layernorm(ctx, &a));
 }
 
 mla_status mla_hadamard(mla_context *ctx, const mla_tensor *x, mla_tensor *y)
@@ -451,7 +439,7 @@ mla_status mla_hadamard(mla_context *ctx, const mla_tensor *x, mla_tensor *y)
     if (mla_tensor_numel(x) == 0)
         return MLA_OK;
     mla_hadamard_args a = {mla_as_3d(x), mla_as_3d(y)};
-    return ctx->ops->hadamard(ctx, &a);
+    return MLA_DISPATCH(ctx, ctx->ops->hadamard(ctx, &a));
 }
 
 mla_status mla_indexer_head_weights(mla_context *ctx, const mla_tensor *w, const mla_tensor *s_q,
@@ -478,5 +466,5 @@ mla_status mla_indexer_head_weights(mla_context *ctx, const mla_tensor *w, const
     if (T == 0 || Hi == 0)
         return MLA_OK;
     mla_head_weights_args a = {*w, *s_q, *w_out};
-    return ctx->ops->indexer_head_weights(ctx, &a);
+    return MLA_DISPATCH(ctx, ctx->ops->indexer_head_weights(ctx, &a));
 }

@@ -116,7 +116,7 @@ mla_status mla_batched_gemm_a16wfp4(mla_context *ctx, const mla_tensor *x,
     if (B == 0 || M == 0 || N == 0)
         return MLA_OK;
     mla_mxfp4_gemm_args a = {*x, {{0}, {0}, 0}, *w, *y, prequant, rule, B, M, N, K};
-    return ctx->ops->gemm_a16wfp4(ctx, &a);
+    return MLA_DISPATCH(ctx, ctx->ops->gemm_a16wfp4(ctx, &a));
 }
 
 mla_status mla_batched_gemm_a4w4(mla_context *ctx, const mla_mxfp4_operand *x,
@@ -146,7 +146,7 @@ mla_status mla_batched_gemm_a4w4(mla_context *ctx, const mla_mxfp4_operand *x,
     if (B == 0 || M == 0 || N == 0)
         return MLA_OK;
     mla_mxfp4_gemm_args a = {{0}, *x, *w, *y, 0, MLA_MXFP4_PRODUCTION, B, M, N, K};
-    return ctx->ops->gemm_a4w4(ctx, &a);
+    return MLA_DISPATCH(ctx, ctx->ops->gemm_a4w4(ctx, &a));
 }
 
 /* x [T, H, v] float, flattened to rows of H*v that must split into groups. */
@@ -200,7 +200,7 @@ mla_status mla_fused_flatten_mxfp4_quant(mla_context *ctx, const mla_tensor *x,
     if (T == 0 || HV == 0)
         return MLA_OK;
     mla_flatten_quant_args a = {*x, *codes, *scales, rule};
-    return ctx->ops->flatten_mxfp4_quant(ctx, &a);
+    return MLA_DISPATCH(ctx, ctx->ops->flatten_mxfp4_quant(ctx, &a));
 }
 
 mla_status mla_fused_flatten_fp8_group_quant(mla_context *ctx, const mla_tensor *x,
@@ -225,5 +225,5 @@ mla_status mla_fused_flatten_fp8_group_quant(mla_context *ctx, const mla_tensor 
     if (T == 0 || HV == 0)
         return MLA_OK;
     mla_flatten_quant_args a = {*x, *codes, *scales, MLA_MXFP4_PRODUCTION};
-    return ctx->ops->flatten_fp8_quant(ctx, &a);
+    return MLA_DISPATCH(ctx, ctx->ops->flatten_fp8_quant(ctx, &a));
 }

@@ -267,6 +267,7 @@ static mla_status check_values(mla_context *ctx, const mla_attention_desc *d,
                                int64_t *max_q)
 {
     const int64_t S = sh->S, T = sh->T, bs = d->cache.block_size;
+    const int check_topk = d->topk > 0 && mla_check_values(ctx, MLA_TRUST_TOPK);
     /* a sequence's capacity; past int64 it bounds nothing (lengths are I32) */
     const int64_t cap = mla_sz_sat(d->paged ? mla_sz_mul(sh->max_blocks, bs) : bs);
     *max_q = 0;
@@ -302,7 +303,7 @@ static mla_status check_values(mla_context *ctx, const mla_attention_desc *d,
                                     (long long)s, (long long)b, (long long)id,
                                     (long long)d->cache.num_blocks);
             }
-        for (int64_t r = cu_at(v, d, s); d->topk > 0 && r < cu_at(v, d, s + 1); ++r)
+        for (int64_t r = cu_at(v, d, s); check_topk && r < cu_at(v, d, s + 1); ++r)
             for (int64_t i = 0; i < d->topk; ++i) {
                 const int64_t k = ix_at(&v->topk, r, i);
                 if (k < -1 || k >= c)
@@ -339,7 +340,7 @@ static mla_status read_and_check(mla_context *ctx, const mla_attention_desc *d,
         st = ix_open(ctx, a->cu_q_lens, "cu_q_lens", &v.cu_q);
     if (st == MLA_OK && d->paged)
         st = ix_open(ctx, a->block_table, "block_table", &v.table);
-    if (st == MLA_OK && d->topk > 0)
+    if (st == MLA_OK && d->topk > 0 && mla_check_values(ctx, MLA_TRUST_TOPK))
         st = ix_open(ctx, a->topk_indices, "topk_indices", &v.topk);
     if (st == MLA_OK)
         st = check_values(ctx, d, sh, &v, len, max_q);

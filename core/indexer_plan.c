@@ -196,7 +196,7 @@ mla_status mla_indexer_search(mla_context *ctx, const mla_indexer_plan *plan,
     const char *names[3] = {"cache", "q", "w"};
     for (int i = 0; i < 3; ++i)
         MLA_TRY(mla_check_disjoint(ctx, indices, "indices", ins[i], names[i]));
-    if (plan->B == 0)
+    if (plan->B == 0 || ctx->dry_run)
         return MLA_OK;
     MLA_TRY(ctx->ops->indexer_logits(ctx, &la));
     ta.after_logits = 1;

@@ -86,6 +86,26 @@ int64_t mla_find_duplicate(const int64_t *v, int64_t n)
     return dup;
 }
 
+mla_status mla_check_slot_values(mla_context *ctx, const mla_tensor *slots, int64_t T,
+                                 int64_t capacity, const char *name)
+{
+    if (!mla_check_values(ctx, MLA_TRUST_INDICES))
+        return MLA_OK;
+    int64_t *v = NULL;
+    MLA_TRY(mla_read_indices(ctx, slots, name, &v));
+    mla_status st = mla_check_index_range(ctx, v, T, 0, capacity, 1, name);
+    if (st == MLA_OK && T > 1) {
+        const int64_t dup = mla_find_duplicate(v, T);
+        if (dup == -2)
+            st = mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, name, "%s: cannot check duplicates", name);
+        else if (dup >= 0)
+            st = mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, name, "slot %lld is written twice",
+                          (long long)dup);
+    }
+    free(v);
+    return st;
+}
+
 mla_status mla_check_index_range(mla_context *ctx, const int64_t *v, int64_t n, int64_t lo,
                                  int64_t hi, int skip_negative, const char *name)
 {

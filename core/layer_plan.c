@@ -216,7 +216,49 @@ static mla_status write_topk_rows(mla_context *ctx, mla_layer_plan *lp)
     return st;
 }
 
-static mla_status take_batch(mla_context *ctx, mla_layer_plan *lp, const mla_layer_batch *b)
+/* The batch's index values, before anything is written: positions within
+ * the RoPE table, slots within the cache (and the index cache) and none
+ * twice, and on a sparse layer the block table's ids in use within the
+ * index cache. (The attention plan checks the lengths, cu_q_lens and the
+ * ids against the latent cache.) */
+static mla_status check_batch_values(mla_context *ctx, const mla_layer_plan *lp)
+{
+    MLA_TRY(mla_check_positions(ctx, &lp->positions, "batch.positions", lp->T, lp->cos.shape[0]));
+    MLA_TRY(mla_check_dtype(ctx, &lp->slots, "batch.slots",
+                            MLA_DT(MLA_DTYPE_I32) | MLA_DT(MLA_DTYPE_I64)));
+    /* capacities fit: the caches' bytes do (take_buffers) */
+    const mla_indexer_cache_desc *id = &lp->opt.index_cache;
+    int64_t cap = lp->cache_desc.num_blocks * lp->cache_desc.block_size;
+    if (lp->ws.sparse && id->num_blocks * id->block_size < cap)
+        cap = id->num_blocks * id->block_size;
+    MLA_TRY(mla_check_slot_values(ctx, &lp->slots, lp->T, cap, "batch.slots"));
+    if (!lp->ws.sparse)
+        return MLA_OK;
+    MLA_TRY(mla_check_dtype(ctx, &lp->block_table, "batch.block_table", MLA_DT(MLA_DTYPE_I32)));
+    int64_t *ids = NULL;
+    MLA_TRY(mla_read_indices(ctx, &lp->block_table, "batch.block_table", &ids));
+    const int64_t mb = lp->block_table.shape[1];
+    mla_status st = MLA_OK;
+    for (int64_t s = 0; st == MLA_OK && s < lp->S; ++s) {
+        const int64_t used = mla_sz_ceil_div(lp->ctx_host[s], id->block_size);
+        if (used > mb)
+            st = mla_fail(ctx, MLA_ERR_OUT_OF_RANGE, "batch.context_lens",
+                          "context_lens[%lld] = %d needs %lld index-cache blocks, the table "
+                          "has %lld",
+                          (long long)s, (int)lp->ctx_host[s], (long long)used, (long long)mb);
+        else
+            st = mla_check_index_range(ctx, ids + s * mb, used, 0, id->num_blocks, 0,
+                                       "batch.block_table");
+    }
+    free(ids);
+    return st;
+}
+
+/* Takes the batch: checks every index value, then (re)plans the attention
+ * over it, and only then writes (the top-k rows of the workspace): a
+ * refused call leaves the plan and the workspace as they were. */
+static mla_status take_batch(mla_context *ctx, mla_layer_plan *lp, const mla_layer_batch *b,
+                             int update)
 {
     if (!b)
         return mla_fail(ctx, MLA_ERR_NULL_POINTER, "batch", "NULL argument");
@@ -241,7 +283,19 @@ static mla_status take_batch(mla_context *ctx, mla_layer_plan *lp, const mla_lay
         return mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, "batch", "no host memory");
     next.ctx_host = next.cu_host + lp->S + 1;
     mla_status st = read_batch(ctx, &next);
+    if (st == MLA_OK)
+        st = check_batch_values(ctx, &next);
+    if (st == MLA_OK) {
+        /* the top-k rows are written below (all absent until the first
+         * forward's top-k): no value the plan could check is there yet */
+        const uint32_t trusted = ctx->trusted;
+        ctx->trusted |= MLA_TRUST_TOPK;
+        st = mla_layer_plan_attention(ctx, &next, update);
+        ctx->trusted = trusted;
+    }
     if (st != MLA_OK) {
+        if (next.attn != lp->attn)
+            mla_attention_plan_destroy(next.attn);
         free(next.cu_host);
         return st;
     }
@@ -295,8 +349,7 @@ static mla_status create(mla_context *ctx, mla_layer_plan *lp, const mla_layer_b
     MLA_TRY(mla_layer_layout(ctx, lp->plan, &lp->opt, lp->T, lp->S, lp->max_context,
                              "batch.positions", &lp->ws));
     MLA_TRY(take_buffers(ctx, lp, buffers));
-    MLA_TRY(take_batch(ctx, lp, batch));
-    return mla_layer_plan_attention(ctx, lp, 0);
+    return take_batch(ctx, lp, batch, 0);
 }
 
 mla_status mla_layer_plan_create(mla_context *ctx, const mla_plan *plan,
@@ -344,8 +397,7 @@ mla_status mla_layer_plan_update(mla_context *ctx, mla_layer_plan *lp, const mla
     MLA_TRY(mla_begin(ctx));
     if (!lp)
         return mla_fail(ctx, MLA_ERR_NULL_POINTER, "lp", "NULL argument");
-    MLA_TRY(take_batch(ctx, lp, batch));
-    return mla_layer_plan_attention(ctx, lp, 1);
+    return take_batch(ctx, lp, batch, 1);
 }
 
 mla_status mla_layer_test_rotate_twice(mla_context *ctx, mla_layer_plan *lp)

@@ -169,6 +169,44 @@ mla_status mla_check_inplace_or_disjoint(mla_context *ctx, const mla_tensor *out
     return same_elements(out, in) ? MLA_OK : mla_check_disjoint(ctx, out, oname, in, iname);
 }
 
+mla_status mla_check_apart(mla_context *ctx, const mla_tensor *const *outs,
+                           const char *const *onames, int nout, const mla_tensor *const *ins,
+                           const char *const *inames, int nin)
+{
+    for (int o = 0; o < nout; ++o) {
+        if (!outs[o])
+            continue;
+        for (int i = 0; i < nin; ++i)
+            if (ins[i])
+                MLA_TRY(mla_check_disjoint(ctx, outs[o], onames[o], ins[i], inames[i]));
+        for (int p = o + 1; p < nout; ++p)
+            if (outs[p])
+                MLA_TRY(mla_check_disjoint(ctx, outs[o], onames[o], outs[p], onames[p]));
+    }
+    return MLA_OK;
+}
+
+mla_status mla_run_composite(mla_context *ctx, mla_steps_fn steps, void *args, uint32_t dry_trust)
+{
+    const int32_t dry = ctx->dry_run;
+    const uint32_t trusted = ctx->trusted;
+    mla_status st;
+    if (dry || (trusted & MLA_TRUST_VALIDATED)) { /* within an outer composite's pass */
+        ctx->trusted = trusted | (dry ? dry_trust : 0);
+        st = steps(ctx, args);
+    } else {
+        ctx->dry_run = 1;
+        ctx->trusted = trusted | dry_trust;
+        st = steps(ctx, args);
+        ctx->dry_run = 0;
+        ctx->trusted = trusted | MLA_TRUST_VALIDATED;
+        if (st == MLA_OK)
+            st = steps(ctx, args);
+    }
+    ctx->trusted = trusted;
+    return st;
+}
+
 mla_status mla_begin(mla_context *ctx)
 {
     if (!ctx)

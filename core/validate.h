@@ -42,8 +42,43 @@ mla_status mla_check_inplace_or_disjoint(mla_context *ctx, const mla_tensor *out
                                          const char *oname, const mla_tensor *in,
                                          const char *iname);
 
+/* Every output apart from every input and from the other outputs (NULL
+ * entries are skipped): the cross-step aliasing of a composite op, which no
+ * single step sees. */
+mla_status mla_check_apart(mla_context *ctx, const mla_tensor *const *outs,
+                           const char *const *onames, int nout, const mla_tensor *const *ins,
+                           const char *const *inames, int nin);
+
 /* Clears the context's error; MLA_ERR_NULL_POINTER without a context. */
 mla_status mla_begin(mla_context *ctx);
+
+/* -------------------------------------------------------- composite ops
+ *
+ * An entry point that runs several others (mla_prepare, the indexer
+ * prepare, the layer forward) must refuse before its first step writes.
+ * mla_run_composite runs steps(ctx, args), which makes every step through
+ * the public entry points, twice: a dry pass (ctx->dry_run: each entry point
+ * checks everything, reads the index values it checks, and returns at its
+ * dispatch, MLA_DISPATCH), then, when every step passed, the real pass with
+ * the index values trusted (they were checked and no step writes them: the
+ * composite checks its inputs apart from its outputs). Inside another
+ * composite's pass it runs once, in that pass. dry_trust: what the dry
+ * pass may trust (the composite checked the values itself, or they are
+ * produced by an earlier step and are garbage until the real pass). */
+#define MLA_TRUST_INDICES 1u   /* index values (positions, slots, lengths, tables) */
+#define MLA_TRUST_TOPK 2u      /* top-k indices written by an earlier step */
+#define MLA_TRUST_VALIDATED 4u /* the real pass: a dry pass checked every step */
+typedef mla_status (*mla_steps_fn)(mla_context *ctx, void *args);
+mla_status mla_run_composite(mla_context *ctx, mla_steps_fn steps, void *args, uint32_t dry_trust);
+
+/* Whether the values named by bit (MLA_TRUST_*) need checking in this call. */
+static inline int mla_check_values(const mla_context *ctx, uint32_t bit)
+{
+    return !(ctx->trusted & (bit | MLA_TRUST_VALIDATED));
+}
+
+/* An entry point's last step: its backend slot call, skipped in a dry pass. */
+#define MLA_DISPATCH(ctx, call) ((ctx)->dry_run ? MLA_OK : (call))
 
 /* The slot of an op, or MLA_ERR_UNSUPPORTED when the table has none. */
 #define MLA_SLOT(ctx, slot)                                                                       \
