@@ -224,7 +224,7 @@ static mla_status run_indexer(mla_context *ctx, mla_layer_plan *lp, const mla_in
 {
     const mla_model_config *c = cfg_of(lp);
     const int64_t T = lp->T, Hi = c->index_heads, D = c->index_head_dim, K = c->index_topk;
-    const int64_t M = lp->max_context;
+    const int64_t M = mla_layer_logits_cols(c, lp->max_context);
     mla_tensor q = ws_view(lp, lp->ws.idx_q, lp->opt.indexer.fp8, 3, (int64_t[]){T, Hi, D},
                            (int64_t[]){Hi * D, D, 1});
     mla_tensor w =

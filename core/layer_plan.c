@@ -11,6 +11,12 @@
 #define WS_ALIGN 256
 #define DEFAULT_SPLITS 8
 
+int64_t mla_layer_logits_cols(const mla_model_config *c, int64_t max_context)
+{
+    const int64_t n = max_context > c->index_topk ? max_context : c->index_topk;
+    return n > 0 ? n : 1;
+}
+
 /* The region's offset; the cursor moves past it, 256-byte aligned (to -1,
  * for good, when a size is -1: an overflowed mla_sz_ product). */
 static int64_t place(int64_t *cursor, int64_t bytes)
@@ -85,7 +91,7 @@ mla_status mla_layer_layout(mla_context *ctx, const mla_plan *plan, const mla_la
         w->idx_q = place(&cur, mla_sz_mul3(T, Hi, D));
         w->idx_w = place(&cur, mla_sz_mul3(T, Hi, 4));
         w->idx_k = place(&cur, mla_sz_mul3(T, D, es));
-        w->logits = place(&cur, mla_sz_mul3(T, max_context > 0 ? max_context : 1, 4));
+        w->logits = place(&cur, mla_sz_mul3(T, mla_layer_logits_cols(c, max_context), 4));
         w->topk = place(&cur, mla_sz_mul3(T, c->index_topk, 4));
         w->topk_len = place(&cur, mla_sz_mul(T, 4));
     }
