@@ -238,8 +238,8 @@ mla_tensor mla_as_3d(const mla_tensor *t)
         r.ndim = 3;
         r.shape[2] = t->shape[1];
         r.stride[2] = t->stride[1];
-        r.shape[1] = 1;
-        r.stride[1] = t->shape[1] * t->stride[1];
+        r.shape[1] = 1; /* its stride is never stepped; any value past int64 will do */
+        r.stride[1] = mla_sz_sat(mla_sz_mul(t->shape[1], t->stride[1]));
     }
     return r;
 }
