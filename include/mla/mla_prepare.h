@@ -267,7 +267,13 @@ MLA_API mla_status mla_prepare_workspace_bytes(const mla_plan *plan, int64_t T, 
  * RoPE applied exactly once at the plan's site (when the site is ATTENTION,
  * q_cat's rope part and the cached k_pe are left unrotated for the attention
  * call to rotate). workspace: U8 [>= mla_prepare_workspace_bytes] in context
- * memory. */
+ * memory, its bytes contiguous. Everything is checked before the first
+ * stage writes, so a refused call leaves q_cat, the cache and the workspace
+ * as they were: the arguments, every stage's own checks, the index values
+ * (positions < cos rows, slots < the cache's capacity and none listed twice:
+ * MLA_ERR_INVALID_ARGUMENT "slots"), and that no output (q_cat, cache,
+ * workspace) overlaps an input (x, positions, slots, cos, sin, a weight) or
+ * another output (MLA_ERR_ALIAS). */
 MLA_API mla_status mla_prepare(mla_context *ctx, const mla_plan *plan,
                                const mla_layer_weights *weights, const mla_tensor *x,
                                const mla_tensor *positions, const mla_tensor *slots,
