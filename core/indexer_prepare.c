@@ -66,17 +66,6 @@ typedef struct idx_call {
     idx_ws w;
 } idx_call;
 
-/* The indexer's projections run through mla_linear: bf16 or fp8 blocks. */
-static mla_status check_weight(mla_context *ctx, const mla_weight *w, const char *name,
-                               int64_t rows, int64_t cols)
-{
-    MLA_TRY(mla_check_projection(ctx, w, name, rows, cols));
-    if (w->w.dtype == MLA_DTYPE_FP4X2)
-        return mla_fail_field(ctx, MLA_ERR_UNSUPPORTED, name, "w.dtype",
-                              "the indexer's projections take bf16 or fp8 blocks");
-    return MLA_OK;
-}
-
 /* Every argument, the index values and the aliasing of the call's inputs
  * and outputs, before the first step; what the steps check besides is
  * checked by their dry pass (mla_run_composite). */
@@ -102,9 +91,9 @@ static mla_status check_args(mla_context *ctx, idx_call *a)
     MLA_TRY(mla_check_extent(ctx, x, "x", 1, c->hidden));
     if (x->dtype != q_lat->dtype)
         return mla_fail_field(ctx, MLA_ERR_DTYPE, "x", "dtype", "x and q_lat_normed share a dtype");
-    MLA_TRY(check_weight(ctx, &a->wt->wq_b, "weights.wq_b", Hi * D, c->q_lora));
-    MLA_TRY(check_weight(ctx, &a->wt->wk, "weights.wk", D, c->hidden));
-    MLA_TRY(check_weight(ctx, &a->wt->weights_proj, "weights.weights_proj", Hi, c->hidden));
+    MLA_TRY(mla_check_linear_weight(ctx, &a->wt->wq_b, "weights.wq_b", Hi * D, c->q_lora));
+    MLA_TRY(mla_check_linear_weight(ctx, &a->wt->wk, "weights.wk", D, c->hidden));
+    MLA_TRY(mla_check_linear_weight(ctx, &a->wt->weights_proj, "weights.weights_proj", Hi, c->hidden));
     const mla_tensor *nb[2] = {&a->wt->k_norm_weight, &a->wt->k_norm_bias};
     const char *nbn[2] = {"weights.k_norm_weight", "weights.k_norm_bias"};
     for (int i = 0; i < 2; ++i) {
@@ -142,12 +131,7 @@ static mla_status check_args(mla_context *ctx, idx_call *a)
     if (layout(c, T, (int64_t)mla_dtype_size(q_lat->dtype), &a->w) != MLA_OK)
         return mla_fail(ctx, MLA_ERR_OVERFLOW, "q_lat_normed", "too many tokens");
     const mla_tensor *ws = a->workspace;
-    MLA_TRY(mla_check_tensor(ctx, ws, "workspace", 1));
-    if (ws->shape[0] < a->w.bytes || mla_dtype_size(ws->dtype) != 1)
-        return mla_fail(ctx, MLA_ERR_SHAPE, "workspace", "needs %lld bytes", (long long)a->w.bytes);
-    if (ws->shape[0] > 1 && ws->stride[0] != 1)
-        return mla_fail_field(ctx, MLA_ERR_STRIDE, "workspace", "stride",
-                              "the workspace bytes must be contiguous");
+    MLA_TRY(mla_check_workspace(ctx, ws, "workspace", a->w.bytes));
     /* the positions, before any output is written */
     MLA_TRY(mla_check_positions(ctx, a->positions, "positions", T, cos->shape[0]));
     const mla_tensor *outs[4] = {q_fp8, a->w_out, a->k, ws};

@@ -110,17 +110,6 @@ mla_status mla_layer_plan_attention(mla_context *ctx, mla_layer_plan *lp, int up
 
 /* -------------------------------------------------------------- checks */
 
-/* The indexer's projections run through mla_linear (bf16 or fp8 blocks). */
-static mla_status check_indexer_weight(mla_context *ctx, const mla_weight *w, const char *name,
-                                       int64_t rows, int64_t cols)
-{
-    MLA_TRY(mla_check_projection(ctx, w, name, rows, cols));
-    if (w->w.dtype == MLA_DTYPE_FP4X2)
-        return mla_fail_field(ctx, MLA_ERR_UNSUPPORTED, name, "w.dtype",
-                              "the indexer's projections take bf16 or fp8 blocks");
-    return MLA_OK;
-}
-
 /* What the stages after the prepare read, checked before the prepare
  * writes anything (the prepare checks its own inputs first). */
 static mla_status check_forward(mla_context *ctx, const mla_layer_plan *lp,
@@ -151,10 +140,10 @@ static mla_status check_forward(mla_context *ctx, const mla_layer_plan *lp,
             return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "weights.has_indexer",
                             "the layer is sparse: it needs the indexer weights");
         const int64_t Hi = c->index_heads, D = c->index_head_dim;
-        MLA_TRY(check_indexer_weight(ctx, &iw->wq_b, "indexer.wq_b", Hi * D, c->q_lora));
-        MLA_TRY(check_indexer_weight(ctx, &iw->wk, "indexer.wk", D, c->hidden));
+        MLA_TRY(mla_check_linear_weight(ctx, &iw->wq_b, "indexer.wq_b", Hi * D, c->q_lora));
+        MLA_TRY(mla_check_linear_weight(ctx, &iw->wk, "indexer.wk", D, c->hidden));
         MLA_TRY(
-            check_indexer_weight(ctx, &iw->weights_proj, "indexer.weights_proj", Hi, c->hidden));
+            mla_check_linear_weight(ctx, &iw->weights_proj, "indexer.weights_proj", Hi, c->hidden));
         const mla_tensor *nb[2] = {&iw->k_norm_weight, &iw->k_norm_bias};
         const char *nbn[2] = {"indexer.k_norm_weight", "indexer.k_norm_bias"};
         for (int i = 0; i < 2; ++i) {

@@ -152,12 +152,7 @@ static mla_status check_inputs(mla_context *ctx, prepare_call *pc)
         return mla_fail_field(ctx, MLA_ERR_SHAPE, "cos", "shape[1]", "the table is not for R = %lld",
                               (long long)c->rope);
     const mla_tensor *ws = pc->workspace;
-    MLA_TRY(mla_check_tensor(ctx, ws, "workspace", 1));
-    if (ws->shape[0] < pc->w.bytes || mla_dtype_size(ws->dtype) != 1)
-        return mla_fail(ctx, MLA_ERR_SHAPE, "workspace", "needs %lld bytes", (long long)pc->w.bytes);
-    if (ws->shape[0] > 1 && ws->stride[0] != 1)
-        return mla_fail_field(ctx, MLA_ERR_STRIDE, "workspace", "stride",
-                              "the workspace bytes must be contiguous");
+    MLA_TRY(mla_check_workspace(ctx, ws, "workspace", pc->w.bytes));
     /* the index values: a bad position or slot (or one listed twice) is
      * refused before q_cat, the cache or the workspace is touched */
     MLA_TRY(mla_check_positions(ctx, pc->positions, "positions", T, pc->cos->shape[0]));

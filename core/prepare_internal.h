@@ -39,6 +39,9 @@ mla_status mla_prepare_run(mla_context *ctx, const mla_plan *plan, const mla_lay
 int64_t mla_weight_in(const mla_weight *w); /* the logical input width */
 mla_status mla_check_projection(mla_context *ctx, const mla_weight *w, const char *name,
                                 int64_t rows, int64_t cols);
+/* A projection mla_linear takes (the indexer's): bf16 or fp8 blocks. */
+mla_status mla_check_linear_weight(mla_context *ctx, const mla_weight *w, const char *name,
+                                   int64_t rows, int64_t cols);
 /* The tensors of w the prepare (and, with_o, the layer) reads, named
  * "weights.<projection>.w" / ".scale", for the composites' aliasing checks:
  * q_a_proj and q_a_layernorm only with q_lora, scales only beside fp8 or

@@ -35,6 +35,16 @@ mla_status mla_check_projection(mla_context *ctx, const mla_weight *w, const cha
     return MLA_OK;
 }
 
+mla_status mla_check_linear_weight(mla_context *ctx, const mla_weight *w, const char *name,
+                                   int64_t rows, int64_t cols)
+{
+    MLA_TRY(mla_check_projection(ctx, w, name, rows, cols));
+    if (w->w.dtype == MLA_DTYPE_FP4X2)
+        return mla_fail_field(ctx, MLA_ERR_UNSUPPORTED, name, "w.dtype",
+                              "the indexer's projections take bf16 or fp8 blocks");
+    return MLA_OK;
+}
+
 int mla_weight_tensors(const mla_layer_weights *w, int q_lora, int with_o, const mla_tensor **t,
                        const char **names)
 {

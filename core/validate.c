@@ -96,6 +96,17 @@ static int by_stride(const void *a, const void *b)
     return (x->stride > y->stride) - (x->stride < y->stride);
 }
 
+mla_status mla_check_workspace(mla_context *ctx, const mla_tensor *t, const char *name,
+                               int64_t bytes)
+{
+    MLA_TRY(mla_check_tensor(ctx, t, name, 1));
+    if (t->shape[0] < bytes || mla_dtype_size(t->dtype) != 1)
+        return mla_fail(ctx, MLA_ERR_SHAPE, name, "%s needs %lld bytes", name, (long long)bytes);
+    if (t->shape[0] > 1 && t->stride[0] != 1)
+        return mla_fail_field(ctx, MLA_ERR_STRIDE, name, "stride", "the bytes must be contiguous");
+    return MLA_OK;
+}
+
 mla_status mla_check_plan_of(mla_context *ctx, int has, const mla_context *owner)
 {
     if (!has)

@@ -30,6 +30,9 @@ mla_status mla_check_extent(mla_context *ctx, const mla_tensor *t, const char *n
                             int64_t expected);
 /* An output: no two indices share an element (no broadcast, no overlap). */
 mla_status mla_check_output(mla_context *ctx, const mla_tensor *t, const char *name);
+/* A workspace: 1-D, of a byte-sized dtype, at least bytes, contiguous. */
+mla_status mla_check_workspace(mla_context *ctx, const mla_tensor *t, const char *name,
+                               int64_t bytes);
 /* A plan argument: present (has) and made on this context (owner). */
 mla_status mla_check_plan_of(mla_context *ctx, int has, const mla_context *owner);
 /* The byte ranges of a and b do not overlap. */
