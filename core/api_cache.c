@@ -166,21 +166,19 @@ mla_status mla_cache_gather(mla_context *ctx, const mla_cache_desc *desc, const 
     MLA_TRY(mla_check_dtype(ctx, seq_lens, "seq_lens", MLA_DT(MLA_DTYPE_I32)));
     const int64_t S = block_table->shape[0], max_blocks = block_table->shape[1];
     MLA_TRY(mla_check_extent(ctx, seq_lens, "seq_lens", 0, S));
-    /* a table row's capacity; past int64 it bounds nothing (lengths are I32) */
+    /* a table row's capacity */
     const int64_t cap = mla_sz_mul(max_blocks, desc->block_size);
     int64_t *lens = NULL, *table = NULL;
     mla_status st = mla_read_indices(ctx, seq_lens, "seq_lens", &lens);
     if (st == MLA_OK)
-        st = mla_check_index_range(ctx, lens, S, 0,
-                                   cap < 0 || cap == INT64_MAX ? INT64_MAX : cap + 1, 0,
-                                   "seq_lens");
+        st = mla_check_index_range(ctx, lens, S, 0, mla_sz_past(cap), 0, "seq_lens");
     if (st == MLA_OK)
         st = mla_read_indices(ctx, block_table, "block_table", &table);
     int64_t rows = 0;
     for (int64_t s = 0; st == MLA_OK && s < S; ++s) {
         st = mla_check_index_range(ctx, table + s * max_blocks,
-                                   mla_sz_ceil_div(lens[s], desc->block_size), 0,
-                                   desc->num_blocks, 0, "block_table");
+                                   mla_sz_ceil_div(lens[s], desc->block_size), 0, desc->num_blocks,
+                                   0, "block_table");
         if (st == MLA_OK && !mla_ck_add(rows, lens[s], &rows))
             st = mla_fail(ctx, MLA_ERR_OVERFLOW, "seq_lens", "the rows to gather overflow");
     }

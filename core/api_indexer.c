@@ -37,9 +37,10 @@ mla_status mla_idx_check_desc(mla_context *ctx, const mla_indexer_cache_desc *in
         return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "cache_desc.block_size",
                         "the shuffle layout needs block_size and head_dim multiples of 16, "
                         "block_size is %lld", (long long)in->block_size);
+    const int64_t per_token = mla_sz_add(in->head_dim, 4); /* fp8 values, an fp32 scale */
     int64_t total;
-    if (!mla_ck_mul(mla_sz_add(in->head_dim, 4), in->block_size, bytes) ||
-        !mla_ck_mul(*bytes, in->num_blocks, &total) || *bytes < 0)
+    if (per_token < 0 || !mla_ck_mul(per_token, in->block_size, bytes) ||
+        !mla_ck_mul(*bytes, in->num_blocks, &total))
         return mla_fail(ctx, MLA_ERR_OVERFLOW, "cache_desc", "cache bytes overflow");
     return MLA_OK;
 }
@@ -112,10 +113,9 @@ static mla_status check_table(mla_context *ctx, const mla_indexer_cache_desc *d,
 {
     MLA_TRY(mla_idx_check_table_shape(ctx, table, S));
     const int64_t max_blocks = table->shape[1];
-    /* a row's capacity; past int64 it bounds nothing (lengths are I32) */
+    /* a row's capacity */
     const int64_t cap = mla_sz_mul(max_blocks, d->block_size);
-    MLA_TRY(mla_check_index_range(ctx, lens, S, 0,
-                                  cap < 0 || cap == INT64_MAX ? INT64_MAX : cap + 1, 0, lname));
+    MLA_TRY(mla_check_index_range(ctx, lens, S, 0, mla_sz_past(cap), 0, lname));
     int64_t *ids = NULL;
     MLA_TRY(mla_read_indices(ctx, table, "block_table", &ids));
     mla_status st = MLA_OK;
@@ -241,13 +241,13 @@ mla_status mla_indexer_k_gather(mla_context *ctx, const mla_indexer_cache_desc *
     MLA_TRY(mla_read_indices(ctx, cu_seq_lens, "cu_seq_lens", &cu));
     mla_status st = mla_alloc_array(ctx, (void **)&lens, S, 1, sizeof *lens, "cu_seq_lens");
     if (st == MLA_OK && cu[0] != 0)
-        st = mla_fail(ctx, MLA_ERR_OUT_OF_RANGE, "cu_seq_lens",
-                      "cu_seq_lens[0] = %lld, must be 0", (long long)cu[0]);
+        st = mla_fail(ctx, MLA_ERR_OUT_OF_RANGE, "cu_seq_lens", "cu_seq_lens[0] = %lld, must be 0",
+                      (long long)cu[0]);
     for (int64_t s = 0; st == MLA_OK && s < S; ++s) {
         lens[s] = cu[s + 1] - cu[s]; /* I32 values: no overflow */
         if (lens[s] < 0)
-            st = mla_fail(ctx, MLA_ERR_OUT_OF_RANGE, "cu_seq_lens",
-                          "cu_seq_lens decreases at %lld", (long long)(s + 1));
+            st = mla_fail(ctx, MLA_ERR_OUT_OF_RANGE, "cu_seq_lens", "cu_seq_lens decreases at %lld",
+                          (long long)(s + 1));
     }
     const int64_t rows = st == MLA_OK ? cu[S] : 0;
     if (st == MLA_OK)

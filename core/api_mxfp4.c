@@ -131,8 +131,8 @@ mla_status mla_batched_gemm_a4w4(mla_context *ctx, const mla_mxfp4_operand *x,
     const int64_t B = x->codes.shape[0], M = x->codes.shape[1];
     int64_t K;
     if (!mla_ck_mul(x->codes.shape[2], 2, &K))
-        return mla_fail_field(ctx, MLA_ERR_OVERFLOW, "x.codes", "shape",
-                              "K = 2 * %lld overflows", (long long)x->codes.shape[2]);
+        return mla_fail_field(ctx, MLA_ERR_OVERFLOW, "x.codes", "shape", "K = 2 * %lld overflows",
+                              (long long)x->codes.shape[2]);
     MLA_TRY(check_k(ctx, K, "x.codes.shape[2]"));
     MLA_TRY(check_operand(ctx, x, "x", B, M, K));
     const int64_t N = w->codes.ndim == 3 ? w->codes.shape[1] : -1;

@@ -16,7 +16,7 @@ mla_status mla_alloc_array(mla_context *ctx, void **out, int64_t n, int64_t m, s
                         (long long)n, (long long)m, es);
     *out = malloc(bytes);
     if (!*out)
-        return mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, param, "%s: cannot allocate %zu bytes",
-                        param, bytes);
+        return mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, param, "%s: cannot allocate %zu bytes", param,
+                        bytes);
     return MLA_OK;
 }

@@ -23,11 +23,11 @@ extern "C" {
 #endif
 
 /* Returns expr's status unless it is MLA_OK. */
-#define MLA_TRY(expr)                                                                             \
-    do {                                                                                          \
-        mla_status mla_try_status_ = (expr);                                                      \
-        if (mla_try_status_ != MLA_OK)                                                            \
-            return mla_try_status_;                                                               \
+#define MLA_TRY(expr)                                                                              \
+    do {                                                                                           \
+        mla_status mla_try_status_ = (expr);                                                       \
+        if (mla_try_status_ != MLA_OK)                                                             \
+            return mla_try_status_;                                                                \
     } while (0)
 
 static inline int mla_ck_add(int64_t a, int64_t b, int64_t *out)
@@ -79,6 +79,13 @@ static inline int64_t mla_sz_mul4(int64_t a, int64_t b, int64_t c, int64_t d)
 /* A size of the mla_sz_ form saturated: INT64_MAX for -1 (a work estimate
  * where "more than int64" means "large"). */
 static inline int64_t mla_sz_sat(int64_t v) { return v < 0 ? INT64_MAX : v; }
+
+/* The exclusive bound of the values <= max: max + 1, or INT64_MAX when max
+ * is INT64_MAX or -1 (a capacity past int64 bounds no int64 value). */
+static inline int64_t mla_sz_past(int64_t max)
+{
+    return max < 0 || max == INT64_MAX ? INT64_MAX : max + 1;
+}
 
 /* ceil(a / m) for a >= 0, m >= 1, without forming a + m - 1. */
 static inline int64_t mla_sz_ceil_div(int64_t a, int64_t m)

@@ -93,7 +93,8 @@ static mla_status check_args(mla_context *ctx, idx_call *a)
         return mla_fail_field(ctx, MLA_ERR_DTYPE, "x", "dtype", "x and q_lat_normed share a dtype");
     MLA_TRY(mla_check_linear_weight(ctx, &a->wt->wq_b, "weights.wq_b", Hi * D, c->q_lora));
     MLA_TRY(mla_check_linear_weight(ctx, &a->wt->wk, "weights.wk", D, c->hidden));
-    MLA_TRY(mla_check_linear_weight(ctx, &a->wt->weights_proj, "weights.weights_proj", Hi, c->hidden));
+    MLA_TRY(
+        mla_check_linear_weight(ctx, &a->wt->weights_proj, "weights.weights_proj", Hi, c->hidden));
     const mla_tensor *nb[2] = {&a->wt->k_norm_weight, &a->wt->k_norm_bias};
     const char *nbn[2] = {"weights.k_norm_weight", "weights.k_norm_bias"};
     for (int i = 0; i < 2; ++i) {
@@ -183,14 +184,17 @@ static mla_status idx_steps(mla_context *ctx, void *args)
     const mla_dtype act = q_lat->dtype;
 
     /* q = q_lat_normed @ W_qb_idx^T, seen as [T, Hi, D] */
-    mla_tensor q2 = mla_view(ws + w->q, act, mem, 2, (int64_t[]){T, Hi * D}, (int64_t[]){Hi * D, 1});
-    mla_tensor q3 = mla_view(ws + w->q, act, mem, 3, (int64_t[]){T, Hi, D}, (int64_t[]){Hi * D, D, 1});
+    mla_tensor q2 =
+        mla_view(ws + w->q, act, mem, 2, (int64_t[]){T, Hi * D}, (int64_t[]){Hi * D, 1});
+    mla_tensor q3 =
+        mla_view(ws + w->q, act, mem, 3, (int64_t[]){T, Hi, D}, (int64_t[]){Hi * D, D, 1});
     MLA_TRY(mla_linear(ctx, q_lat, &wt->wq_b.w, scale_of(&wt->wq_b), &q2));
     /* k = LayerNorm(x @ W_k^T); w = x @ W_w^T in bf16 */
     mla_tensor k_raw = mla_view(ws + w->k_raw, act, mem, 2, (int64_t[]){T, D}, (int64_t[]){D, 1});
     MLA_TRY(mla_linear(ctx, x, &wt->wk.w, scale_of(&wt->wk), &k_raw));
     MLA_TRY(mla_layernorm(ctx, &k_raw, &wt->k_norm_weight, &wt->k_norm_bias, INDEXER_LN_EPS, k));
-    mla_tensor wb = mla_view(ws + w->w, MLA_DTYPE_BF16, mem, 2, (int64_t[]){T, Hi}, (int64_t[]){Hi, 1});
+    mla_tensor wb =
+        mla_view(ws + w->w, MLA_DTYPE_BF16, mem, 2, (int64_t[]){T, Hi}, (int64_t[]){Hi, 1});
     MLA_TRY(mla_linear(ctx, x, &wt->weights_proj.w, scale_of(&wt->weights_proj), &wb));
     /* RoPE on the first R dims of q and k, in place (the op does not care) */
     MLA_TRY(mla_rope(ctx, cos, sin, positions, &q3, &q3, opt->style));
@@ -202,12 +206,12 @@ static mla_status idx_steps(mla_context *ctx, void *args)
     /* q to fp8 per (token, head) with a power-of-two scale, then the head weights */
     mla_tensor q_rows = mla_view(ws + w->q, act, mem, 2, (int64_t[]){T * Hi, D}, (int64_t[]){D, 1});
     mla_tensor codes = mla_view(a->q_fp8->data, a->q_fp8->dtype, mem, 2, (int64_t[]){T * Hi, D},
-                            (int64_t[]){D, 1});
-    mla_tensor s_q = mla_view(ws + w->s_q, MLA_DTYPE_F32, mem, 2, (int64_t[]){T * Hi, 1},
-                          (int64_t[]){1, 1});
+                                (int64_t[]){D, 1});
+    mla_tensor s_q =
+        mla_view(ws + w->s_q, MLA_DTYPE_F32, mem, 2, (int64_t[]){T * Hi, 1}, (int64_t[]){1, 1});
     MLA_TRY(mla_fp8_group_quant(ctx, &q_rows, &codes, &s_q, D, MLA_FP8_SCALE_UE8M0));
-    mla_tensor s_q2 = mla_view(ws + w->s_q, MLA_DTYPE_F32, mem, 2, (int64_t[]){T, Hi},
-                           (int64_t[]){Hi, 1});
+    mla_tensor s_q2 =
+        mla_view(ws + w->s_q, MLA_DTYPE_F32, mem, 2, (int64_t[]){T, Hi}, (int64_t[]){Hi, 1});
     return mla_indexer_head_weights(ctx, &wb, &s_q2, a->w_out);
 }
 
@@ -220,7 +224,10 @@ mla_status mla_indexer_prepare(mla_context *ctx, const mla_model_config *cfg,
 {
     MLA_TRY(mla_begin(ctx));
     if (!cfg || !wt || !opt)
-        return mla_fail(ctx, MLA_ERR_NULL_POINTER, !cfg ? "cfg" : !wt ? "weights" : "options",
+        return mla_fail(ctx, MLA_ERR_NULL_POINTER,
+                        !cfg  ? "cfg"
+                        : !wt ? "weights"
+                              : "options",
                         "NULL argument");
     idx_call a = {cfg, wt, opt, q_lat, x, positions, cos, sin, q_fp8, w_out, k, workspace, {0}};
     MLA_TRY(check_args(ctx, &a));

@@ -158,12 +158,22 @@ static mla_status check_forward(mla_context *ctx, const mla_layer_plan *lp,
     const mla_tensor *outs[4] = {y, &lp->workspace, &lp->cache,
                                  lp->ws.sparse ? &lp->index_cache : NULL};
     const char *onames[4] = {"y", "workspace", "cache", "index_cache"};
-    const mla_tensor *ins[8 + MLA_WEIGHT_TENSORS + 12] = {
-        x, &lp->positions, &lp->slots, &lp->block_table, &lp->context_lens,
-        lp->has_cu_q ? &lp->cu_q : NULL, &lp->cos, &lp->sin};
-    const char *inames[8 + MLA_WEIGHT_TENSORS + 12] = {
-        "x", "batch.positions", "batch.slots", "batch.block_table", "batch.context_lens",
-        "batch.cu_q_lens", "cos", "sin"};
+    const mla_tensor *ins[8 + MLA_WEIGHT_TENSORS + 12] = {x,
+                                                          &lp->positions,
+                                                          &lp->slots,
+                                                          &lp->block_table,
+                                                          &lp->context_lens,
+                                                          lp->has_cu_q ? &lp->cu_q : NULL,
+                                                          &lp->cos,
+                                                          &lp->sin};
+    const char *inames[8 + MLA_WEIGHT_TENSORS + 12] = {"x",
+                                                       "batch.positions",
+                                                       "batch.slots",
+                                                       "batch.block_table",
+                                                       "batch.context_lens",
+                                                       "batch.cu_q_lens",
+                                                       "cos",
+                                                       "sin"};
     int n = 8 + mla_weight_tensors(&p->base, c->q_lora != 0, 1, ins + 8, inames + 8);
     if (p->base.kv_b_proj.w.dtype == MLA_DTYPE_FP4X2) {
         const mla_tensor *mx[4] = {&p->w_kc_fp4.codes, &p->w_kc_fp4.scales, &p->w_vc_fp4.codes,

@@ -62,7 +62,10 @@ mla_status mla_layer_layout(mla_context *ctx, const mla_plan *plan, const mla_la
     const mla_model_config *c = mla_plan_config(plan);
     const mla_plan_options *po = mla_plan_options_get(plan);
     if (T < 0 || S < 0 || max_context < 0)
-        return mla_fail(ctx, MLA_ERR_SHAPE, T < 0 ? tname : S < 0 ? "S" : "max_context",
+        return mla_fail(ctx, MLA_ERR_SHAPE,
+                        T < 0   ? tname
+                        : S < 0 ? "S"
+                                : "max_context",
                         "T, S and max_context are counts (>= 0)");
     if (T > ((int64_t)1 << 24) || max_context > ((int64_t)1 << 31))
         return mla_fail(ctx, MLA_ERR_OVERFLOW, T > ((int64_t)1 << 24) ? tname : "max_context",
@@ -130,7 +133,10 @@ mla_status mla_layer_workspace_bytes(mla_context *ctx, const mla_plan *plan,
 {
     MLA_TRY(mla_begin(ctx));
     if (!plan || !opt || !bytes)
-        return mla_fail(ctx, MLA_ERR_NULL_POINTER, !plan ? "plan" : !opt ? "opt" : "bytes",
+        return mla_fail(ctx, MLA_ERR_NULL_POINTER,
+                        !plan  ? "plan"
+                        : !opt ? "opt"
+                               : "bytes",
                         "NULL argument");
     mla_layer_ws w;
     MLA_TRY(mla_layer_layout(ctx, plan, opt, T, S, max_context, "T", &w));

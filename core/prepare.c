@@ -157,8 +157,8 @@ static mla_status check_inputs(mla_context *ctx, prepare_call *pc)
      * refused before q_cat, the cache or the workspace is touched */
     MLA_TRY(mla_check_positions(ctx, pc->positions, "positions", T, pc->cos->shape[0]));
     MLA_TRY(mla_check_tensor(ctx, pc->slots, "slots", 1));
-    MLA_TRY(mla_check_dtype(ctx, pc->slots, "slots",
-                            MLA_DT(MLA_DTYPE_I32) | MLA_DT(MLA_DTYPE_I64)));
+    MLA_TRY(
+        mla_check_dtype(ctx, pc->slots, "slots", MLA_DT(MLA_DTYPE_I32) | MLA_DT(MLA_DTYPE_I64)));
     MLA_TRY(mla_check_extent(ctx, pc->slots, "slots", 0, T));
     MLA_TRY(mla_check_slot_values(ctx, pc->slots, T, cd->num_blocks * cd->block_size, "slots"));
     /* no output overlaps an input or another output (a later stage would
@@ -226,7 +226,8 @@ static mla_status prepare_steps(mla_context *ctx, void *args)
 
     /* 1. latent = x @ [W_qa ; W_kva]^T (V2-Lite: q = x @ W_q^T) */
     const int64_t qa_cols = c->q_lora ? c->q_lora : Hqk;
-    mla_tensor qa = mla_view(ws + w->qa, act, mem, 2, (int64_t[]){T, qa_cols}, (int64_t[]){qa_cols, 1});
+    mla_tensor qa =
+        mla_view(ws + w->qa, act, mem, 2, (int64_t[]){T, qa_cols}, (int64_t[]){qa_cols, 1});
     mla_tensor kv = mla_view(ws + w->kv, act, mem, 2, (int64_t[]){T, D}, (int64_t[]){D, 1});
     const mla_weight *wq = c->q_lora ? &wt->q_a_proj : &wt->q_b_proj;
     MLA_TRY(mla_project(ctx, x, wq, &qa));
@@ -247,8 +248,8 @@ static mla_status prepare_steps(mla_context *ctx, void *args)
 
     /* 4. q_lat_nope[h] = q_nope[:, h] @ W_kc[h], W_kc[h] = kv_b_proj.mla_view(H, nope+v, L)[h, :nope] */
     const int64_t nv = c->nope + c->v;
-    mla_tensor q_nope = mla_view(ws + w->q, act, mem, 3, (int64_t[]){H, T, c->nope},
-                             (int64_t[]){qk, Hqk, 1});
+    mla_tensor q_nope =
+        mla_view(ws + w->q, act, mem, 3, (int64_t[]){H, T, c->nope}, (int64_t[]){qk, Hqk, 1});
     mla_tensor w_kc = mla_view(wt->kv_b_proj.w.data, wt->kv_b_proj.w.dtype,
                                wt->kv_b_proj.w.memory, 3,
                            (int64_t[]){H, c->nope, L},
@@ -258,7 +259,7 @@ static mla_status prepare_steps(mla_context *ctx, void *args)
     mla_tensor absorbed; /* [T, H, L] */
     if (w->q_abs >= 0)
         absorbed = mla_view(ws + w->q_abs, MLA_DTYPE_F32, mem, 3, (int64_t[]){T, H, L},
-                        (int64_t[]){H * L, L, 1});
+                            (int64_t[]){H * L, L, 1});
     else
         absorbed = mla_view(q_cat->data, q_cat->dtype, mem, 3, (int64_t[]){T, H, L},
                         (int64_t[]){qs[0], qs[1], qs[2]});
@@ -273,9 +274,9 @@ static mla_status prepare_steps(mla_context *ctx, void *args)
 
     /* 5-6. RoPE once, at the plan's site, and the cache write */
     mla_tensor q_pe = mla_view((uint8_t *)ws + w->q + c->nope * mla_dtype_size(act), act, mem, 3,
-                           (int64_t[]){T, H, R}, (int64_t[]){Hqk, qk, 1});
+                               (int64_t[]){T, H, R}, (int64_t[]){Hqk, qk, 1});
     mla_tensor k_pe = mla_view(ws + w->kv + L * mla_dtype_size(act), act, mem, 2, (int64_t[]){T, R},
-                           (int64_t[]){D, 1});
+                               (int64_t[]){D, 1});
     if (pc->views) {
         pc->views->q_lat = qa;
         pc->views->k_nope = k_nope;
@@ -290,14 +291,14 @@ static mla_status prepare_steps(mla_context *ctx, void *args)
     if (mla_plan_rotates_at(plan, MLA_ROPE_SITE_ATTENTION))
         return mla_convert(ctx, &q_pe, &q_cat_pe, MLA_SATURATE);
     if (mla_plan_rotates_at(plan, MLA_ROPE_SITE_FUSED_CACHE)) {
-        mla_rope_cache_args f = {cos,   sin,   MLA_ROPE_INTERLEAVED, &absorbed, &q_pe,
-                                 positions, &k_nope, &k_pe, positions, slots,
-                                 pc->cache_desc, pc->cache, pc->q_cat, 1.0f, NULL};
+        mla_rope_cache_args f = {
+            cos,       sin,   MLA_ROPE_INTERLEAVED, &absorbed, &q_pe,     positions, &k_nope, &k_pe,
+            positions, slots, pc->cache_desc,       pc->cache, pc->q_cat, 1.0f,      NULL};
         return mla_fused_rope_concat_cache(ctx, &f);
     }
     /* separate site: q_pe rotated straight into q_cat, k_pe into fp32 */
-    mla_tensor k_rot = mla_view(ws + w->k_rot, MLA_DTYPE_F32, mem, 2, (int64_t[]){T, R},
-                            (int64_t[]){R, 1});
+    mla_tensor k_rot =
+        mla_view(ws + w->k_rot, MLA_DTYPE_F32, mem, 2, (int64_t[]){T, R}, (int64_t[]){R, 1});
     MLA_TRY(mla_rope(ctx, cos, sin, positions, &q_pe, &q_cat_pe, MLA_ROPE_INTERLEAVED));
     MLA_TRY(mla_rope(ctx, cos, sin, positions, &k_pe, &k_rot, MLA_ROPE_INTERLEAVED));
     return mla_cache_write(ctx, pc->cache_desc, pc->cache, &k_nope, &k_rot, slots);
@@ -307,13 +308,13 @@ mla_status mla_prepare_run(mla_context *ctx, const mla_plan *plan, const mla_lay
                            const mla_kv_b_form *kvb, const mla_tensor *x,
                            const mla_tensor *positions, const mla_tensor *slots,
                            const mla_tensor *cos, const mla_tensor *sin,
-                           const mla_cache_desc *cache_desc, mla_tensor *cache,
-                           mla_tensor *q_cat, mla_tensor *workspace, mla_prepare_views *views)
+                           const mla_cache_desc *cache_desc, mla_tensor *cache, mla_tensor *q_cat,
+                           mla_tensor *workspace, mla_prepare_views *views)
 {
     if (!plan || !wt)
         return mla_fail(ctx, MLA_ERR_NULL_POINTER, plan ? "weights" : "plan", "NULL argument");
-    prepare_call pc = {plan, wt,    kvb,       x, positions, slots, cos,   sin, cache_desc,
-                       cache, q_cat, workspace, views, {0}};
+    prepare_call pc = {plan, wt,         kvb,   x,     positions, slots, cos,
+                       sin,  cache_desc, cache, q_cat, workspace, views, {0}};
     MLA_TRY(check_inputs(ctx, &pc));
     if (x->shape[0] == 0)
         return MLA_OK;

@@ -614,13 +614,13 @@ mla_status mla_cpu_indexer_logits(mla_context *ctx, const mla_indexer_logits_arg
     int64_t *bound; /* R <= logits' elements / 4: 2 R + 1 fits */
     MLA_TRY(mla_alloc_array(ctx, (void **)&bound, 2 * R + 1, 1, sizeof *bound, "logits"));
     int64_t *first = bound + R; /* first[r]: row r's first task */
-    int64_t total = 0; /* <= R * N, logits' elements */
+    int64_t total = 0;          /* <= R * N, logits' elements */
     for (int64_t r = 0; r < R; ++r) {
         bound[r] = row_bound(a, r);
         total += bound[r];
     }
-    const int nt = mla_cpu_threads(ctx, total / CHUNK_MIN + 1,
-                                   mla_sz_sat(mla_sz_mul3(total, jb.Hi, jb.D)));
+    const int nt =
+        mla_cpu_threads(ctx, total / CHUNK_MIN + 1, mla_sz_sat(mla_sz_mul3(total, jb.Hi, jb.D)));
     /* about 8 tasks per thread, within [CHUNK_MIN, CHUNK_MAX] keys */
     int64_t chunk = total / (8 * (int64_t)nt) / CHUNK_MIN * CHUNK_MIN;
     chunk = chunk < CHUNK_MIN ? CHUNK_MIN : chunk > CHUNK_MAX ? CHUNK_MAX : chunk;
@@ -644,8 +644,7 @@ mla_status mla_cpu_indexer_logits(mla_context *ctx, const mla_indexer_logits_arg
     uint8_t *mem = aligned_alloc(64, bytes);
     if (!mem) {
         free(bound);
-        return mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, "q", "no memory for %zu scratch bytes",
-                        bytes);
+        return mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, "q", "no memory for %zu scratch bytes", bytes);
     }
 
 #if defined(MLA_HAVE_OPENMP)

@@ -496,7 +496,8 @@ static mla_status run(mla_context *ctx, const mla_mxfp4_gemm_args *g, int a4w4)
     p.prows = round16(PANEL_FLOATS / g->K);
     p.prows = p.prows < p.nchunk ? p.prows : p.nchunk;
     const int64_t tasks = g->B * p.nsplit;
-    const int nt = mla_cpu_threads(ctx, tasks, mla_sz_sat(mla_sz_mul4(g->B, g->M, g->N, g->K / 16)));
+    const int nt =
+        mla_cpu_threads(ctx, tasks, mla_sz_sat(mla_sz_mul4(g->B, g->M, g->N, g->K / 16)));
     const int64_t per = scratch_floats(&p);
     float *scratch;
     MLA_TRY(mla_alloc_array(ctx, (void **)&scratch, nt, per, sizeof(float), "x"));

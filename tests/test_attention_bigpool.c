@@ -38,8 +38,8 @@ static void run(mla_context *ctx, int64_t num_blocks, const int32_t *table, cons
     const size_t pool = (size_t)(num_blocks * bb);
     void *cache = NULL;
     if (mem == MLA_MEMORY_HOST) {
-        cache = mmap(NULL, pool, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                     -1, 0);
+        cache = mmap(NULL, pool, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         CHECK(cache != MAP_FAILED);
         if (cache == MAP_FAILED)
             return;

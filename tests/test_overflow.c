@@ -99,8 +99,8 @@ static void gather_huge_block(mla_context *ctx)
     mla_tensor table = guard_view(table_v, MLA_DTYPE_I32, 2, (int64_t[]){1, 1}, (int64_t[]){1, 1});
     mla_tensor lens = guard_view(lens_v, MLA_DTYPE_I32, 1, (int64_t[]){1}, (int64_t[]){1});
     guarded go;
-    mla_tensor out = guard_view(guard_alloc(&go, 4), MLA_DTYPE_F32, 2, (int64_t[]){1, 1},
-                                (int64_t[]){1, 1});
+    mla_tensor out =
+        guard_view(guard_alloc(&go, 4), MLA_DTYPE_F32, 2, (int64_t[]){1, 1}, (int64_t[]){1, 1});
     expect(ctx, mla_cache_gather(ctx, &cd, &cache, &table, &lens, &out), MLA_ERR_OUT_OF_RANGE,
            "block_table", "cache_gather block_size INT64_MAX - 5");
     CHECK(guard_untouched(&go));
@@ -119,8 +119,8 @@ static void gather_huge_block(mla_context *ctx)
 /* mla_rope with cos/sin [1, 2^62]: R = 2 * 2^62 wrapped to INT64_MIN. */
 static void rope_huge_table(mla_context *ctx)
 {
-    mla_tensor cs = guard_view(ones, MLA_DTYPE_F32, 2, (int64_t[]){1, (int64_t)1 << 62},
-                               (int64_t[]){0, 0});
+    mla_tensor cs =
+        guard_view(ones, MLA_DTYPE_F32, 2, (int64_t[]){1, (int64_t)1 << 62}, (int64_t[]){0, 0});
     int32_t pos_v[2] = {0, 0};
     mla_tensor pos = guard_view(pos_v, MLA_DTYPE_I32, 1, (int64_t[]){2}, (int64_t[]){1});
     mla_tensor x = guard_view(ones, MLA_DTYPE_F32, 2, (int64_t[]){2, 8}, (int64_t[]){8, 1});
@@ -136,11 +136,11 @@ static void rope_huge_table(mla_context *ctx)
     CHECK(guard_untouched(&gy));
     /* 2^61 + 1 rows of 8: more elements than int64 counts */
     mla_tensor xb = guard_view(ones, MLA_DTYPE_F32, 2, (int64_t[]){BIG + 1, 8}, (int64_t[]){0, 1});
-    mla_tensor yb = guard_view(guard_data(&gy), MLA_DTYPE_F32, 2, (int64_t[]){BIG + 1, 8},
-                               (int64_t[]){8, 1});
+    mla_tensor yb =
+        guard_view(guard_data(&gy), MLA_DTYPE_F32, 2, (int64_t[]){BIG + 1, 8}, (int64_t[]){8, 1});
     cs.shape[1] = 4;
-    expect(ctx, mla_rope(ctx, &cs, &cs, &pos, &xb, &yb, MLA_ROPE_NEOX), MLA_ERR_OVERFLOW,
-           "x.shape", "rope 2^61 + 1 rows");
+    expect(ctx, mla_rope(ctx, &cs, &cs, &pos, &xb, &yb, MLA_ROPE_NEOX), MLA_ERR_OVERFLOW, "x.shape",
+           "rope 2^61 + 1 rows");
     CHECK(guard_untouched(&gy));
     guard_free(&gy);
 }
@@ -152,8 +152,8 @@ static void entry_sizes(mla_context *ctx)
     guarded gy;
     void *yd = guard_alloc(&gy, 64);
     uint8_t codes[4] = {0x21, 0x43, 0x65, 0x87};
-    mla_tensor x = guard_view(codes, MLA_DTYPE_FP4X2, 1, (int64_t[]){(int64_t)1 << 62},
-                              (int64_t[]){0});
+    mla_tensor x =
+        guard_view(codes, MLA_DTYPE_FP4X2, 1, (int64_t[]){(int64_t)1 << 62}, (int64_t[]){0});
     mla_tensor y = guard_view(yd, MLA_DTYPE_F32, 1, (int64_t[]){8}, (int64_t[]){1});
     expect(ctx, mla_convert(ctx, &x, &y, MLA_SATURATE), MLA_ERR_OVERFLOW, "x.shape",
            "convert fp4x2 [2^62] to f32");
@@ -161,10 +161,10 @@ static void entry_sizes(mla_context *ctx)
 
     /* fp8 linear with N = INT64_MAX rows of W: ceil(N / 128) without N + 127 */
     mla_tensor xl = guard_view(ones, MLA_DTYPE_F32, 2, (int64_t[]){1, 1}, (int64_t[]){1, 1});
-    mla_tensor w = guard_view(codes, MLA_DTYPE_FP8_E4M3FN, 2, (int64_t[]){INT64_MAX, 1},
-                              (int64_t[]){0, 1});
-    mla_tensor ws = guard_view(ones, MLA_DTYPE_F32, 2,
-                               (int64_t[]){INT64_MAX / 128 + 1, 1}, (int64_t[]){0, 0});
+    mla_tensor w =
+        guard_view(codes, MLA_DTYPE_FP8_E4M3FN, 2, (int64_t[]){INT64_MAX, 1}, (int64_t[]){0, 1});
+    mla_tensor ws =
+        guard_view(ones, MLA_DTYPE_F32, 2, (int64_t[]){INT64_MAX / 128 + 1, 1}, (int64_t[]){0, 0});
     mla_tensor yl = guard_view(yd, MLA_DTYPE_F32, 2, (int64_t[]){1, INT64_MAX}, (int64_t[]){1, 1});
     expect(ctx, mla_linear(ctx, &xl, &w, &ws, &yl), MLA_ERR_OVERFLOW, "y.stride",
            "linear fp8 N = INT64_MAX");
@@ -191,39 +191,39 @@ static void index_counts(mla_context *ctx)
     mla_tensor cache = guard_view(cache_v, MLA_DTYPE_U8, 2, (int64_t[]){1, bb}, (int64_t[]){bb, 1});
     int32_t cu_v[2] = {0, 1};
     mla_tensor cu = guard_view(cu_v, MLA_DTYPE_I32, 1, (int64_t[]){2}, (int64_t[]){1});
-    mla_tensor table = guard_view(zeros32, MLA_DTYPE_I32, 2, (int64_t[]){1, INT64_MAX},
-                                  (int64_t[]){0, 0});
+    mla_tensor table =
+        guard_view(zeros32, MLA_DTYPE_I32, 2, (int64_t[]){1, INT64_MAX}, (int64_t[]){0, 0});
     guarded gk, gs;
     mla_tensor kf = guard_view(guard_alloc(&gk, 16), MLA_DTYPE_FP8_E4M3FN, 2, (int64_t[]){1, 16},
                                (int64_t[]){16, 1});
-    mla_tensor ks = guard_view(guard_alloc(&gs, 4), MLA_DTYPE_F32, 1, (int64_t[]){1},
-                               (int64_t[]){1});
+    mla_tensor ks =
+        guard_view(guard_alloc(&gs, 4), MLA_DTYPE_F32, 1, (int64_t[]){1}, (int64_t[]){1});
     expect(ctx, mla_indexer_k_gather(ctx, &id, &cache, &table, &cu, &kf, &ks), MLA_ERR_OVERFLOW,
            "block_table", "indexer_k_gather INT64_MAX-column table");
     /* a length past the table's capacity is cu_seq_lens' fault */
     table.shape[1] = 1;
     cu_v[1] = 17;
     kf.shape[0] = ks.shape[0] = 17;
-    expect(ctx, mla_indexer_k_gather(ctx, &id, &cache, &table, &cu, &kf, &ks),
-           MLA_ERR_OUT_OF_RANGE, "cu_seq_lens", "indexer_k_gather length past the table");
+    expect(ctx, mla_indexer_k_gather(ctx, &id, &cache, &table, &cu, &kf, &ks), MLA_ERR_OUT_OF_RANGE,
+           "cu_seq_lens", "indexer_k_gather length past the table");
     cu_v[0] = 3, cu_v[1] = 3;
-    expect(ctx, mla_indexer_k_gather(ctx, &id, &cache, &table, &cu, &kf, &ks),
-           MLA_ERR_OUT_OF_RANGE, "cu_seq_lens", "indexer_k_gather cu_seq_lens[0] != 0");
+    expect(ctx, mla_indexer_k_gather(ctx, &id, &cache, &table, &cu, &kf, &ks), MLA_ERR_OUT_OF_RANGE,
+           "cu_seq_lens", "indexer_k_gather cu_seq_lens[0] != 0");
     CHECK(guard_untouched(&gk) && guard_untouched(&gs));
     guard_free(&gk);
     guard_free(&gs);
 
     /* the logits' rows B * next_n */
-    mla_tensor cl = guard_view(zeros32, MLA_DTYPE_I32, 1, (int64_t[]){(int64_t)1 << 62},
-                               (int64_t[]){0});
-    mla_tensor q = guard_view(cache_v, MLA_DTYPE_FP8_E4M3FN, 3, (int64_t[]){1, 1, 16},
-                              (int64_t[]){16, 16, 1});
+    mla_tensor cl =
+        guard_view(zeros32, MLA_DTYPE_I32, 1, (int64_t[]){(int64_t)1 << 62}, (int64_t[]){0});
+    mla_tensor q =
+        guard_view(cache_v, MLA_DTYPE_FP8_E4M3FN, 3, (int64_t[]){1, 1, 16}, (int64_t[]){16, 16, 1});
     mla_tensor w = guard_view(ones, MLA_DTYPE_F32, 2, (int64_t[]){1, 1}, (int64_t[]){1, 1});
     guarded gl;
-    mla_tensor lg = guard_view(guard_alloc(&gl, 16), MLA_DTYPE_F32, 2, (int64_t[]){1, 4},
-                               (int64_t[]){4, 1});
-    expect(ctx, mla_indexer_logits(ctx, &id, &cache, &q, &w, &table, &cl, 4, &lg),
-           MLA_ERR_OVERFLOW, "context_lens.shape[0]", "indexer_logits 2^62 x 4 rows");
+    mla_tensor lg =
+        guard_view(guard_alloc(&gl, 16), MLA_DTYPE_F32, 2, (int64_t[]){1, 4}, (int64_t[]){4, 1});
+    expect(ctx, mla_indexer_logits(ctx, &id, &cache, &q, &w, &table, &cl, 4, &lg), MLA_ERR_OVERFLOW,
+           "context_lens.shape[0]", "indexer_logits 2^62 x 4 rows");
     CHECK(guard_untouched(&gl));
     guard_free(&gl);
 
@@ -238,12 +238,15 @@ static void index_counts(mla_context *ctx)
     mla_tensor at_cache =
         guard_view(acache, MLA_DTYPE_U8, 2, (int64_t[]){1, bb}, (int64_t[]){bb, 1});
     const int64_t H = cfg.heads, L = cfg.kv_lora, D = cfg.kv_lora + cfg.rope;
-    mla_tensor aq = guard_view(NULL, MLA_DTYPE_BF16, 3, (int64_t[]){0, H, D}, (int64_t[]){H * D, D, 1});
-    mla_tensor ao = guard_view(NULL, MLA_DTYPE_F32, 3, (int64_t[]){0, H, L}, (int64_t[]){H * L, L, 1});
+    mla_tensor aq =
+        guard_view(NULL, MLA_DTYPE_BF16, 3, (int64_t[]){0, H, D}, (int64_t[]){H * D, D, 1});
+    mla_tensor ao =
+        guard_view(NULL, MLA_DTYPE_F32, 3, (int64_t[]){0, H, L}, (int64_t[]){H * L, L, 1});
     mla_tensor lens = guard_view(zeros32, MLA_DTYPE_I32, 1, (int64_t[]){BIG}, (int64_t[]){0});
     mla_tensor tab = guard_view(zeros32, MLA_DTYPE_I32, 2, (int64_t[]){BIG, 1}, (int64_t[]){0, 0});
     mla_tensor cuq = guard_view(zeros32, MLA_DTYPE_I32, 1, (int64_t[]){BIG + 1}, (int64_t[]){0});
-    mla_attention_args args = {&aq, &at_cache, &tab, &lens, &cuq, NULL, NULL, NULL, &ao, NULL, NULL};
+    mla_attention_args args = {&aq,  &at_cache, &tab, &lens, &cuq, NULL,
+                               NULL, NULL,      &ao,  NULL,  NULL};
     mla_attention_plan *plan = NULL;
     expect(ctx, mla_attention_plan_create(ctx, &desc, &args, &plan), MLA_ERR_OVERFLOW,
            "context_lens.shape[0]", "attention plan of 2^61 sequences");
@@ -294,10 +297,9 @@ static void cpu_broadcast_k(mla_context *ctx)
            "cpu batched_gemm K = 2^61");
     mla_tensor x2 = guard_view(&one, MLA_DTYPE_BF16, 2, (int64_t[]){2, K}, (int64_t[]){0, 0});
     mla_tensor w2 = guard_view(&one, MLA_DTYPE_BF16, 2, (int64_t[]){3, K}, (int64_t[]){0, 0});
-    mla_tensor y2 = guard_view(guard_data(&gy), MLA_DTYPE_F32, 2, (int64_t[]){2, 3},
-                               (int64_t[]){3, 1});
-    expect(ctx, mla_linear(ctx, &x2, &w2, NULL, &y2), MLA_ERR_OVERFLOW, "x",
-           "cpu linear K = 2^61");
+    mla_tensor y2 =
+        guard_view(guard_data(&gy), MLA_DTYPE_F32, 2, (int64_t[]){2, 3}, (int64_t[]){3, 1});
+    expect(ctx, mla_linear(ctx, &x2, &w2, NULL, &y2), MLA_ERR_OVERFLOW, "x", "cpu linear K = 2^61");
     CHECK(guard_untouched(&gy));
     guard_free(&gy);
 }

@@ -83,7 +83,6 @@ static mla_tensor over(void *data, mla_dtype dt, int32_t ndim, const int64_t *sh
     return t;
 }
 
-
 typedef struct rig {
     mla_context *ctx;
     layer_model m;
@@ -228,13 +227,13 @@ static void prepare_cases(mla_context *ctx, int fmt, int site)
     snap_free(&s2);
     lm_free_tensor(ctx, &ws_big);
     mla_tensor x_in_q = over(q_cat.data, MLA_DTYPE_BF16, 2, (int64_t[]){T, c->hidden});
-    REFUSED(PREPARE(w, &x_in_q, &r.tpos, &r.tslot, &r.m.cos, &r.m.sin, &r.cd, &r.cache, &q_cat,
-                    &ws),
-            MLA_ERR_ALIAS, "q_cat", &s);
+    REFUSED(
+        PREPARE(w, &x_in_q, &r.tpos, &r.tslot, &r.m.cos, &r.m.sin, &r.cd, &r.cache, &q_cat, &ws),
+        MLA_ERR_ALIAS, "q_cat", &s);
     mla_tensor cache_on_ws = over(ws.data, MLA_DTYPE_U8, 2, r.cache.shape);
     if (lm_bytes(&cache_on_ws) <= lm_bytes(&ws))
-        REFUSED(PREPARE(w, &r.x, &r.tpos, &r.tslot, &r.m.cos, &r.m.sin, &r.cd, &cache_on_ws,
-                        &q_cat, &ws),
+        REFUSED(PREPARE(w, &r.x, &r.tpos, &r.tslot, &r.m.cos, &r.m.sin, &r.cd, &cache_on_ws, &q_cat,
+                        &ws),
                 MLA_ERR_ALIAS, "cache", &s);
 
     /* the control: the same buffers, accepted, written */
@@ -285,8 +284,8 @@ static void indexer_cases(mla_context *ctx)
     REFUSED(IDX(&bw, &r.tpos, &q_fp8, &w_out, &k, &ws), MLA_ERR_SHAPE, "weights.wk", &s);
     bw = *iw;
     bw.k_norm_bias.dtype = MLA_DTYPE_BF16;
-    REFUSED(IDX(&bw, &r.tpos, &q_fp8, &w_out, &k, &ws), MLA_ERR_DTYPE,
-            "weights.k_norm_bias.dtype", &s);
+    REFUSED(IDX(&bw, &r.tpos, &q_fp8, &w_out, &k, &ws), MLA_ERR_DTYPE, "weights.k_norm_bias.dtype",
+            &s);
     mla_tensor kb = k;
     kb.dtype = MLA_DTYPE_I32;
     REFUSED(IDX(iw, &r.tpos, &q_fp8, &w_out, &kb, &ws), MLA_ERR_DTYPE, "k.dtype", &s);
@@ -404,8 +403,7 @@ static void layer_cases(mla_context *ctx, const char *cfg, int site)
     REFUSED(mla_layer_forward(ctx, lp, &r.m.w, &r.x, &r.y), MLA_ERR_INVALID_ARGUMENT, "slots", &s);
     r.slot[3] = BS + 3;
     r.pos[0] = r.m.cos.shape[0];
-    REFUSED(mla_layer_forward(ctx, lp, &r.m.w, &r.x, &r.y), MLA_ERR_OUT_OF_RANGE, "positions",
-            &s);
+    REFUSED(mla_layer_forward(ctx, lp, &r.m.w, &r.x, &r.y), MLA_ERR_OUT_OF_RANGE, "positions", &s);
     r.pos[0] = 0;
     r.bt[0] = NB;
     REFUSED(mla_layer_forward(ctx, lp, &r.m.w, &r.x, &r.y), MLA_ERR_OUT_OF_RANGE, "block_table",

@@ -22,8 +22,8 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "core/checked.h"
 #include "core/attention_plan.h"
+#include "core/checked.h"
 #include "core/ref/ref_kernels.h"
 #include "core/ref/tensor_access.h"
 
@@ -120,8 +120,8 @@ mla_status mla_ref_attention(mla_context *ctx, const mla_attention_op_args *a)
         const int64_t r1 = mla_ref_load_index(&a->cu_q_lens, (s + 1) * a->cu_q_lens.stride[0]);
         const int64_t nmax = d->topk > 0 ? d->topk : c; /* visible keys of a row, at most */
         seq_scratch w = {NULL, NULL, NULL, NULL};
-        mla_status st = mla_alloc_array(ctx, (void **)&w.keys, nmax, D, sizeof(double),
-                                        "context_lens");
+        mla_status st =
+            mla_alloc_array(ctx, (void **)&w.keys, nmax, D, sizeof(double), "context_lens");
         if (st == MLA_OK)
             st = mla_alloc_array(ctx, (void **)&w.vis, nmax, 1, sizeof(int64_t), "context_lens");
         if (st == MLA_OK)
