@@ -54,7 +54,7 @@ mla_status mla_rmsnorm(mla_context *ctx, const mla_tensor *x, const mla_tensor *
     if (x->shape[0] == 0 || x->shape[1] == 0)
         return MLA_OK;
     mla_rmsnorm_args a = {*x, *w, *y, eps};
-    return ctx->ops->rmsnorm(ctx, &a);
+    return MLA_DISPATCH(ctx, ctx->ops->rmsnorm(ctx, &a));
 }
 
 /* q_out in its quantized forms, with the scales that go with it. */
@@ -135,7 +135,7 @@ mla_status mla_fused_qk_rmsnorm(mla_context *ctx, const mla_tensor *q, const mla
     mla_qk_rmsnorm_args a = {*q, *q_w, *kv, *kv_w, *q_out, *kv_out, {0}, q_eps, kv_eps};
     if (q_scales)
         a.q_scales = *q_scales;
-    return ctx->ops->qk_rmsnorm(ctx, &a);
+    return MLA_DISPATCH(ctx, ctx->ops->qk_rmsnorm(ctx, &a));
 }
 
 /* cos and sin [P, R/2] F32, identical shapes. */
@@ -149,6 +149,10 @@ static mla_status check_rope_table(mla_context *ctx, const mla_tensor *cos, cons
     MLA_TRY(mla_check_extent(ctx, sin, "sin", 1, cos->shape[1]));
     if (cos->shape[1] == 0)
         return mla_fail_field(ctx, MLA_ERR_SHAPE, "cos", "shape[1]", "the rope dim is 0");
+    /* every caller forms R = 2 * shape[1] */
+    if (cos->shape[1] > INT64_MAX / 2)
+        return mla_fail_field(ctx, MLA_ERR_OVERFLOW, "cos", "shape[1]",
+                              "the rope dim 2 * %lld overflows", (long long)cos->shape[1]);
     return MLA_OK;
 }
 
@@ -158,6 +162,8 @@ mla_status mla_check_positions(mla_context *ctx, const mla_tensor *pos, const ch
     MLA_TRY(mla_check_tensor(ctx, pos, name, 1));
     MLA_TRY(mla_check_dtype(ctx, pos, name, MLA_DT(MLA_DTYPE_I32) | MLA_DT(MLA_DTYPE_I64)));
     MLA_TRY(mla_check_extent(ctx, pos, name, 0, T));
+    if (!mla_check_values(ctx, MLA_TRUST_INDICES))
+        return MLA_OK;
     int64_t *v = NULL;
     MLA_TRY(mla_read_indices(ctx, pos, name, &v));
     mla_status st = mla_check_index_range(ctx, v, T, 0, table_rows, 0, name);
@@ -207,5 +213,5 @@ mla_status mla_rope(mla_context *ctx, const mla_tensor *cos, const mla_tensor *s
     if (mla_tensor_numel(x) == 0)
         return MLA_OK;
     mla_rope_args a = {*cos, *sin, *positions, mla_as_3d(x), mla_as_3d(y), style, R};
-    return ctx->ops->rope(ctx, &a);
+    return MLA_DISPATCH(ctx, ctx->ops->rope(ctx, &a));
 }

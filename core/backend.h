@@ -262,6 +262,12 @@ struct mla_context {
     char err_param[64];
     char err_detail[256];
     struct mla_dump_state *dump; /* NULL unless calls are dumped (core/dump.h) */
+    /* The composite ops' two passes (mla_run_composite, core/validate.h):
+     * dry_run 1: every entry point validates, then returns before its
+     * backend slot; trusted: MLA_TRUST_* bits, what an entry point need not
+     * check again. Both 0 outside a composite. */
+    int32_t dry_run;
+    uint32_t trusted;
 };
 
 /* The tables. Each is complete (no NULL slot). */

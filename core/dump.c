@@ -116,7 +116,8 @@ const char *mla_context_dump_status(const mla_context *ctx)
 int mla_dump_wants(mla_context *ctx, int op)
 {
     const mla_dump_state *s = ctx->dump;
-    return !s->busy && s->count < s->max && (s->mask >> op & 1u);
+    /* a composite's dry pass (core/validate.h) computes nothing to record */
+    return !ctx->dry_run && !s->busy && s->count < s->max && (s->mask >> op & 1u);
 }
 
 static void add_text(mla_dump *d, const char *fmt, ...)

@@ -63,7 +63,7 @@ static mla_status plan_image(mla_context *ctx, const mla_indexer_plan *p, const 
                           (long long)mb, (long long)bs);
             break;
         }
-        st = mla_check_index_range(ctx, ids + b * mb, (len[b] + bs - 1) / bs, 0,
+        st = mla_check_index_range(ctx, ids + b * mb, mla_sz_ceil_div(len[b], bs), 0,
                                    p->desc.num_blocks, 0, "block_table");
         *max_len = len[b] > *max_len ? len[b] : *max_len;
     }
@@ -113,8 +113,9 @@ mla_status mla_indexer_plan_create(mla_context *ctx, const mla_indexer_cache_des
         return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "next_n", "next_n must be >= 1");
     MLA_TRY(index_shapes(ctx, block_table, context_lens));
     const int64_t B = context_lens->shape[0], mb = block_table->shape[1];
-    int64_t n;
-    if (__builtin_mul_overflow(B, mb + 1 + (int64_t)next_n, &n) || n > (int64_t)(SIZE_MAX / 8))
+    /* int32 values: the table, the lengths, next_n bounds per sequence */
+    const int64_t n = mla_sz_mul(B, mla_sz_add(mb, 1 + (int64_t)next_n));
+    if (n < 0 || n > INT64_MAX / 8)
         return mla_fail(ctx, MLA_ERR_OVERFLOW, "block_table", "the plan's size overflows");
     mla_indexer_plan *p = calloc(1, sizeof *p);
     if (!p)
@@ -208,7 +209,7 @@ mla_status mla_indexer_search(mla_context *ctx, const mla_indexer_plan *plan,
     const char *names[3] = {"cache", "q", "w"};
     for (int i = 0; i < 3; ++i)
         MLA_TRY(mla_check_disjoint(ctx, indices, "indices", ins[i], names[i]));
-    if (plan->B == 0)
+    if (plan->B == 0 || ctx->dry_run)
         return MLA_OK;
     MLA_TRY(ctx->ops->indexer_logits(ctx, &la));
     ta.after_logits = 1;

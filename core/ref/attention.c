@@ -33,6 +33,7 @@
 #include <stdlib.h>
 
 #include "core/attention_plan.h"
+#include "core/checked.h"
 #include "core/ref/ref_kernels.h"
 #include "core/ref/tensor_access.h"
 
@@ -128,18 +129,21 @@ mla_status mla_ref_attention(mla_context *ctx, const mla_attention_op_args *a)
         const int64_t r0 = mla_ref_load_index(&a->cu_q_lens, s * a->cu_q_lens.stride[0]);
         const int64_t r1 = mla_ref_load_index(&a->cu_q_lens, (s + 1) * a->cu_q_lens.stride[0]);
         const int64_t nmax = d->topk > 0 ? d->topk : c; /* visible keys of a row, at most */
-        seq_scratch w = {malloc((size_t)(nmax * D + 1) * sizeof(double)),
-                         malloc((size_t)(nmax + 1) * sizeof(int64_t)),
-                         malloc((size_t)(nmax + 1) * sizeof(double)),
-                         malloc((size_t)D * sizeof(double))};
-        if (!w.keys || !w.vis || !w.score || !w.q) {
+        seq_scratch w = {NULL, NULL, NULL, NULL};
+        mla_status st =
+            mla_alloc_array(ctx, (void **)&w.keys, nmax, D, sizeof(double), "context_lens");
+        if (st == MLA_OK)
+            st = mla_alloc_array(ctx, (void **)&w.vis, nmax, 1, sizeof(int64_t), "context_lens");
+        if (st == MLA_OK)
+            st = mla_alloc_array(ctx, (void **)&w.score, nmax, 1, sizeof(double), "context_lens");
+        if (st == MLA_OK)
+            st = mla_alloc_array(ctx, (void **)&w.q, D, 1, sizeof(double), "q");
+        if (st != MLA_OK) {
             free(w.keys);
             free(w.vis);
             free(w.score);
             free(w.q);
-            return mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, "context_lens",
-                            "no memory for the %lld keys of sequence %lld", (long long)c,
-                            (long long)s);
+            return st;
         }
         for (int64_t t = 0; d->topk == 0 && t < c; ++t) /* dense: every key, once */
             read_key(a, s, t, w.keys + t * D);

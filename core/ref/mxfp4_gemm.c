@@ -17,6 +17,7 @@
  * fp8 form of the same two products. */
 #include <stdlib.h>
 
+#include "core/checked.h"
 #include "core/ref/ref_kernels.h"
 #include "core/ref/tensor_access.h"
 
@@ -71,10 +72,8 @@ static void row_times_weights(const mla_mxfp4_gemm_args *g, int64_t b, int64_t m
 
 mla_status mla_ref_gemm_a16wfp4(mla_context *ctx, const mla_mxfp4_gemm_args *g)
 {
-    (void)ctx;
-    float *a = malloc((size_t)g->K * sizeof *a + 1);
-    if (!a)
-        return MLA_ERR_OUT_OF_MEMORY;
+    float *a;
+    MLA_TRY(mla_alloc_array(ctx, (void **)&a, g->K, 1, sizeof *a, "x"));
     for (int64_t b = 0; b < g->B; ++b)
         for (int64_t m = 0; m < g->M; ++m) {
             activation_row(g, b, m, a);
@@ -86,10 +85,8 @@ mla_status mla_ref_gemm_a16wfp4(mla_context *ctx, const mla_mxfp4_gemm_args *g)
 
 mla_status mla_ref_gemm_a4w4(mla_context *ctx, const mla_mxfp4_gemm_args *g)
 {
-    (void)ctx;
-    float *a = malloc((size_t)g->K * sizeof *a + 1);
-    if (!a)
-        return MLA_ERR_OUT_OF_MEMORY;
+    float *a;
+    MLA_TRY(mla_alloc_array(ctx, (void **)&a, g->K, 1, sizeof *a, "x.codes"));
     for (int64_t b = 0; b < g->B; ++b)
         for (int64_t m = 0; m < g->M; ++m) {
             for (int64_t k = 0; k < g->K; ++k)

@@ -17,6 +17,7 @@
  * mla_rope into an F32 buffer followed by mla_cache_write from it. */
 #include <stdlib.h>
 
+#include "core/checked.h"
 #include "core/ref/ref_kernels.h"
 #include "core/ref/tensor_access.h"
 
@@ -53,10 +54,8 @@ static void write_q_cat(const mla_rope_cache_op_args *a, int64_t R, float *rot)
 mla_status mla_ref_rope_cache(mla_context *ctx, const mla_rope_cache_op_args *a)
 {
     const int64_t L = a->desc.kv_lora, R = a->desc.rope, Tk = a->k_nope.shape[0];
-    float *row = malloc((size_t)(L + R) * sizeof *row); /* [k_nope | k_rot]; R: q's rot too */
-    if (!row)
-        return mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, "cache_desc",
-                        "no memory for a row of %lld values", (long long)(L + R));
+    float *row; /* [k_nope | k_rot]; R: q's rot too */
+    MLA_TRY(mla_alloc_array(ctx, (void **)&row, L + R, 1, sizeof *row, "cache_desc"));
     write_q_cat(a, R, row + L);
     for (int64_t j = 0; j < Tk; ++j) {
         const int64_t pos = mla_ref_load_index(&a->k_pos, j * a->k_pos.stride[0]);
