@@ -266,6 +266,26 @@ class ModelConfig(Struct):
         ("index_topk", c_i64),
     ]
 
+    @classmethod
+    def from_hf(cls, source, *, ctx=None):
+        """The attention config of a Hugging Face config.json (all heads):
+        source is the file, its checkpoint directory, a dict or the JSON
+        text (libmla.hf_config has the rest: num_layers, model_type, ...)."""
+        from .checkpoint import hf_config
+        return cls.from_buffer_copy(hf_config(source, ctx=ctx).model)
+
+    @classmethod
+    def preset(cls, name, **fields):
+        """The built-in preset ``name`` (libmla.model_config)."""
+        from .prepare import model_config
+        return model_config(name, **fields)
+
+    @staticmethod
+    def preset_json(name):
+        """The preset's config.json text (libmla.model_config_preset_json)."""
+        from .checkpoint import model_config_preset_json
+        return model_config_preset_json(name)
+
 
 class CacheDesc(Struct):
     _fields_ = [
