@@ -252,21 +252,29 @@ class LayerRunner:
 
 # ---------------------------------------------------------------- the bound
 
-def _fp8_table():
-    return np.array([libmla.fp8_to_f32(c) for c in range(256)], np.float64)
-
-
-def _projection(w, name):
-    """A loaded BF16 or FP8_BLOCK projection of the weights in float64."""
+def _abs_rows(w, name, rows=1024):
+    """|W| of a loaded BF16 or FP8_BLOCK projection in float64, ``rows`` rows
+    at a time (a DeepSeek-V3 o_proj is 117 M values)."""
     fmt = w.formats[name]
-    a = w.host(name)
-    if fmt == libmla.WeightFormat.BF16:
-        return (a.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
-    if fmt != libmla.WeightFormat.FP8_BLOCK:
+    if fmt not in (libmla.WeightFormat.BF16, libmla.WeightFormat.FP8_BLOCK):
         fail("weights." + name, "the bound is derived for bf16 and fp8 block-scaled %s, not %s"
              % (name, fmt.name.lower()), libmla.Status.ERR_UNSUPPORTED)
-    s = w.host(name + ".scale").astype(np.float64)
-    return _fp8_table()[a] * np.repeat(np.repeat(s, 128, 0), 128, 1)[:a.shape[0], :a.shape[1]]
+    a = w.host(name)
+    if fmt == libmla.WeightFormat.FP8_BLOCK:
+        scale = w.host(name + ".scale").astype(np.float64)
+        table = np.abs([libmla.fp8_to_f32(c) for c in range(256)])
+    for r0 in range(0, a.shape[0], rows):  # rows: whole 128-row scale blocks
+        blk = a[r0:r0 + rows]
+        if fmt == libmla.WeightFormat.BF16:
+            yield np.abs((blk.astype(np.uint32) << 16).view(np.float32)).astype(np.float64)
+        else:
+            s = np.repeat(scale[r0 // 128:(r0 + rows) // 128], 128, 0)[:blk.shape[0]]
+            yield table[blk] * np.repeat(s, 128, 1)[:, :blk.shape[1]]
+
+
+def _abs_matvec(w, name, v):
+    """|W| @ v for a loaded projection."""
+    return np.concatenate([blk @ v for blk in _abs_rows(w, name)])
 
 
 def split_bound(whole, runner, world):
@@ -282,9 +290,10 @@ def split_bound(whole, runner, world):
     kmax = np.abs(rows[:, :L].astype(np.float64)).max(0)
     att = 1.0 + (2.0 * sched.max_context + 8.0) * U32
     u_act = 2.0 ** -8 if runner.act == "bf16" else 0.0
-    w_vc = np.abs(_projection(whole, "kv_b_proj").reshape(H, nope + v, L)[:, nope:, :])
-    o_max = (1 + gamma(L + 3)) * (1 + u_act) ** 2 * att * (w_vc @ kmax)  # [H, v]
-    S = np.abs(_projection(whole, "o_proj")) @ o_max.reshape(-1)
+    # kv_b_proj rows h (nope + v) + nope + j are W_vc[h, :, j]
+    w_vc_k = _abs_matvec(whole, "kv_b_proj", kmax).reshape(H, nope + v)[:, nope:]
+    o_max = (1 + gamma(L + 3)) * (1 + u_act) ** 2 * att * w_vc_k  # [H, v]
+    S = _abs_matvec(whole, "o_proj", o_max.reshape(-1))
     K = H * v
     g = gamma(K + 3) + gamma(K / world + 3) + gamma(world - 1) * (1 + gamma(K / world + 3))
     return g * S
@@ -541,17 +550,21 @@ def _free_port():
         return s.getsockname()[1]
 
 
-def _spawned(rank, world, args, ckdir):
-    worker(rank, world, args, ckdir)
-
-
 def spawn(world, args, ckdir):
-    """``world`` processes on this host (torch.multiprocessing), one per rank."""
-    import torch.multiprocessing as mp
+    """``world`` processes on this host, one per rank (multiprocessing's spawn:
+    each starts clean, as torchrun's do; this process never imports torch)."""
+    import multiprocessing
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ.setdefault("MASTER_PORT", str(_free_port()))
-    os.environ["NCCL_NVLS_ENABLE"] = "0"
-    mp.spawn(_spawned, args=(world, args, ckdir), nprocs=world, join=True)
+    mp = multiprocessing.get_context("spawn")
+    procs = [mp.Process(target=worker, args=(r, world, args, ckdir)) for r in range(world)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join()
+    bad = [r for r, p in enumerate(procs) if p.exitcode != 0]
+    if bad:
+        fail("rank", "rank(s) %s exited with %s" % (bad, [procs[r].exitcode for r in bad]))
 
 
 def parse(argv=None):
@@ -587,6 +600,14 @@ def parse(argv=None):
 def main(argv=None):
     args = parse(argv)
     os.environ["NCCL_NVLS_ENABLE"] = "0"
+    try:
+        return run(args)
+    except libmla.Error as e:  # a refusal: one line naming it, exit 2
+        print("tp_layer.py: %s" % e, file=sys.stderr)
+        return 2
+
+
+def run(args):
     if args.simulate:
         worlds = [int(w) for w in args.simulate.split(",")]
         gpu = args.device == "gpu"

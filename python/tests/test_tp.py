@@ -41,13 +41,14 @@ def assert_within(rep, worlds):
             assert r["worst"] == 0.0  # the whole layer through the TP path: the same bits
 
 
-@pytest.mark.parametrize("backend,weights", [("cpu", "bf16"), ("cpu", "fp8"),
-                                             ("reference", "bf16")])
-def test_simulated_world_sizes(ckdirs, backend, weights):
+@pytest.mark.parametrize("backend,weights,worlds", [("cpu", "bf16", (1, 2, 4, 8)),
+                                                    ("cpu", "fp8", (1, 2, 4, 8)),
+                                                    ("reference", "bf16", (1, 8))])
+def test_simulated_world_sizes(ckdirs, backend, weights, worlds):
     with libmla.Context(backend, threads=1) as ctx:
-        rep = tp_layer.simulate(ckdirs[weights], (1, 2, 4, 8), ctx, tp_layer.Arrays(),
+        rep = tp_layer.simulate(ckdirs[weights], worlds, ctx, tp_layer.Arrays(),
                                 tp_layer.Schedule(), log=lambda s: None)
-    assert_within(rep, (1, 2, 4, 8))
+    assert_within(rep, worlds)
 
 
 @needs_torch
@@ -139,6 +140,15 @@ def test_world_sizes_that_do_not_divide(ckdirs, cpu):
     refused("MLA_ERR_SHAPE", "model.layers.1.self_attn.o_proj.weight", tp_layer.load,
             ckdirs["fp8"], 1, 0, 16, cpu)
     assert tp_layer.load(ckdirs["bf16"], 1, 15, 16, cpu).config.heads == 1  # bf16 splits
+
+
+def test_a_slice_with_a_whole_layer_plan(ckdirs, cpu):
+    whole = tp_layer.load(ckdirs["bf16"], 1, 0, 1, cpu)
+    run = tp_layer.LayerRunner(whole, tp_layer.Schedule(), tp_layer.Arrays())
+    run.prepare(0)
+    run.w = tp_layer.load(ckdirs["bf16"], 1, 1, 2, cpu)
+    e = refused("MLA_ERR_SHAPE", "weights.o_proj", run.forward, 0, tp_layer.Schedule().x(0, 256))
+    assert "[256, 512]" in e.detail
 
 
 def test_a_sum_needs_every_rank_once(ckdirs, cpu):
