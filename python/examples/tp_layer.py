@@ -392,13 +392,21 @@ def agreed(fn, dist, torch, device):
     return out
 
 
+def config_digest(cfg):
+    """48 bits of a hash of the config's values (its name aside: the
+    directory's name, which the same checkpoint may have under two paths)."""
+    cfg = type(cfg).from_buffer_copy(cfg)
+    cfg.name = b""
+    return int(hashlib.sha256(repr(cfg).encode()).hexdigest()[:12], 16)
+
+
 def check_group(weights, layer, dist, torch, device):
     """Every process holds its own rank's slice of the same layer of the
     same model: the weights' tp_rank is the process's rank, their
     tp_world_size the group's size, and the layer and config agree over the
     group. Every rank judges the same gathered data, so all raise alike."""
     rank, world = dist.get_rank(), dist.get_world_size()
-    digest = int(hashlib.sha256(bytes(weights.config)).hexdigest()[:12], 16)
+    digest = config_digest(weights.config)
     mine = torch.tensor([weights.rank, weights.world_size, int(layer), digest], dtype=torch.int64,
                         device=device)
     every = [torch.empty_like(mine) for _ in range(world)]

@@ -192,8 +192,7 @@ def test_group_check_names_the_mismatch(ckdirs, cpu):
         rows[1 - rank] = other
         return FakeGroup(rank, rows)
 
-    import hashlib
-    digest = int(hashlib.sha256(bytes(w[0].config)).hexdigest()[:12], 16)
+    digest = tp_layer.config_digest(w[0].config)
     check = tp_layer.check_group
     check(w[0], 1, group(0, [1, 2, 1, digest]), TORCH, "cpu")
     # process 0 holding rank 1's heads
