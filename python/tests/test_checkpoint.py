@@ -7,25 +7,20 @@ they refuse, the dump switch, and a sparse plan's top-k view."""
 
 import json
 import os
+import sys
 
 import numpy as np
 import pytest
 
 import libmla
-from conftest import TORCH, needs_torch
+from conftest import ROOT, TORCH, needs_torch
 
-# 16 heads: at world size 8 each fp8 slice is still whole 128 x 128 blocks
-# (the config of tests/test_tp_slice.c).
-TP_CONFIG = {
-    "model_type": "deepseek_v3", "hidden_size": 256, "num_attention_heads": 16,
-    "num_hidden_layers": 2, "q_lora_rank": 128, "kv_lora_rank": 128, "qk_nope_head_dim": 64,
-    "qk_rope_head_dim": 64, "v_head_dim": 64, "max_position_embeddings": 64,
-    "rms_norm_eps": 1e-6, "rope_theta": 10000,
-    "rope_scaling": {"type": "yarn", "factor": 4, "original_max_position_embeddings": 16,
-                     "mscale": 1.0, "mscale_all_dim": 1.0},
-}
-FP8 = dict(q_a_proj="fp8_block", q_b_proj="fp8_block", kv_a_proj_with_mqa="fp8_block",
-           kv_b_proj="fp8_block", o_proj="fp8_block")
+sys.path.insert(0, os.path.join(ROOT, "python", "examples"))
+import tp_layer  # noqa: E402
+
+TP_CONFIG = tp_layer.TP_CONFIG  # 16 heads: the fp8 slices are whole blocks up to W 8
+
+FP8 = tp_layer.FORMATS["fp8"]
 PREFIX = "model.layers.%d.self_attn."
 
 
