@@ -81,6 +81,7 @@ class Checkpoint(Handle):
                                                    ctypes.byref(h)))
         super().__init__(ctx, h.value)
         self.path = os.fspath(path)
+        self._index = None
 
     @property
     def config(self):
@@ -98,12 +99,16 @@ class Checkpoint(Handle):
 
     @property
     def index(self):
-        """{tensor name: shard file name}, every tensor of the directory."""
-        return dict(self._entry(i) for i in range(len(self)))
+        """{tensor name: shard file name}, every tensor of the directory
+        (read once: the index does not change after open)."""
+        if self._index is None:
+            self._index = dict(self._entry(i) for i in range(len(self)))
+        return dict(self._index)
 
     @property
     def names(self):
-        return [self._entry(i)[0] for i in range(len(self))]
+        """The index's tensor names, sorted."""
+        return list(self.index)
 
     def __contains__(self, name):
         return name in self.index
@@ -185,7 +190,8 @@ def checkpoint_generate(path, cfg, *, first=0, count=1, seed=0, formats=None, sh
     cfg: a ModelConfig, an HfConfig or a preset name; layers first .. first
     + count - 1; formats: a dict projection -> "bf16" / "fp8_block" /
     "mxfp4"; num_layers: config.json's num_hidden_layers (0: first + count);
-    progress: called as progress(done_bytes, total_bytes)."""
+    progress: called as progress(done_bytes, total_bytes) after each tensor
+    (an exception it raises is raised when the call returns)."""
     if isinstance(cfg, str):
         from .prepare import model_config
         cfg = model_config(cfg)
