@@ -31,6 +31,8 @@ from ._types import (Backend, CacheLayout, DType, Fp8ScaleRule, IndexerLayout, K
                      MxFp4Rule, Op, RopeSite, RopeStyle, Saturation, ScaleLayout, Stage, Status,
                      Target, WeightFormat)
 from .attention import AttentionDesc, AttentionPlan, attention_desc
+from .checkpoint import (Checkpoint, HfConfig, checkpoint_generate, hf_config, load_checkpoint,
+                         model_config_preset_json)
 from .context import Context, DeviceArray, default_context, set_default_context
 from .formats import (bf16_to_f32, convert, e8m0_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16,
                       f32_to_fp4, f32_to_fp8, fp4_to_f32, fp8_group_dequant, fp8_group_quant,
@@ -78,6 +80,8 @@ __all__ = [
     "cache_write",
     "CacheDesc",
     "CacheLayout",
+    "Checkpoint",
+    "checkpoint_generate",
     "Context",
     "convert",
     "default_context",
@@ -106,6 +110,8 @@ __all__ = [
     "gpu_count",
     "gpu_name",
     "hadamard",
+    "hf_config",
+    "HfConfig",
     "indexer_cache_block_bytes",
     "indexer_cache_desc",
     "indexer_head_weights",
@@ -128,8 +134,10 @@ __all__ = [
     "LayerWeights",
     "linear",
     "load",
+    "load_checkpoint",
     "Memory",
     "model_config",
+    "model_config_preset_json",
     "model_config_presets",
     "ModelConfig",
     "mxfp4_dequant",

@@ -64,6 +64,8 @@ _PROTOTYPES = {
     "mla_context_device_name": (c_str, [CTX]),
     "mla_context_error_param": (c_str, [CTX]),
     "mla_context_error_detail": (c_str, [CTX]),
+    "mla_context_set_dump": (ST, [CTX, c_str, c_str, c_i32]),
+    "mla_context_dump_status": (c_str, [CTX]),
     "mla_context_synchronize": (ST, [CTX]),
     "mla_context_set_stream": (ST, [CTX, c_vp]),
     "mla_context_get_stream": (c_vp, [CTX]),
@@ -173,6 +175,7 @@ _PROTOTYPES = {
     "mla_safetensors_has": (c_int, [c_vp, c_str]),
     "mla_safetensors_find": (ST, [CTX, c_vp, c_str, P(T.SafetensorsInfo)]),
     "mla_safetensors_metadata": (c_str, [c_vp, c_str]),
+    "mla_safetensors_bytes_read": (c_i64, [c_vp]),
     "mla_safetensors_read": (ST, [CTX, c_vp, c_str, PT]),
     "mla_safetensors_writer_create": (ST, [CTX, P(c_vp)]),
     "mla_safetensors_writer_destroy": (VOID, [c_vp]),
@@ -192,10 +195,24 @@ _PROTOTYPES = {
          P(T.LayerWeightsEx)],
     ),
     "mla_layer_weights_free": (VOID, [CTX, P(T.LayerWeightsEx)]),
+    "mla_hf_config_parse": (ST, [CTX, c_str, c_sz, P(T.HfConfig)]),
+    "mla_hf_config_load": (ST, [CTX, c_str, P(T.HfConfig)]),
+    "mla_model_config_preset_json": (c_str, [c_str]),
+    "mla_checkpoint_open": (ST, [CTX, c_str, P(c_vp)]),
+    "mla_checkpoint_close": (VOID, [c_vp]),
+    "mla_checkpoint_config": (P(T.HfConfig), [c_vp]),
+    "mla_checkpoint_tensor_count": (c_i64, [c_vp]),
+    "mla_checkpoint_tensor_at": (ST, [c_vp, c_i64, P(c_str), P(c_str)]),
+    "mla_checkpoint_find": (ST, [CTX, c_vp, c_str, P(c_vp), P(T.SafetensorsInfo)]),
+    "mla_checkpoint_bytes_read": (c_i64, [c_vp]),
+    "mla_layer_weights_load_checkpoint": (
+        ST, [CTX, c_vp, c_i64, P(T.LayerLoadOptions), P(T.LayerWeightsEx)]),
     "mla_weights_generate": (
         ST,
         [CTX, c_str, P(T.ModelConfig), c_i64, c_i64, c_u64, P(T.LayerWeightFormats)],
     ),
+    "mla_generate_options_default": (VOID, [P(T.GenerateOptions)]),
+    "mla_checkpoint_generate": (ST, [CTX, c_str, P(T.ModelConfig), P(T.GenerateOptions)]),
     # mla_layer.h
     "mla_layer_options_default": (VOID, [P(T.ModelConfig), P(T.CacheDesc), P(T.LayerOptions)]),
     "mla_layer_workspace_bytes": (
@@ -208,6 +225,7 @@ _PROTOTYPES = {
     "mla_layer_plan_update": (ST, [CTX, c_vp, P(T.LayerBatch)]),
     "mla_layer_plan_destroy": (VOID, [c_vp]),
     "mla_layer_plan_sparse": (c_int, [c_vp]),
+    "mla_layer_plan_topk": (ST, [c_vp, PT]),
     "mla_layer_forward": (ST, [CTX, c_vp, P(T.LayerWeightsEx), PT, PT]),
 }
 

@@ -266,6 +266,26 @@ class ModelConfig(Struct):
         ("index_topk", c_i64),
     ]
 
+    @classmethod
+    def from_hf(cls, source, *, ctx=None):
+        """The attention config of a Hugging Face config.json (all heads):
+        source is the file, its checkpoint directory, a dict or the JSON
+        text (libmla.hf_config has the rest: num_layers, model_type, ...)."""
+        from .checkpoint import hf_config
+        return cls.from_buffer_copy(hf_config(source, ctx=ctx).model)
+
+    @classmethod
+    def preset(cls, name, **fields):
+        """The built-in preset ``name`` (libmla.model_config)."""
+        from .prepare import model_config
+        return model_config(name, **fields)
+
+    @staticmethod
+    def preset_json(name):
+        """The preset's config.json text (libmla.model_config_preset_json)."""
+        from .checkpoint import model_config_preset_json
+        return model_config_preset_json(name)
+
 
 class CacheDesc(Struct):
     _fields_ = [
@@ -437,11 +457,49 @@ class LayerWeightsEx(Struct):
         ("storage", c_vp),
         ("storage_bytes", c_i64),
         ("kv_b_tensor_scale", ctypes.c_float),
+        ("config", ModelConfig),
+        ("tp_rank", c_i32),
+        ("tp_world_size", c_i32),
+        ("kc_rule", c_enum),
     ]
 
 
 class LayerLoadOptions(Struct):
-    _fields_ = [("kc_rule", c_enum), ("prefix", c_str), ("kv_b_fp8", c_enum)]
+    _fields_ = [
+        ("kc_rule", c_enum),
+        ("prefix", c_str),
+        ("kv_b_fp8", c_enum),
+        ("rank", c_i32),
+        ("world_size", c_i32),
+        ("check_only", c_i32),
+    ]
+
+
+class HfConfig(Struct):
+    _fields_ = [
+        ("model", ModelConfig),
+        ("num_layers", c_i64),
+        ("model_type", ctypes.c_char * 32),
+        ("quant_method", ctypes.c_char * 16),
+        ("fp8_block", c_i64 * 2),
+    ]
+
+
+# void (*)(void *user, int64_t done, int64_t total)
+PROGRESS_FN = ctypes.CFUNCTYPE(None, c_vp, c_i64, c_i64)
+
+
+class GenerateOptions(Struct):
+    _fields_ = [
+        ("first", c_i64),
+        ("count", c_i64),
+        ("seed", ctypes.c_uint64),
+        ("formats", ctypes.POINTER(LayerWeightFormats)),
+        ("shards", c_i32),
+        ("num_layers", c_i64),
+        ("progress", PROGRESS_FN),
+        ("progress_user", c_vp),
+    ]
 
 
 class LayerBatch(Struct):
@@ -499,6 +557,8 @@ C_STRUCTS = {
     "mla_layer_weight_formats": LayerWeightFormats,
     "mla_layer_weights_ex": LayerWeightsEx,
     "mla_layer_load_options": LayerLoadOptions,
+    "mla_hf_config": HfConfig,
+    "mla_generate_options": GenerateOptions,
     "mla_layer_batch": LayerBatch,
     "mla_layer_options": LayerOptions,
     "mla_layer_buffers": LayerBuffers,

@@ -2,6 +2,7 @@
 (descriptors, the framework's stream, errors)."""
 
 import ctypes
+import os
 import threading
 import weakref
 
@@ -157,6 +158,25 @@ class Context(_Closable):
     def fallback_reason(self):
         return _lib.cstr(_lib.lib().mla_context_fallback_reason(self.handle))
 
+    # -- capture for replay (docs/REPLAY.md)
+    def set_dump(self, ops, dir=None, max_calls=0):
+        """Dumps each call of the named ops (``mla op`` names: a comma-separated
+        string or a list; "*" for all) into a new folder under ``dir``
+        (default "mla-dump"), at most ``max_calls`` of them (0: 8), each with
+        the replay.sh that ``mla op --replay`` reruns. None or "" turns it off.
+        Replaces what MLA_DUMP / MLA_DUMP_DIR / MLA_DUMP_MAX set at creation."""
+        if ops is not None and not isinstance(ops, str):
+            ops = ",".join(ops)
+        self.check(_lib.lib().mla_context_set_dump(
+            self.handle, ops.encode() if ops else None,
+            os.fspath(dir).encode() if dir is not None else None, int(max_calls)))
+
+    @property
+    def dump_status(self):
+        """What the dump switch did: "" when off; the ops and folder; the last
+        folder written; or why nothing was."""
+        return _lib.cstr(_lib.lib().mla_context_dump_status(self.handle))
+
     def check(self, status):
         """Raises libmla.Error for a failed status, with this context's record."""
         _lib.check(status, self._h)
@@ -231,6 +251,17 @@ class DeviceArray(_Closable):
         ctx.check(_lib.lib().mla_malloc(ctx.handle, max(n, 1), ctypes.byref(p)))
         self.ptr = p.value
         ctx._own(self)
+
+    def _view(self, offset, shape, dtype):
+        """A contiguous array of shape/dtype at byte ``offset`` of this one."""
+        v = DeviceArray(self.ctx, shape, dtype, self._base or self)
+        v.ptr = self.ptr + int(offset)
+        v.nbytes = v.itemsize
+        for d in v.shape:
+            v.nbytes *= d
+        if offset < 0 or offset + v.nbytes > self.nbytes:
+            raise Error(S.ERR_OUT_OF_RANGE, "offset", "the view leaves the array")
+        return v
 
     @property
     def T(self):

@@ -105,6 +105,34 @@ class LayerPlan(Handle):
         """True when the forward runs the indexer and sparse attention."""
         return bool(_lib.lib().mla_layer_plan_sparse(self.handle))
 
+    def topk(self, copy=False):
+        """Sparse plans: the top-k indices the last forward attended to,
+        [T, index_topk] int32 (logical positions, -1 padded): a view into the
+        planned workspace, valid until the next forward (``copy=True``: a
+        NumPy copy). A dense plan raises."""
+        t = T.Tensor()
+        st = _lib.lib().mla_layer_plan_topk(self.handle, ctypes.byref(t))
+        U.need(st == 0, st, "lp", "a dense plan has no top-k indices")
+        shape = (t.shape[0], t.shape[1])
+        ws = self.buffers[4]
+        off = t.data - TS.describe(ws, "workspace").ptr
+        n = shape[0] * shape[1] * 4
+        if copy:
+            import numpy as np
+            out = np.empty(shape, np.int32)
+            if n:
+                self.ctx.synchronize()
+                self.ctx.check(_lib.lib().mla_memcpy(self.ctx.handle, out.ctypes.data, t.data,
+                                                     n, int(T.CopyKind.CONTEXT_TO_HOST)))
+            return out
+        if hasattr(ws, "_view"):  # a DeviceArray
+            return ws._view(off, shape, DT.I32)
+        part = ws[off:off + n]
+        torch = TS._torch()
+        if torch is not None and isinstance(ws, torch.Tensor):
+            return part.view(torch.int32).reshape(shape)
+        return part.view("int32").reshape(shape)
+
     def forward(self, weights, x, y=None, *, dtype=None):
         """y [T, hidden] (BF16 or F32; a new tensor like x when None) for x
         [T, hidden] in opt.act, writing every new token's latent row (and
