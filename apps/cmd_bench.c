@@ -29,7 +29,10 @@ void usage_bench(FILE *out)
             "cache write, and the whole mla_prepare) for each token count, and reports the\n"
             "median time, GB/s, GFLOP/s and the ratio to the ceilings measured in the same\n"
             "run. Rows a backend cannot run print \"unsupported\".\n"
-            "ceilings: measures and prints only the two ceilings.\n"
+            "ceilings: measures and prints only the two ceilings: copy bandwidth, and the\n"
+            "matmul rate of OpenBLAS sgemm (host) or of the vendor BLAS, cuBLAS / rocBLAS\n"
+            "bf16 loaded at run time ($MLA_BENCH_BLAS names the library), else the device's\n"
+            "theoretical peak, labelled so (device).\n"
             "mxfp4: mla_batched_gemm_a16wfp4 / _a4w4 next to the bf16 mla_batched_gemm on\n"
             "DeepSeek-V3's W_kc / W_vc shapes (128 heads), and the fused flatten + MXFP4 /\n"
             "fp8 quant of [T,128,128]; ratios to the ceilings and to bf16 (bench_mxfp4.c).\n"
@@ -56,7 +59,7 @@ void usage_bench(FILE *out)
             "  --time-budget-s S   the sweep's target wall time (host 45)\n"
             "  --rotate-mib N      rotate input sets over N MiB (host 4 x LLC, device 256)\n"
             "  --copy-mib N        copy-ceiling buffer size (host max(8 x LLC, 256), device 1024)\n"
-            "  --matmul-gflops X   a device matmul ceiling measured beside this run (e.g. the\n"
+            "  --matmul-gflops X   a matmul ceiling measured beside this run, used instead (e.g. the\n"
             "                      PyTorch peer's bf16 matmul in the same job)\n"
             "  --matmul-source S   how X was measured (printed with it)\n"
             "  --no-ceilings       skip the ceilings (ratios print n/a)\n"
@@ -338,7 +341,7 @@ int cmd_bench(int argc, char **argv)
         if (bench_prepare_run(ctx, &a.p, &res, stderr) != 0) {
             rc = MLA_EXIT_FAIL;
         } else {
-            bench_prepare_judge(&res, &c, !a.no_ceilings);
+            bench_prepare_judge(&res, &c);
             if (res.n_errors)
                 rc = MLA_EXIT_FAIL;
         }
