@@ -404,8 +404,8 @@ int bench_vendor_gemm(mla_context *ctx, const bench_ceiling_options *o, bench_ce
     if (version > 0)
         snprintf(ver, sizeof ver, " %d", version);
     snprintf(c->matmul_how, sizeof c->matmul_how,
-             "%s%s (%.100s, loaded at run time), bf16 x bf16 -> bf16, fp32 accumulation, square n = "
-             "4096..16384, best n = %lld, device events around batches of %d",
+             "%s%s (%.100s, loaded at run time), bf16 x bf16 -> bf16, fp32 accumulation, "
+             "square n = 4096..16384, best n = %lld, device events around batches of %d",
              v.name, ver, v.path, (long long)best_n, VENDOR_BATCH);
     return 0;
 }
@@ -497,8 +497,8 @@ static int amd_peak(const char *device_name, double *gflops, char *how, size_t l
         const long cus = simd / per_cu;
         *gflops = (double)cus * (double)mhz * 1e6 * per / 1e9;
         snprintf(how, len,
-                 "THEORETICAL, not measured: %ld CUs x %ld MHz (top compute clock) x %.0f bf16 FLOP "
-                 "per CU per cycle (%s, dense; KFD topology node %d)",
+                 "THEORETICAL, not measured: %ld CUs x %ld MHz (top compute clock) x %.0f bf16 "
+                 "FLOP per CU per cycle (%s, dense; KFD topology node %d)",
                  cus, mhz, per, arch, node);
         return 0;
     }
