@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "apps/cmd.h"
+#include "bench/bench_attention.h"
 #include "bench/bench_mxfp4.h"
 #include "bench/bench_prepare.h"
 #include "bench/ceilings.h"
@@ -21,8 +22,10 @@ void usage_bench(FILE *out)
             "       mla bench ceilings [OPTIONS]\n"
             "       mla bench mxfp4 [--tokens 1,16,128,1024] [OPTIONS]\n"
             "       mla bench indexer [--contexts 4096,32768,131072] [--batch 1,16,64] [OPTIONS]\n"
-            "       mla bench decode [--quick] [--batch LIST] [--contexts LIST] [--heads LIST]\n"
-            "                        [OPTIONS]\n\n"
+            "       mla bench decode [--quick] [--sparse [--topk N]] [--batch LIST]\n"
+            "                        [--contexts LIST] [--heads LIST] [OPTIONS]\n"
+            "       mla bench prefill [--quick] [--tokens LIST] [--batch LIST] [--heads LIST]\n"
+            "                         [OPTIONS]\n\n"
             "prepare: times each op of the MLA prepare path (q_a/kv_a/q_b projections in bf16\n"
             "and fp8 block-scaled weights, the W_kc absorb, the fused QK RMSNorm, RoPE on\n"
             "q_pe and k_pe, the latent cache write in bf16 and fp8, the fused RoPE + concat +\n"
@@ -43,8 +46,14 @@ void usage_bench(FILE *out)
             "shapes (batch 128, context 4096, heads 16 and 128; cache bf16, fp8, FP8_SCALED)\n"
             "and laptop shapes (batch 1 and 4, context 1024..8192, heads 16) as fractions of\n"
             "the roofline; --quick: batch 1 and 4, context 1024; a list option makes a cross\n"
-            "product over the three caches (bench_decode.c).\n"
-            "mxfp4, indexer and decode take the options below except --config and --ops.\n\n"
+            "product over the three caches; --sparse: top-k (2048) positions per row drawn from\n"
+            "the context (device 32768, host 8192), caches bf16 and FP8_SCALED, heads 16, 64,\n"
+            "128, batch 1..128, bytes of the selected rows only (bench_decode.c).\n"
+            "prefill: T = 512..16384 new tokens per sequence attending causally, batch 1 and 4,\n"
+            "heads 16 and 128, bf16 cache, through the absorbed attention; also reports the\n"
+            "expanded form's FLOP rate for the PyTorch SDPA peer (bench_prefill.c).\n"
+            "mxfp4, indexer, decode and prefill take the options below except --config and\n"
+            "--ops (prefill takes --tokens).\n\n"
             "options:\n"
             "  --backend B         auto|reference|cpu|hip (default auto)\n"
             "  --config NAME       model preset (default DeepSeek-V3)\n"
@@ -302,9 +311,12 @@ int cmd_bench(int argc, char **argv)
         return bench_indexer_cmd(argc, argv);
     if (!strcmp(sub, "decode"))
         return bench_decode_cmd(argc, argv);
+    if (!strcmp(sub, "prefill"))
+        return bench_prefill_cmd(argc, argv);
     if (strcmp(sub, "prepare") && strcmp(sub, "ceilings")) {
         fprintf(stderr,
-                "mla bench: unknown benchmark '%s' (prepare, ceilings, mxfp4, indexer, decode)\n",
+                "mla bench: unknown benchmark '%s' (prepare, ceilings, mxfp4, indexer, decode, "
+                "prefill)\n",
                 sub);
         return MLA_EXIT_USAGE;
     }

@@ -82,7 +82,6 @@ int bench_mx_finish(const bench_mx_args *a, mla_context *ctx, const bench_ceilin
 
 int bench_mxfp4_cmd(int argc, char **argv);
 int bench_indexer_cmd(int argc, char **argv);
-int bench_decode_cmd(int argc, char **argv); /* bench_decode.c */
 
 #ifdef __cplusplus
 }

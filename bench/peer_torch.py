@@ -18,10 +18,16 @@ from one job (bench/run_gpu.sh).
                               [--reps N] [--ops LIST] [--json FILE]
   python3 bench/peer_torch.py --compare OURS.json PEER.json
   python3 bench/peer_torch.py --decode [--quick] [--batch L] [--contexts L] [--heads L]
+                              [--peer-dtype bf16|f32|best]
+  python3 bench/peer_torch.py --prefill [--quick] [--tokens L] [--batch L] [--heads L]
 
 --decode times plain-PyTorch paged MLA decode on the shapes of `mla bench
-decode` (page gather through the block table, keys dequantized to bf16,
-einsum scores, softmax, einsum output, logsumexp), same byte and FLOP counts.
+decode` (page gather through the block table, keys dequantized to the compute
+dtype, bmm scores, softmax, bmm output, logsumexp), same byte and FLOP
+counts; on a CPU each row is timed in bf16 and in f32 (the way a fallback
+without bf16 matmul units runs it) and the faster is reported (--peer-dtype).
+--prefill times torch's scaled_dot_product_attention (causal) on the expanded
+problem of `mla bench prefill` (q, k 192-dim, v 128-dim, same T and heads).
 
 --compare prints the two JSON files side by side (ours / peer time).
 Timing: CUDA events around a batch of calls, median of the samples after
@@ -513,6 +519,8 @@ def compare(ours_path, peer_path):
     ours, peer = json.load(open(ours_path)), json.load(open(peer_path))
     if ours.get("bench") == "decode":
         return compare_decode(ours, peer)
+    if ours.get("bench") == "prefill":
+        return compare_prefill(ours, peer)
     pr = {(r["op"], r["variant"], r["T"]): r for r in peer["rows"]}
     compare_head("side by side", ours, peer)
     print("%-11s %-11s %5s %12s %12s %9s %8s %8s" % (
@@ -563,12 +571,14 @@ def decode_scale():
     return (c["nope"] + c["R"]) ** -0.5 * m * m
 
 
-def make_decode(torch, dev, B, C, H, cache, nsets, gen):
+def make_decode(torch, dev, B, C, H, cache, nsets, gen, compute="bf16"):
     """fn(i) running plain-PyTorch paged MLA decode on input set i, or None
     (this torch has no float8): pages gathered through the block table, keys
-    dequantized to the q dtype (bf16), scores by einsum, softmax, output by
-    einsum over the first L dims, lse by logsumexp."""
+    dequantized to the compute dtype (bf16, or f32 the way a CPU fallback
+    without bf16 matmul units would run it), scores by bmm, softmax, output
+    by bmm over the first L dims, lse by logsumexp, o as bf16."""
     bf = torch.bfloat16
+    cd = torch.float32 if compute == "f32" else bf
     L, R, bs = DECODE_L, DECODE_R, DECODE_BLOCK
     D = L + R
     f8 = getattr(torch, "float8_e4m3fn", None)
@@ -602,24 +612,24 @@ def make_decode(torch, dev, B, C, H, cache, nsets, gen):
         st = sets[i]
         bt = st["bt"]
         if cache == "bf16":
-            k = st["pages"][bt]
+            k = st["pages"][bt].to(cd)
         elif cache == "fp8":  # gathered as bytes: not every torch indexes float8 tensors
-            k = st["pages"].view(torch.uint8)[bt].view(f8).to(bf) * st["k_scale"]
+            k = st["pages"].view(torch.uint8)[bt].view(f8).to(cd) * st["k_scale"]
         else:
-            nope = st["nope"].view(torch.uint8)[bt].view(f8).to(bf)
+            nope = st["nope"].view(torch.uint8)[bt].view(f8).to(cd)
             nope = nope.reshape(B, nb, bs, L // 128, 128)
-            nope = (nope * st["scales"][bt][..., None].to(bf)).reshape(B, nb, bs, L)
-            k = torch.cat([nope, st["rope"][bt]], -1)
+            nope = (nope * st["scales"][bt][..., None].to(cd)).reshape(B, nb, bs, L)
+            k = torch.cat([nope, st["rope"][bt].to(cd)], -1)
         k = k.reshape(B, nb * bs, D)[:, :C]
-        s = torch.einsum("bhd,bcd->bhc", st["q"], k) * scale
+        s = torch.bmm(st["q"].to(cd), k.transpose(1, 2)) * scale
         lse = torch.logsumexp(s.float(), -1)
         p = torch.softmax(s, -1)
-        o = torch.einsum("bhc,bcv->bhv", p, k[..., :L])
+        o = torch.bmm(p, k[..., :L]).to(bf)
         return o, lse
 
-    how = "gather pages[block_table], %s, einsum + softmax + einsum in bf16" % (
-        {"bf16": "bf16 pages", "fp8": "fp8 pages .to(bf16) * k_scale",
-         "fp8_scaled": "fp8 nope .to(bf16) * group scales, cat bf16 rope"}[cache])
+    how = "gather pages[block_table], %s, bmm + softmax + bmm in %s" % (
+        {"bf16": "bf16 pages", "fp8": "fp8 pages .to(%s) * k_scale" % compute,
+         "fp8_scaled": "fp8 nope .to(%s) * group scales, cat rope" % compute}[cache], compute)
     return fn, how
 
 
@@ -629,6 +639,9 @@ def decode_main(args):
     reps, warm, rotate, devname = e.reps, e.warm, e.rotate, e.devname
     bw = ceil.get("copy_gbs", 0.0) * 1e9
     mm = ceil.get("matmul_gflops", 0.0) * 1e9
+    computes = ["bf16", "f32"] if args.peer_dtype == "best" else [args.peer_dtype]
+    if args.peer_dtype == "best" and cuda:
+        computes = ["bf16"]  # tensor cores: f32 is never the faster there
     rows, start = [], time.time()
     for (B, C, H, cache) in decode_cases(args):
         L, R = DECODE_L, DECODE_R
@@ -647,12 +660,24 @@ def decode_main(args):
         set_bytes = B * cdiv(C, DECODE_BLOCK) * DECODE_BLOCK * DECODE_TOKEN_BYTES[cache]
         nsets = max(1, min(32, cdiv(rotate, set_bytes)))
         try:
-            fn, how = make_decode(torch, dev, B, C, H, cache, nsets, gen)
+            got, how = None, ""
+            # the faster of the compute dtypes asked for, each timed in full
+            for compute in computes:
+                fn, h = make_decode(torch, dev, B, C, H, cache, nsets, gen, compute)
+                if fn is None:
+                    how = h
+                    continue
+                g = sample(timer, fn, nsets, warm, reps, args.max_call_s, cuda)
+                r.setdefault("variants", {})[compute] = (
+                    median(g["ts"]) if "ts" in g else None)
+                if got is None or ("ts" in g and ("ts" not in got
+                                                  or median(g["ts"]) < median(got["ts"]))):
+                    got, how, r["compute"] = g, h, compute
+                del fn
             r["how"] = how
-            if fn is None:
+            if got is None:
                 r["status"], r["note"] = "unsupported", "unsupported: " + how
                 continue
-            got = sample(timer, fn, nsets, warm, reps, args.max_call_s, cuda)
             if "skipped" in got:
                 r["status"], r["note"] = "skipped", "skipped: %.2f s per call" % got["skipped"]
                 continue
@@ -673,15 +698,16 @@ def decode_main(args):
             file=sys.stderr)
     print_ceilings(ceil)
     print()
-    print("%5s %6s %4s %-10s %11s %11s %9s %9s %5s %8s" % (
-        "batch", "ctx", "H", "cache", "median_us", "min_us", "GB/s", "GFLOP/s", "reps", "roof%"))
+    print("%5s %6s %4s %-10s %5s %11s %11s %9s %9s %5s %8s" % (
+        "batch", "ctx", "H", "cache", "dtype", "median_us", "min_us", "GB/s", "GFLOP/s", "reps",
+        "roof%"))
     for r in rows:
         print("%5d %6d %4d %-10s " % (r["batch"], r["context"], r["heads"], r["cache"]), end="")
         if r["status"] != "ok":
             print(r["note"])
             continue
-        print("%11.1f %11.1f %9.2f %9.1f %5d %s" % (
-            1e6 * r["median_s"], 1e6 * r["min_s"], r["gbs"], r["gflops"], r["reps"],
+        print("%5s %11.1f %11.1f %9.2f %9.1f %5d %s" % (
+            r["compute"], 1e6 * r["median_s"], 1e6 * r["min_s"], r["gbs"], r["gflops"], r["reps"],
             ("%7.1f%%" % (100 * r["ratio"])) if r["ratio"] is not None else "     n/a"))
     print("\nsweep: %.1f s; torch eager peer of mla bench decode; median of the reps after "
           "warm-up" % (time.time() - start))
@@ -709,6 +735,126 @@ def compare_decode(ours, peer):
     print("peer/ours > 1: the library is faster. Ratios to each side's own ceilings.")
 
 
+# --------------------------------------------------------------- prefill
+
+PREFILL_DQK, PREFILL_DV = 192, 128
+
+
+def prefill_cases(args):
+    """The rows of `mla bench prefill` (batch, T, heads), in its order."""
+    if args.tokens_given or args.batch or args.heads:
+        ts = [int(x) for x in (args.tokens if args.tokens_given else "4096").split(",")]
+        bs = [int(x) for x in (args.batch or "1").split(",")]
+        hs = [int(x) for x in (args.heads or "128").split(",")]
+        rows = [(b, t, h) for t in ts for b in bs for h in hs]
+    elif args.quick:
+        rows = [(1, 256, 16), (1, 512, 16)]
+    else:
+        rows = [(b, t, h) for t in (512, 1024, 2048, 4096, 8192, 16384) for b in (1, 4)
+                for h in (16, 128)]
+    rows.sort(key=lambda r: r[0] * r[1] * (r[1] + 1) * r[2])
+    return rows
+
+
+def prefill_main(args):
+    """torch's scaled_dot_product_attention on the expanded problem of `mla bench
+    prefill`: q, k [B, H, T, 192], v [B, H, T, 128] bf16, causal, the preset's
+    softmax scale (K_nope and V as kv_b_proj would give them, k_pe broadcast:
+    random values of the same shapes; the decompression itself is not timed)."""
+    e = sweep_env(args, "peer_torch prefill")
+    torch, dev, cuda, timer, ceil, gen = e.torch, e.dev, e.cuda, e.timer, e.ceil, e.gen
+    F = torch.nn.functional
+    bw = ceil.get("copy_gbs", 0.0) * 1e9
+    mm = ceil.get("matmul_gflops", 0.0) * 1e9
+    scale = decode_scale()
+    rows, start = [], time.time()
+    for (B, T, H) in prefill_cases(args):
+        P = T * (T + 1) / 2
+        flops = 2.0 * B * H * P * (PREFILL_DQK + PREFILL_DV)
+        nbytes = 2 * B * H * T * (2 * PREFILL_DQK + 2 * PREFILL_DV)  # q, k, v in, o out
+        t_bw = nbytes / bw if bw else 0.0
+        t_mm = flops / mm if mm else 0.0
+        r = dict(op="prefill", form="expanded (torch SDPA)", batch=B, tokens=T, heads=H,
+                 causal=1, status="ok", note="", median_s=None, min_s=None, reps=0, bytes=nbytes,
+                 flops=flops, roofline_s=max(t_bw, t_mm),
+                 bound="copy" if t_bw >= t_mm else "matmul", ratio=None, gflops=None, how="")
+        rows.append(r)
+        try:
+            if not hasattr(F, "scaled_dot_product_attention"):
+                r["status"], r["note"] = "unsupported", "unsupported: this torch has no SDPA"
+                continue
+            nsets = max(1, min(8, cdiv(e.rotate, nbytes)))
+            sets = []
+            for _ in range(nsets):
+                q = torch.randn(B, H, T, PREFILL_DQK, device=dev, generator=gen).to(torch.bfloat16)
+                k = torch.randn(B, H, T, PREFILL_DQK, device=dev, generator=gen).to(torch.bfloat16)
+                v = torch.randn(B, H, T, PREFILL_DV, device=dev, generator=gen).to(torch.bfloat16)
+                sets.append((q, k, v))
+
+            def fn(i):
+                q, k, v = sets[i]
+                return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)
+            r["how"] = "F.scaled_dot_product_attention(is_causal=True), bf16, d_qk 192, d_v 128"
+            got = sample(timer, fn, nsets, e.warm, e.reps, args.max_call_s, cuda)
+            if "skipped" in got:
+                r["status"], r["note"] = "skipped", "skipped: %.2f s per call" % got["skipped"]
+                continue
+            ts = got["ts"]
+            t = median(ts)
+            r.update(median_s=t, min_s=min(ts), reps=len(ts), input_sets=nsets,
+                     gflops=flops / t / 1e9, ratio=(r["roofline_s"] / t) if r["roofline_s"] else None)
+        except Exception as ex:  # report, never stop the sweep
+            r["status"], r["note"] = "error", "error: %s: %s" % (type(ex).__name__,
+                                                                 str(ex).split("\n")[0][:160])
+        finally:
+            sets = None
+            if cuda:
+                torch.cuda.empty_cache()
+        print("  B=%-3d T=%-6d H=%-3d %s" % (B, T, H, (
+            "%.1f us" % (1e6 * r["median_s"])) if r["status"] == "ok" else r["note"]),
+            file=sys.stderr)
+    print_ceilings(ceil)
+    print()
+    print("%5s %6s %4s %12s %12s %9s %5s %8s" % ("batch", "T", "H", "median_us", "min_us",
+                                                "GFLOP/s", "reps", "roof%"))
+    for r in rows:
+        print("%5d %6d %4d " % (r["batch"], r["tokens"], r["heads"]), end="")
+        if r["status"] != "ok":
+            print(r["note"])
+            continue
+        print("%12.1f %12.1f %9.1f %5d %s" % (
+            1e6 * r["median_s"], 1e6 * r["min_s"], r["gflops"], r["reps"],
+            ("%7.1f%%" % (100 * r["ratio"])) if r["ratio"] is not None else "     n/a"))
+    print("\nsweep: %.1f s; torch SDPA on the expanded problem, FLOPs = 2 B H P (192 + 128), "
+          "P = T (T + 1) / 2; median of the reps after warm-up" % (time.time() - start))
+    return finish(args.json, rows, bench="peer_torch_prefill", torch=torch.__version__,
+                  device=e.devname, ceilings=ceil)
+
+
+def compare_prefill(ours, peer):
+    key = lambda r: (r["batch"], r["tokens"], r["heads"])  # noqa: E731
+    pr = {key(r): r for r in peer["rows"]}
+    compare_head("prefill side by side", ours, peer)
+    print("%5s %6s %4s %-9s %12s %12s %9s %10s %10s %8s %8s" % (
+        "batch", "T", "H", "form", "ours_us", "peer_us", "peer/ours", "ours_xGF/s", "peer_GF/s",
+        "ours%", "peer%"))
+    for r in ours["rows"]:
+        p = pr.get(key(r))
+        o_ok = r["status"] == "ok"
+        p_ok = p is not None and p["status"] == "ok"
+        ou = "%12.1f" % (1e6 * r["median_s"]) if o_ok else "%12s" % r["status"]
+        pu = "%12.1f" % (1e6 * p["median_s"]) if p_ok else "%12s" % (p["status"] if p else "-")
+        sp = "%9.2f" % (p["median_s"] / r["median_s"]) if o_ok and p_ok else "%9s" % "-"
+        ox = "%10.1f" % (r["flops_expanded"] / r["median_s"] / 1e9) if o_ok else "%10s" % "-"
+        pg = "%10.1f" % p["gflops"] if p_ok else "%10s" % "-"
+        orat = "%7.1f%%" % (100 * r["ratio"]) if o_ok and r.get("ratio") is not None else "%8s" % "-"
+        prat = "%7.1f%%" % (100 * p["ratio"]) if p_ok and p.get("ratio") is not None else "%8s" % "-"
+        print("%5d %6d %4d %-9s %s %s %s %s %s %s %s" % (r["batch"], r["tokens"], r["heads"],
+                                                       r["form"], ou, pu, sp, ox, pg, orat, prat))
+    print("peer/ours > 1: the library is faster. xGF/s: the expanded form's FLOPs per second "
+          "(the peer's count); ratios to each side's own ceilings and own FLOP counts.")
+
+
 def add_common_args(ap):
     """The options every peer takes: device, timing, ceilings, output."""
     ap.add_argument("--device", default=None, help="cuda (default when available) or cpu")
@@ -727,22 +873,32 @@ def add_common_args(ap):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--config", default="DeepSeek-V3", choices=sorted(CONFIGS))
-    ap.add_argument("--tokens", default="1,16,128,1024")
+    ap.add_argument("--tokens", default=None, help="prepare: 1,16,128,1024; prefill: T values")
     ap.add_argument("--ops", default=None, help="comma list of op names (as mla bench)")
     add_common_args(ap)
     ap.add_argument("--compare", nargs=2, metavar=("OURS_JSON", "PEER_JSON"))
     ap.add_argument("--decode", action="store_true",
                     help="the peer of `mla bench decode` (paged MLA decode) instead")
-    ap.add_argument("--batch", default=None, help="decode: batch sizes (a cross product)")
+    ap.add_argument("--prefill", action="store_true",
+                    help="the peer of `mla bench prefill` (torch SDPA, expanded form) instead")
+    ap.add_argument("--batch", default=None, help="decode / prefill: batch sizes (a cross product)")
     ap.add_argument("--contexts", default=None, help="decode: context lengths")
-    ap.add_argument("--heads", default=None, help="decode: head counts")
-    ap.add_argument("--quick", action="store_true", help="decode: batch 1 and 4, context 1024")
+    ap.add_argument("--heads", default=None, help="decode / prefill: head counts")
+    ap.add_argument("--quick", action="store_true",
+                    help="decode: batch 1 and 4, context 1024; prefill: T 256 and 512")
+    ap.add_argument("--peer-dtype", default="best", choices=["bf16", "f32", "best"],
+                    help="decode: the compute dtype (best: the faster of bf16 and f32 per row "
+                         "on a CPU, bf16 on a GPU)")
     args = ap.parse_args()
     if args.compare:
         compare(*args.compare)
         return 0
+    args.tokens_given = args.tokens is not None
     if args.decode:
         return decode_main(args)
+    if args.prefill:
+        return prefill_main(args)
+    args.tokens = args.tokens or "1,16,128,1024"
 
     c = dict(CONFIGS[args.config], name=args.config)
     tokens = sorted(int(t) for t in args.tokens.split(","))

@@ -6,6 +6,7 @@
 #   bash bench/run_gpu.sh [STAGE ...]      (default: all stages, in order)
 #
 # Stages: info build conformance peer bench mxfp4 indexer decode cpu compare
+#         ceilings sparse prefill
 #   info        nvidia-smi, lscpu, torch version, git commit -> $OUT/machine.txt
 #   build       cmake -G Ninja into build/gpu (kept between calls on a warm machine)
 #   conformance mla conformance --backend hip, then its attention cases with
@@ -27,6 +28,13 @@
 #               ratio table (ours vs PyTorch) -> $OUT/decode_side_by_side.txt
 #   cpu         mla bench prepare --backend cpu on the GPU host's CPU
 #   compare     the side-by-side table: ours vs the peer
+#   ceilings    mla bench ceilings --backend hip: copy bandwidth, cuBLAS bf16 GEMM and the
+#               theoretical peak -> $OUT/ceilings_hip.json
+#   sparse      mla bench decode --backend hip --sparse (top-k 2048 of a 32K context, bf16 and
+#               FP8_SCALED caches, heads 16/64/128, batch 1..128) -> $OUT/bench_sparse_hip.json
+#   prefill     python3 bench/peer_torch.py --prefill (torch SDPA, expanded 192/128 form,
+#               causal) -> $OUT/peer_prefill.json, then mla bench prefill --backend hip ->
+#               $OUT/bench_prefill_hip.json, then the ratio table -> $OUT/prefill_side_by_side.txt
 # Every mla bench measures its device matmul ceiling itself: cuBLAS's bf16
 # GEMM, loaded at run time from $MLA_BENCH_BLAS, which is set below to the
 # libcublas of the job's python3 (PyTorch's nvidia-cublas wheel) when there
@@ -36,7 +44,8 @@
 # the summary tables are printed last. Stage time limits keep one call under
 # the tool's 10 minutes: build 420 s, conformance 300 s, peer 240 s,
 # bench 240 s, mxfp4 120 s, indexer 240 s (peer 120 s, ours 120 s), decode 300 s (peer 150 s, ours 150 s),
-# cpu 120 s (override with RUN_GPU_<STAGE>_S).
+# cpu 120 s, ceilings 90 s, sparse 150 s, prefill 240 s (peer 120 s, ours 120 s)
+# (override with RUN_GPU_<STAGE>_S).
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out/gpu}
@@ -49,7 +58,7 @@ if [ -z "${MLA_BENCH_BLAS:-}" ]; then
 print(next(iter(sorted(p for d in nvidia.__path__ for p in glob.glob(os.path.join(d, "*", "lib", "libcublas.so.*")))), ""))' 2>/dev/null)
   export MLA_BENCH_BLAS
 fi
-STAGES=${*:-info build conformance peer bench mxfp4 indexer decode cpu compare}
+STAGES=${*:-info build conformance peer bench mxfp4 indexer decode cpu compare ceilings sparse prefill}
 FAILED=""
 
 note() { printf '\n=== %s (%s)\n' "$*" "$(date -u +%H:%M:%S)"; }
@@ -175,6 +184,39 @@ stage_compare() {
   $PY bench/peer_torch.py --compare "$OUT/bench_hip.json" "$OUT/peer.json" > "$OUT/side_by_side.txt" 2>&1
 }
 
+stage_ceilings() {
+  timeout "$(limit ceilings 90)" "$MLA" bench ceilings --backend hip --json "$OUT/ceilings_hip.json" \
+    > "$OUT/ceilings_hip.log" 2> "$OUT/ceilings_hip.err"
+  local rc=$?
+  cat "$OUT/ceilings_hip.err"
+  return $rc
+}
+
+stage_sparse() {
+  timeout "$(limit sparse 150)" "$MLA" bench decode --backend hip --sparse \
+    --json "$OUT/bench_sparse_hip.json" > "$OUT/bench_sparse_hip.log" 2> "$OUT/bench_sparse_hip.err"
+  local rc=$?
+  tail -3 "$OUT/bench_sparse_hip.err"
+  return $rc
+}
+
+stage_prefill() {
+  local half=$(( $(limit prefill 240) / 2 )) rc=0
+  timeout "$half" $PY bench/peer_torch.py --prefill --json "$OUT/peer_prefill.json" \
+    > "$OUT/peer_prefill.log" 2> "$OUT/peer_prefill.err" || rc=1
+  tail -3 "$OUT/peer_prefill.err"
+  timeout "$half" "$MLA" bench prefill --backend hip --json "$OUT/bench_prefill_hip.json" \
+    > "$OUT/bench_prefill_hip.log" 2> "$OUT/bench_prefill_hip.err" || rc=1
+  tail -3 "$OUT/bench_prefill_hip.err"
+  if [ -f "$OUT/bench_prefill_hip.json" ] && [ -f "$OUT/peer_prefill.json" ]; then
+    $PY bench/peer_torch.py --compare "$OUT/bench_prefill_hip.json" "$OUT/peer_prefill.json" \
+      > "$OUT/prefill_side_by_side.txt" 2>&1 || rc=1
+  else
+    rc=1
+  fi
+  return $rc
+}
+
 for s in $STAGES; do
   note "$s"
   if ! "stage_$s"; then
@@ -190,7 +232,8 @@ for f in bench_cpu.log peer.log; do
   [ -f "$OUT/$f" ] && { note "$f (head; full table in \$OUT/$f)"; head -14 "$OUT/$f"; }
 done
 for f in bench_hip.log side_by_side.txt bench_mxfp4_hip.log bench_indexer_hip.log \
-         indexer_side_by_side.txt bench_decode_hip.log decode_side_by_side.txt; do
+         indexer_side_by_side.txt bench_decode_hip.log decode_side_by_side.txt ceilings_hip.log \
+         bench_sparse_hip.log bench_prefill_hip.log prefill_side_by_side.txt; do
   [ -f "$OUT/$f" ] && { note "$f"; cat "$OUT/$f"; }
 done
 note "done; failed stages:${FAILED:- none}"

@@ -1,0 +1,74 @@
+/* The attention benchmarks' shared part (bench_decode.c: `mla bench decode`,
+ * dense and --sparse; bench_prefill.c: `mla bench prefill`): DeepSeek-V3's
+ * MLA geometry (L 512, R 64, block 64, the preset's softmax scale), q bf16
+ * [B n, H, 576], o bf16 [B n, H, 512] + lse, a paged cache of one of three
+ * kinds, and input sets that each own their blocks, q, o, plan (and top-k
+ * lists), so that small problems rotate through memory instead of a cache. */
+#ifndef MLA_BENCH_ATTENTION_H
+#define MLA_BENCH_ATTENTION_H
+
+#include "bench/bench_mxfp4.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define BA_L 512
+#define BA_R 64
+#define BA_BLOCK 64
+#define BA_MAX_INST 32
+
+typedef enum ba_cache { BA_BF16 = 0, BA_FP8 = 1, BA_FP8_SCALED = 2, BA_CACHES } ba_cache;
+
+extern const char *const ba_cache_names[BA_CACHES];
+
+/* Bytes of one cached token: 1152 bf16, 576 fp8, 656 FP8_SCALED. */
+int64_t ba_token_bytes(ba_cache c);
+
+/* One problem: B sequences of context C, each with n query rows (decode 1,
+ * prefill C: the causal rule among the new tokens), H heads; topk > 0:
+ * sparse, each row attends to topk distinct positions drawn uniformly from
+ * its context (all of them, in random order, when C <= topk, -1 past C). */
+typedef struct ba_shape {
+    int64_t B, C, n, H, topk;
+    ba_cache cache;
+} ba_shape;
+
+/* Everything the input sets of one problem allocate. */
+typedef struct ba_set {
+    mla_context *ctx;
+    mla_attention_desc desc;
+    int n;
+    void *cache_mem, *lens_mem, *ws_mem;
+    void *bt_mem[BA_MAX_INST], *q_mem[BA_MAX_INST], *o_mem[BA_MAX_INST], *lse_mem[BA_MAX_INST],
+        *ti_mem[BA_MAX_INST];
+    mla_tensor cache, lens, ws, bt[BA_MAX_INST], q[BA_MAX_INST], o[BA_MAX_INST],
+        lse[BA_MAX_INST], ti[BA_MAX_INST];
+    mla_attention_args args[BA_MAX_INST];
+    mla_attention_plan *plan[BA_MAX_INST];
+} ba_set;
+
+/* Input sets for a shape: n_inst of them when the cache of one is smaller
+ * than rotate_bytes (at most BA_MAX_INST), else one. */
+int ba_input_sets(const ba_shape *w, int64_t rotate_bytes);
+
+/* n input sets of shape w and their plans (the automatic split-KV schedule);
+ * the workspace fits the largest. s->ctx must be set. */
+mla_status ba_setup(ba_set *s, bench_rng *rng, const ba_shape *w, int n);
+void ba_free(ba_set *s); /* keeps s->ctx */
+/* bench_mx_call: mla_attention_run of input set inst. */
+mla_status ba_run(void *arg, int inst);
+
+/* Takes --heads LIST, --quick, --sparse and --topk N out of argv (the rest
+ * goes to bench_mx_parse). Returns -1 on a bad value. */
+int ba_strip_args(int *argc, char **argv, int64_t *heads, int *n_heads, int *quick, int *sparse,
+                  int64_t *topk);
+
+int bench_decode_cmd(int argc, char **argv);  /* bench_decode.c */
+int bench_prefill_cmd(int argc, char **argv); /* bench_prefill.c */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

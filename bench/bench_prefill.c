@@ -1,0 +1,266 @@
+/* `mla bench prefill`: the attention of a prompt chunk, T new tokens per
+ * sequence attending causally to themselves (context = T, next_n = T), on
+ * DeepSeek-V3's geometry (bench_attention.h): T = 512..16384, one sequence
+ * and a batch of 4, heads 16 and 128, bf16 cache, q bf16, o bf16 + lse.
+ *
+ * A form is how the attention is computed; each has its own FLOP count:
+ *   absorbed  mla_attention_run over the latent cache: 576-dim scores and
+ *             512-dim values per head (MLA.md section 2, step 7),
+ *             FLOPs = 2 * B * H * P * (576 + 512);
+ * with P = T (T + 1) / 2 the causal (query, key) pairs of a sequence. Every
+ * row also reports the expanded form's count, 2 * B * H * P * (192 + 128)
+ * (K_nope and V decompressed through kv_b_proj, 192-dim scores, 128-dim
+ * values: what `python3 bench/peer_torch.py --prefill` times with torch's
+ * scaled_dot_product_attention), so that the two can be set side by side
+ * (peer_torch.py --compare). A new form is one more entry of `forms` below
+ * (its name, FLOPs per pair, set-up / run / free).
+ *
+ * bytes = cache (B T 1152) + q (B T H 576 x 2) + o (B T H 512 x 2);
+ * roof = max(bytes / copy BW, FLOPs / matmul rate) with the ceilings of this
+ * run; roof% = roof / median. Rows run in ascending FLOPs; a row predicted
+ * slower than --max-call-s is skipped. --quick: T = 256 and 512, batch 1,
+ * heads 16 (the smoke test). --tokens / --batch / --heads give a cross
+ * product. */
+#define _POSIX_C_SOURCE 200809L
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "apps/cmd.h"
+#include "bench/bench_attention.h"
+
+#define PF_MAX_ROWS 64
+
+typedef struct pf_form {
+    const char *name;
+    double flops_per_pair; /* per head: 2 (d_qk + d_v) */
+    mla_status (*setup)(ba_set *s, bench_rng *rng, const ba_shape *w, int n);
+    bench_mx_call run;
+    void (*free)(ba_set *s);
+} pf_form;
+
+static const pf_form forms[] = {
+    {"absorbed", 2.0 * (BA_L + BA_R + BA_L), ba_setup, ba_run, ba_free},
+};
+
+#define PF_EXPANDED_PER_PAIR (2.0 * (192 + 128))
+
+typedef struct pf_row {
+    ba_shape w; /* n = C = T */
+    const pf_form *form;
+    int ok, skipped;
+    char note[200];
+    bench_mx_timing t;
+    int n_inst, splits;
+    int64_t bytes;
+    double flops, flops_expanded, roof_s;
+    const char *bound;
+    double ratio, gflops;
+} pf_row;
+
+static double pairs(int64_t T) { return (double)T * (double)(T + 1) / 2.0; }
+
+static void pf_print(FILE *out, const void *rp, int n)
+{
+    const pf_row *rows = rp;
+    fprintf(out, "%5s %6s %4s %-9s %6s %10s %7s %10s %12s %12s %9s %9s %5s %8s\n", "batch", "T",
+            "H", "form", "splits", "bytes_MiB", "bound", "roof_us", "median_us", "min_us",
+            "GFLOP/s", "xGFLOP/s", "reps", "roof%");
+    for (int i = 0; i < n; ++i) {
+        const pf_row *r = &rows[i];
+        fprintf(out, "%5lld %6lld %4lld %-9s ", (long long)r->w.B, (long long)r->w.C,
+                (long long)r->w.H, r->form->name);
+        if (!r->ok) {
+            fprintf(out, "%6s %10.1f %7s %10.1f %s\n", "-", (double)r->bytes / 1048576.0, r->bound,
+                    1e6 * r->roof_s, r->note);
+            continue;
+        }
+        fprintf(out, "%6d %10.1f %7s %10.1f %12.1f %12.1f %9.1f %9.1f %5d ", r->splits,
+                (double)r->bytes / 1048576.0, r->bound, 1e6 * r->roof_s, 1e6 * r->t.median_s,
+                1e6 * r->t.min_s, r->gflops, r->flops_expanded / r->t.median_s / 1e9, r->t.reps);
+        if (isnan(r->ratio))
+            fprintf(out, "%8s\n", "n/a");
+        else
+            fprintf(out, "%7.1f%%\n", 100.0 * r->ratio);
+    }
+}
+
+static void pf_json(bench_json *j, const void *rp, int n)
+{
+    const pf_row *rows = rp;
+    bench_json_array(j, "rows");
+    for (int i = 0; i < n; ++i) {
+        const pf_row *r = &rows[i];
+        bench_json_object(j, NULL);
+        bench_json_str(j, "op", "prefill");
+        bench_json_str(j, "form", r->form->name);
+        bench_json_int(j, "batch", r->w.B);
+        bench_json_int(j, "tokens", r->w.C);
+        bench_json_int(j, "heads", r->w.H);
+        bench_json_str(j, "cache", ba_cache_names[r->w.cache]);
+        bench_json_int(j, "causal", 1);
+        bench_json_str(j, "q_dtype", "bf16");
+        bench_json_str(j, "out_dtype", "bf16");
+        bench_json_str(j, "status", r->skipped ? "skipped" : r->ok ? "ok" : "failed");
+        bench_json_str(j, "note", r->note);
+        bench_json_int(j, "splits", r->splits);
+        bench_json_int(j, "input_sets", r->n_inst);
+        bench_json_int(j, "bytes", r->bytes);
+        bench_json_num(j, "flops", r->flops);
+        bench_json_num(j, "flops_expanded", r->flops_expanded);
+        bench_json_num(j, "roofline_s", r->roof_s);
+        bench_json_str(j, "bound", r->bound);
+        bench_json_num(j, "median_s", r->ok ? r->t.median_s : NAN);
+        bench_json_num(j, "min_s", r->ok ? r->t.min_s : NAN);
+        bench_json_int(j, "reps", r->t.reps);
+        bench_json_num(j, "gflops", r->ok ? r->gflops : NAN);
+        bench_json_num(j, "ratio", r->ok ? r->ratio : NAN);
+        bench_json_close(j, '}');
+    }
+    bench_json_close(j, ']');
+}
+
+static int pf_add(pf_row *rows, int n, int64_t B, int64_t T, int64_t H, const pf_form *f)
+{
+    if (n >= PF_MAX_ROWS)
+        return n;
+    memset(&rows[n], 0, sizeof rows[n]);
+    const ba_shape w = {B, T, T, H, 0, BA_BF16};
+    rows[n].w = w;
+    rows[n].form = f;
+    return n + 1;
+}
+
+static int pf_by_flops(const void *x, const void *y)
+{
+    const pf_row *a = x, *b = y;
+    const double fa = (double)a->w.B * pairs(a->w.C) * (double)a->w.H,
+                 fb = (double)b->w.B * pairs(b->w.C) * (double)b->w.H;
+    return fa < fb ? -1 : fa > fb;
+}
+
+int bench_prefill_cmd(int argc, char **argv)
+{
+    int64_t heads[BENCH_MX_MAX_LIST];
+    int n_heads = 0, quick = 0;
+    char **av = malloc((size_t)(argc + 1) * sizeof *av);
+    if (!av)
+        return MLA_EXIT_FAIL;
+    memcpy(av, argv, (size_t)argc * sizeof *av);
+    int ac = argc;
+    if (ba_strip_args(&ac, av, heads, &n_heads, &quick, NULL, NULL)) {
+        fprintf(stderr, "mla bench prefill: bad --heads (a list of 1..128)\n");
+        free(av);
+        return MLA_EXIT_USAGE;
+    }
+    bench_mx_args a;
+    int rc = bench_mx_parse(ac, av, "prefill", "--tokens", "--batch", &a);
+    free(av);
+    if (rc != MLA_EXIT_OK)
+        return rc;
+    pf_row *rows = calloc(PF_MAX_ROWS, sizeof *rows);
+    if (!rows)
+        return MLA_EXIT_FAIL;
+    const pf_form *f = &forms[0];
+    int n = 0;
+    if (a.n_list[0] || a.n_list[1] || n_heads) {
+        const int nt = a.n_list[0] ? a.n_list[0] : 1, nb = a.n_list[1] ? a.n_list[1] : 1,
+                  nh = n_heads ? n_heads : 1;
+        for (int ti = 0; ti < nt; ++ti)
+            for (int bi = 0; bi < nb; ++bi)
+                for (int hi = 0; hi < nh; ++hi)
+                    n = pf_add(rows, n, a.n_list[1] ? a.list[1][bi] : 1,
+                               a.n_list[0] ? a.list[0][ti] : 4096, n_heads ? heads[hi] : 128, f);
+    } else if (quick) {
+        n = pf_add(rows, n, 1, 256, 16, f);
+        n = pf_add(rows, n, 1, 512, 16, f);
+    } else {
+        const int64_t ts[6] = {512, 1024, 2048, 4096, 8192, 16384}, bs[2] = {1, 4},
+                      hs[2] = {16, 128};
+        for (int ti = 0; ti < 6; ++ti)
+            for (int bi = 0; bi < 2; ++bi)
+                for (int hi = 0; hi < 2; ++hi)
+                    n = pf_add(rows, n, bs[bi], ts[ti], hs[hi], f);
+    }
+    qsort(rows, (size_t)n, sizeof *rows, pf_by_flops);
+
+    bench_ceilings c;
+    mla_context *ctx = bench_mx_open(&a, &c);
+    if (!ctx) {
+        free(rows);
+        return MLA_EXIT_FAIL;
+    }
+    printf("prefill   : DeepSeek-V3 MLA (L %d, R %d, softmax scale of the preset), T new tokens "
+           "per sequence attending causally (context = next_n = T), paged block %d, bf16 cache, "
+           "q bf16, o bf16 + lse; splits: the plan's automatic choice\n\n",
+           BA_L, BA_R, BA_BLOCK);
+    fflush(stdout);
+    const double start = bench_now();
+    bench_rng rng;
+    bench_rng_seed(&rng, a.seed);
+    const double bw = c.copy_gbs * 1e9, mm = c.matmul_gflops * 1e9;
+    double sec_per_flop = 0.0, flops_seen = 0.0;
+    int errors = 0;
+    ba_set s;
+    memset(&s, 0, sizeof s);
+    s.ctx = ctx;
+    fprintf(stderr, "rows:\n");
+    for (int i = 0; i < n; ++i) {
+        pf_row *r = &rows[i];
+        const ba_shape *w = &r->w;
+        const int64_t T = w->C;
+        r->ratio = NAN;
+        r->bytes = w->B * T * ba_token_bytes(w->cache) + w->B * T * w->H * (BA_L + BA_R) * 2 +
+                   w->B * T * w->H * BA_L * 2;
+        r->flops = (double)w->B * (double)w->H * pairs(T) * r->form->flops_per_pair;
+        r->flops_expanded = (double)w->B * (double)w->H * pairs(T) * PF_EXPANDED_PER_PAIR;
+        const double t_bw = bw > 0 ? (double)r->bytes / bw : 0.0,
+                     t_mm = mm > 0 ? r->flops / mm : 0.0;
+        r->roof_s = t_bw > t_mm ? t_bw : t_mm;
+        r->bound = t_bw >= t_mm ? "copy" : "matmul";
+        const double predicted = sec_per_flop * r->flops;
+        if (predicted > a.max_call_s) {
+            r->skipped = 1;
+            snprintf(r->note, sizeof r->note,
+                     "skipped: predicted %.2f s per call > --max-call-s %.2f", predicted,
+                     a.max_call_s);
+            fprintf(stderr, "  B=%-3lld T=%-6lld H=%-3lld %s\n", (long long)w->B, (long long)T,
+                    (long long)w->H, r->note);
+            continue;
+        }
+        r->n_inst = ba_input_sets(w, a.rotate_bytes);
+        mla_status st = r->form->setup(&s, &rng, w, r->n_inst);
+        if (st == MLA_OK) {
+            r->splits = mla_attention_plan_splits(s.plan[0]);
+            st = bench_mx_time(ctx, &a, r->form->run, &s, r->n_inst, a.row_budget_s, &r->t);
+        }
+        if (st == MLA_OK) {
+            r->ok = 1;
+            const double t = r->t.median_s;
+            r->gflops = r->flops / t / 1e9;
+            r->ratio = r->roof_s > 0 ? r->roof_s / t : NAN;
+            if (r->flops >= flops_seen) {
+                sec_per_flop = t / r->flops;
+                flops_seen = r->flops;
+            }
+        } else {
+            bench_mx_note(ctx, st, r->note, sizeof r->note);
+            errors += st != MLA_ERR_UNSUPPORTED;
+        }
+        r->form->free(&s);
+        fprintf(stderr, "  B=%-3lld T=%-6lld H=%-3lld %-9s %.1f us %s\n", (long long)w->B,
+                (long long)T, (long long)w->H, r->form->name, r->ok ? 1e6 * r->t.median_s : 0.0,
+                r->note);
+    }
+    if (bench_mx_finish(&a, ctx, &c, pf_print, pf_json, rows, n, start,
+                        "P = T (T + 1) / 2 causal pairs; FLOPs = 2 B H P (576 + 512) absorbed; "
+                        "xGFLOP/s = the expanded form's 2 B H P (192 + 128) per second, the "
+                        "count of the PyTorch SDPA peer; roof = max(bytes / copy BW, FLOPs / "
+                        "matmul rate); roof% = roof / median (docs/PERFORMANCE.md)",
+                        errors) != MLA_EXIT_OK)
+        rc = MLA_EXIT_FAIL;
+    free(rows);
+    mla_context_destroy(ctx);
+    return rc;
+}
