@@ -1,0 +1,257 @@
+/* The attention tile kernels as a template, included once per instruction
+ * set (cpu/attention_avx2.c, cpu/attention_avx512.c) after that file has
+ * defined:
+ *
+ *   ATT_SUFFIX         the suffix of the copy's names (avx2, avx512)
+ *   ATT_TARGET         the target attribute of every function
+ *   ATT_W              fp32 lanes per vector register (8, 16); V its type
+ *   v_load v_store v_set1 v_zero v_fma (a b + c) v_mul v_sub v_max v_exp
+ *   v_mask_above(x, kp, plim)   x, or -inf in lanes where kp > plim[lane]
+ *   v_ninf_to_zero(x)           x with -inf lanes replaced by 0
+ *   ATT_GROUPS         groups of VL pairs a register tile may span (1, 2)
+ *   ATT_QK_NA1 / ATT_PV_NA1     keys / value dims of a one-group tile
+ *   ATT_QK_NA2 / ATT_PV_NA2     the same for two groups (ATT_GROUPS 2)
+ *
+ * and defines the attn_kernels table mla_cpu_attn_<ATT_SUFFIX>.
+ *
+ * Both products are FMA register tiles: MR vector registers of (row, head)
+ * pairs x NA keys (scores) or NA value dims (P @ V) of accumulators, one
+ * vector load per register of pairs and one broadcast per key / value dim
+ * per step. A tile spans at most two groups (32 pairs), so that q, which
+ * lives in L2 at 128 heads, is not streamed once per FMA (measured on one
+ * Zen 4 core, 128 heads, AVX-512: 2 x 8 tiles beat 4 x 4 and 8 x 2). The
+ * tile functions are one body each, inlined with constant shapes into the
+ * few wrappers the walkers call; every lane's sum runs in increasing d (or
+ * key), so the order is fixed by the tile sizes alone. */
+
+#define ATT_CAT_(a, b) a##_##b
+#define ATT_CAT(a, b) ATT_CAT_(a, b)
+#define ATT_FN(name) ATT_CAT(name, ATT_SUFFIX)
+#define ATT_INLINE static inline __attribute__((always_inline)) ATT_TARGET
+#define ATT_UNROLL _Pragma("GCC unroll 32")
+
+#define ATT_R (VL / ATT_W) /* registers per group of VL pairs */
+#define ATT_MR_MAX (ATT_GROUPS * ATT_R)
+#if ATT_GROUPS > 1
+#define ATT_NA_MAX                                                                                 \
+    (ATT_PV_NA1 > ATT_QK_NA1 ? (ATT_PV_NA1 > ATT_PV_NA2 ? ATT_PV_NA1 : ATT_PV_NA2)                 \
+                             : (ATT_QK_NA1 > ATT_PV_NA2 ? ATT_QK_NA1 : ATT_PV_NA2))
+#else
+#define ATT_NA_MAX (ATT_PV_NA1 > ATT_QK_NA1 ? ATT_PV_NA1 : ATT_QK_NA1)
+#endif
+
+ATT_TARGET static void ATT_FN(decode)(const attn_keyfmt *f, const uint8_t *blk, int64_t t,
+                                      float *out)
+{
+    attn_decode_key(f, blk, t, out);
+}
+
+/* st[i][r] = sum_d qt[d][r] kt[i][d] over MR registers of pairs, NA keys. */
+ATT_INLINE void ATT_FN(qk_tile)(const int MR, const int NA, const float *qt, int64_t mp,
+                                const float *kt, int64_t ks, int64_t D, float *st)
+{
+    V acc[ATT_NA_MAX][ATT_MR_MAX];
+    const float *kr[ATT_NA_MAX];
+    ATT_UNROLL for (int i = 0; i < NA; ++i)
+    {
+        kr[i] = kt + i * ks;
+        ATT_UNROLL for (int r = 0; r < MR; ++r) acc[i][r] = v_zero();
+    }
+    for (int64_t d = 0; d < D; ++d) {
+        V q[ATT_MR_MAX];
+        ATT_UNROLL for (int r = 0; r < MR; ++r) q[r] = v_load(qt + d * mp + ATT_W * r);
+        ATT_UNROLL for (int i = 0; i < NA; ++i)
+        {
+            const V b = v_set1(kr[i][d]);
+            ATT_UNROLL for (int r = 0; r < MR; ++r) acc[i][r] = v_fma(q[r], b, acc[i][r]);
+        }
+    }
+    ATT_UNROLL for (int i = 0; i < NA; ++i) ATT_UNROLL for (int r = 0; r < MR; ++r)
+        v_store(st + i * mp + ATT_W * r, acc[i][r]);
+}
+
+/* ot[i][r] = (alpha ? alpha[r] ot[i][r] : 0) + sum_a pt[a][r] kt[a][i] over MR
+ * registers of pairs, NA value dims (kt and ot point at the tile's first). */
+ATT_INLINE void ATT_FN(pv_tile)(const int MR, const int NA, const float *pt, int64_t mp,
+                                const float *kt, int64_t ks, int nk, float *ot,
+                                const float *alpha)
+{
+    V acc[ATT_NA_MAX][ATT_MR_MAX];
+    if (alpha) {
+        ATT_UNROLL for (int r = 0; r < MR; ++r)
+        {
+            const V al = v_load(alpha + ATT_W * r);
+            ATT_UNROLL for (int i = 0; i < NA; ++i) acc[i][r] =
+                v_mul(v_load(ot + i * mp + ATT_W * r), al);
+        }
+    } else {
+        ATT_UNROLL for (int i = 0; i < NA; ++i) ATT_UNROLL for (int r = 0; r < MR; ++r)
+            acc[i][r] = v_zero();
+    }
+    for (int a = 0; a < nk; ++a) {
+        V p[ATT_MR_MAX];
+        const float *kr = kt + a * ks;
+        ATT_UNROLL for (int r = 0; r < MR; ++r) p[r] = v_load(pt + a * mp + ATT_W * r);
+        ATT_UNROLL for (int i = 0; i < NA; ++i)
+        {
+            const V b = v_set1(kr[i]);
+            ATT_UNROLL for (int r = 0; r < MR; ++r) acc[i][r] = v_fma(p[r], b, acc[i][r]);
+        }
+    }
+    ATT_UNROLL for (int i = 0; i < NA; ++i) ATT_UNROLL for (int r = 0; r < MR; ++r)
+        v_store(ot + i * mp + ATT_W * r, acc[i][r]);
+}
+
+/* The tile shapes the walkers use: a full tile and a one-key / one-dim tail,
+ * per width in groups. */
+ATT_TARGET static void ATT_FN(qk_g1)(const float *qt, int64_t mp, const float *kt, int64_t ks,
+                                     int64_t D, float *st)
+{
+    ATT_FN(qk_tile)(ATT_R, ATT_QK_NA1, qt, mp, kt, ks, D, st);
+}
+ATT_TARGET static void ATT_FN(qk_g1_tail)(const float *qt, int64_t mp, const float *kt,
+                                          int64_t ks, int64_t D, float *st)
+{
+    ATT_FN(qk_tile)(ATT_R, 1, qt, mp, kt, ks, D, st);
+}
+ATT_TARGET static void ATT_FN(pv_g1)(const float *pt, int64_t mp, const float *kt, int64_t ks,
+                                     int nk, float *ot, const float *alpha)
+{
+    ATT_FN(pv_tile)(ATT_R, ATT_PV_NA1, pt, mp, kt, ks, nk, ot, alpha);
+}
+ATT_TARGET static void ATT_FN(pv_g1_tail)(const float *pt, int64_t mp, const float *kt,
+                                          int64_t ks, int nk, float *ot, const float *alpha)
+{
+    ATT_FN(pv_tile)(ATT_R, 1, pt, mp, kt, ks, nk, ot, alpha);
+}
+#if ATT_GROUPS > 1
+ATT_TARGET static void ATT_FN(qk_g2)(const float *qt, int64_t mp, const float *kt, int64_t ks,
+                                     int64_t D, float *st)
+{
+    ATT_FN(qk_tile)(2 * ATT_R, ATT_QK_NA2, qt, mp, kt, ks, D, st);
+}
+ATT_TARGET static void ATT_FN(qk_g2_tail)(const float *qt, int64_t mp, const float *kt,
+                                          int64_t ks, int64_t D, float *st)
+{
+    ATT_FN(qk_tile)(2 * ATT_R, 1, qt, mp, kt, ks, D, st);
+}
+ATT_TARGET static void ATT_FN(pv_g2)(const float *pt, int64_t mp, const float *kt, int64_t ks,
+                                     int nk, float *ot, const float *alpha)
+{
+    ATT_FN(pv_tile)(2 * ATT_R, ATT_PV_NA2, pt, mp, kt, ks, nk, ot, alpha);
+}
+ATT_TARGET static void ATT_FN(pv_g2_tail)(const float *pt, int64_t mp, const float *kt,
+                                          int64_t ks, int nk, float *ot, const float *alpha)
+{
+    ATT_FN(pv_tile)(2 * ATT_R, 1, pt, mp, kt, ks, nk, ot, alpha);
+}
+#endif
+
+/* Groups the next tile spans when `left` groups remain. */
+static inline int ATT_FN(tile_groups)(int left) { return ATT_GROUPS > 1 && left >= 2 ? 2 : 1; }
+
+ATT_TARGET static void ATT_FN(qk)(const float *qt, int64_t mp, int nv, const float *kt,
+                                  int64_t ks, int nk, int64_t D, float *st, attn_pf *pf)
+{
+    for (int v = 0; v < nv;) {
+        const int g = ATT_FN(tile_groups)(nv - v);
+        const float *q = qt + VL * v;
+        float *s = st + VL * v;
+        int a = 0;
+#if ATT_GROUPS > 1
+        if (g == 2) {
+            for (; a + ATT_QK_NA2 <= nk; a += ATT_QK_NA2, attn_pf_step(pf))
+                ATT_FN(qk_g2)(q, mp, kt + a * ks, ks, D, s + a * mp);
+            for (; a < nk; ++a, attn_pf_step(pf))
+                ATT_FN(qk_g2_tail)(q, mp, kt + a * ks, ks, D, s + a * mp);
+        }
+#endif
+        if (g == 1) {
+            for (; a + ATT_QK_NA1 <= nk; a += ATT_QK_NA1, attn_pf_step(pf))
+                ATT_FN(qk_g1)(q, mp, kt + a * ks, ks, D, s + a * mp);
+            for (; a < nk; ++a, attn_pf_step(pf))
+                ATT_FN(qk_g1_tail)(q, mp, kt + a * ks, ks, D, s + a * mp);
+        }
+        v += g;
+    }
+}
+
+ATT_TARGET static void ATT_FN(pv)(const float *pt, int64_t mp, int nv, const float *kt,
+                                  int64_t ks, int nk, int64_t L, float *ot, const float *alpha,
+                                  attn_pf *pf)
+{
+    for (int v = 0; v < nv;) {
+        const int g = ATT_FN(tile_groups)(nv - v);
+        const float *p = pt + VL * v, *al = alpha ? alpha + VL * v : NULL;
+        float *o = ot + VL * v;
+        int64_t d = 0;
+#if ATT_GROUPS > 1
+        if (g == 2) {
+            for (; d + ATT_PV_NA2 <= L; d += ATT_PV_NA2, attn_pf_step(pf))
+                ATT_FN(pv_g2)(p, mp, kt + d, ks, nk, o + d * mp, al);
+            for (; d < L; ++d, attn_pf_step(pf))
+                ATT_FN(pv_g2_tail)(p, mp, kt + d, ks, nk, o + d * mp, al);
+        }
+#endif
+        if (g == 1) {
+            for (; d + ATT_PV_NA1 <= L; d += ATT_PV_NA1, attn_pf_step(pf))
+                ATT_FN(pv_g1)(p, mp, kt + d, ks, nk, o + d * mp, al);
+            for (; d < L; ++d, attn_pf_step(pf))
+                ATT_FN(pv_g1_tail)(p, mp, kt + d, ks, nk, o + d * mp, al);
+        }
+        v += g;
+    }
+}
+
+/* The register-tile calls (prefetch steps) of qk + pv for one tile. */
+static int64_t ATT_FN(calls)(int nv, int nk, int64_t L)
+{
+    int64_t n = 0;
+    for (int v = 0; v < nv;) {
+        const int g = ATT_FN(tile_groups)(nv - v);
+#if ATT_GROUPS > 1
+        const int qna = g == 2 ? ATT_QK_NA2 : ATT_QK_NA1, pna = g == 2 ? ATT_PV_NA2 : ATT_PV_NA1;
+#else
+        const int qna = ATT_QK_NA1, pna = ATT_PV_NA1;
+#endif
+        n += nk / qna + nk % qna + L / pna + L % pna;
+        v += g;
+    }
+    return n > 0 ? n : 1;
+}
+
+ATT_TARGET static void ATT_FN(softmax)(float *st, int64_t mp, int nv, int nk, float scale,
+                                       const int32_t *kpos, const int32_t *plim, int mask,
+                                       float *mx, float *l, float *alpha)
+{
+    const V ninf = v_set1(-INFINITY), sc = v_set1(scale);
+    for (int j = 0; j < nv * ATT_R; ++j) {
+        const int64_t off = (int64_t)ATT_W * j;
+        const V old = v_load(mx + off);
+        V t = ninf;
+        for (int a = 0; a < nk; ++a) {
+            float *p = st + a * mp + off;
+            V x = v_mul(v_load(p), sc);
+            if (mask)
+                x = v_mask_above(x, kpos[a], plim + off);
+            v_store(p, x);
+            t = v_max(t, x);
+        }
+        const V nm = v_max(t, old), safe = v_ninf_to_zero(nm);
+        const V al = v_exp(v_sub(old, safe));
+        V sum = v_zero();
+        for (int a = 0; a < nk; ++a) {
+            float *p = st + a * mp + off;
+            const V e = v_exp(v_sub(v_load(p), safe));
+            v_store(p, e);
+            sum = v_add(sum, e);
+        }
+        v_store(l + off, v_fma(v_load(l + off), al, sum));
+        v_store(mx + off, nm);
+        v_store(alpha + off, al);
+    }
+}
+
+const attn_kernels ATT_CAT(mla_cpu_attn, ATT_SUFFIX) = {ATT_FN(decode), ATT_FN(qk),
+                                                       ATT_FN(softmax), ATT_FN(pv),
+                                                       ATT_FN(calls)};
