@@ -244,35 +244,54 @@ static int parse_heads(const char *p, int64_t *v, int *n)
     return *n > 0 && !*p ? 0 : -1;
 }
 
-int ba_strip_args(int *argc, char **argv, int64_t *heads, int *n_heads, int *quick, int *sparse,
-                  int64_t *topk)
+/* "bf16,fp8_scaled" into a bit set of ba_cache. */
+static int parse_caches(const char *p, unsigned *set)
+{
+    *set = 0;
+    while (*p) {
+        const size_t n = strcspn(p, ",");
+        int k = 0;
+        while (k < BA_CACHES && (strlen(ba_cache_names[k]) != n || strncmp(p, ba_cache_names[k], n)))
+            ++k;
+        if (k == BA_CACHES)
+            return -1;
+        *set |= 1u << k;
+        p += n;
+        if (*p == ',' && *++p == '\0')
+            return -1;
+    }
+    return *set ? 0 : -1;
+}
+
+int ba_strip_args(int *argc, char **argv, int sparse_ok, ba_opts *o)
 {
     int k = 0;
     for (int i = 0; i < *argc; ++i) {
-        if (i >= 2 && !strcmp(argv[i], "--quick")) {
-            *quick = 1;
-            continue;
-        }
-        if (i >= 2 && sparse && !strcmp(argv[i], "--sparse")) {
-            *sparse = 1;
-            continue;
-        }
-        if (i >= 2 && !strcmp(argv[i], "--heads")) {
-            if (i + 1 >= *argc || parse_heads(argv[++i], heads, n_heads))
+        const char *a = argv[i], *v = i + 1 < *argc ? argv[i + 1] : NULL;
+        if (i < 2) {
+            argv[k++] = argv[i];
+        } else if (!strcmp(a, "--quick")) {
+            o->quick = 1;
+        } else if (sparse_ok && !strcmp(a, "--sparse")) {
+            o->sparse = 1;
+        } else if (!strcmp(a, "--heads")) {
+            if (!v || parse_heads(v, o->heads, &o->n_heads))
                 return -1;
-            continue;
-        }
-        if (i >= 2 && topk && !strcmp(argv[i], "--topk")) {
+            ++i;
+        } else if (!strcmp(a, "--caches")) {
+            if (!v || parse_caches(v, &o->caches))
+                return -1;
+            ++i;
+        } else if (sparse_ok && !strcmp(a, "--topk")) {
             char *end = NULL;
-            if (i + 1 >= *argc)
+            const long long t = v ? strtoll(v, &end, 10) : 0;
+            if (!v || !*v || *end || t < 1 || t > (1 << 20))
                 return -1;
-            const long long v = strtoll(argv[++i], &end, 10);
-            if (!*argv[i] || *end || v < 1 || v > (1 << 20))
-                return -1;
-            *topk = v;
-            continue;
+            o->topk = t;
+            ++i;
+        } else {
+            argv[k++] = argv[i];
         }
-        argv[k++] = argv[i];
     }
     *argc = k;
     return 0;

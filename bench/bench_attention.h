@@ -59,10 +59,19 @@ void ba_free(ba_set *s); /* keeps s->ctx */
 /* bench_mx_call: mla_attention_run of input set inst. */
 mla_status ba_run(void *arg, int inst);
 
-/* Takes --heads LIST, --quick, --sparse and --topk N out of argv (the rest
- * goes to bench_mx_parse). Returns -1 on a bad value. */
-int ba_strip_args(int *argc, char **argv, int64_t *heads, int *n_heads, int *quick, int *sparse,
-                  int64_t *topk);
+/* The attention benches' own options, taken out of argv by ba_strip_args
+ * (the rest goes to bench_mx_parse). */
+typedef struct ba_opts {
+    int64_t heads[BENCH_MX_MAX_LIST];
+    int n_heads;
+    int quick, sparse;
+    int64_t topk;
+    unsigned caches; /* --caches: bit c for ba_cache c; 0 = the sweep's default */
+} ba_opts;
+
+/* Takes --heads LIST, --quick, --caches LIST and (when sparse_ok) --sparse
+ * and --topk N out of argv. Returns -1 on a bad value. */
+int ba_strip_args(int *argc, char **argv, int sparse_ok, ba_opts *o);
 
 int bench_decode_cmd(int argc, char **argv);  /* bench_decode.c */
 int bench_prefill_cmd(int argc, char **argv); /* bench_prefill.c */

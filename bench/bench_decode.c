@@ -26,7 +26,7 @@
  * (from the seconds per FLOP of the largest row so far) is skipped.
  * --quick: batch 1 and 4, context 1024 (sparse: 4096), heads 16, each cache
  * (the smoke tests). --batch / --contexts / --heads give a cross product
- * over the caches instead of the default table. */
+ * over the caches instead of the default table; --caches keeps only those. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <math.h>
@@ -138,62 +138,68 @@ static int dc_by_flops(const void *x, const void *y)
     return (int)a->w.cache - (int)b->w.cache;
 }
 
-/* The rows of the sweep (see the top of the file). */
-static int dc_rows(const bench_mx_args *a, const int64_t *heads, int n_heads, int quick,
-                   int sparse, int64_t topk, int device, dc_row *rows)
+/* The rows of the sweep (see the top of the file); --caches keeps those caches. */
+static int dc_rows(const bench_mx_args *a, const ba_opts *o, int device, dc_row *rows)
 {
-    static const ba_cache dense_c[3] = {BA_BF16, BA_FP8, BA_FP8_SCALED},
-                          sparse_c[2] = {BA_BF16, BA_FP8_SCALED};
-    const ba_cache *cs = sparse ? sparse_c : dense_c;
-    const int nc_kinds = sparse ? 2 : 3;
-    const int64_t tk = sparse ? topk : 0;
+    const int sparse = o->sparse;
+    const int64_t tk = sparse ? o->topk : 0;
+    const unsigned want = o->caches ? o->caches : sparse ? (1u << BA_BF16) | (1u << BA_FP8_SCALED)
+                                                         : (1u << BA_CACHES) - 1;
+    dc_row all[DC_MAX_ROWS];
     int n = 0;
-    if (a->n_list[0] || a->n_list[1] || n_heads) { /* a cross product over the caches */
+    if (a->n_list[0] || a->n_list[1] || o->n_heads) { /* a cross product over the caches */
         const int64_t dctx = sparse ? (device ? 32768 : 8192) : 4096;
         const int nc = a->n_list[0] ? a->n_list[0] : 1, nb = a->n_list[1] ? a->n_list[1] : 1,
-                  nh = n_heads ? n_heads : 1;
+                  nh = o->n_heads ? o->n_heads : 1;
         for (int ci = 0; ci < nc; ++ci)
             for (int bi = 0; bi < nb; ++bi)
                 for (int hi = 0; hi < nh; ++hi)
-                    for (int k = 0; k < nc_kinds; ++k)
-                        n = dc_add(rows, n, a->n_list[1] ? a->list[1][bi] : 128,
-                                   a->n_list[0] ? a->list[0][ci] : dctx, n_heads ? heads[hi] : 16,
-                                   cs[k], tk);
-    } else if (quick) {
-        for (int k = 0; k < nc_kinds; ++k) {
-            n = dc_add(rows, n, 1, sparse ? 4096 : 1024, 16, cs[k], tk);
-            n = dc_add(rows, n, 4, sparse ? 4096 : 1024, 16, cs[k], tk);
+                    for (int k = 0; k < BA_CACHES; ++k)
+                        n = dc_add(all, n, a->n_list[1] ? a->list[1][bi] : 128,
+                                   a->n_list[0] ? a->list[0][ci] : dctx,
+                                   o->n_heads ? o->heads[hi] : 16, (ba_cache)k, tk);
+    } else if (o->quick) {
+        for (int k = 0; k < BA_CACHES; ++k) {
+            n = dc_add(all, n, 1, sparse ? 4096 : 1024, 16, (ba_cache)k, tk);
+            n = dc_add(all, n, 4, sparse ? 4096 : 1024, 16, (ba_cache)k, tk);
         }
     } else if (sparse) {
         const int64_t sb[4] = {1, 16, 64, 128}, sh[3] = {16, 64, 128};
         for (int bi = 0; bi < 4; ++bi)
             for (int hi = 0; hi < 3; ++hi)
-                for (int k = 0; k < 2; ++k)
-                    n = dc_add(rows, n, sb[bi], device ? 32768 : 8192, sh[hi], cs[k], tk);
+                for (int k = 0; k < BA_CACHES; ++k)
+                    n = dc_add(all, n, sb[bi], device ? 32768 : 8192, sh[hi], (ba_cache)k, tk);
     } else {
         const int64_t lb[2] = {1, 4}, lc[3] = {1024, 4096, 8192};
-        for (int bi = 0; bi < 2; ++bi) /* laptop shapes */
+        for (int bi = 0; bi < 2; ++bi) /* laptop shapes: bf16 */
             for (int ci = 0; ci < 3; ++ci)
-                n = dc_add(rows, n, lb[bi], lc[ci], 16, BA_BF16, 0);
+                if (!o->caches || (o->caches & 1u << BA_BF16))
+                    n = dc_add(all, n, lb[bi], lc[ci], 16, BA_BF16, 0);
         for (int h = 0; h < 2; ++h) /* FlashMLA's */
-            for (int k = 0; k < 3; ++k)
-                n = dc_add(rows, n, 128, 4096, h ? 128 : 16, cs[k], 0);
+            for (int k = 0; k < BA_CACHES; ++k)
+                n = dc_add(all, n, 128, 4096, h ? 128 : 16, (ba_cache)k, 0);
     }
-    qsort(rows, (size_t)n, sizeof *rows, dc_by_flops);
-    return n;
+    int m = 0;
+    for (int i = 0; i < n; ++i)
+        if (want & 1u << all[i].w.cache)
+            rows[m++] = all[i];
+    qsort(rows, (size_t)m, sizeof *rows, dc_by_flops);
+    return m;
 }
 
 int bench_decode_cmd(int argc, char **argv)
 {
-    int64_t heads[BENCH_MX_MAX_LIST], topk = DC_TOPK;
-    int n_heads = 0, quick = 0, sparse = 0;
+    ba_opts o;
+    memset(&o, 0, sizeof o);
+    o.topk = DC_TOPK;
     char **av = malloc((size_t)(argc + 1) * sizeof *av);
     if (!av)
         return MLA_EXIT_FAIL;
     memcpy(av, argv, (size_t)argc * sizeof *av);
     int ac = argc;
-    if (ba_strip_args(&ac, av, heads, &n_heads, &quick, &sparse, &topk)) {
-        fprintf(stderr, "mla bench decode: bad --heads (a list of 1..128) or --topk\n");
+    if (ba_strip_args(&ac, av, 1, &o)) {
+        fprintf(stderr, "mla bench decode: bad --heads (a list of 1..128), --caches (of bf16, "
+                        "fp8, fp8_scaled) or --topk\n");
         free(av);
         return MLA_EXIT_USAGE;
     }
@@ -211,12 +217,13 @@ int bench_decode_cmd(int argc, char **argv)
         free(rows);
         return MLA_EXIT_FAIL;
     }
-    const int n = dc_rows(&a, heads, n_heads, quick, sparse, topk, a.device, rows);
+    const int n = dc_rows(&a, &o, a.device, rows);
+    const int sparse = o.sparse;
     if (sparse)
         printf("decode    : DeepSeek-V3.2 sparse MLA (L %d, R %d, softmax scale of the preset), "
                "next_n 1, top-k %lld distinct positions per row drawn from the context, paged "
                "block %d, q bf16, o bf16 + lse; splits: the plan's automatic choice\n\n",
-               BA_L, BA_R, (long long)topk, BA_BLOCK);
+               BA_L, BA_R, (long long)o.topk, BA_BLOCK);
     else
         printf("decode    : DeepSeek-V3 MLA (L %d, R %d, softmax scale of the preset), next_n 1, "
                "dense, paged block %d, q bf16, o bf16 + lse; splits: the plan's automatic "

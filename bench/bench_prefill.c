@@ -142,15 +142,15 @@ static int pf_by_flops(const void *x, const void *y)
 
 int bench_prefill_cmd(int argc, char **argv)
 {
-    int64_t heads[BENCH_MX_MAX_LIST];
-    int n_heads = 0, quick = 0;
+    ba_opts o;
+    memset(&o, 0, sizeof o);
     char **av = malloc((size_t)(argc + 1) * sizeof *av);
     if (!av)
         return MLA_EXIT_FAIL;
     memcpy(av, argv, (size_t)argc * sizeof *av);
     int ac = argc;
-    if (ba_strip_args(&ac, av, heads, &n_heads, &quick, NULL, NULL)) {
-        fprintf(stderr, "mla bench prefill: bad --heads (a list of 1..128)\n");
+    if (ba_strip_args(&ac, av, 0, &o) || (o.caches & ~(1u << BA_BF16))) {
+        fprintf(stderr, "mla bench prefill: bad --heads (a list of 1..128) or --caches (bf16)\n");
         free(av);
         return MLA_EXIT_USAGE;
     }
@@ -164,15 +164,15 @@ int bench_prefill_cmd(int argc, char **argv)
         return MLA_EXIT_FAIL;
     const pf_form *f = &forms[0];
     int n = 0;
-    if (a.n_list[0] || a.n_list[1] || n_heads) {
+    if (a.n_list[0] || a.n_list[1] || o.n_heads) {
         const int nt = a.n_list[0] ? a.n_list[0] : 1, nb = a.n_list[1] ? a.n_list[1] : 1,
-                  nh = n_heads ? n_heads : 1;
+                  nh = o.n_heads ? o.n_heads : 1;
         for (int ti = 0; ti < nt; ++ti)
             for (int bi = 0; bi < nb; ++bi)
                 for (int hi = 0; hi < nh; ++hi)
                     n = pf_add(rows, n, a.n_list[1] ? a.list[1][bi] : 1,
-                               a.n_list[0] ? a.list[0][ti] : 4096, n_heads ? heads[hi] : 128, f);
-    } else if (quick) {
+                               a.n_list[0] ? a.list[0][ti] : 4096, o.n_heads ? o.heads[hi] : 128, f);
+    } else if (o.quick) {
         n = pf_add(rows, n, 1, 256, 16, f);
         n = pf_add(rows, n, 1, 512, 16, f);
     } else {

@@ -335,7 +335,7 @@ int bench_vendor_gemm(mla_context *ctx, const bench_ceiling_options *o, bench_ce
     char why[256] = "";
     const int nv = is_nvidia();
     if (open_vendor(&v, nv, why, sizeof why) != 0) {
-        snprintf(c->matmul_how, sizeof c->matmul_how, "vendor BLAS not measured: %s", why);
+        snprintf(c->matmul_how, sizeof c->matmul_how, "vendor BLAS not measured: %.200s", why);
         close_vendor(&v);
         return -1;
     }
@@ -395,17 +395,17 @@ int bench_vendor_gemm(mla_context *ctx, const bench_ceiling_options *o, bench_ce
     }
     close_vendor(&v);
     if (best <= 0.0) {
-        snprintf(c->matmul_how, sizeof c->matmul_how, "vendor BLAS not measured: %s", why);
+        snprintf(c->matmul_how, sizeof c->matmul_how, "vendor BLAS not measured: %.200s", why);
         return -1;
     }
     c->matmul_gflops = best;
     c->matmul_source = BENCH_MM_VENDOR;
-    char ver[32] = "";
-    if (version > 0)
+    char ver[16] = "";
+    if (version > 0 && version < 1000000)
         snprintf(ver, sizeof ver, " %d", version);
     snprintf(c->matmul_how, sizeof c->matmul_how,
-             "%s%s (%.100s, loaded at run time), bf16 x bf16 -> bf16, fp32 accumulation, "
-             "square n = 4096..16384, best n = %lld, device events around batches of %d",
+             "%s%s (%.80s, loaded at run time), bf16 -> bf16, fp32 accumulation, square "
+             "n = 4096..16384, best n = %lld, device events around batches of %d",
              v.name, ver, v.path, (long long)best_n, VENDOR_BATCH);
     return 0;
 }

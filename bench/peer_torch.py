@@ -20,6 +20,7 @@ from one job (bench/run_gpu.sh).
   python3 bench/peer_torch.py --decode [--quick] [--batch L] [--contexts L] [--heads L]
                               [--peer-dtype bf16|f32|best]
   python3 bench/peer_torch.py --prefill [--quick] [--tokens L] [--batch L] [--heads L]
+  python3 bench/peer_torch.py --layer [--config NAME] [--batch B] [--contexts C]
 
 --decode times plain-PyTorch paged MLA decode on the shapes of `mla bench
 decode` (page gather through the block table, keys dequantized to the compute
@@ -28,6 +29,7 @@ counts; on a CPU each row is timed in bf16 and in f32 (the way a fallback
 without bf16 matmul units runs it) and the faster is reported (--peer-dtype).
 --prefill times torch's scaled_dot_product_attention (causal) on the expanded
 problem of `mla bench prefill` (q, k 192-dim, v 128-dim, same T and heads).
+--layer times one decode step of an MLA layer in plain torch, next to `mla demo`.
 
 --compare prints the two JSON files side by side (ours / peer time).
 Timing: CUDA events around a batch of calls, median of the samples after
@@ -51,6 +53,9 @@ CONFIGS = {
     "DeepSeek-V3.2": dict(hidden=7168, H=128, q_lora=1536, L=512, nope=128, R=64, v=128,
                           eps=1e-6, max_pos=163840, base=10000.0, factor=40.0, beta_fast=32.0,
                           beta_slow=1.0, orig=4096, mscale=1.0, mscale_all_dim=1.0),
+    "DeepSeek-V2-Lite": dict(hidden=2048, H=16, q_lora=0, L=512, nope=128, R=64, v=128,
+                             eps=1e-6, max_pos=163840, base=10000.0, factor=40.0, beta_fast=32.0,
+                             beta_slow=1.0, orig=4096, mscale=0.707, mscale_all_dim=0.707),
     "Kimi-K2": dict(hidden=7168, H=64, q_lora=1536, L=512, nope=128, R=64, v=128, eps=1e-6,
                     max_pos=131072, base=50000.0, factor=32.0, beta_fast=1.0, beta_slow=1.0,
                     orig=4096, mscale=1.0, mscale_all_dim=1.0),
@@ -245,6 +250,8 @@ def sweep_env(args, what, extra=""):
     devname = torch.cuda.get_device_name(dev) if cuda else "host CPU (%d threads)" % (
         torch.get_num_threads())
     torch.backends.cuda.matmul.allow_tf32 = False
+    if args.no_mkldnn:  # a CPU without AVX-512: torch's own bf16 GEMM instead of oneDNN's
+        torch.backends.mkldnn.enabled = False
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else -1.0
     print("%s: torch %s on %s; %shost load average %.2f" % (what, torch.__version__, devname,
                                                            extra, load))
@@ -855,6 +862,105 @@ def compare_prefill(ours, peer):
           "(the peer's count); ratios to each side's own ceilings and own FLOP counts.")
 
 
+# ----------------------------------------------------------------- layer
+
+def layer_main(args):
+    """One decode step of an MLA layer, the peer of `mla demo`'s steps: B
+    sequences with --context cached tokens each (history + prefill), one new
+    token each: q (q_a + RMSNorm + q_b, or q_proj without q_lora), kv_a +
+    RMSNorm, RoPE on q_pe and k_pe, the latent row written to a paged cache
+    (block 16, as the demo's) by index_copy_, the W_kc absorb (bmm), absorbed
+    attention over the gathered pages (bmm, softmax, bmm), W_vc (bmm), o_proj.
+    Weights bf16 (the demo's default); compute bf16 or f32 (--peer-dtype; best:
+    the faster on a CPU). The same step is timed repeatedly; median."""
+    e = sweep_env(args, "peer_torch layer")
+    torch, dev, cuda, timer, gen = e.torch, e.dev, e.cuda, e.timer, e.gen
+    F = torch.nn.functional
+    c = dict(CONFIGS[args.config], name=args.config)
+    H, L, R, n, v, Q, Hd, eps = (c["H"], c["L"], c["R"], c["nope"], c["v"], c["q_lora"],
+                                 c["hidden"], c["eps"])
+    B = int(args.batch or 1)
+    C = int(args.contexts or 272)
+    bs = 16
+    cos, sin = rope_tables(torch, c, dev)
+    m = 0.1 * c["mscale_all_dim"] * math.log(c["factor"]) + 1.0
+    scale = (n + R) ** -0.5 * m * m
+    bf = torch.bfloat16
+    computes = ["bf16", "f32"] if args.peer_dtype == "best" and not cuda else [
+        "bf16" if args.peer_dtype == "best" else args.peer_dtype]
+
+    def w(*shape):
+        return (torch.randn(*shape, device=dev, generator=gen) * 0.02).to(bf)
+    W = dict(q_a=w(Q, Hd) if Q else None, q_b=w(H * (n + R), Q if Q else Hd), kv_a=w(L + R, Hd),
+             kv_b=w(H * (n + v), L), o=w(Hd, H * v),
+             q_norm=torch.ones(Q, device=dev, dtype=bf) if Q else None,
+             kv_norm=torch.ones(L, device=dev, dtype=bf))
+    nb = cdiv(C + 1, bs)
+    bt = torch.randperm(B * nb, device=dev, generator=gen).reshape(B, nb)
+    pages = (torch.rand(B * nb * bs, L + R, device=dev, generator=gen) - 0.5).to(bf)
+    x = (torch.randn(B, Hd, device=dev, generator=gen) * 0.5).to(bf)
+    pos = torch.full((B,), C, device=dev, dtype=torch.int64)
+    slot = bt[:, C // bs] * bs + C % bs
+
+    def rope(t, p):  # interleaved pairs, f32 math; t [B, ..., R]
+        cs, sn = cos[p], sin[p]
+        shp = (t.shape[0],) + (1,) * (t.dim() - 2) + (R // 2,)
+        cs, sn = cs.view(shp), sn.view(shp)
+        tf = t.float().unflatten(-1, (R // 2, 2))
+        a, b_ = tf[..., 0], tf[..., 1]
+        return torch.stack((a * cs - b_ * sn, a * sn + b_ * cs), -1).flatten(-2).to(t.dtype)
+
+    def rms(t, g):
+        tf = t.float()
+        return (tf * torch.rsqrt(tf.pow(2).mean(-1, keepdim=True) + eps) * g.float()).to(bf)
+
+    def make(cd):
+        Wc = {k: (t.to(cd) if t is not None else None) for k, t in W.items()}
+        kvb = Wc["kv_b"].view(H, n + v, L)
+        w_kc, w_vc = kvb[:, :n, :], kvb[:, n:, :].transpose(1, 2)  # [H, n, L], [H, L, v]
+
+        def step():
+            xc = x.to(cd)
+            qa = rms(F.linear(xc, Wc["q_a"]), W["q_norm"]).to(cd) if Q else xc
+            q = F.linear(qa, Wc["q_b"]).view(B, H, n + R)
+            kv = F.linear(xc, Wc["kv_a"])
+            c_kv = rms(kv[:, :L], W["kv_norm"])
+            k_pe = rope(kv[:, L:].to(bf), pos)
+            pages.index_copy_(0, slot, torch.cat((c_kv, k_pe), -1))
+            q_pe = rope(q[..., n:], pos)
+            q_lat = torch.bmm(q[..., :n].transpose(0, 1), w_kc).transpose(0, 1)  # [B, H, L]
+            qc = torch.cat((q_lat, q_pe.to(cd)), -1)
+            k = pages.view(B * nb, bs, L + R)[bt].reshape(B, nb * bs, L + R)[:, :C + 1].to(cd)
+            sc = torch.bmm(qc, k.transpose(1, 2)) * scale
+            o_lat = torch.bmm(torch.softmax(sc, -1), k[..., :L])  # [B, H, L]
+            o = torch.bmm(o_lat.transpose(0, 1), w_vc).transpose(0, 1).reshape(B, H * v)
+            return F.linear(o, Wc["o"]).to(bf)
+        return step
+
+    best = None
+    for cd in computes:
+        fn = make(torch.float32 if cd == "f32" else bf)
+        got = sample(timer, lambda i: fn(), 1, e.warm, max(e.reps, 9), args.max_call_s, cuda)
+        if "ts" in got and (best is None or median(got["ts"]) < median(best[1]["ts"])):
+            best = (cd, got)
+        print("  %s: %s" % (cd, ("%.3f ms" % (1e3 * median(got["ts"]))) if "ts" in got
+                            else "skipped"), file=sys.stderr)
+    if best is None:
+        print("layer: every variant skipped (--max-call-s)")
+        return 1
+    cd, got = best
+    t = median(got["ts"])
+    print("layer decode step: %s, batch %d, context %d (+1 new token), weights bf16, compute %s"
+          % (c["name"], B, C, cd))
+    print("decode: median step %.3f ms, %.1f tokens/s (batch %d); min %.3f ms over %d reps" % (
+        1e3 * t, B / t, B, 1e3 * min(got["ts"]), len(got["ts"])))
+    return finish(args.json, [dict(op="layer_decode_step", config=c["name"], batch=B, context=C,
+                                   compute=cd, status="ok", median_s=t, min_s=min(got["ts"]),
+                                   reps=len(got["ts"]))],
+                  bench="peer_torch_layer", torch=torch.__version__, device=e.devname,
+                  ceilings=e.ceil)
+
+
 def add_common_args(ap):
     """The options every peer takes: device, timing, ceilings, output."""
     ap.add_argument("--device", default=None, help="cuda (default when available) or cpu")
@@ -866,6 +972,9 @@ def add_common_args(ap):
     ap.add_argument("--no-ceilings", action="store_true")
     ap.add_argument("--threads", type=int, default=None,
                     help="CPU threads for torch (default: every logical CPU, like mla's context)")
+    ap.add_argument("--no-mkldnn", action="store_true",
+                    help="torch.backends.mkldnn.enabled = False: bf16 matmuls on torch's own "
+                         "kernels, as on a CPU without AVX-512 (bench/run_cpu.sh, avx2)")
     ap.add_argument("--seed", type=int, default=0x6d6c61)
     ap.add_argument("--json", default=None)
 
@@ -881,6 +990,9 @@ def main():
                     help="the peer of `mla bench decode` (paged MLA decode) instead")
     ap.add_argument("--prefill", action="store_true",
                     help="the peer of `mla bench prefill` (torch SDPA, expanded form) instead")
+    ap.add_argument("--layer", action="store_true",
+                    help="one MLA layer decode step, the peer of `mla demo` (--config, --batch B, "
+                         "--contexts C: cached tokens per sequence, default 272)")
     ap.add_argument("--batch", default=None, help="decode / prefill: batch sizes (a cross product)")
     ap.add_argument("--contexts", default=None, help="decode: context lengths")
     ap.add_argument("--heads", default=None, help="decode / prefill: head counts")
@@ -898,6 +1010,8 @@ def main():
         return decode_main(args)
     if args.prefill:
         return prefill_main(args)
+    if args.layer:
+        return layer_main(args)
     args.tokens = args.tokens or "1,16,128,1024"
 
     c = dict(CONFIGS[args.config], name=args.config)
