@@ -3,6 +3,7 @@
 
 #include "bench/bench_attention.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -229,6 +230,58 @@ mla_status ba_run(void *arg, int inst)
     return mla_attention_run(s->ctx, s->plan[inst], &s->args[inst]);
 }
 
+const ba_form ba_absorbed = {"absorbed", ba_setup, ba_run, ba_free};
+
+void ba_sweep_init(ba_sweep *sw, mla_context *ctx, const bench_mx_args *a, const bench_ceilings *c)
+{
+    memset(sw, 0, sizeof *sw);
+    sw->ctx = ctx;
+    sw->a = a;
+    sw->c = c;
+    sw->s.ctx = ctx;
+    bench_rng_seed(&sw->rng, a->seed);
+}
+
+void ba_measure(ba_sweep *sw, const ba_form *f, const ba_shape *w, const char *label, ba_result *r)
+{
+    const bench_mx_args *a = sw->a;
+    const double bw = sw->c->copy_gbs * 1e9, mm = sw->c->matmul_gflops * 1e9;
+    const double t_bw = bw > 0 ? (double)r->bytes / bw : 0.0, t_mm = mm > 0 ? r->flops / mm : 0.0;
+    r->ratio = NAN;
+    r->roof_s = t_bw > t_mm ? t_bw : t_mm;
+    r->bound = t_bw >= t_mm ? "copy" : "matmul";
+    const double predicted = sw->sec_per_flop * r->flops;
+    if (predicted > a->max_call_s) {
+        r->skipped = 1;
+        snprintf(r->note, sizeof r->note, "skipped: predicted %.2f s per call > --max-call-s %.2f",
+                 predicted, a->max_call_s);
+        fprintf(stderr, "  %s %s\n", label, r->note);
+        return;
+    }
+    r->n_inst = ba_input_sets(w, a->rotate_bytes);
+    mla_status st = f->setup(&sw->s, &sw->rng, w, r->n_inst);
+    if (st == MLA_OK) {
+        r->splits = mla_attention_plan_splits(sw->s.plan[0]);
+        st = bench_mx_time(sw->ctx, a, f->run, &sw->s, r->n_inst, a->row_budget_s, &r->t);
+    }
+    if (st == MLA_OK) {
+        r->ok = 1;
+        const double t = r->t.median_s;
+        r->gbs = (double)r->bytes / t / 1e9;
+        r->gflops = r->flops / t / 1e9;
+        r->ratio = r->roof_s > 0 ? r->roof_s / t : NAN;
+        if (r->flops >= sw->flops_seen) {
+            sw->sec_per_flop = t / r->flops;
+            sw->flops_seen = r->flops;
+        }
+    } else {
+        bench_mx_note(sw->ctx, st, r->note, sizeof r->note);
+        sw->errors += st != MLA_ERR_UNSUPPORTED;
+    }
+    f->free(&sw->s);
+    fprintf(stderr, "  %s %.1f us %s\n", label, r->ok ? 1e6 * r->t.median_s : 0.0, r->note);
+}
+
 /* "16,64,128" into v (1..max each). */
 static int parse_heads(const char *p, int64_t *v, int *n)
 {
@@ -251,7 +304,8 @@ static int parse_caches(const char *p, unsigned *set)
     while (*p) {
         const size_t n = strcspn(p, ",");
         int k = 0;
-        while (k < BA_CACHES && (strlen(ba_cache_names[k]) != n || strncmp(p, ba_cache_names[k], n)))
+        while (k < BA_CACHES &&
+               (strlen(ba_cache_names[k]) != n || strncmp(p, ba_cache_names[k], n)))
             ++k;
         if (k == BA_CACHES)
             return -1;

@@ -42,8 +42,8 @@ typedef struct ba_set {
     void *cache_mem, *lens_mem, *ws_mem;
     void *bt_mem[BA_MAX_INST], *q_mem[BA_MAX_INST], *o_mem[BA_MAX_INST], *lse_mem[BA_MAX_INST],
         *ti_mem[BA_MAX_INST];
-    mla_tensor cache, lens, ws, bt[BA_MAX_INST], q[BA_MAX_INST], o[BA_MAX_INST],
-        lse[BA_MAX_INST], ti[BA_MAX_INST];
+    mla_tensor cache, lens, ws, bt[BA_MAX_INST], q[BA_MAX_INST], o[BA_MAX_INST], lse[BA_MAX_INST],
+        ti[BA_MAX_INST];
     mla_attention_args args[BA_MAX_INST];
     mla_attention_plan *plan[BA_MAX_INST];
 } ba_set;
@@ -58,6 +58,48 @@ mla_status ba_setup(ba_set *s, bench_rng *rng, const ba_shape *w, int n);
 void ba_free(ba_set *s); /* keeps s->ctx */
 /* bench_mx_call: mla_attention_run of input set inst. */
 mla_status ba_run(void *arg, int inst);
+
+/* What a sweep measured for one row; bytes and flops are set before
+ * ba_measure. */
+typedef struct ba_result {
+    int ok, skipped;
+    char note[200];
+    bench_mx_timing t;
+    int n_inst, splits;
+    int64_t bytes;
+    double flops, roof_s, ratio, gbs, gflops;
+    const char *bound;
+} ba_result;
+
+/* A way to set up and run a problem (the absorbed attention: ba_setup,
+ * ba_run, ba_free). */
+typedef struct ba_form {
+    const char *name;
+    mla_status (*setup)(ba_set *s, bench_rng *rng, const ba_shape *w, int n);
+    bench_mx_call run;
+    void (*free)(ba_set *s);
+} ba_form;
+
+extern const ba_form ba_absorbed;
+
+/* The state of a sweep that runs its rows in ascending FLOPs. */
+typedef struct ba_sweep {
+    mla_context *ctx;
+    const bench_mx_args *a;
+    const bench_ceilings *c;
+    bench_rng rng;
+    double sec_per_flop, flops_seen; /* of the largest row measured so far */
+    int errors;
+    ba_set s;
+} ba_sweep;
+
+void ba_sweep_init(ba_sweep *sw, mla_context *ctx, const bench_mx_args *a, const bench_ceilings *c);
+
+/* One row: the roofline from r->bytes and r->flops and the ceilings; skipped
+ * when predicted slower than --max-call-s; else the input sets set up, the
+ * run timed (bench_mx_time) and freed. A progress line starting with label
+ * goes to stderr. */
+void ba_measure(ba_sweep *sw, const ba_form *f, const ba_shape *w, const char *label, ba_result *r);
 
 /* The attention benches' own options, taken out of argv by ba_strip_args
  * (the rest goes to bench_mx_parse). */

@@ -42,14 +42,8 @@
 typedef struct dc_row {
     ba_shape w;
     int64_t keys; /* attended per row */
-    int ok, skipped;
-    char note[200];
-    bench_mx_timing t;
-    int n_inst, splits;
-    int64_t bytes, cache_bytes;
-    double flops, roof_s;
-    const char *bound;
-    double ratio, gbs, gflops;
+    int64_t cache_bytes;
+    ba_result r;
 } dc_row;
 
 static void dc_print(FILE *out, const void *rp, int n)
@@ -59,8 +53,8 @@ static void dc_print(FILE *out, const void *rp, int n)
             "ctx", "H", "cache", "topk", "splits", "bytes_MiB", "bound", "roof_us", "median_us",
             "min_us", "GB/s", "GFLOP/s", "reps", "roof%");
     for (int i = 0; i < n; ++i) {
-        const dc_row *r = &rows[i];
-        const ba_shape *w = &r->w;
+        const ba_result *r = &rows[i].r;
+        const ba_shape *w = &rows[i].w;
         fprintf(out, "%5lld %6lld %4lld %-10s %5lld ", (long long)w->B, (long long)w->C,
                 (long long)w->H, ba_cache_names[w->cache], (long long)w->topk);
         if (!r->ok) {
@@ -83,8 +77,8 @@ static void dc_json(bench_json *j, const void *rp, int n)
     const dc_row *rows = rp;
     bench_json_array(j, "rows");
     for (int i = 0; i < n; ++i) {
-        const dc_row *r = &rows[i];
-        const ba_shape *w = &r->w;
+        const ba_result *r = &rows[i].r;
+        const ba_shape *w = &rows[i].w;
         bench_json_object(j, NULL);
         bench_json_str(j, "op", w->topk > 0 ? "sparse_decode" : "decode");
         bench_json_int(j, "batch", w->B);
@@ -92,7 +86,7 @@ static void dc_json(bench_json *j, const void *rp, int n)
         bench_json_int(j, "heads", w->H);
         bench_json_str(j, "cache", ba_cache_names[w->cache]);
         bench_json_int(j, "topk", w->topk);
-        bench_json_int(j, "keys", r->keys);
+        bench_json_int(j, "keys", rows[i].keys);
         bench_json_int(j, "s_q", 1);
         bench_json_int(j, "block_size", BA_BLOCK);
         bench_json_str(j, "q_dtype", "bf16");
@@ -102,7 +96,7 @@ static void dc_json(bench_json *j, const void *rp, int n)
         bench_json_int(j, "splits", r->splits);
         bench_json_int(j, "input_sets", r->n_inst);
         bench_json_int(j, "bytes", r->bytes);
-        bench_json_int(j, "cache_bytes", r->cache_bytes);
+        bench_json_int(j, "cache_bytes", rows[i].cache_bytes);
         bench_json_num(j, "flops", r->flops);
         bench_json_num(j, "roofline_s", r->roof_s);
         bench_json_str(j, "bound", r->bound);
@@ -143,8 +137,9 @@ static int dc_rows(const bench_mx_args *a, const ba_opts *o, int device, dc_row 
 {
     const int sparse = o->sparse;
     const int64_t tk = sparse ? o->topk : 0;
-    const unsigned want = o->caches ? o->caches : sparse ? (1u << BA_BF16) | (1u << BA_FP8_SCALED)
-                                                         : (1u << BA_CACHES) - 1;
+    const unsigned want = o->caches ? o->caches
+                          : sparse  ? (1u << BA_BF16) | (1u << BA_FP8_SCALED)
+                                    : (1u << BA_CACHES) - 1;
     dc_row all[DC_MAX_ROWS];
     int n = 0;
     if (a->n_list[0] || a->n_list[1] || o->n_heads) { /* a cross product over the caches */
@@ -231,62 +226,22 @@ int bench_decode_cmd(int argc, char **argv)
                BA_L, BA_R, BA_BLOCK);
     fflush(stdout);
     const double start = bench_now();
-    bench_rng rng;
-    bench_rng_seed(&rng, a.seed);
-    const double bw = c.copy_gbs * 1e9, mm = c.matmul_gflops * 1e9;
-    double sec_per_flop = 0.0, flops_seen = 0.0;
-    int errors = 0;
-    ba_set s;
-    memset(&s, 0, sizeof s);
-    s.ctx = ctx;
+    ba_sweep sw;
+    ba_sweep_init(&sw, ctx, &a, &c);
     fprintf(stderr, "rows:\n");
     for (int i = 0; i < n; ++i) {
-        dc_row *r = &rows[i];
-        const ba_shape *w = &r->w;
-        r->ratio = NAN;
-        r->cache_bytes = w->B * r->keys * ba_token_bytes(w->cache);
-        r->bytes = r->cache_bytes + w->B * w->H * (BA_L + BA_R) * 2 + w->B * w->H * BA_L * 2 +
-                   w->B * w->topk * 4;
-        r->flops = 2.0 * (double)w->B * (double)w->H * (double)r->keys * (BA_L + BA_R + BA_L);
-        const double t_bw = bw > 0 ? (double)r->bytes / bw : 0.0,
-                     t_mm = mm > 0 ? r->flops / mm : 0.0;
-        r->roof_s = t_bw > t_mm ? t_bw : t_mm;
-        r->bound = t_bw >= t_mm ? "copy" : "matmul";
-        const double predicted = sec_per_flop * r->flops;
-        if (predicted > a.max_call_s) {
-            r->skipped = 1;
-            snprintf(r->note, sizeof r->note,
-                     "skipped: predicted %.2f s per call > --max-call-s %.2f", predicted,
-                     a.max_call_s);
-            fprintf(stderr, "  B=%-3lld C=%-6lld H=%-3lld %-10s %s\n", (long long)w->B,
-                    (long long)w->C, (long long)w->H, ba_cache_names[w->cache], r->note);
-            continue;
-        }
-        r->n_inst = ba_input_sets(w, a.rotate_bytes);
-        mla_status st = ba_setup(&s, &rng, w, r->n_inst);
-        if (st == MLA_OK) {
-            r->splits = mla_attention_plan_splits(s.plan[0]);
-            st = bench_mx_time(ctx, &a, ba_run, &s, r->n_inst, a.row_budget_s, &r->t);
-        }
-        if (st == MLA_OK) {
-            r->ok = 1;
-            const double t = r->t.median_s;
-            r->gbs = (double)r->bytes / t / 1e9;
-            r->gflops = r->flops / t / 1e9;
-            r->ratio = r->roof_s > 0 ? r->roof_s / t : NAN;
-            if (r->flops >= flops_seen) {
-                sec_per_flop = t / r->flops;
-                flops_seen = r->flops;
-            }
-        } else {
-            bench_mx_note(ctx, st, r->note, sizeof r->note);
-            errors += st != MLA_ERR_UNSUPPORTED;
-        }
-        ba_free(&s);
-        fprintf(stderr, "  B=%-3lld C=%-6lld H=%-3lld %-10s %.1f us %s\n", (long long)w->B,
-                (long long)w->C, (long long)w->H, ba_cache_names[w->cache],
-                r->ok ? 1e6 * r->t.median_s : 0.0, r->note);
+        dc_row *row = &rows[i];
+        const ba_shape *w = &row->w;
+        row->cache_bytes = w->B * row->keys * ba_token_bytes(w->cache);
+        row->r.bytes = row->cache_bytes + w->B * w->H * (BA_L + BA_R) * 2 + w->B * w->H * BA_L * 2 +
+                       w->B * w->topk * 4;
+        row->r.flops = 2.0 * (double)w->B * (double)w->H * (double)row->keys * (BA_L + BA_R + BA_L);
+        char label[96];
+        snprintf(label, sizeof label, "B=%-3lld C=%-6lld H=%-3lld %-10s", (long long)w->B,
+                 (long long)w->C, (long long)w->H, ba_cache_names[w->cache]);
+        ba_measure(&sw, &ba_absorbed, w, label, &row->r);
     }
+    const int errors = sw.errors;
     if (bench_mx_finish(&a, ctx, &c, dc_print, dc_json, rows, n, start,
                         sparse ? "keys = min(topk, context); FLOPs = 2 B H keys (576 + 512), bytes "
                                  "= the selected rows (B keys bytes per token) + q + o + indices; "

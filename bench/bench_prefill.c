@@ -33,15 +33,12 @@
 #define PF_MAX_ROWS 64
 
 typedef struct pf_form {
-    const char *name;
+    const ba_form *form;
     double flops_per_pair; /* per head: 2 (d_qk + d_v) */
-    mla_status (*setup)(ba_set *s, bench_rng *rng, const ba_shape *w, int n);
-    bench_mx_call run;
-    void (*free)(ba_set *s);
 } pf_form;
 
 static const pf_form forms[] = {
-    {"absorbed", 2.0 * (BA_L + BA_R + BA_L), ba_setup, ba_run, ba_free},
+    {&ba_absorbed, 2.0 * (BA_L + BA_R + BA_L)},
 };
 
 #define PF_EXPANDED_PER_PAIR (2.0 * (192 + 128))
@@ -49,14 +46,8 @@ static const pf_form forms[] = {
 typedef struct pf_row {
     ba_shape w; /* n = C = T */
     const pf_form *form;
-    int ok, skipped;
-    char note[200];
-    bench_mx_timing t;
-    int n_inst, splits;
-    int64_t bytes;
-    double flops, flops_expanded, roof_s;
-    const char *bound;
-    double ratio, gflops;
+    double flops_expanded;
+    ba_result r;
 } pf_row;
 
 static double pairs(int64_t T) { return (double)T * (double)(T + 1) / 2.0; }
@@ -68,9 +59,9 @@ static void pf_print(FILE *out, const void *rp, int n)
             "H", "form", "splits", "bytes_MiB", "bound", "roof_us", "median_us", "min_us",
             "GFLOP/s", "xGFLOP/s", "reps", "roof%");
     for (int i = 0; i < n; ++i) {
-        const pf_row *r = &rows[i];
-        fprintf(out, "%5lld %6lld %4lld %-9s ", (long long)r->w.B, (long long)r->w.C,
-                (long long)r->w.H, r->form->name);
+        const ba_result *r = &rows[i].r;
+        fprintf(out, "%5lld %6lld %4lld %-9s ", (long long)rows[i].w.B, (long long)rows[i].w.C,
+                (long long)rows[i].w.H, rows[i].form->form->name);
         if (!r->ok) {
             fprintf(out, "%6s %10.1f %7s %10.1f %s\n", "-", (double)r->bytes / 1048576.0, r->bound,
                     1e6 * r->roof_s, r->note);
@@ -78,7 +69,8 @@ static void pf_print(FILE *out, const void *rp, int n)
         }
         fprintf(out, "%6d %10.1f %7s %10.1f %12.1f %12.1f %9.1f %9.1f %5d ", r->splits,
                 (double)r->bytes / 1048576.0, r->bound, 1e6 * r->roof_s, 1e6 * r->t.median_s,
-                1e6 * r->t.min_s, r->gflops, r->flops_expanded / r->t.median_s / 1e9, r->t.reps);
+                1e6 * r->t.min_s, r->gflops, rows[i].flops_expanded / r->t.median_s / 1e9,
+                r->t.reps);
         if (isnan(r->ratio))
             fprintf(out, "%8s\n", "n/a");
         else
@@ -91,14 +83,14 @@ static void pf_json(bench_json *j, const void *rp, int n)
     const pf_row *rows = rp;
     bench_json_array(j, "rows");
     for (int i = 0; i < n; ++i) {
-        const pf_row *r = &rows[i];
+        const ba_result *r = &rows[i].r;
         bench_json_object(j, NULL);
         bench_json_str(j, "op", "prefill");
-        bench_json_str(j, "form", r->form->name);
-        bench_json_int(j, "batch", r->w.B);
-        bench_json_int(j, "tokens", r->w.C);
-        bench_json_int(j, "heads", r->w.H);
-        bench_json_str(j, "cache", ba_cache_names[r->w.cache]);
+        bench_json_str(j, "form", rows[i].form->form->name);
+        bench_json_int(j, "batch", rows[i].w.B);
+        bench_json_int(j, "tokens", rows[i].w.C);
+        bench_json_int(j, "heads", rows[i].w.H);
+        bench_json_str(j, "cache", ba_cache_names[rows[i].w.cache]);
         bench_json_int(j, "causal", 1);
         bench_json_str(j, "q_dtype", "bf16");
         bench_json_str(j, "out_dtype", "bf16");
@@ -108,7 +100,7 @@ static void pf_json(bench_json *j, const void *rp, int n)
         bench_json_int(j, "input_sets", r->n_inst);
         bench_json_int(j, "bytes", r->bytes);
         bench_json_num(j, "flops", r->flops);
-        bench_json_num(j, "flops_expanded", r->flops_expanded);
+        bench_json_num(j, "flops_expanded", rows[i].flops_expanded);
         bench_json_num(j, "roofline_s", r->roof_s);
         bench_json_str(j, "bound", r->bound);
         bench_json_num(j, "median_s", r->ok ? r->t.median_s : NAN);
@@ -171,7 +163,8 @@ int bench_prefill_cmd(int argc, char **argv)
             for (int bi = 0; bi < nb; ++bi)
                 for (int hi = 0; hi < nh; ++hi)
                     n = pf_add(rows, n, a.n_list[1] ? a.list[1][bi] : 1,
-                               a.n_list[0] ? a.list[0][ti] : 4096, o.n_heads ? o.heads[hi] : 128, f);
+                               a.n_list[0] ? a.list[0][ti] : 4096, o.n_heads ? o.heads[hi] : 128,
+                               f);
     } else if (o.quick) {
         n = pf_add(rows, n, 1, 256, 16, f);
         n = pf_add(rows, n, 1, 512, 16, f);
@@ -197,62 +190,23 @@ int bench_prefill_cmd(int argc, char **argv)
            BA_L, BA_R, BA_BLOCK);
     fflush(stdout);
     const double start = bench_now();
-    bench_rng rng;
-    bench_rng_seed(&rng, a.seed);
-    const double bw = c.copy_gbs * 1e9, mm = c.matmul_gflops * 1e9;
-    double sec_per_flop = 0.0, flops_seen = 0.0;
-    int errors = 0;
-    ba_set s;
-    memset(&s, 0, sizeof s);
-    s.ctx = ctx;
+    ba_sweep sw;
+    ba_sweep_init(&sw, ctx, &a, &c);
     fprintf(stderr, "rows:\n");
     for (int i = 0; i < n; ++i) {
-        pf_row *r = &rows[i];
-        const ba_shape *w = &r->w;
+        pf_row *row = &rows[i];
+        const ba_shape *w = &row->w;
         const int64_t T = w->C;
-        r->ratio = NAN;
-        r->bytes = w->B * T * ba_token_bytes(w->cache) + w->B * T * w->H * (BA_L + BA_R) * 2 +
-                   w->B * T * w->H * BA_L * 2;
-        r->flops = (double)w->B * (double)w->H * pairs(T) * r->form->flops_per_pair;
-        r->flops_expanded = (double)w->B * (double)w->H * pairs(T) * PF_EXPANDED_PER_PAIR;
-        const double t_bw = bw > 0 ? (double)r->bytes / bw : 0.0,
-                     t_mm = mm > 0 ? r->flops / mm : 0.0;
-        r->roof_s = t_bw > t_mm ? t_bw : t_mm;
-        r->bound = t_bw >= t_mm ? "copy" : "matmul";
-        const double predicted = sec_per_flop * r->flops;
-        if (predicted > a.max_call_s) {
-            r->skipped = 1;
-            snprintf(r->note, sizeof r->note,
-                     "skipped: predicted %.2f s per call > --max-call-s %.2f", predicted,
-                     a.max_call_s);
-            fprintf(stderr, "  B=%-3lld T=%-6lld H=%-3lld %s\n", (long long)w->B, (long long)T,
-                    (long long)w->H, r->note);
-            continue;
-        }
-        r->n_inst = ba_input_sets(w, a.rotate_bytes);
-        mla_status st = r->form->setup(&s, &rng, w, r->n_inst);
-        if (st == MLA_OK) {
-            r->splits = mla_attention_plan_splits(s.plan[0]);
-            st = bench_mx_time(ctx, &a, r->form->run, &s, r->n_inst, a.row_budget_s, &r->t);
-        }
-        if (st == MLA_OK) {
-            r->ok = 1;
-            const double t = r->t.median_s;
-            r->gflops = r->flops / t / 1e9;
-            r->ratio = r->roof_s > 0 ? r->roof_s / t : NAN;
-            if (r->flops >= flops_seen) {
-                sec_per_flop = t / r->flops;
-                flops_seen = r->flops;
-            }
-        } else {
-            bench_mx_note(ctx, st, r->note, sizeof r->note);
-            errors += st != MLA_ERR_UNSUPPORTED;
-        }
-        r->form->free(&s);
-        fprintf(stderr, "  B=%-3lld T=%-6lld H=%-3lld %-9s %.1f us %s\n", (long long)w->B,
-                (long long)T, (long long)w->H, r->form->name, r->ok ? 1e6 * r->t.median_s : 0.0,
-                r->note);
+        row->r.bytes = w->B * T * ba_token_bytes(w->cache) + w->B * T * w->H * (BA_L + BA_R) * 2 +
+                       w->B * T * w->H * BA_L * 2;
+        row->r.flops = (double)w->B * (double)w->H * pairs(T) * row->form->flops_per_pair;
+        row->flops_expanded = (double)w->B * (double)w->H * pairs(T) * PF_EXPANDED_PER_PAIR;
+        char label[96];
+        snprintf(label, sizeof label, "B=%-3lld T=%-6lld H=%-3lld %-9s", (long long)w->B,
+                 (long long)T, (long long)w->H, row->form->form->name);
+        ba_measure(&sw, row->form->form, w, label, &row->r);
     }
+    const int errors = sw.errors;
     if (bench_mx_finish(&a, ctx, &c, pf_print, pf_json, rows, n, start,
                         "P = T (T + 1) / 2 causal pairs; FLOPs = 2 B H P (576 + 512) absorbed; "
                         "xGFLOP/s = the expanded form's 2 B H P (192 + 128) per second, the "

@@ -39,22 +39,24 @@ static int host_threads(int asked)
 #endif
 }
 
-/* Random bytes into context memory: a host chunk copied over and over. */
-static mla_status fill_context(mla_context *ctx, void *dst, int64_t bytes, uint64_t seed)
+mla_status bench_fill_context(mla_context *ctx, void *dst, mla_dtype dt, int64_t n,
+                              bench_fill kind, uint64_t seed)
 {
-    const int64_t chunk_bytes = bytes < 64 * MIB ? bytes : 64 * MIB;
-    uint8_t *chunk = malloc((size_t)(chunk_bytes > 0 ? chunk_bytes : 1));
-    if (!chunk)
+    const int64_t es = (int64_t)mla_dtype_size(dt), per = 64 * MIB / es;
+    const int64_t chunk = n < per ? n : per;
+    uint8_t *h = malloc((size_t)(chunk > 0 ? chunk * es : 1));
+    if (!h)
         return MLA_ERR_OUT_OF_MEMORY;
     bench_rng r;
     bench_rng_seed(&r, seed);
-    bench_fill_host(&r, chunk, MLA_DTYPE_U8, chunk_bytes, BENCH_FILL_BYTES);
+    bench_fill_host(&r, h, dt, chunk, kind);
     mla_status st = MLA_OK;
-    for (int64_t at = 0; at < bytes && st == MLA_OK; at += chunk_bytes) {
-        int64_t n = bytes - at < chunk_bytes ? bytes - at : chunk_bytes;
-        st = mla_memcpy(ctx, (uint8_t *)dst + at, chunk, (size_t)n, MLA_COPY_HOST_TO_CONTEXT);
+    for (int64_t at = 0; at < n && st == MLA_OK; at += chunk) {
+        const int64_t k = n - at < chunk ? n - at : chunk;
+        st = mla_memcpy(ctx, (uint8_t *)dst + at * es, h, (size_t)(k * es),
+                        MLA_COPY_HOST_TO_CONTEXT);
     }
-    free(chunk);
+    free(h);
     return st;
 }
 
@@ -150,9 +152,10 @@ static void measure_copy(mla_context *ctx, const bench_ceiling_options *o, bench
                  threads, threads == 1 ? "" : "s", (long long)(bytes / MIB),
                  (double)bytes / (double)bench_llc_bytes());
     } else {
-        st = fill_context(ctx, src, bytes, 0x5eed0001);
+        st = bench_fill_context(ctx, src, MLA_DTYPE_U8, bytes, BENCH_FILL_BYTES, 0x5eed0001u);
         if (st == MLA_OK)
-            st = fill_context(ctx, dst, bytes, 0x5eed0002);
+            st = bench_fill_context(ctx, dst, MLA_DTYPE_U8, bytes, BENCH_FILL_BYTES,
+                                    0x5eed0002u);
         for (int w = 0; w < 2 && st == MLA_OK; ++w) /* warm-up */
             st = mla_memcpy(ctx, dst, src, (size_t)bytes, MLA_COPY_CONTEXT_TO_CONTEXT);
         if (st == MLA_OK)

@@ -85,6 +85,11 @@ void bench_print_ceilings(FILE *out, const bench_ceilings *c);
 /* Writes "ceilings": {...} into an open JSON object. */
 void bench_json_ceilings(bench_json *j, const bench_ceilings *c);
 
+/* n values of dtype dt into context memory at dst, seeded random values of
+ * the kind: a host pattern of up to 64 MiB, copied over and over. */
+mla_status bench_fill_context(mla_context *ctx, void *dst, mla_dtype dt, int64_t n,
+                              bench_fill kind, uint64_t seed);
+
 /* bench/ceilings_device.c: the vendor BLAS GEMM into c (matmul_*, mm[]),
  * 0 when measured, else -1 with the reason in matmul_how; the theoretical
  * peak into c->peak_*, 0 when known. */

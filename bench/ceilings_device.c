@@ -34,8 +34,6 @@
 
 #include "bench/ceilings.h"
 
-#define MIB ((int64_t)1 << 20)
-
 static const int64_t vendor_n[] = {4096, 8192, 16384};
 #define N_VENDOR ((int)(sizeof vendor_n / sizeof vendor_n[0]))
 #define VENDOR_BATCH 3 /* GEMMs per timed sample */
@@ -190,9 +188,8 @@ static int open_vendor(vendor *v, int nvidia, char *why, size_t len)
     v->name = nvidia ? "cuBLAS" : "rocBLAS";
     v->lib = nvidia ? open_first(cublas_names, (int)(sizeof cublas_names / sizeof *cublas_names),
                                  v->path, sizeof v->path)
-                    : open_first(rocblas_names,
-                                 (int)(sizeof rocblas_names / sizeof *rocblas_names), v->path,
-                                 sizeof v->path);
+                    : open_first(rocblas_names, (int)(sizeof rocblas_names / sizeof *rocblas_names),
+                                 v->path, sizeof v->path);
     if (!v->lib) {
         snprintf(why, len, "no %s library found (MLA_BENCH_BLAS, sonames, %s)", v->name,
                  nvidia ? "/usr/local/cuda, python site-packages" : "/opt/rocm");
@@ -262,25 +259,6 @@ static int is_nvidia(void)
 }
 
 /* ------------------------------------------------------------ measuring */
-
-/* Context memory of n values bf16 in [-1, 1) (a 16 MiB host pattern repeated). */
-static mla_status fill_bf16(mla_context *ctx, void *dst, int64_t n, uint64_t seed)
-{
-    const int64_t chunk = n < 8 * MIB ? n : 8 * MIB;
-    uint16_t *h = malloc((size_t)chunk * 2);
-    if (!h)
-        return MLA_ERR_OUT_OF_MEMORY;
-    bench_rng r;
-    bench_rng_seed(&r, seed);
-    bench_fill_host(&r, h, MLA_DTYPE_BF16, chunk, BENCH_FILL_ACT);
-    mla_status st = MLA_OK;
-    for (int64_t at = 0; at < n && st == MLA_OK; at += chunk) {
-        const int64_t k = n - at < chunk ? n - at : chunk;
-        st = mla_memcpy(ctx, (uint16_t *)dst + at, h, (size_t)k * 2, MLA_COPY_HOST_TO_CONTEXT);
-    }
-    free(h);
-    return st;
-}
 
 /* Median seconds per GEMM of size n, or a negative value (with why) on failure. */
 static double time_gemm(const vendor *v, int64_t n, const void *a, const void *b, void *c, int reps,
@@ -359,9 +337,11 @@ int bench_vendor_gemm(mla_context *ctx, const bench_ceiling_options *o, bench_ce
         if (st == MLA_OK)
             st = mla_malloc(ctx, (size_t)bytes, &m);
         if (st == MLA_OK)
-            st = fill_bf16(ctx, a, n * n, 0x5eed0020 + (uint64_t)i);
+            st = bench_fill_context(ctx, a, MLA_DTYPE_BF16, n * n, BENCH_FILL_ACT,
+                                    0x5eed0020u + (uint64_t)i);
         if (st == MLA_OK)
-            st = fill_bf16(ctx, b, n * n, 0x5eed0030 + (uint64_t)i);
+            st = bench_fill_context(ctx, b, MLA_DTYPE_BF16, n * n, BENCH_FILL_ACT,
+                                    0x5eed0030u + (uint64_t)i);
         if (st == MLA_OK)
             st = mla_context_synchronize(ctx);
         double s = -1.0;
@@ -386,8 +366,9 @@ int bench_vendor_gemm(mla_context *ctx, const bench_ceiling_options *o, bench_ce
         p->M = p->N = p->K = n;
         p->seconds = s;
         p->gflops = 2.0 * (double)n * (double)n * (double)n / s / 1e9;
-        p->note = nv ? "cublasGemmEx bf16, fp32 accumulation" : "rocblas_gemm_ex bf16, fp32 "
-                                                                 "accumulation";
+        p->note = nv ? "cublasGemmEx bf16, fp32 accumulation"
+                     : "rocblas_gemm_ex bf16, fp32 "
+                       "accumulation";
         if (p->gflops > best)
             best = p->gflops, best_n = n;
         if (log)
@@ -435,10 +416,11 @@ static int nvidia_peak(double *gflops, char *how, size_t len)
         return -1;
     }
     const int cc = 10 * major + minor;
-    const double per = cc == 80 ? 2048 : (cc == 86 || cc == 87 || cc == 89) ? 1024
-                                     : major == 9                            ? 4096
-                                     : major == 10                           ? 8192
-                                                                             : 0;
+    const double per = cc == 80                             ? 2048
+                       : (cc == 86 || cc == 87 || cc == 89) ? 1024
+                       : major == 9                         ? 4096
+                       : major == 10                        ? 8192
+                                                            : 0;
     if (per <= 0) {
         snprintf(how, len, "not available: no per-SM bf16 rate known for sm_%d", cc);
         return -1;

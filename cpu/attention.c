@@ -164,8 +164,8 @@ static inline const uint8_t *block_of(const attn_job *jb, int64_t s, int64_t t)
  * group's first token). The decode consumes a tile's keys in a burst, which
  * the hardware prefetcher does not run far enough ahead of (measured: 7-9%
  * of the time of a bf16 decode with 16 heads, one core). */
-static void prefetch_key(const attn_job *jb, attn_pf *pf, int64_t seq, int64_t row,
-                                 int64_t r0, int64_t pmax, int64_t j)
+static void prefetch_key(const attn_job *jb, attn_pf *pf, int64_t seq, int64_t row, int64_t r0,
+                         int64_t pmax, int64_t j)
 {
     int64_t t = j;
     if (jb->sparse) {
@@ -203,8 +203,8 @@ static void prefetch_key(const attn_job *jb, attn_pf *pf, int64_t seq, int64_t r
 
 /* The chunk's q: pair m < mc is (row r0 + (m0 + m) / H, head (m0 + m) % H);
  * lanes past mc are zero. */
-static int pack_q(const attn_job *jb, int64_t r0, int64_t m0, int64_t mc, int64_t mp,
-                          int dp, const attn_scratch *s)
+static int pack_q(const attn_job *jb, int64_t r0, int64_t m0, int64_t mc, int64_t mp, int dp,
+                  const attn_scratch *s)
 {
     unsigned emin = 0xFF; /* dp: the smallest exponent field of a nonzero q value */
     const mla_tensor *q = &jb->a->q;
@@ -242,8 +242,8 @@ static int pack_q(const attn_job *jb, int64_t r0, int64_t m0, int64_t mc, int64_
 
 /* The end of a task for pair m (row r, head h): the final o and lse, or the
  * partial of slot `split`. */
-static void finish_pair(const attn_job *jb, int64_t r, int64_t h, int64_t m, int64_t mp,
-                                int split, int nsplit, const attn_scratch *s)
+static void finish_pair(const attn_job *jb, int64_t r, int64_t h, int64_t m, int64_t mp, int split,
+                        int nsplit, const attn_scratch *s)
 {
     const mla_attention_op_args *a = jb->a;
     const int64_t L = jb->f.L;

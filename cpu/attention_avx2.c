@@ -4,7 +4,7 @@
  * a broadcast they stay within the 16 ymm registers, and per step they load
  * 6 (8) values for 8 (12) FMAs, so the two FMA ports, not the loads, bound
  * them. exp: SLEEF's Sleef_expf8_u10avx2 (1 ulp) when the build has SLEEF,
- * else the polynomial below. */
+ * else the template's polynomial. */
 #include <math.h>
 
 #include "cpu/attention_internal.h"
@@ -55,40 +55,31 @@ ATT_V1 V v_ninf_to_zero(V x)
     return _mm256_andnot_ps(_mm256_cmp_ps(x, _mm256_set1_ps(-INFINITY), _CMP_EQ_OQ), x);
 }
 
+#if defined(MLA_HAVE_SLEEF)
+ATT_V1 V v_exp(V x) { return Sleef_expf8_u10avx2(x); }
+#else
+ATT_V1 V v_min(V a, V b) { return _mm256_min_ps(a, b); }
+ATT_V1 V v_round(V x) { return _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+ATT_V1 V v_fnma(V a, V b, V c) { return _mm256_fnmadd_ps(a, b, c); }
+
 /* 2^k for integer lanes -126 <= k <= 127. */
 ATT_V1 V pow2i(__m256i k)
 {
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k, _mm256_set1_epi32(127)), 23));
 }
 
-/* e^x. Without SLEEF: the polynomial of cpu/attention_avx512.c's v_exp, and
- * 2^n (n in [-150, 128]) as the product 2^(n - n/2) 2^(n/2) of two normal
- * powers, so that only the last product rounds (as vscalefps does). */
-ATT_V1 V v_exp(V x)
+/* p 2^n for n in [-150, 128] as p 2^(n/2) 2^(n - n/2), two normal powers,
+ * so that only the last product rounds (as vscalefps does). */
+ATT_V1 V v_scale2(V p, V n)
 {
-#if defined(MLA_HAVE_SLEEF)
-    return Sleef_expf8_u10avx2(x);
-#else
-    const __m256 xc =
-        _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-104.0f)), _mm256_set1_ps(88.72f));
-    const __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)),
-                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), xc);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
     const __m256i ni = _mm256_cvtps_epi32(n), half = _mm256_srai_epi32(ni, 1);
-    const __m256 y =
-        _mm256_mul_ps(_mm256_mul_ps(p, pow2i(half)), pow2i(_mm256_sub_epi32(ni, half)));
-    const __m256 tiny = _mm256_cmp_ps(x, _mm256_set1_ps(-104.0f), _CMP_LE_OQ);
-    return _mm256_andnot_ps(tiny, y);
-#endif
+    return _mm256_mul_ps(_mm256_mul_ps(p, pow2i(half)), pow2i(_mm256_sub_epi32(ni, half)));
 }
+ATT_V1 V v_zero_where_le(V y, V x, float c)
+{
+    return _mm256_andnot_ps(_mm256_cmp_ps(x, _mm256_set1_ps(c), _CMP_LE_OQ), y);
+}
+#endif
 
 #include "cpu/attention_tiles.h"
 

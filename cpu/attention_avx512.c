@@ -1,7 +1,7 @@
 /* The attention tile kernels for AVX-512 (cpu/attention_tiles.h): 16-lane
  * registers, tiles of one group (16 pairs) x 8 keys or 16 value dims and of
  * two groups x 8 and 8. exp: SLEEF's Sleef_expf16_u10avx512f (1 ulp) when
- * the build has SLEEF, else the polynomial below. */
+ * the build has SLEEF, else the template's polynomial (2^n by vscalefps). */
 #include <math.h>
 
 #include "cpu/attention_internal.h"
@@ -54,33 +54,22 @@ ATT_V1 V v_ninf_to_zero(V x)
                               _mm512_setzero_ps());
 }
 
-/* e^x. Without SLEEF: n = round(x log2 e), r = x - n ln2 (Cody-Waite, ln2 =
- * C1 + C2), e^r by cephes expf's polynomial on |r| <= ln2 / 2 (about 2 ulp),
- * times 2^n by vscalefps; results below 2^-150 (x < -104, -inf included)
- * are +0. */
-ATT_V1 V v_exp(V x)
-{
 #if defined(MLA_HAVE_SLEEF)
-    return Sleef_expf16_u10avx512f(x);
+ATT_V1 V v_exp(V x) { return Sleef_expf16_u10avx512f(x); }
 #else
-    const __m512 xc =
-        _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-104.0f)), _mm512_set1_ps(88.72f));
-    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)),
-                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), xc);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-    const __m512 y = _mm512_scalef_ps(p, n);
-    const __mmask16 tiny = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-104.0f), _CMP_LE_OQ);
-    return _mm512_mask_mov_ps(y, tiny, _mm512_setzero_ps());
-#endif
+ATT_V1 V v_min(V a, V b) { return _mm512_min_ps(a, b); }
+ATT_V1 V v_round(V x)
+{
+    return _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
 }
+ATT_V1 V v_fnma(V a, V b, V c) { return _mm512_fnmadd_ps(a, b, c); }
+ATT_V1 V v_scale2(V p, V n) { return _mm512_scalef_ps(p, n); }
+ATT_V1 V v_zero_where_le(V y, V x, float c)
+{
+    return _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x, _mm512_set1_ps(c), _CMP_LE_OQ),
+                              _mm512_setzero_ps());
+}
+#endif
 
 #include "cpu/attention_tiles.h"
 

@@ -96,9 +96,9 @@ DP_INLINE void pv_tile(const int MR, const int NA, const uint32_t *pp, int64_t m
 {
     __m512 acc[DP_NA_MAX][2];
     DP_UNROLL for (int i = 0; i < NA; ++i) DP_UNROLL for (int r = 0; r < MR; ++r) acc[i][r] =
-        alpha ? _mm512_mul_ps(_mm512_loadu_ps(ot + i * mp + VL * r),
-                              _mm512_loadu_ps(alpha + VL * r))
-              : _mm512_setzero_ps();
+        alpha
+            ? _mm512_mul_ps(_mm512_loadu_ps(ot + i * mp + VL * r), _mm512_loadu_ps(alpha + VL * r))
+            : _mm512_setzero_ps();
     for (int j = 0; j < np; ++j) {
         __m512bh p[2];
         const uint32_t *vr = vp + j * L;
@@ -157,8 +157,8 @@ DP_TARGET static void pv_g2_tail(const uint32_t *pp, int64_t mp, const uint32_t 
 
 /* The tiles' key / value-dim counts match the FMA copy's (cpu/attention_avx512.c),
  * so that its calls() paces the prefetches here too. */
-DP_TARGET static void qk_dp(const uint32_t *qp, int64_t mp, int nv, const uint32_t *kb,
-                            int64_t kbs, int nk, int64_t P, float *st, attn_pf *pf)
+DP_TARGET static void qk_dp(const uint32_t *qp, int64_t mp, int nv, const uint32_t *kb, int64_t kbs,
+                            int nk, int64_t P, float *st, attn_pf *pf)
 {
     for (int v = 0; v < nv;) {
         const int two = nv - v >= 2;

@@ -29,9 +29,8 @@ static void qk_generic(const float *qt, int64_t mp, int nv, const float *kt, int
     }
 }
 
-static void softmax_generic(float *st, int64_t mp, int nv, int nk, float scale,
-                            const int32_t *kpos, const int32_t *plim, int mask, float *mx, float *l,
-                            float *alpha)
+static void softmax_generic(float *st, int64_t mp, int nv, int nk, float scale, const int32_t *kpos,
+                            const int32_t *plim, int mask, float *mx, float *l, float *alpha)
 {
     const int64_t w = (int64_t)nv * VL;
     for (int64_t m = 0; m < w; ++m) {

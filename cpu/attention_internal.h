@@ -75,12 +75,12 @@ MLA_CPU_INLINE void attn_pf_step(attn_pf *pf)
 
 /* How a cached token is stored: what the key decoders read. */
 typedef struct attn_keyfmt {
-    int layout;       /* MLA_CL_NORMAL / SHUFFLED / FP8_SCALED */
-    mla_dtype kdt;    /* the cache's element type */
-    int64_t L, R, D;  /* D = L + R */
-    int64_t KS;       /* the row stride of a decoded tile: D rounded up to 16 */
-    int64_t bs;       /* block size */
-    float k_scale;    /* fp8 NORMAL / SHUFFLED */
+    int layout;      /* MLA_CL_NORMAL / SHUFFLED / FP8_SCALED */
+    mla_dtype kdt;   /* the cache's element type */
+    int64_t L, R, D; /* D = L + R */
+    int64_t KS;      /* the row stride of a decoded tile: D rounded up to 16 */
+    int64_t bs;      /* block size */
+    float k_scale;   /* fp8 NORMAL / SHUFFLED */
 } attn_keyfmt;
 
 /* The hot kernels of one instruction set. */
@@ -133,9 +133,9 @@ typedef struct attn_dp {
 
 extern const attn_kernels mla_cpu_attn_generic;
 #if MLA_CPU_X86
-extern const attn_kernels mla_cpu_attn_avx2;   /* needs FMA as well */
+extern const attn_kernels mla_cpu_attn_avx2; /* needs FMA as well */
 extern const attn_kernels mla_cpu_attn_avx512;
-extern const attn_dp mla_cpu_attn_dp_avx512;   /* needs AVX512-BF16 */
+extern const attn_dp mla_cpu_attn_dp_avx512; /* needs AVX512-BF16 */
 #endif
 
 /* ------------------------------------------------------------ key decode */

@@ -5,9 +5,11 @@
  *   ATT_SUFFIX         the suffix of the copy's names (avx2, avx512)
  *   ATT_TARGET         the target attribute of every function
  *   ATT_W              fp32 lanes per vector register (8, 16); V its type
- *   v_load v_store v_set1 v_zero v_fma (a b + c) v_mul v_sub v_max v_exp
+ *   v_load v_store v_set1 v_zero v_fma (a b + c) v_mul v_add v_sub v_max
  *   v_mask_above(x, kp, plim)   x, or -inf in lanes where kp > plim[lane]
  *   v_ninf_to_zero(x)           x with -inf lanes replaced by 0
+ *   v_exp (with SLEEF), else v_min v_round (to nearest) v_fnma (c - a b)
+ *   v_scale2(p, n) (p 2^n, integral n) and v_zero_where_le(y, x, c)
  *   ATT_GROUPS         groups of VL pairs a register tile may span (1, 2)
  *   ATT_QK_NA1 / ATT_PV_NA1     keys / value dims of a one-group tile
  *   ATT_QK_NA2 / ATT_PV_NA2     the same for two groups (ATT_GROUPS 2)
@@ -38,6 +40,27 @@
                              : (ATT_QK_NA1 > ATT_PV_NA2 ? ATT_QK_NA1 : ATT_PV_NA2))
 #else
 #define ATT_NA_MAX (ATT_PV_NA1 > ATT_QK_NA1 ? ATT_PV_NA1 : ATT_QK_NA1)
+#endif
+
+#if !defined(MLA_HAVE_SLEEF)
+/* e^x: n = round(x log2 e), r = x - n ln2 (Cody-Waite, ln2 = C1 + C2), e^r
+ * by cephes expf's polynomial on |r| <= ln2 / 2 (about 2 ulp), times 2^n;
+ * results below 2^-150 (x < -104, -inf included) are +0. */
+ATT_INLINE V v_exp(V x)
+{
+    const V xc = v_min(v_max(x, v_set1(-104.0f)), v_set1(88.72f));
+    const V n = v_round(v_mul(xc, v_set1(1.44269504088896341f)));
+    V r = v_fnma(n, v_set1(0.693359375f), xc);
+    r = v_fnma(n, v_set1(-2.12194440e-4f), r);
+    V p = v_set1(1.9875691500e-4f);
+    p = v_fma(p, r, v_set1(1.3981999507e-3f));
+    p = v_fma(p, r, v_set1(8.3334519073e-3f));
+    p = v_fma(p, r, v_set1(4.1665795894e-2f));
+    p = v_fma(p, r, v_set1(1.6666665459e-1f));
+    p = v_fma(p, r, v_set1(5.0000001201e-1f));
+    p = v_fma(p, v_mul(r, r), v_add(r, v_set1(1.0f)));
+    return v_zero_where_le(v_scale2(p, n), x, -104.0f);
+}
 #endif
 
 ATT_TARGET static void ATT_FN(decode)(const attn_keyfmt *f, const uint8_t *blk, int64_t t,
@@ -73,8 +96,7 @@ ATT_INLINE void ATT_FN(qk_tile)(const int MR, const int NA, const float *qt, int
 /* ot[i][r] = (alpha ? alpha[r] ot[i][r] : 0) + sum_a pt[a][r] kt[a][i] over MR
  * registers of pairs, NA value dims (kt and ot point at the tile's first). */
 ATT_INLINE void ATT_FN(pv_tile)(const int MR, const int NA, const float *pt, int64_t mp,
-                                const float *kt, int64_t ks, int nk, float *ot,
-                                const float *alpha)
+                                const float *kt, int64_t ks, int nk, float *ot, const float *alpha)
 {
     V acc[ATT_NA_MAX][ATT_MR_MAX];
     if (alpha) {
@@ -85,8 +107,8 @@ ATT_INLINE void ATT_FN(pv_tile)(const int MR, const int NA, const float *pt, int
                 v_mul(v_load(ot + i * mp + ATT_W * r), al);
         }
     } else {
-        ATT_UNROLL for (int i = 0; i < NA; ++i) ATT_UNROLL for (int r = 0; r < MR; ++r)
-            acc[i][r] = v_zero();
+        ATT_UNROLL for (int i = 0; i < NA; ++i) ATT_UNROLL for (int r = 0; r < MR; ++r) acc[i][r] =
+            v_zero();
     }
     for (int a = 0; a < nk; ++a) {
         V p[ATT_MR_MAX];
@@ -109,8 +131,8 @@ ATT_TARGET static void ATT_FN(qk_g1)(const float *qt, int64_t mp, const float *k
 {
     ATT_FN(qk_tile)(ATT_R, ATT_QK_NA1, qt, mp, kt, ks, D, st);
 }
-ATT_TARGET static void ATT_FN(qk_g1_tail)(const float *qt, int64_t mp, const float *kt,
-                                          int64_t ks, int64_t D, float *st)
+ATT_TARGET static void ATT_FN(qk_g1_tail)(const float *qt, int64_t mp, const float *kt, int64_t ks,
+                                          int64_t D, float *st)
 {
     ATT_FN(qk_tile)(ATT_R, 1, qt, mp, kt, ks, D, st);
 }
@@ -119,8 +141,8 @@ ATT_TARGET static void ATT_FN(pv_g1)(const float *pt, int64_t mp, const float *k
 {
     ATT_FN(pv_tile)(ATT_R, ATT_PV_NA1, pt, mp, kt, ks, nk, ot, alpha);
 }
-ATT_TARGET static void ATT_FN(pv_g1_tail)(const float *pt, int64_t mp, const float *kt,
-                                          int64_t ks, int nk, float *ot, const float *alpha)
+ATT_TARGET static void ATT_FN(pv_g1_tail)(const float *pt, int64_t mp, const float *kt, int64_t ks,
+                                          int nk, float *ot, const float *alpha)
 {
     ATT_FN(pv_tile)(ATT_R, 1, pt, mp, kt, ks, nk, ot, alpha);
 }
@@ -130,8 +152,8 @@ ATT_TARGET static void ATT_FN(qk_g2)(const float *qt, int64_t mp, const float *k
 {
     ATT_FN(qk_tile)(2 * ATT_R, ATT_QK_NA2, qt, mp, kt, ks, D, st);
 }
-ATT_TARGET static void ATT_FN(qk_g2_tail)(const float *qt, int64_t mp, const float *kt,
-                                          int64_t ks, int64_t D, float *st)
+ATT_TARGET static void ATT_FN(qk_g2_tail)(const float *qt, int64_t mp, const float *kt, int64_t ks,
+                                          int64_t D, float *st)
 {
     ATT_FN(qk_tile)(2 * ATT_R, 1, qt, mp, kt, ks, D, st);
 }
@@ -140,8 +162,8 @@ ATT_TARGET static void ATT_FN(pv_g2)(const float *pt, int64_t mp, const float *k
 {
     ATT_FN(pv_tile)(2 * ATT_R, ATT_PV_NA2, pt, mp, kt, ks, nk, ot, alpha);
 }
-ATT_TARGET static void ATT_FN(pv_g2_tail)(const float *pt, int64_t mp, const float *kt,
-                                          int64_t ks, int nk, float *ot, const float *alpha)
+ATT_TARGET static void ATT_FN(pv_g2_tail)(const float *pt, int64_t mp, const float *kt, int64_t ks,
+                                          int nk, float *ot, const float *alpha)
 {
     ATT_FN(pv_tile)(2 * ATT_R, 1, pt, mp, kt, ks, nk, ot, alpha);
 }
@@ -150,8 +172,8 @@ ATT_TARGET static void ATT_FN(pv_g2_tail)(const float *pt, int64_t mp, const flo
 /* Groups the next tile spans when `left` groups remain. */
 static inline int ATT_FN(tile_groups)(int left) { return ATT_GROUPS > 1 && left >= 2 ? 2 : 1; }
 
-ATT_TARGET static void ATT_FN(qk)(const float *qt, int64_t mp, int nv, const float *kt,
-                                  int64_t ks, int nk, int64_t D, float *st, attn_pf *pf)
+ATT_TARGET static void ATT_FN(qk)(const float *qt, int64_t mp, int nv, const float *kt, int64_t ks,
+                                  int nk, int64_t D, float *st, attn_pf *pf)
 {
     for (int v = 0; v < nv;) {
         const int g = ATT_FN(tile_groups)(nv - v);
@@ -176,9 +198,8 @@ ATT_TARGET static void ATT_FN(qk)(const float *qt, int64_t mp, int nv, const flo
     }
 }
 
-ATT_TARGET static void ATT_FN(pv)(const float *pt, int64_t mp, int nv, const float *kt,
-                                  int64_t ks, int nk, int64_t L, float *ot, const float *alpha,
-                                  attn_pf *pf)
+ATT_TARGET static void ATT_FN(pv)(const float *pt, int64_t mp, int nv, const float *kt, int64_t ks,
+                                  int nk, int64_t L, float *ot, const float *alpha, attn_pf *pf)
 {
     for (int v = 0; v < nv;) {
         const int g = ATT_FN(tile_groups)(nv - v);
@@ -252,6 +273,5 @@ ATT_TARGET static void ATT_FN(softmax)(float *st, int64_t mp, int nv, int nk, fl
     }
 }
 
-const attn_kernels ATT_CAT(mla_cpu_attn, ATT_SUFFIX) = {ATT_FN(decode), ATT_FN(qk),
-                                                       ATT_FN(softmax), ATT_FN(pv),
-                                                       ATT_FN(calls)};
+const attn_kernels ATT_CAT(mla_cpu_attn, ATT_SUFFIX) = {ATT_FN(decode), ATT_FN(qk), ATT_FN(softmax),
+                                                        ATT_FN(pv), ATT_FN(calls)};
