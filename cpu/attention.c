@@ -19,11 +19,11 @@
  *                and its bf16 rope dims: the reference's values, through the
  *                offsets of core/ref/cache_layout.h);
  *   St [NKT][mp] scores, then probabilities;
- *   Ot [L][mp]   the unnormalized output.
+ *   O  [mp][LS]  the unnormalized output, a row per pair (LS = L rounded up to 16).
  * Per tile of NKT keys (online softmax, fp32):
  *   St[a][m] = scale * sum_d Qt[d][m] * Kt[a][d]   (-inf where masked)
  *   mx' = max(mx, max_a St[a]);  alpha = e^(mx - mx');  P = e^(St - mx')
- *   l = l * alpha + sum_a P[a];  Ot[v][m] = alpha * Ot[v][m] + sum_a P[a][m] Kt[a][v]
+ *   l = l * alpha + sum_a P[a];  O[m][v] = alpha * O[m][v] + sum_a P[a][m] Kt[a][v]
  * (mx' is replaced by 0 while it is -inf, so that nothing is inf - inf.) A key
  * is masked when its position exceeds the row's causal limit p = c - n + j;
  * sparse: a -1 index (or one above p) gets position INT32_MAX, whose key row
@@ -45,8 +45,8 @@
  * End of a task: with one split (and no sinks in play for the partials) the
  * row is final:
  *   M = max(mx, sink) (mx without sinks); Z = l e^(mx - M) (+ e^(sink - M))
- *   o = Ot * (e^(mx - M) / Z);  lse = M + ln Z;  no visible key: o = 0, lse = -inf
- * With several splits it writes the normalized partial o_i = Ot / l and
+ *   o = O * (e^(mx - M) / Z);  lse = M + ln Z;  no visible key: o = 0, lse = -inf
+ * With several splits it writes the normalized partial o_i = O / l and
  * lse_i = mx + ln l (-inf, o_i = 0 when empty) to slot `split`; the combine:
  *   M = max(max_i lse_i, sink); w_i = e^(lse_i - M); Z = sum_i w_i (+ e^(sink - M))
  *   o = sum_i w_i o_i / Z; lse = M + ln Z; every lse_i = -inf: o = 0, lse = -inf.
@@ -242,12 +242,13 @@ static int pack_q(const attn_job *jb, int64_t r0, int64_t m0, int64_t mc, int64_
 
 /* The end of a task for pair m (row r, head h): the final o and lse, or the
  * partial of slot `split`. */
-static void finish_pair(const attn_job *jb, int64_t r, int64_t h, int64_t m, int64_t mp, int split,
-                        int nsplit, const attn_scratch *s)
+static void finish_pair(const attn_job *jb, int64_t r, int64_t h, int64_t m, int split, int nsplit,
+                        const attn_scratch *s)
 {
     const mla_attention_op_args *a = jb->a;
     const int64_t L = jb->f.L;
     const float mx = s->mx[m], l = s->l[m];
+    const float *o_row = s->ot + m * round16(L);
     float *row = s->row;
     if (nsplit > 1) {
         const int64_t i = (r * jb->H + h) * jb->p->max_splits + split;
@@ -261,7 +262,7 @@ static void finish_pair(const attn_job *jb, int64_t r, int64_t h, int64_t m, int
         }
         const float inv = 1.0f / l;
         for (int64_t v = 0; v < L; ++v)
-            po[v] = s->ot[v * mp + m] * inv;
+            po[v] = o_row[v] * inv;
         *pl = mx + logf(l);
         return;
     }
@@ -278,7 +279,7 @@ static void finish_pair(const attn_job *jb, int64_t r, int64_t h, int64_t m, int
         lse = M + logf(z);
     }
     for (int64_t v = 0; v < L; ++v)
-        row[v] = l > 0.0f ? s->ot[v * mp + m] * f : 0.0f;
+        row[v] = l > 0.0f ? o_row[v] * f : 0.0f;
     const mla_tensor *o = &a->o;
     const int64_t es = (int64_t)mla_dtype_size(o->dtype);
     mla_cpu_store_float(row, (char *)o->data + (r * o->stride[0] + h * o->stride[1]) * es, o->dtype,
@@ -391,7 +392,7 @@ static void task(const attn_job *jb, int64_t w, int64_t c, const attn_scratch *s
                             kr[d] = 0.0f;
                 }
             if (jb->k->calls) {
-                const int64_t calls = jb->k->calls(nv, nk, jb->f.L);
+                const int64_t calls = jb->k->calls(nv, nk, round16(jb->f.L));
                 pf.per = (int32_t)((pf.total + calls - 1) / calls);
             }
             float scale = jb->scale;
@@ -407,15 +408,15 @@ static void task(const attn_job *jb, int64_t w, int64_t c, const attn_scratch *s
             const float *alpha = first ? NULL : s->alpha;
             if (pv_ok)
                 jb->dk->pv(s->st, mp, nv, nk, jb->pscale, (const uint16_t *)s->kb, jb->f.KS, s->pp,
-                           s->vp, jb->f.L, s->ot, alpha, &pf);
+                           s->vp, round16(jb->f.L), s->ot, alpha, &pf);
             else
-                jb->k->pv(s->st, mp, nv, s->kt, jb->f.KS, nk, jb->f.L, s->ot, alpha, &pf);
+                jb->k->pv(s->st, mp, nv, s->kt, jb->f.KS, nk, round16(jb->f.L), s->ot, alpha, &pf);
             first = 0;
         }
     }
     for (int64_t m = 0; m < mc; ++m) {
         const int64_t pair = m0 + m;
-        finish_pair(jb, r0 + pair / H, pair % H, m, mp, it.split, nsplit, s);
+        finish_pair(jb, r0 + pair / H, pair % H, m, it.split, nsplit, s);
     }
 }
 

@@ -1,9 +1,9 @@
 /* The attention tile kernels for AVX2 + FMA (cpu/attention_tiles.h): 8-lane
- * registers, a group of 16 pairs in two of them, tiles of one group x 4 keys
- * (8 accumulators) and x 6 value dims (12): with the two q / P registers and
- * a broadcast they stay within the 16 ymm registers, and per step they load
- * 6 (8) values for 8 (12) FMAs, so the two FMA ports, not the loads, bound
- * them. exp: SLEEF's Sleef_expf8_u10avx2 (1 ulp) when the build has SLEEF,
+ * registers, a group of 16 pairs in two of them; score tiles of one group x
+ * 4 keys (8 accumulators, 6 loads per 8 FMAs), P @ V tiles of 4 pairs x 24
+ * value dims (12 accumulators, 7 loads per 12 FMAs): with the loaded
+ * operands they stay within the 16 ymm registers, and the two FMA ports,
+ * not the loads, bound them. exp: SLEEF's Sleef_expf8_u10avx2 (1 ulp) when the build has SLEEF,
  * else the template's polynomial. */
 #include <math.h>
 
@@ -17,7 +17,8 @@
 #define ATT_W 8
 #define ATT_GROUPS 1
 #define ATT_QK_NA1 4
-#define ATT_PV_NA1 6
+#define ATT_PV_MP 4
+#define ATT_PV_NV 3
 typedef __m256 V;
 
 #if defined(MLA_HAVE_SLEEF)

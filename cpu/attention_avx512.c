@@ -1,6 +1,6 @@
 /* The attention tile kernels for AVX-512 (cpu/attention_tiles.h): 16-lane
- * registers, tiles of one group (16 pairs) x 8 keys or 16 value dims and of
- * two groups x 8 and 8. exp: SLEEF's Sleef_expf16_u10avx512f (1 ulp) when
+ * registers; score tiles of one group (16 pairs) or two x 8 keys; P @ V
+ * tiles of 4 pairs x 64 value dims (16 accumulators, 8 loads per 16 FMAs). exp: SLEEF's Sleef_expf16_u10avx512f (1 ulp) when
  * the build has SLEEF, else the template's polynomial (2^n by vscalefps). */
 #include <math.h>
 
@@ -14,9 +14,9 @@
 #define ATT_W 16
 #define ATT_GROUPS 2
 #define ATT_QK_NA1 8
-#define ATT_PV_NA1 16
 #define ATT_QK_NA2 8
-#define ATT_PV_NA2 8
+#define ATT_PV_MP 4
+#define ATT_PV_NV 4
 typedef __m512 V;
 
 #if defined(MLA_HAVE_SLEEF)

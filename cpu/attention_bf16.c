@@ -10,9 +10,10 @@
  * P @ V: P rounded to bf16 (RNE), paired over keys, against the values
  * paired over the same keys (fp8 NORMAL / SHUFFLED: P k_scale against the
  * codes), as FlashMLA does (the conformance bound allows bf16 P).
- * Register tiles as in cpu/attention_tiles.h: one group (16 pairs) x 8 keys
- * or 16 value dims, two groups x 8 and 8; one vdpbf16ps per accumulator and
- * pair of values (q's or P's pairs loaded, the key's pair broadcast). */
+ * Register tiles as in cpu/attention_tiles.h: scores, one group (16 pairs)
+ * or two x 8 keys (q's pairs loaded, the key's pair broadcast); P @ V, 4
+ * pairs x 64 value dims (the values' pairs loaded, P's pair broadcast); one
+ * vdpbf16ps per accumulator and pair of values. */
 #include "cpu/attention_internal.h"
 
 #include "cpu/linear_kernel.h" /* mla_cpu_linear_min_exp */
@@ -23,7 +24,8 @@
 #define DP_TARGET __attribute__((target(MLA_AVX512_ISAS ",avx512bf16")))
 #define DP_INLINE static inline __attribute__((always_inline)) DP_TARGET
 #define DP_UNROLL _Pragma("GCC unroll 32")
-#define DP_NA_MAX 16
+#define DP_NA_MAX 8
+#define DP_MP 4 /* pairs of a P @ V tile */
 
 DP_TARGET static int copy_key_dp(const attn_keyfmt *f, const uint8_t *blk, int64_t t, uint32_t *out)
 {
@@ -89,29 +91,28 @@ DP_INLINE void qk_tile(const int MR, const int NA, const uint32_t *qp, int64_t m
         _mm512_storeu_ps(st + i * mp + VL * r, acc[i][r]);
 }
 
-/* ot[i][r] = (alpha ? alpha[r] ot[i][r] : 0) + the pair products of pp[j][r]
- * and vp[j][i], summed over j < np (vp and ot at the tile's first value dim). */
-DP_INLINE void pv_tile(const int MR, const int NA, const uint32_t *pp, int64_t mp,
-                       const uint32_t *vp, int64_t L, int np, float *ot, const float *alpha)
+/* ot[i][r] = (alpha ? alpha[i] ot[i][r] : 0) + the pair products of pp[j][i]
+ * and vp[j][r], summed over j < np, for MP pairs (O rows, stride ls) x NV
+ * vectors of value dims (pp, vp and ot at the tile's first pair and dim). */
+DP_INLINE void pv_tile(const int NV, const uint32_t *pp, int64_t mp, const uint32_t *vp, int64_t ls,
+                       int np, float *ot, const float *alpha)
 {
-    __m512 acc[DP_NA_MAX][2];
-    DP_UNROLL for (int i = 0; i < NA; ++i) DP_UNROLL for (int r = 0; r < MR; ++r) acc[i][r] =
-        alpha
-            ? _mm512_mul_ps(_mm512_loadu_ps(ot + i * mp + VL * r), _mm512_loadu_ps(alpha + VL * r))
-            : _mm512_setzero_ps();
+    __m512 acc[DP_MP][4];
+    DP_UNROLL for (int i = 0; i < DP_MP; ++i) DP_UNROLL for (int r = 0; r < NV; ++r) acc[i][r] =
+        alpha ? _mm512_mul_ps(_mm512_loadu_ps(ot + i * ls + VL * r), _mm512_set1_ps(alpha[i]))
+              : _mm512_setzero_ps();
     for (int j = 0; j < np; ++j) {
-        __m512bh p[2];
-        const uint32_t *vr = vp + j * L;
-        DP_UNROLL for (int r = 0; r < MR; ++r) p[r] =
-            (__m512bh)_mm512_loadu_si512(pp + j * mp + VL * r);
-        DP_UNROLL for (int i = 0; i < NA; ++i)
+        __m512bh v[4];
+        DP_UNROLL for (int r = 0; r < NV; ++r) v[r] =
+            (__m512bh)_mm512_loadu_si512(vp + j * ls + VL * r);
+        DP_UNROLL for (int i = 0; i < DP_MP; ++i)
         {
-            const __m512bh b = (__m512bh)_mm512_set1_epi32((int)vr[i]);
-            DP_UNROLL for (int r = 0; r < MR; ++r) acc[i][r] = _mm512_dpbf16_ps(acc[i][r], p[r], b);
+            const __m512bh b = (__m512bh)_mm512_set1_epi32((int)pp[j * mp + i]);
+            DP_UNROLL for (int r = 0; r < NV; ++r) acc[i][r] = _mm512_dpbf16_ps(acc[i][r], v[r], b);
         }
     }
-    DP_UNROLL for (int i = 0; i < NA; ++i) DP_UNROLL for (int r = 0; r < MR; ++r)
-        _mm512_storeu_ps(ot + i * mp + VL * r, acc[i][r]);
+    DP_UNROLL for (int i = 0; i < DP_MP; ++i) DP_UNROLL for (int r = 0; r < NV; ++r)
+        _mm512_storeu_ps(ot + i * ls + VL * r, acc[i][r]);
 }
 
 DP_TARGET static void qk_g1(const uint32_t *qp, int64_t mp, const uint32_t *kb, int64_t kbs,
@@ -134,29 +135,20 @@ DP_TARGET static void qk_g2_tail(const uint32_t *qp, int64_t mp, const uint32_t 
 {
     qk_tile(2, 1, qp, mp, kb, kbs, P, st);
 }
-DP_TARGET static void pv_g1(const uint32_t *pp, int64_t mp, const uint32_t *vp, int64_t L, int np,
-                            float *ot, const float *alpha)
+
+DP_TARGET static void pv_full(const uint32_t *pp, int64_t mp, const uint32_t *vp, int64_t ls,
+                              int np, float *ot, const float *alpha)
 {
-    pv_tile(1, 16, pp, mp, vp, L, np, ot, alpha);
+    pv_tile(4, pp, mp, vp, ls, np, ot, alpha);
 }
-DP_TARGET static void pv_g1_tail(const uint32_t *pp, int64_t mp, const uint32_t *vp, int64_t L,
-                                 int np, float *ot, const float *alpha)
+DP_TARGET static void pv_tail(const uint32_t *pp, int64_t mp, const uint32_t *vp, int64_t ls,
+                              int np, float *ot, const float *alpha)
 {
-    pv_tile(1, 1, pp, mp, vp, L, np, ot, alpha);
-}
-DP_TARGET static void pv_g2(const uint32_t *pp, int64_t mp, const uint32_t *vp, int64_t L, int np,
-                            float *ot, const float *alpha)
-{
-    pv_tile(2, 8, pp, mp, vp, L, np, ot, alpha);
-}
-DP_TARGET static void pv_g2_tail(const uint32_t *pp, int64_t mp, const uint32_t *vp, int64_t L,
-                                 int np, float *ot, const float *alpha)
-{
-    pv_tile(2, 1, pp, mp, vp, L, np, ot, alpha);
+    pv_tile(1, pp, mp, vp, ls, np, ot, alpha);
 }
 
-/* The tiles' key / value-dim counts match the FMA copy's (cpu/attention_avx512.c),
- * so that its calls() paces the prefetches here too. */
+/* The tiles' shapes match the FMA copy's (cpu/attention_avx512.c), so that
+ * its calls() paces the prefetches here too. */
 DP_TARGET static void qk_dp(const uint32_t *qp, int64_t mp, int nv, const uint32_t *kb, int64_t kbs,
                             int nk, int64_t P, float *st, attn_pf *pf)
 {
@@ -174,7 +166,7 @@ DP_TARGET static void qk_dp(const uint32_t *qp, int64_t mp, int nv, const uint32
 }
 
 DP_TARGET static void pv_dp(const float *st, int64_t mp, int nv, int nk, float pscale,
-                            const uint16_t *kb, int64_t kbs, uint32_t *pp, uint32_t *vp, int64_t L,
+                            const uint16_t *kb, int64_t kbs, uint32_t *pp, uint32_t *vp, int64_t ls,
                             float *ot, const float *alpha, attn_pf *pf)
 {
     const int np = (nk + 1) / 2;
@@ -189,21 +181,17 @@ DP_TARGET static void pv_dp(const float *st, int64_t mp, int nv, int nk, float p
     for (int j = 0; j < np; ++j) { /* values: the same pairs of keys */
         const uint16_t *v0 = kb + 2 * j * kbs, *v1 = v0 + kbs;
         const int odd = 2 * j + 1 < nk;
-        uint32_t *o = vp + j * L;
-        MLA_SIMD for (int64_t d = 0; d < L; ++d) o[d] =
+        uint32_t *o = vp + j * ls;
+        MLA_SIMD for (int64_t d = 0; d < ls; ++d) o[d] =
             (uint32_t)v0[d] | (odd ? (uint32_t)v1[d] << 16 : 0u);
     }
-    for (int v = 0; v < nv;) {
-        const int two = nv - v >= 2, na = two ? 8 : 16;
-        const float *al = alpha ? alpha + VL * v : NULL;
-        const uint32_t *p = pp + VL * v;
-        float *o = ot + VL * v;
-        int64_t d = 0;
-        for (; d + na <= L; d += na, attn_pf_step(pf))
-            (two ? pv_g2 : pv_g1)(p, mp, vp + d, L, np, o + d * mp, al);
-        for (; d < L; ++d, attn_pf_step(pf))
-            (two ? pv_g2_tail : pv_g1_tail)(p, mp, vp + d, L, np, o + d * mp, al);
-        v += 1 + two;
+    const int64_t np_pairs = (int64_t)nv * VL;
+    for (int64_t v = 0; v < ls;) {
+        const int full = v + 4 * VL <= ls;
+        for (int64_t m = 0; m < np_pairs; m += DP_MP, attn_pf_step(pf))
+            (full ? pv_full : pv_tail)(pp + m, mp, vp + v, ls, np, ot + m * ls + v,
+                                       alpha ? alpha + m : NULL);
+        v += full ? 4 * VL : VL;
     }
 }
 

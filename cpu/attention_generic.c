@@ -58,22 +58,22 @@ static void softmax_generic(float *st, int64_t mp, int nv, int nk, float scale, 
 }
 
 static void pv_generic(const float *pt, int64_t mp, int nv, const float *kt, int64_t ks, int nk,
-                       int64_t L, float *ot, const float *alpha, attn_pf *pf)
+                       int64_t ls, float *ot, const float *alpha, attn_pf *pf)
 {
     (void)pf;
-    const int64_t w = (int64_t)nv * VL;
-    for (int64_t v = 0; v < L; ++v) {
-        float *orow = ot + v * mp;
+    for (int64_t m = 0; m < (int64_t)nv * VL; ++m) {
+        float *orow = ot + m * ls;
+        const float al = alpha ? alpha[m] : 0.0f;
         if (alpha) {
-            MLA_SIMD for (int64_t m = 0; m < w; ++m) orow[m] *= alpha[m];
+            MLA_SIMD for (int64_t v = 0; v < ls; ++v) orow[v] *= al;
         } else {
-            for (int64_t m = 0; m < w; ++m)
-                orow[m] = 0.0f;
+            for (int64_t v = 0; v < ls; ++v)
+                orow[v] = 0.0f;
         }
         for (int a = 0; a < nk; ++a) {
-            const float kv = kt[a * ks + v];
-            const float *pr = pt + a * mp;
-            MLA_SIMD for (int64_t m = 0; m < w; ++m) orow[m] += pr[m] * kv;
+            const float p = pt[a * mp + m];
+            const float *kr = kt + a * ks;
+            MLA_SIMD for (int64_t v = 0; v < ls; ++v) orow[v] += p * kr[v];
         }
     }
 }

@@ -13,7 +13,8 @@
  * on the vector lanes, VL = 16 per group; a task holds at most MTASK pairs,
  * mp = 16 nv of them padded:
  *   Qt [D][mp] q transposed; Kt [NKT][KS] a tile of keys as fp32 rows;
- *   St [NKT][mp] scores, then probabilities; Ot [L][mp] the running output. */
+ *   St [NKT][mp] scores, then probabilities; O [mp][LS] the running output,
+ *   a row per pair (LS = L rounded up to 16; the dims past L are unused). */
 #ifndef MLA_CPU_ATTENTION_INTERNAL_H
 #define MLA_CPU_ATTENTION_INTERNAL_H
 
@@ -99,13 +100,13 @@ typedef struct attn_kernels {
      * while it is -inf). */
     void (*softmax)(float *st, int64_t mp, int nv, int nk, float scale, const int32_t *kpos,
                     const int32_t *plim, int mask, float *mx, float *l, float *alpha);
-    /* ot[v][m] = (alpha ? alpha[m] ot[v][m] : 0) + sum_{a < nk} pt[a][m] kt[a][v], v < L,
-     * each lane's sum in increasing a. */
-    void (*pv)(const float *pt, int64_t mp, int nv, const float *kt, int64_t ks, int nk, int64_t L,
+    /* ot[m][v] = (alpha ? alpha[m] ot[m][v] : 0) + sum_{a < nk} pt[a][m] kt[a][v] for
+     * m < 16 nv, v < ls (a multiple of 16; row stride ls), each sum in increasing a. */
+    void (*pv)(const float *pt, int64_t mp, int nv, const float *kt, int64_t ks, int nk, int64_t ls,
                float *ot, const float *alpha, attn_pf *pf);
     /* register-tile calls of qk + pv for one tile (each issues one prefetch
      * step), or NULL: the copy does not prefetch */
-    int64_t (*calls)(int nv, int nk, int64_t L);
+    int64_t (*calls)(int nv, int nk, int64_t ls);
 } attn_kernels;
 
 /* The AVX512-BF16 dot-product part (cpu/attention_bf16.c). */
@@ -123,11 +124,11 @@ typedef struct attn_dp {
     void (*qk)(const uint32_t *qp, int64_t mp, int nv, const uint32_t *kb, int64_t kbs, int nk,
                int64_t P, float *st, attn_pf *pf);
     /* P @ V by vdpbf16ps: P (times pscale) rounded to bf16 (RNE) and paired
-     * over keys into pp [NKT / 2][mp], the values (the first L of each bf16
-     * key row kb + a * kbs) paired over the same keys into vp [NKT / 2][L],
-     * then ot[v][m] = (alpha ? alpha[m] ot[v][m] : 0) + the sum over pairs. */
+     * over keys into pp [NKT / 2][mp], the values (the first ls of each bf16
+     * key row kb + a * kbs) paired over the same keys into vp [NKT / 2][ls],
+     * then ot[m][v] = (alpha ? alpha[m] ot[m][v] : 0) + the sum over pairs. */
     void (*pv)(const float *st, int64_t mp, int nv, int nk, float pscale, const uint16_t *kb,
-               int64_t kbs, uint32_t *pp, uint32_t *vp, int64_t L, float *ot, const float *alpha,
+               int64_t kbs, uint32_t *pp, uint32_t *vp, int64_t ls, float *ot, const float *alpha,
                attn_pf *pf);
 } attn_dp;
 

@@ -10,21 +10,23 @@
  *   v_ninf_to_zero(x)           x with -inf lanes replaced by 0
  *   v_exp (with SLEEF), else v_min v_round (to nearest) v_fnma (c - a b)
  *   v_scale2(p, n) (p 2^n, integral n) and v_zero_where_le(y, x, c)
- *   ATT_GROUPS         groups of VL pairs a register tile may span (1, 2)
- *   ATT_QK_NA1 / ATT_PV_NA1     keys / value dims of a one-group tile
- *   ATT_QK_NA2 / ATT_PV_NA2     the same for two groups (ATT_GROUPS 2)
+ *   ATT_GROUPS         groups of VL pairs a score tile may span (1, 2)
+ *   ATT_QK_NA1 / ATT_QK_NA2     keys of a one- / two-group score tile
+ *   ATT_PV_MP / ATT_PV_NV       pairs x vector registers of value dims of a
+ *                               P @ V tile (ATT_PV_MP divides VL)
  *
  * and defines the attn_kernels table mla_cpu_attn_<ATT_SUFFIX>.
  *
- * Both products are FMA register tiles: MR vector registers of (row, head)
- * pairs x NA keys (scores) or NA value dims (P @ V) of accumulators, one
- * vector load per register of pairs and one broadcast per key / value dim
- * per step. A tile spans at most two groups (32 pairs), so that q, which
- * lives in L2 at 128 heads, is not streamed once per FMA (measured on one
- * Zen 4 core, 128 heads, AVX-512: 2 x 8 tiles beat 4 x 4 and 8 x 2). The
- * tile functions are one body each, inlined with constant shapes into the
- * few wrappers the walkers call; every lane's sum runs in increasing d (or
- * key), so the order is fixed by the tile sizes alone. */
+ * Both products are FMA register tiles. Scores: MR vector registers of
+ * (row, head) pairs x NA keys of accumulators, per dim one vector load per
+ * register of pairs and one broadcast per key; a tile spans at most two
+ * groups (32 pairs), so that q, which lives in L2 at 128 heads, is not
+ * streamed once per FMA (2 x 8 measured faster than 4 x 4 and 8 x 2 with
+ * AVX-512). P @ V into O's rows: MP pairs x NV vectors of value dims, per
+ * key NV vector loads of the key's values and MP broadcasts of P. The tile
+ * functions are one body each, inlined with constant shapes into the few
+ * wrappers the walkers call; every sum runs in increasing d (or key), so
+ * the order is fixed by the tile sizes alone. */
 
 #define ATT_CAT_(a, b) a##_##b
 #define ATT_CAT(a, b) ATT_CAT_(a, b)
@@ -34,12 +36,10 @@
 
 #define ATT_R (VL / ATT_W) /* registers per group of VL pairs */
 #define ATT_MR_MAX (ATT_GROUPS * ATT_R)
-#if ATT_GROUPS > 1
-#define ATT_NA_MAX                                                                                 \
-    (ATT_PV_NA1 > ATT_QK_NA1 ? (ATT_PV_NA1 > ATT_PV_NA2 ? ATT_PV_NA1 : ATT_PV_NA2)                 \
-                             : (ATT_QK_NA1 > ATT_PV_NA2 ? ATT_QK_NA1 : ATT_PV_NA2))
+#if ATT_GROUPS > 1 && ATT_QK_NA2 > ATT_QK_NA1
+#define ATT_NA_MAX ATT_QK_NA2
 #else
-#define ATT_NA_MAX (ATT_PV_NA1 > ATT_QK_NA1 ? ATT_PV_NA1 : ATT_QK_NA1)
+#define ATT_NA_MAX ATT_QK_NA1
 #endif
 
 #if !defined(MLA_HAVE_SLEEF)
@@ -93,58 +93,55 @@ ATT_INLINE void ATT_FN(qk_tile)(const int MR, const int NA, const float *qt, int
         v_store(st + i * mp + ATT_W * r, acc[i][r]);
 }
 
-/* ot[i][r] = (alpha ? alpha[r] ot[i][r] : 0) + sum_a pt[a][r] kt[a][i] over MR
- * registers of pairs, NA value dims (kt and ot point at the tile's first). */
-ATT_INLINE void ATT_FN(pv_tile)(const int MR, const int NA, const float *pt, int64_t mp,
-                                const float *kt, int64_t ks, int nk, float *ot, const float *alpha)
+/* ot[i][r] = (alpha ? alpha[i] ot[i][r] : 0) + sum_a pt[a][i] kt[a][r] over
+ * MP pairs (O rows, stride ls) x NV vectors of value dims (pt, kt and ot
+ * point at the tile's first pair and value dim). */
+ATT_INLINE void ATT_FN(pv_tile)(const int MP, const int NV, const float *pt, int64_t mp,
+                                const float *kt, int64_t ks, int nk, float *ot, int64_t ls,
+                                const float *alpha)
 {
-    V acc[ATT_NA_MAX][ATT_MR_MAX];
-    if (alpha) {
-        ATT_UNROLL for (int r = 0; r < MR; ++r)
-        {
-            const V al = v_load(alpha + ATT_W * r);
-            ATT_UNROLL for (int i = 0; i < NA; ++i) acc[i][r] =
-                v_mul(v_load(ot + i * mp + ATT_W * r), al);
-        }
-    } else {
-        ATT_UNROLL for (int i = 0; i < NA; ++i) ATT_UNROLL for (int r = 0; r < MR; ++r) acc[i][r] =
-            v_zero();
+    V acc[ATT_PV_MP][ATT_PV_NV];
+    ATT_UNROLL for (int i = 0; i < MP; ++i)
+    {
+        const V al = alpha ? v_set1(alpha[i]) : v_zero();
+        ATT_UNROLL for (int r = 0; r < NV; ++r) acc[i][r] =
+            alpha ? v_mul(v_load(ot + i * ls + ATT_W * r), al) : v_zero();
     }
     for (int a = 0; a < nk; ++a) {
-        V p[ATT_MR_MAX];
-        const float *kr = kt + a * ks;
-        ATT_UNROLL for (int r = 0; r < MR; ++r) p[r] = v_load(pt + a * mp + ATT_W * r);
-        ATT_UNROLL for (int i = 0; i < NA; ++i)
+        V kv[ATT_PV_NV];
+        const float *kr = kt + a * ks, *pr = pt + a * mp;
+        ATT_UNROLL for (int r = 0; r < NV; ++r) kv[r] = v_load(kr + ATT_W * r);
+        ATT_UNROLL for (int i = 0; i < MP; ++i)
         {
-            const V b = v_set1(kr[i]);
-            ATT_UNROLL for (int r = 0; r < MR; ++r) acc[i][r] = v_fma(p[r], b, acc[i][r]);
+            const V b = v_set1(pr[i]);
+            ATT_UNROLL for (int r = 0; r < NV; ++r) acc[i][r] = v_fma(kv[r], b, acc[i][r]);
         }
     }
-    ATT_UNROLL for (int i = 0; i < NA; ++i) ATT_UNROLL for (int r = 0; r < MR; ++r)
-        v_store(ot + i * mp + ATT_W * r, acc[i][r]);
+    ATT_UNROLL for (int i = 0; i < MP; ++i) ATT_UNROLL for (int r = 0; r < NV; ++r)
+        v_store(ot + i * ls + ATT_W * r, acc[i][r]);
 }
 
-/* The tile shapes the walkers use: a full tile and a one-key / one-dim tail,
- * per width in groups. */
+/* The tile shapes the walkers use: scores, a full tile and a one-key tail
+ * per width in groups; P @ V, a full tile and a one-vector tail. */
 ATT_TARGET static void ATT_FN(qk_g1)(const float *qt, int64_t mp, const float *kt, int64_t ks,
                                      int64_t D, float *st)
 {
     ATT_FN(qk_tile)(ATT_R, ATT_QK_NA1, qt, mp, kt, ks, D, st);
 }
+ATT_TARGET static void ATT_FN(pv_full)(const float *pt, int64_t mp, const float *kt, int64_t ks,
+                                       int nk, float *ot, int64_t ls, const float *alpha)
+{
+    ATT_FN(pv_tile)(ATT_PV_MP, ATT_PV_NV, pt, mp, kt, ks, nk, ot, ls, alpha);
+}
+ATT_TARGET static void ATT_FN(pv_tail)(const float *pt, int64_t mp, const float *kt, int64_t ks,
+                                       int nk, float *ot, int64_t ls, const float *alpha)
+{
+    ATT_FN(pv_tile)(ATT_PV_MP, 1, pt, mp, kt, ks, nk, ot, ls, alpha);
+}
 ATT_TARGET static void ATT_FN(qk_g1_tail)(const float *qt, int64_t mp, const float *kt, int64_t ks,
                                           int64_t D, float *st)
 {
     ATT_FN(qk_tile)(ATT_R, 1, qt, mp, kt, ks, D, st);
-}
-ATT_TARGET static void ATT_FN(pv_g1)(const float *pt, int64_t mp, const float *kt, int64_t ks,
-                                     int nk, float *ot, const float *alpha)
-{
-    ATT_FN(pv_tile)(ATT_R, ATT_PV_NA1, pt, mp, kt, ks, nk, ot, alpha);
-}
-ATT_TARGET static void ATT_FN(pv_g1_tail)(const float *pt, int64_t mp, const float *kt, int64_t ks,
-                                          int nk, float *ot, const float *alpha)
-{
-    ATT_FN(pv_tile)(ATT_R, 1, pt, mp, kt, ks, nk, ot, alpha);
 }
 #if ATT_GROUPS > 1
 ATT_TARGET static void ATT_FN(qk_g2)(const float *qt, int64_t mp, const float *kt, int64_t ks,
@@ -156,16 +153,6 @@ ATT_TARGET static void ATT_FN(qk_g2_tail)(const float *qt, int64_t mp, const flo
                                           int64_t D, float *st)
 {
     ATT_FN(qk_tile)(2 * ATT_R, 1, qt, mp, kt, ks, D, st);
-}
-ATT_TARGET static void ATT_FN(pv_g2)(const float *pt, int64_t mp, const float *kt, int64_t ks,
-                                     int nk, float *ot, const float *alpha)
-{
-    ATT_FN(pv_tile)(2 * ATT_R, ATT_PV_NA2, pt, mp, kt, ks, nk, ot, alpha);
-}
-ATT_TARGET static void ATT_FN(pv_g2_tail)(const float *pt, int64_t mp, const float *kt, int64_t ks,
-                                          int nk, float *ot, const float *alpha)
-{
-    ATT_FN(pv_tile)(2 * ATT_R, 1, pt, mp, kt, ks, nk, ot, alpha);
 }
 #endif
 
@@ -198,44 +185,34 @@ ATT_TARGET static void ATT_FN(qk)(const float *qt, int64_t mp, int nv, const flo
     }
 }
 
+/* Value dims outer, pairs inner: a block of the key tile's values stays in
+ * L1 while every pair's row of O takes it. */
 ATT_TARGET static void ATT_FN(pv)(const float *pt, int64_t mp, int nv, const float *kt, int64_t ks,
-                                  int nk, int64_t L, float *ot, const float *alpha, attn_pf *pf)
+                                  int nk, int64_t ls, float *ot, const float *alpha, attn_pf *pf)
 {
-    for (int v = 0; v < nv;) {
-        const int g = ATT_FN(tile_groups)(nv - v);
-        const float *p = pt + VL * v, *al = alpha ? alpha + VL * v : NULL;
-        float *o = ot + VL * v;
-        int64_t d = 0;
-#if ATT_GROUPS > 1
-        if (g == 2) {
-            for (; d + ATT_PV_NA2 <= L; d += ATT_PV_NA2, attn_pf_step(pf))
-                ATT_FN(pv_g2)(p, mp, kt + d, ks, nk, o + d * mp, al);
-            for (; d < L; ++d, attn_pf_step(pf))
-                ATT_FN(pv_g2_tail)(p, mp, kt + d, ks, nk, o + d * mp, al);
-        }
-#endif
-        if (g == 1) {
-            for (; d + ATT_PV_NA1 <= L; d += ATT_PV_NA1, attn_pf_step(pf))
-                ATT_FN(pv_g1)(p, mp, kt + d, ks, nk, o + d * mp, al);
-            for (; d < L; ++d, attn_pf_step(pf))
-                ATT_FN(pv_g1_tail)(p, mp, kt + d, ks, nk, o + d * mp, al);
-        }
-        v += g;
+    const int64_t w = ATT_PV_NV * ATT_W, np = (int64_t)nv * VL;
+    for (int64_t v = 0; v < ls;) {
+        const int full = v + w <= ls;
+        for (int64_t m = 0; m < np; m += ATT_PV_MP, attn_pf_step(pf))
+            (full ? ATT_FN(pv_full) : ATT_FN(pv_tail))(pt + m, mp, kt + v, ks, nk, ot + m * ls + v,
+                                                       ls, alpha ? alpha + m : NULL);
+        v += full ? w : ATT_W;
     }
 }
 
 /* The register-tile calls (prefetch steps) of qk + pv for one tile. */
-static int64_t ATT_FN(calls)(int nv, int nk, int64_t L)
+static int64_t ATT_FN(calls)(int nv, int nk, int64_t ls)
 {
-    int64_t n = 0;
+    const int64_t w = ATT_PV_NV * ATT_W;
+    int64_t n = (ls / w + ls % w / ATT_W) * ((int64_t)nv * VL / ATT_PV_MP);
     for (int v = 0; v < nv;) {
         const int g = ATT_FN(tile_groups)(nv - v);
 #if ATT_GROUPS > 1
-        const int qna = g == 2 ? ATT_QK_NA2 : ATT_QK_NA1, pna = g == 2 ? ATT_PV_NA2 : ATT_PV_NA1;
+        const int qna = g == 2 ? ATT_QK_NA2 : ATT_QK_NA1;
 #else
-        const int qna = ATT_QK_NA1, pna = ATT_PV_NA1;
+        const int qna = ATT_QK_NA1;
 #endif
-        n += nk / qna + nk % qna + L / pna + L % pna;
+        n += nk / qna + nk % qna;
         v += g;
     }
     return n > 0 ? n : 1;
