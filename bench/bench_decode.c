@@ -22,8 +22,10 @@
  * (each its own blocks, q, o, indices and plan) so that the keys come from
  * memory.
  *
- * Rows run in ascending FLOPs; a row predicted slower than --max-call-s
- * (from the seconds per FLOP of the largest row so far) is skipped.
+ * cpu_us: the process's CPU time per call (all threads; near threads x
+ * median_us when nothing else ran on the cores). Rows run in ascending
+ * FLOPs; a row predicted slower than --max-call-s (from the seconds per
+ * FLOP of the largest row so far) is skipped.
  * --quick: batch 1 and 4, context 1024 (sparse: 4096), heads 16, each cache
  * (the smoke tests). --batch / --contexts / --heads give a cross product
  * over the caches instead of the default table; --caches keeps only those. */
@@ -49,9 +51,9 @@ typedef struct dc_row {
 static void dc_print(FILE *out, const void *rp, int n)
 {
     const dc_row *rows = rp;
-    fprintf(out, "%5s %6s %4s %-10s %5s %6s %10s %7s %10s %11s %11s %9s %9s %5s %8s\n", "batch",
-            "ctx", "H", "cache", "topk", "splits", "bytes_MiB", "bound", "roof_us", "median_us",
-            "min_us", "GB/s", "GFLOP/s", "reps", "roof%");
+    fprintf(out, "%5s %6s %4s %-10s %5s %6s %10s %7s %10s %11s %11s %11s %9s %9s %5s %8s\n",
+            "batch", "ctx", "H", "cache", "topk", "splits", "bytes_MiB", "bound", "roof_us",
+            "median_us", "min_us", "cpu_us", "GB/s", "GFLOP/s", "reps", "roof%");
     for (int i = 0; i < n; ++i) {
         const ba_result *r = &rows[i].r;
         const ba_shape *w = &rows[i].w;
@@ -62,9 +64,9 @@ static void dc_print(FILE *out, const void *rp, int n)
                     1e6 * r->roof_s, r->note);
             continue;
         }
-        fprintf(out, "%6d %10.1f %7s %10.1f %11.1f %11.1f %9.2f %9.1f %5d ", r->splits,
+        fprintf(out, "%6d %10.1f %7s %10.1f %11.1f %11.1f %11.1f %9.2f %9.1f %5d ", r->splits,
                 (double)r->bytes / 1048576.0, r->bound, 1e6 * r->roof_s, 1e6 * r->t.median_s,
-                1e6 * r->t.min_s, r->gbs, r->gflops, r->t.reps);
+                1e6 * r->t.min_s, 1e6 * r->t.cpu_s, r->gbs, r->gflops, r->t.reps);
         if (isnan(r->ratio))
             fprintf(out, "%8s\n", "n/a");
         else
@@ -102,6 +104,7 @@ static void dc_json(bench_json *j, const void *rp, int n)
         bench_json_str(j, "bound", r->bound);
         bench_json_num(j, "median_s", r->ok ? r->t.median_s : NAN);
         bench_json_num(j, "min_s", r->ok ? r->t.min_s : NAN);
+        bench_json_num(j, "cpu_s", r->ok ? r->t.cpu_s : NAN);
         bench_json_int(j, "reps", r->t.reps);
         bench_json_num(j, "gbs", r->ok ? r->gbs : NAN);
         bench_json_num(j, "gflops", r->ok ? r->gflops : NAN);

@@ -50,6 +50,7 @@ typedef mla_status (*bench_mx_call)(void *arg, int inst);
 
 typedef struct bench_mx_timing {
     double median_s, min_s, max_s;
+    double cpu_s; /* median over the samples of the process's CPU time per call (all threads) */
     int reps, batch;
 } bench_mx_timing;
 

@@ -201,43 +201,62 @@ static void prefetch_key(const attn_job *jb, attn_pf *pf, int64_t seq, int64_t r
 
 /* ------------------------------------------------------------------ task */
 
-/* The chunk's q: pair m < mc is (row r0 + (m0 + m) / H, head (m0 + m) % H);
- * lanes past mc are zero. */
-static int pack_q(const attn_job *jb, int64_t r0, int64_t m0, int64_t mc, int64_t mp, int dp,
-                  const attn_scratch *s)
+/* Row m < mc of the chunk's q as fp32 (fp8 q: fl(code * q_scale)) into row:
+ * pair m is (row r0 + (m0 + m) / H, head (m0 + m) % H). */
+static void q_row(const attn_job *jb, int64_t r0, int64_t m0, int64_t m, float *row)
 {
-    unsigned emin = 0xFF; /* dp: the smallest exponent field of a nonzero q value */
     const mla_tensor *q = &jb->a->q;
     const int64_t D = jb->f.D, es = (int64_t)mla_dtype_size(q->dtype);
-    const int fp8 = q->dtype == MLA_DTYPE_FP8_E4M3FN || q->dtype == MLA_DTYPE_FP8_E4M3FNUZ;
-    const float qs = jb->p->desc.q_scale;
+    const int64_t r = r0 + (m0 + m) / jb->H, h = (m0 + m) % jb->H;
+    const char *src = (const char *)q->data + (r * q->stride[0] + h * q->stride[1]) * es;
+    mla_cpu_load(src, q->dtype, q->stride[2], D, row);
+    if (q->dtype == MLA_DTYPE_FP8_E4M3FN || q->dtype == MLA_DTYPE_FP8_E4M3FNUZ) {
+        const float qs = jb->p->desc.q_scale;
+        for (int64_t d = 0; d < D; ++d)
+            row[d] = mla_fb_mul(row[d], qs);
+    }
+}
+
+/* Qt [D][mp]: the chunk's q transposed, lanes past mc zero. */
+static void pack_q(const attn_job *jb, int64_t r0, int64_t m0, int64_t mc, int64_t mp,
+                   const attn_scratch *s)
+{
+    const int64_t D = jb->f.D;
     for (int64_t m = 0; m < mc; ++m) {
-        const int64_t r = r0 + (m0 + m) / jb->H, h = (m0 + m) % jb->H;
-        const char *src = (const char *)q->data + (r * q->stride[0] + h * q->stride[1]) * es;
-        mla_cpu_load(src, q->dtype, q->stride[2], D, s->row);
-        if (fp8)
-            for (int64_t d = 0; d < D; ++d)
-                s->row[d] = mla_fb_mul(s->row[d], qs);
+        q_row(jb, r0, m0, m, s->row);
         for (int64_t d = 0; d < D; ++d)
             s->qt[d * mp + m] = s->row[d];
-        if (dp) /* bf16 q: each value's bits are the top half of its fp32 */
-            for (int64_t p = 0; p < jb->f.KS / 2; ++p) {
-                const uint32_t lo = 2 * p < D ? mla_fb_bits(s->row[2 * p]) >> 16 : 0u;
-                const uint32_t hi = 2 * p + 1 < D ? mla_fb_bits(s->row[2 * p + 1]) >> 16 : 0u;
-                s->qp[p * mp + m] = lo | hi << 16;
-                const unsigned el = (lo >> 7) & 0xFFu, eh = (hi >> 7) & 0xFFu;
-                emin = (lo & 0x7FFFu) && el < emin ? el : emin;
-                emin = (hi & 0x7FFFu) && eh < emin ? eh : emin;
-            }
     }
     for (int64_t d = 0; d < D; ++d)
         for (int64_t m = mc; m < mp; ++m)
             s->qt[d * mp + m] = 0.0f;
-    if (dp)
-        for (int64_t p = 0; p < jb->f.KS / 2; ++p)
-            for (int64_t m = mc; m < mp; ++m)
-                s->qp[p * mp + m] = 0u;
-    return (int)emin;
+}
+
+/* The dp parts' q (bf16): qp [KS / 2][mp], each word a pair of values, lanes
+ * past mc zero. Returns the smallest exponent field of a nonzero value. */
+static int pack_q_pairs(const attn_job *jb, int64_t r0, int64_t m0, int64_t mc, int64_t mp,
+                        const attn_scratch *s)
+{
+    int emin = 0xFF;
+    const int64_t D = jb->f.D, P = jb->f.KS / 2;
+    uint16_t *h = (uint16_t *)s->row; /* the row's bf16 values, zeros to KS */
+    for (int64_t m = 0; m < mc; ++m) {
+        q_row(jb, r0, m0, m, s->row);
+        /* a bf16 value's bits are the top half of its fp32; in place, ascending */
+        for (int64_t d = 0; d < D; ++d)
+            h[d] = (uint16_t)(mla_fb_bits(s->row[d]) >> 16);
+        for (int64_t d = D; d < 2 * P; ++d)
+            h[d] = 0;
+        const int e = jb->dk->min_exp(h, D);
+        emin = e < emin ? e : emin;
+        const uint32_t *w = (const uint32_t *)s->row;
+        for (int64_t p = 0; p < P; ++p)
+            s->qp[p * mp + m] = w[p];
+    }
+    for (int64_t p = 0; p < P; ++p)
+        for (int64_t m = mc; m < mp; ++m)
+            s->qp[p * mp + m] = 0u;
+    return emin;
 }
 
 /* The end of a task for pair m (row r, head h): the final o and lse, or the
@@ -335,7 +354,11 @@ static void task(const attn_job *jb, int64_t w, int64_t c, const attn_scratch *s
         /* P @ V from bf16 pairs too (bf16 o): no fp32 key rows unless a tile
          * falls back */
         const int dpv = dp && jb->dpv;
-        const int eq = pack_q(jb, r0, m0, mc, mp, dp, s);
+        /* q transposed for the FMA tiles: with dp only once a tile falls back */
+        int have_qt = !dp;
+        if (!dp)
+            pack_q(jb, r0, m0, mc, mp, s);
+        const int eq = dp ? pack_q_pairs(jb, r0, m0, mc, mp, s) : 0;
         const mla_tensor *ti = &a->topk_indices;
         for (int64_t k0 = kb; k0 < ke; k0 += NKT) {
             const int nk = (int)(ke - k0 < NKT ? ke - k0 : NKT);
@@ -375,6 +398,8 @@ static void task(const attn_job *jb, int64_t w, int64_t c, const attn_scratch *s
                 if (dp)
                     exact &= jb->dk->copy_key(&jb->f, kblk[i], ktok[i], s->kb + i * (jb->f.KS / 2));
             }
+            if (dp && nk % 16) /* whole blocks of 16 keys for the AMX tiles */
+                memset(s->kb + nk * (jb->f.KS / 2), 0, (size_t)((16 - nk % 16) * jb->f.KS * 2));
             /* vdpbf16ps where its subnormal flush cannot trigger (cpu/linear_kernel.h),
              * for P @ V where the values are >= 2^-60 in magnitude (field >= 67):
              * a product it flushes then has P < 2^-66, a weight far below the bound
@@ -392,7 +417,10 @@ static void task(const attn_job *jb, int64_t w, int64_t c, const attn_scratch *s
                             kr[d] = 0.0f;
                 }
             if (jb->k->calls) {
-                const int64_t calls = jb->k->calls(nv, nk, round16(jb->f.L));
+                const int64_t ls = round16(jb->f.L),
+                              calls = qk_ok && pv_ok && jb->dk->calls
+                                          ? jb->dk->calls(nv, nk, jb->f.KS / 2, ls)
+                                          : jb->k->calls(nv, nk, ls);
                 pf.per = (int32_t)((pf.total + calls - 1) / calls);
             }
             float scale = jb->scale;
@@ -400,6 +428,9 @@ static void task(const attn_job *jb, int64_t w, int64_t c, const attn_scratch *s
                 jb->dk->qk(s->qp, mp, nv, s->kb, jb->f.KS / 2, nk, jb->f.KS / 2, s->st, &pf);
                 scale = jb->scale_dp;
             } else {
+                if (!have_qt)
+                    pack_q(jb, r0, m0, mc, mp, s);
+                have_qt = 1;
                 jb->k->qk(s->qt, mp, nv, s->kt, jb->f.KS, nk, jb->f.D, s->st, &pf);
             }
             jb->k->softmax(s->st, mp, nv, nk, scale, s->kpos, s->plim, kmax > pmin, s->mx, s->l,
@@ -519,7 +550,9 @@ mla_status mla_cpu_attention_with_scratch(mla_context *ctx, const mla_attention_
     const mla_cpu_isa isa = mla_cpu_isa_of(ctx);
     if (isa == MLA_CPU_ISA_AVX512) {
         jb.k = &mla_cpu_attn_avx512;
-        if (mla_cpu_linear_has_bf16())
+        if (d->q_dtype == MLA_DTYPE_BF16 && mla_cpu_attn_dp_amx_usable(jb.f.KS, round16(jb.f.L)))
+            jb.dk = &mla_cpu_attn_dp_amx;
+        else if (mla_cpu_linear_has_bf16())
             jb.dk = &mla_cpu_attn_dp_avx512;
     } else if (isa == MLA_CPU_ISA_AVX2 && __builtin_cpu_supports("fma")) {
         jb.k = &mla_cpu_attn_avx2;

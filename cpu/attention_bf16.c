@@ -27,7 +27,8 @@
 #define DP_NA_MAX 8
 #define DP_MP 4 /* pairs of a P @ V tile */
 
-DP_TARGET static int copy_key_dp(const attn_keyfmt *f, const uint8_t *blk, int64_t t, uint32_t *out)
+DP_TARGET int mla_cpu_attn_copy_key_bf16(const attn_keyfmt *f, const uint8_t *blk, int64_t t,
+                                         uint32_t *out)
 {
     const int64_t L = f->L, R = f->R, D = f->D;
     uint8_t *o = (uint8_t *)out;
@@ -195,6 +196,7 @@ DP_TARGET static void pv_dp(const float *st, int64_t mp, int nv, int nk, float p
     }
 }
 
-const attn_dp mla_cpu_attn_dp_avx512 = {copy_key_dp, mla_cpu_linear_min_exp, qk_dp, pv_dp};
+const attn_dp mla_cpu_attn_dp_avx512 = {mla_cpu_attn_copy_key_bf16, mla_cpu_linear_min_exp, qk_dp,
+                                        pv_dp, NULL};
 
 #endif

@@ -8,6 +8,7 @@
  *   (the last two instantiate the template cpu/attention_tiles.h)
  *   cpu/attention_bf16.c     the AVX512-BF16 dot-product part (vdpbf16ps
  *                            scores and P @ V on bf16 pairs), an attn_dp table
+ *   cpu/attention_amx.c      the same on AMX tiles (TDPBF16PS), another one
  *
  * Data layout (cpu/attention.c explains the algorithm): (row, head) pairs lie
  * on the vector lanes, VL = 16 per group; a task holds at most MTASK pairs,
@@ -58,6 +59,15 @@ MLA_CPU_INLINE void attn_pf_run(attn_pf *pf, const uint8_t *p, int64_t bytes)
     pf->p[pf->n] = (const uint8_t *)a;
     pf->lines[pf->n++] = lines;
     pf->total += lines;
+}
+
+MLA_CPU_INLINE void attn_pf_step(attn_pf *pf);
+
+/* Issues every line not issued yet. */
+MLA_CPU_INLINE void attn_pf_drain(attn_pf *pf)
+{
+    while (pf->i < pf->n)
+        attn_pf_step(pf);
 }
 
 MLA_CPU_INLINE void attn_pf_step(attn_pf *pf)
@@ -130,6 +140,9 @@ typedef struct attn_dp {
     void (*pv)(const float *st, int64_t mp, int nv, int nk, float pscale, const uint16_t *kb,
                int64_t kbs, uint32_t *pp, uint32_t *vp, int64_t ls, float *ot, const float *alpha,
                attn_pf *pf);
+    /* prefetch steps of qk + pv for one tile (P pairs of dims), or NULL:
+     * those of the attn_kernels' calls */
+    int64_t (*calls)(int nv, int nk, int64_t P, int64_t ls);
 } attn_dp;
 
 extern const attn_kernels mla_cpu_attn_generic;
@@ -137,7 +150,14 @@ extern const attn_kernels mla_cpu_attn_generic;
 extern const attn_kernels mla_cpu_attn_avx2; /* needs FMA as well */
 extern const attn_kernels mla_cpu_attn_avx512;
 extern const attn_dp mla_cpu_attn_dp_avx512; /* needs AVX512-BF16 */
+extern const attn_dp mla_cpu_attn_dp_amx;    /* when mla_cpu_attn_dp_amx_usable */
+/* attn_dp.copy_key of both (cpu/attention_bf16.c). */
+int mla_cpu_attn_copy_key_bf16(const attn_keyfmt *f, const uint8_t *blk, int64_t t, uint32_t *out);
 #endif
+/* AMX-BF16 on this CPU, granted to the process, for key rows of KS and O
+ * rows of LS values (multiples of 32), and not turned off by
+ * MLA_CPU_ISA=avx512-nobf16 (cpu/attention_amx.c). */
+int mla_cpu_attn_dp_amx_usable(int64_t KS, int64_t LS);
 
 /* ------------------------------------------------------------ key decode */
 
