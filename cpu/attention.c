@@ -29,13 +29,15 @@
  * sparse: a -1 index (or one above p) gets position INT32_MAX, whose key row
  * is zeros.
  *
- * Scores from bf16 q on CPUs with AVX512-BF16 (and no AMX,
- * mla_cpu_linear_has_bf16) take the attn_dp part (cpu/attention_bf16.c): the
- * keys as bf16 pairs and vdpbf16ps, for a tile when the exponents of its
- * keys and of q rule out the instruction's subnormal flush (mla_cpu_dp_safe),
- * else the FMA tile. With a bf16 o, P @ V runs on vdpbf16ps as well (P
- * rounded to bf16); a tile whose values are below 2^-60 in magnitude falls
- * back to fp32 P and FMA. An F32 o keeps fp32 P. No fp32 key rows are
+ * Scores from bf16 q on CPUs with AMX-BF16 take an attn_dp part on AMX tiles
+ * (cpu/attention_amx.c), on CPUs with AVX512-BF16 and no AMX
+ * (mla_cpu_linear_has_bf16) one on vdpbf16ps (cpu/attention_bf16.c;
+ * MLA_CPU_ISA=avx512-noamx picks it on AMX CPUs, avx512-nobf16 neither):
+ * the keys as bf16 pairs, for a tile when the exponents of its keys and of
+ * q rule out the instructions' subnormal flush (mla_cpu_dp_safe), else the
+ * FMA tile. With a bf16 o, P @ V runs on the same units (P rounded to
+ * bf16); a tile whose values are below 2^-60 in magnitude falls back to
+ * fp32 P and FMA. An F32 o keeps fp32 P. No fp32 key rows are
  * decoded then, unless a tile falls back.
  *
  * OpenBLAS is not used: cblas_sgemm on this kernel's tile shapes (M = 16..512
@@ -57,6 +59,7 @@
  * (mla_cpu_attention_scratch_bytes per thread); the run allocates nothing. */
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #if defined(MLA_HAVE_OPENMP)
@@ -549,10 +552,14 @@ mla_status mla_cpu_attention_with_scratch(mla_context *ctx, const mla_attention_
 #if MLA_CPU_X86
     const mla_cpu_isa isa = mla_cpu_isa_of(ctx);
     if (isa == MLA_CPU_ISA_AVX512) {
+        /* MLA_CPU_ISA=avx512-noamx: vdpbf16ps where AMX would be taken (tests) */
+        const char *env = getenv("MLA_CPU_ISA");
+        const int noamx = env && strcmp(env, "avx512-noamx") == 0;
         jb.k = &mla_cpu_attn_avx512;
-        if (d->q_dtype == MLA_DTYPE_BF16 && mla_cpu_attn_dp_amx_usable(jb.f.KS, round16(jb.f.L)))
+        if (d->q_dtype == MLA_DTYPE_BF16 && !noamx &&
+            mla_cpu_attn_dp_amx_usable(jb.f.KS, round16(jb.f.L)))
             jb.dk = &mla_cpu_attn_dp_amx;
-        else if (mla_cpu_linear_has_bf16())
+        else if (mla_cpu_linear_has_bf16() || (noamx && __builtin_cpu_supports("avx512bf16")))
             jb.dk = &mla_cpu_attn_dp_avx512;
     } else if (isa == MLA_CPU_ISA_AVX2 && __builtin_cpu_supports("fma")) {
         jb.k = &mla_cpu_attn_avx2;
