@@ -97,6 +97,20 @@ static mla_status fill_cache(ba_set *s, bench_rng *rng, ba_cache c, int64_t nblo
     return st;
 }
 
+/* A contiguous tensor in context memory of seeded values of the kind: a
+ * pattern of up to 64 MiB repeated (bench_fill_context), so that prefill's
+ * q of many GiB costs no host time to draw. */
+static mla_status filled(mla_context *ctx, bench_rng *rng, mla_dtype dt, int32_t ndim,
+                         const int64_t *shape, bench_fill kind, void **mem, mla_tensor *t)
+{
+    int64_t n = 1;
+    for (int32_t d = 0; d < ndim; ++d)
+        n *= shape[d];
+    MLA_BENCH_TRY(mla_malloc(ctx, (size_t)(n > 0 ? n : 1) * mla_dtype_size(dt), mem));
+    MLA_BENCH_TRY(bench_fill_context(ctx, *mem, dt, n, kind, bench_rng_next(rng)));
+    return mla_tensor_init(t, *mem, dt, mla_context_memory(ctx), ndim, shape);
+}
+
 /* rows x topk distinct positions of [0, C) per row in random order (a
  * partial Fisher-Yates shuffle of 0..C-1 per row), -1 past C. */
 static int32_t *draw_topk(bench_rng *rng, int64_t rows, int64_t C, int64_t topk)
@@ -165,14 +179,12 @@ mla_status ba_setup(ba_set *s, bench_rng *rng, const ba_shape *w, int n)
     for (int i = 0; st == MLA_OK && i < n; ++i) {
         st = ints(ctx, bt + (int64_t)i * B * nb_seq, 2, bts, &s->bt_mem[i], &s->bt[i]);
         if (st == MLA_OK)
-            st = bench_mx_upload(ctx, rng, MLA_DTYPE_BF16, 3, qs, BENCH_FILL_ACT, &s->q_mem[i],
-                                 &s->q[i]);
+            st = filled(ctx, rng, MLA_DTYPE_BF16, 3, qs, BENCH_FILL_ACT, &s->q_mem[i], &s->q[i]);
         if (st == MLA_OK)
-            st = bench_mx_upload(ctx, rng, MLA_DTYPE_BF16, 3, os, BENCH_FILL_BYTES, &s->o_mem[i],
-                                 &s->o[i]);
+            st = filled(ctx, rng, MLA_DTYPE_BF16, 3, os, BENCH_FILL_BYTES, &s->o_mem[i], &s->o[i]);
         if (st == MLA_OK)
-            st = bench_mx_upload(ctx, rng, MLA_DTYPE_F32, 2, ls, BENCH_FILL_BYTES, &s->lse_mem[i],
-                                 &s->lse[i]);
+            st = filled(ctx, rng, MLA_DTYPE_F32, 2, ls, BENCH_FILL_BYTES, &s->lse_mem[i],
+                        &s->lse[i]);
         if (st == MLA_OK && w->topk > 0) {
             int32_t *ti = draw_topk(rng, T, C, w->topk);
             st = ti ? ints(ctx, ti, 2, tis, &s->ti_mem[i], &s->ti[i]) : MLA_ERR_OUT_OF_MEMORY;

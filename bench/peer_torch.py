@@ -206,7 +206,8 @@ def sample(timer, fn, nsets, warm, reps, max_call_s, cuda, threads=None):
     then up to reps samples (about a second in all), each a batch of k calls
     worth ~0.5 ms of work on a GPU, ~20 us on a CPU. Returns dict(ts, k,
     cpu_util: the sampling's CPU time / (wall time * threads), when threads
-    is given), or dict(skipped=seconds of one call) past max_call_s."""
+    is given, cpu_s: the median of the process's CPU time per call), or
+    dict(skipped=seconds of one call) past max_call_s."""
     it = [0]
 
     def call():
@@ -221,9 +222,13 @@ def sample(timer, fn, nsets, warm, reps, max_call_s, cuda, threads=None):
     k = max(1, min(64, math.ceil((5e-4 if cuda else 2e-5) / max(t_call, 1e-8))))
     n = max(1, min(reps, int(1.0 / max(t_call * k, 1e-9))))
     c0, w0 = time.process_time(), time.perf_counter()
-    ts = [timer.batch(call, k) for _ in range(n)]
+    ts, cs = [], []
+    for _ in range(n):
+        c1 = time.process_time()
+        ts.append(timer.batch(call, k))
+        cs.append((time.process_time() - c1) / k)
     util = (time.process_time() - c0) / ((time.perf_counter() - w0) * threads) if threads else None
-    return dict(ts=ts, k=k, cpu_util=util)
+    return dict(ts=ts, k=k, cpu_util=util, cpu_s=median(cs))
 
 
 def finish(path, rows, **fields):
@@ -690,7 +695,7 @@ def decode_main(args):
                 continue
             ts = got["ts"]
             t = median(ts)
-            r.update(median_s=t, min_s=min(ts), reps=len(ts), input_sets=nsets,
+            r.update(median_s=t, min_s=min(ts), reps=len(ts), input_sets=nsets, cpu_s=got["cpu_s"],
                      gbs=nbytes / t / 1e9,
                      gflops=flops / t / 1e9,
                      ratio=(r["roofline_s"] / t) if r["roofline_s"] else None)
@@ -808,7 +813,7 @@ def prefill_main(args):
                 continue
             ts = got["ts"]
             t = median(ts)
-            r.update(median_s=t, min_s=min(ts), reps=len(ts), input_sets=nsets,
+            r.update(median_s=t, min_s=min(ts), reps=len(ts), input_sets=nsets, cpu_s=got["cpu_s"],
                      gflops=flops / t / 1e9, ratio=(r["roofline_s"] / t) if r["roofline_s"] else None)
         except Exception as ex:  # report, never stop the sweep
             r["status"], r["note"] = "error", "error: %s: %s" % (type(ex).__name__,
