@@ -171,8 +171,7 @@ static int dc_rows(const bench_mx_args *a, const ba_opts *o, int device, dc_row 
         const int64_t lb[2] = {1, 4}, lc[3] = {1024, 4096, 8192};
         for (int bi = 0; bi < 2; ++bi) /* laptop shapes: bf16 */
             for (int ci = 0; ci < 3; ++ci)
-                if (!o->caches || (o->caches & 1u << BA_BF16))
-                    n = dc_add(all, n, lb[bi], lc[ci], 16, BA_BF16, 0);
+                n = dc_add(all, n, lb[bi], lc[ci], 16, BA_BF16, 0);
         for (int h = 0; h < 2; ++h) /* FlashMLA's */
             for (int k = 0; k < BA_CACHES; ++k)
                 n = dc_add(all, n, 128, 4096, h ? 128 : 16, (ba_cache)k, 0);

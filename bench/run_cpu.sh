@@ -29,6 +29,7 @@ OUT=${OUT:-$PWD/out/cpu}
 BUILD=${BUILD_DIR:-build/default}
 MLA=$BUILD/apps/mla
 PY=${PYTHON:-/usr/bin/python3}
+MAX_CALL_S=${MAX_CALL_S:-10} # both sides: the rows of 128 heads take seconds in PyTorch
 mkdir -p "$OUT"
 [ -x "$MLA" ] || { echo "run_cpu.sh: no $MLA (build first)"; exit 1; }
 { grep -m1 "model name" /proc/cpuinfo; nproc; grep -m1 flags /proc/cpuinfo | tr ' ' '\n' \
@@ -45,14 +46,17 @@ run_isa() { # round isa
     env_peer=(ATEN_CPU_CAPABILITY=avx2 OPENBLAS_CORETYPE=Haswell)
     peer_opt=(--no-mkldnn --peer-dtype f32)
   fi
-  env "${env_ours[@]}" "$MLA" bench decode --backend cpu --json "$d/decode_$isa.json" \
+  env "${env_ours[@]}" "$MLA" bench decode --backend cpu --max-call-s "$MAX_CALL_S" \
+    --json "$d/decode_$isa.json" \
     > "$d/decode_$isa.log" 2> "$d/decode_$isa.err" || echo "round $1 $isa: mla bench decode failed"
   env "${env_peer[@]}" $PY bench/peer_torch.py --decode --device cpu "${peer_opt[@]}" \
+    --max-call-s "$MAX_CALL_S" \
     --json "$d/peer_decode_$isa.json" > "$d/peer_decode_$isa.log" 2> "$d/peer_decode_$isa.err" \
     || echo "round $1 $isa: peer_torch.py --decode failed"
   env "${env_ours[@]}" "$MLA" demo --backend cpu > "$d/demo_$isa.txt" 2>&1 \
     || echo "round $1 $isa: mla demo failed"
-  env "${env_peer[@]}" $PY bench/peer_torch.py --layer --device cpu "${peer_opt[@]}" \
+  env "${env_peer[@]}" $PY bench/peer_torch.py --layer --device cpu --config DeepSeek-V2-Lite \
+    "${peer_opt[@]}" \
     > "$d/layer_$isa.txt" 2>&1 \
     || echo "round $1 $isa: peer_torch.py --layer failed"
 }
