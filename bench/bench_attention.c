@@ -294,6 +294,41 @@ void ba_measure(ba_sweep *sw, const ba_form *f, const ba_shape *w, const char *l
     fprintf(stderr, "  %s %.1f us %s\n", label, r->ok ? 1e6 * r->t.median_s : 0.0, r->note);
 }
 
+void ba_print_result(FILE *out, const ba_result *r)
+{
+    if (!r->ok) {
+        fprintf(out, "%6s %10.1f %7s %10.1f %s\n", "-", (double)r->bytes / 1048576.0, r->bound,
+                1e6 * r->roof_s, r->note);
+        return;
+    }
+    fprintf(out, "%6d %10.1f %7s %10.1f %12.1f %12.1f %12.1f %9.1f %5d ", r->splits,
+            (double)r->bytes / 1048576.0, r->bound, 1e6 * r->roof_s, 1e6 * r->t.median_s,
+            1e6 * r->t.min_s, 1e6 * r->t.cpu_s, r->gflops, r->t.reps);
+    if (isnan(r->ratio))
+        fprintf(out, "%8s\n", "n/a");
+    else
+        fprintf(out, "%7.1f%%\n", 100.0 * r->ratio);
+}
+
+void ba_json_result(bench_json *j, const ba_result *r)
+{
+    bench_json_str(j, "status", r->skipped ? "skipped" : r->ok ? "ok" : "failed");
+    bench_json_str(j, "note", r->note);
+    bench_json_int(j, "splits", r->splits);
+    bench_json_int(j, "input_sets", r->n_inst);
+    bench_json_int(j, "bytes", r->bytes);
+    bench_json_num(j, "flops", r->flops);
+    bench_json_num(j, "roofline_s", r->roof_s);
+    bench_json_str(j, "bound", r->bound);
+    bench_json_num(j, "median_s", r->ok ? r->t.median_s : NAN);
+    bench_json_num(j, "min_s", r->ok ? r->t.min_s : NAN);
+    bench_json_num(j, "cpu_s", r->ok ? r->t.cpu_s : NAN);
+    bench_json_int(j, "reps", r->t.reps);
+    bench_json_num(j, "gbs", r->ok ? r->gbs : NAN);
+    bench_json_num(j, "gflops", r->ok ? r->gflops : NAN);
+    bench_json_num(j, "ratio", r->ok ? r->ratio : NAN);
+}
+
 /* "16,64,128" into v (1..max each). */
 static int parse_heads(const char *p, int64_t *v, int *n)
 {

@@ -101,6 +101,15 @@ void ba_sweep_init(ba_sweep *sw, mla_context *ctx, const bench_mx_args *a, const
  * goes to stderr. */
 void ba_measure(ba_sweep *sw, const ba_form *f, const ba_shape *w, const char *label, ba_result *r);
 
+/* The result columns of a row's table line (after its shape columns; the
+ * header is BA_RESULT_HEADER) with a newline, or "-", bytes, bound, roof and
+ * the note for a row that did not run; and its JSON fields. */
+#define BA_RESULT_HEADER                                                                           \
+    "splits  bytes_MiB   bound    roof_us    median_us       min_us       cpu_us   GFLOP/s  "      \
+    "reps    roof%"
+void ba_print_result(FILE *out, const ba_result *r);
+void ba_json_result(bench_json *j, const ba_result *r);
+
 /* The attention benches' own options, taken out of argv by ba_strip_args
  * (the rest goes to bench_mx_parse). */
 typedef struct ba_opts {

@@ -31,7 +31,6 @@
  * over the caches instead of the default table; --caches keeps only those. */
 #define _POSIX_C_SOURCE 200809L
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -51,26 +50,13 @@ typedef struct dc_row {
 static void dc_print(FILE *out, const void *rp, int n)
 {
     const dc_row *rows = rp;
-    fprintf(out, "%5s %6s %4s %-10s %5s %6s %10s %7s %10s %11s %11s %11s %9s %9s %5s %8s\n",
-            "batch", "ctx", "H", "cache", "topk", "splits", "bytes_MiB", "bound", "roof_us",
-            "median_us", "min_us", "cpu_us", "GB/s", "GFLOP/s", "reps", "roof%");
+    fprintf(out, "%5s %6s %4s %-10s %5s %s\n", "batch", "ctx", "H", "cache", "topk",
+            BA_RESULT_HEADER);
     for (int i = 0; i < n; ++i) {
-        const ba_result *r = &rows[i].r;
         const ba_shape *w = &rows[i].w;
         fprintf(out, "%5lld %6lld %4lld %-10s %5lld ", (long long)w->B, (long long)w->C,
                 (long long)w->H, ba_cache_names[w->cache], (long long)w->topk);
-        if (!r->ok) {
-            fprintf(out, "%6s %10.1f %7s %10.1f %s\n", "-", (double)r->bytes / 1048576.0, r->bound,
-                    1e6 * r->roof_s, r->note);
-            continue;
-        }
-        fprintf(out, "%6d %10.1f %7s %10.1f %11.1f %11.1f %11.1f %9.2f %9.1f %5d ", r->splits,
-                (double)r->bytes / 1048576.0, r->bound, 1e6 * r->roof_s, 1e6 * r->t.median_s,
-                1e6 * r->t.min_s, 1e6 * r->t.cpu_s, r->gbs, r->gflops, r->t.reps);
-        if (isnan(r->ratio))
-            fprintf(out, "%8s\n", "n/a");
-        else
-            fprintf(out, "%7.1f%%\n", 100.0 * r->ratio);
+        ba_print_result(out, &rows[i].r);
     }
 }
 
@@ -79,7 +65,6 @@ static void dc_json(bench_json *j, const void *rp, int n)
     const dc_row *rows = rp;
     bench_json_array(j, "rows");
     for (int i = 0; i < n; ++i) {
-        const ba_result *r = &rows[i].r;
         const ba_shape *w = &rows[i].w;
         bench_json_object(j, NULL);
         bench_json_str(j, "op", w->topk > 0 ? "sparse_decode" : "decode");
@@ -93,22 +78,8 @@ static void dc_json(bench_json *j, const void *rp, int n)
         bench_json_int(j, "block_size", BA_BLOCK);
         bench_json_str(j, "q_dtype", "bf16");
         bench_json_str(j, "out_dtype", "bf16");
-        bench_json_str(j, "status", r->skipped ? "skipped" : r->ok ? "ok" : "failed");
-        bench_json_str(j, "note", r->note);
-        bench_json_int(j, "splits", r->splits);
-        bench_json_int(j, "input_sets", r->n_inst);
-        bench_json_int(j, "bytes", r->bytes);
         bench_json_int(j, "cache_bytes", rows[i].cache_bytes);
-        bench_json_num(j, "flops", r->flops);
-        bench_json_num(j, "roofline_s", r->roof_s);
-        bench_json_str(j, "bound", r->bound);
-        bench_json_num(j, "median_s", r->ok ? r->t.median_s : NAN);
-        bench_json_num(j, "min_s", r->ok ? r->t.min_s : NAN);
-        bench_json_num(j, "cpu_s", r->ok ? r->t.cpu_s : NAN);
-        bench_json_int(j, "reps", r->t.reps);
-        bench_json_num(j, "gbs", r->ok ? r->gbs : NAN);
-        bench_json_num(j, "gflops", r->ok ? r->gflops : NAN);
-        bench_json_num(j, "ratio", r->ok ? r->ratio : NAN);
+        ba_json_result(j, &rows[i].r);
         bench_json_close(j, '}');
     }
     bench_json_close(j, ']');

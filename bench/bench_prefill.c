@@ -23,7 +23,6 @@
  * product. */
 #define _POSIX_C_SOURCE 200809L
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,26 +54,17 @@ static double pairs(int64_t T) { return (double)T * (double)(T + 1) / 2.0; }
 static void pf_print(FILE *out, const void *rp, int n)
 {
     const pf_row *rows = rp;
-    fprintf(out, "%5s %6s %4s %-9s %6s %10s %7s %10s %12s %12s %9s %9s %5s %8s\n", "batch", "T",
-            "H", "form", "splits", "bytes_MiB", "bound", "roof_us", "median_us", "min_us",
-            "GFLOP/s", "xGFLOP/s", "reps", "roof%");
+    fprintf(out, "%5s %6s %4s %-9s %9s %s\n", "batch", "T", "H", "form", "xGFLOP/s",
+            BA_RESULT_HEADER);
     for (int i = 0; i < n; ++i) {
         const ba_result *r = &rows[i].r;
         fprintf(out, "%5lld %6lld %4lld %-9s ", (long long)rows[i].w.B, (long long)rows[i].w.C,
                 (long long)rows[i].w.H, rows[i].form->form->name);
-        if (!r->ok) {
-            fprintf(out, "%6s %10.1f %7s %10.1f %s\n", "-", (double)r->bytes / 1048576.0, r->bound,
-                    1e6 * r->roof_s, r->note);
-            continue;
-        }
-        fprintf(out, "%6d %10.1f %7s %10.1f %12.1f %12.1f %9.1f %9.1f %5d ", r->splits,
-                (double)r->bytes / 1048576.0, r->bound, 1e6 * r->roof_s, 1e6 * r->t.median_s,
-                1e6 * r->t.min_s, r->gflops, rows[i].flops_expanded / r->t.median_s / 1e9,
-                r->t.reps);
-        if (isnan(r->ratio))
-            fprintf(out, "%8s\n", "n/a");
+        if (r->ok)
+            fprintf(out, "%9.1f ", rows[i].flops_expanded / r->t.median_s / 1e9);
         else
-            fprintf(out, "%7.1f%%\n", 100.0 * r->ratio);
+            fprintf(out, "%9s ", "-");
+        ba_print_result(out, r);
     }
 }
 
@@ -83,7 +73,6 @@ static void pf_json(bench_json *j, const void *rp, int n)
     const pf_row *rows = rp;
     bench_json_array(j, "rows");
     for (int i = 0; i < n; ++i) {
-        const ba_result *r = &rows[i].r;
         bench_json_object(j, NULL);
         bench_json_str(j, "op", "prefill");
         bench_json_str(j, "form", rows[i].form->form->name);
@@ -94,20 +83,8 @@ static void pf_json(bench_json *j, const void *rp, int n)
         bench_json_int(j, "causal", 1);
         bench_json_str(j, "q_dtype", "bf16");
         bench_json_str(j, "out_dtype", "bf16");
-        bench_json_str(j, "status", r->skipped ? "skipped" : r->ok ? "ok" : "failed");
-        bench_json_str(j, "note", r->note);
-        bench_json_int(j, "splits", r->splits);
-        bench_json_int(j, "input_sets", r->n_inst);
-        bench_json_int(j, "bytes", r->bytes);
-        bench_json_num(j, "flops", r->flops);
         bench_json_num(j, "flops_expanded", rows[i].flops_expanded);
-        bench_json_num(j, "roofline_s", r->roof_s);
-        bench_json_str(j, "bound", r->bound);
-        bench_json_num(j, "median_s", r->ok ? r->t.median_s : NAN);
-        bench_json_num(j, "min_s", r->ok ? r->t.min_s : NAN);
-        bench_json_int(j, "reps", r->t.reps);
-        bench_json_num(j, "gflops", r->ok ? r->gflops : NAN);
-        bench_json_num(j, "ratio", r->ok ? r->ratio : NAN);
+        ba_json_result(j, &rows[i].r);
         bench_json_close(j, '}');
     }
     bench_json_close(j, ']');
