@@ -54,7 +54,8 @@ def main(out):
         ours = [o for o in ours if o]
         if not ours:
             continue
-        key = lambda x: (x["batch"], x["context"], x["heads"], x["cache"])  # noqa: E731
+        key = lambda x: (x["batch"], x["context"], x["heads"], x["cache"],  # noqa: E731
+                         x.get("topk", 0))
         copy = median([o["ceilings"]["copy_gbs"] for o in ours])
         mm = median([o["ceilings"]["matmul_gflops"] for o in ours])
         print("\n[%s] %s; ceilings: copy %.1f GB/s, sgemm %.1f GFLOP/s (%s)" % (
@@ -79,7 +80,7 @@ def main(out):
                         if po.get("cpu_s") and oo.get("cpu_s"):
                             crs.append(po["cpu_s"] / oo["cpu_s"])
             t, p, r, cr = median(ts), median(ps), median(rs), median(crs)
-            print("%5d %6d %4d %-10s " % k, end="")
+            print("%5d %6d %4d %-10s " % k[:4], end="")
             if t is None:
                 print("%11s" % row["status"])
                 continue

@@ -728,7 +728,8 @@ def decode_main(args):
 
 
 def compare_decode(ours, peer):
-    key = lambda r: (r["batch"], r["context"], r["heads"], r["cache"])  # noqa: E731
+    def key(r):
+        return (r["batch"], r["context"], r["heads"], r["cache"], r.get("topk", 0))
     pr = {key(r): r for r in peer["rows"]}
     compare_head("decode side by side", ours, peer)
     print("%5s %6s %4s %-10s %12s %12s %9s %8s %8s" % (
@@ -814,7 +815,8 @@ def prefill_main(args):
             ts = got["ts"]
             t = median(ts)
             r.update(median_s=t, min_s=min(ts), reps=len(ts), input_sets=nsets, cpu_s=got["cpu_s"],
-                     gflops=flops / t / 1e9, ratio=(r["roofline_s"] / t) if r["roofline_s"] else None)
+                     gflops=flops / t / 1e9,
+                     ratio=(r["roofline_s"] / t) if r["roofline_s"] else None)
         except Exception as ex:  # report, never stop the sweep
             r["status"], r["note"] = "error", "error: %s: %s" % (type(ex).__name__,
                                                                  str(ex).split("\n")[0][:160])
@@ -859,8 +861,8 @@ def compare_prefill(ours, peer):
         sp = "%9.2f" % (p["median_s"] / r["median_s"]) if o_ok and p_ok else "%9s" % "-"
         ox = "%10.1f" % (r["flops_expanded"] / r["median_s"] / 1e9) if o_ok else "%10s" % "-"
         pg = "%10.1f" % p["gflops"] if p_ok else "%10s" % "-"
-        orat = "%7.1f%%" % (100 * r["ratio"]) if o_ok and r.get("ratio") is not None else "%8s" % "-"
-        prat = "%7.1f%%" % (100 * p["ratio"]) if p_ok and p.get("ratio") is not None else "%8s" % "-"
+        orat = "%7.1f%%" % (100 * r["ratio"]) if o_ok and r.get("ratio") else "%8s" % "-"
+        prat = "%7.1f%%" % (100 * p["ratio"]) if p_ok and p.get("ratio") else "%8s" % "-"
         print("%5d %6d %4d %-9s %s %s %s %s %s %s %s" % (r["batch"], r["tokens"], r["heads"],
                                                        r["form"], ou, pu, sp, ox, pg, orat, prat))
     print("peer/ours > 1: the library is faster. xGF/s: the expanded form's FLOPs per second "
