@@ -3,6 +3,9 @@
 # PyTorch-CPU peers, in one job on one machine:
 #
 #   bash bench/run_cpu.sh [ROUNDS]      (default 3 rounds)
+#   THREADS=1 bash bench/run_cpu.sh     (one thread on both sides: with the CPU-time
+#                                        column, the measure least disturbed when
+#                                        other work shares the machine)
 #
 # Each round runs, for the host's own instruction set ("native") and for an
 # AVX2-only machine as far as one can be imitated here ("avx2": the library
@@ -30,6 +33,12 @@ BUILD=${BUILD_DIR:-build/default}
 MLA=$BUILD/apps/mla
 PY=${PYTHON:-/usr/bin/python3}
 MAX_CALL_S=${MAX_CALL_S:-10} # both sides: the rows of 128 heads take seconds in PyTorch
+THREADS=${THREADS:-0}        # 0: every logical CPU (both sides' default)
+THR_OURS=() THR_PEER=() THR_DEMO=()
+if [ "$THREADS" -gt 0 ]; then # mla demo takes the context's default: OpenMP's
+  THR_OURS=(--threads "$THREADS") THR_PEER=(--threads "$THREADS")
+  THR_DEMO=(OMP_NUM_THREADS="$THREADS")
+fi
 mkdir -p "$OUT"
 [ -x "$MLA" ] || { echo "run_cpu.sh: no $MLA (build first)"; exit 1; }
 { grep -m1 "model name" /proc/cpuinfo; nproc; grep -m1 flags /proc/cpuinfo | tr ' ' '\n' \
@@ -46,17 +55,16 @@ run_isa() { # round isa
     env_peer=(ATEN_CPU_CAPABILITY=avx2 OPENBLAS_CORETYPE=Haswell)
     peer_opt=(--no-mkldnn --peer-dtype f32)
   fi
-  env "${env_ours[@]}" "$MLA" bench decode --backend cpu --max-call-s "$MAX_CALL_S" \
+  env "${env_ours[@]}" "$MLA" bench decode --backend cpu --max-call-s "$MAX_CALL_S" "${THR_OURS[@]}" \
     --json "$d/decode_$isa.json" \
     > "$d/decode_$isa.log" 2> "$d/decode_$isa.err" || echo "round $1 $isa: mla bench decode failed"
   env "${env_peer[@]}" $PY bench/peer_torch.py --decode --device cpu "${peer_opt[@]}" \
-    --max-call-s "$MAX_CALL_S" \
-    --json "$d/peer_decode_$isa.json" > "$d/peer_decode_$isa.log" 2> "$d/peer_decode_$isa.err" \
+    --max-call-s "$MAX_CALL_S" "${THR_PEER[@]}" --json "$d/peer_decode_$isa.json" > "$d/peer_decode_$isa.log" 2> "$d/peer_decode_$isa.err" \
     || echo "round $1 $isa: peer_torch.py --decode failed"
-  env "${env_ours[@]}" "$MLA" demo --backend cpu > "$d/demo_$isa.txt" 2>&1 \
+  env "${env_ours[@]}" "${THR_DEMO[@]}" "$MLA" demo --backend cpu > "$d/demo_$isa.txt" 2>&1 \
     || echo "round $1 $isa: mla demo failed"
   env "${env_peer[@]}" $PY bench/peer_torch.py --layer --device cpu --config DeepSeek-V2-Lite \
-    "${peer_opt[@]}" \
+    "${peer_opt[@]}" "${THR_PEER[@]}" \
     > "$d/layer_$isa.txt" 2>&1 \
     || echo "round $1 $isa: peer_torch.py --layer failed"
 }
