@@ -326,8 +326,7 @@ int cmd_bench(int argc, char **argv)
                                            "prefill", NULL};
         fprintf(stderr, "mla bench: unknown benchmark '%s'", sub);
         mla_suggest(stderr, sub, bench_at, (void *)subs);
-        fprintf(stderr, " (prepare, ceilings, mxfp4, indexer, decode, prefill)
-");
+        fprintf(stderr, " (prepare, ceilings, mxfp4, indexer, decode, prefill)\n");
         return MLA_EXIT_USAGE;
     }
     bench_args a;
