@@ -69,68 +69,10 @@
 #include "hip/attention_fma.h"
 #include "hip/attention_mfma.h"
 #include "hip/attention_nv.h"
+#include "hip/attention_wgmma.h"
 
 namespace
 {
-
-/* The block record of virtual block v (item, row-tile slot, head tile,
- * column chunk), row tile jt of that slot; false when the item is unused or
- * the row tile lies past the sequence's rows. */
-template <int PATH>
-MLA_DEV bool block_of(const att_desc &d, const mla_attention_work &w, int32_t v, int32_t jt,
-                      att_blk &b)
-{
-    const int32_t cc = v % d.NCC, ht = (v / d.NCC) % d.NHT;
-    b.s = w.seq;
-    b.row0 = d.cu_q[(int64_t)w.seq * d.cus];
-    b.n_s = (int32_t)(d.cu_q[(int64_t)(w.seq + 1) * d.cus] - b.row0);
-    b.j0 = jt * d.JT;
-    if (b.j0 >= b.n_s)
-        return false;
-    b.c_s = d.ctx_lens[(int64_t)w.seq * d.cls];
-    b.trow = d.paged ? d.table + (int64_t)w.seq * d.bts0 : d.table;
-    b.krow = d.sparse ? d.topk + (b.row0 + b.j0) * d.tks0 : d.topk;
-    b.h0 = ht * d.HT;
-    b.c0 = cc * (PATH == PATH_MATRIX ? kColChunk : kColChunkFma);
-    b.split = w.split;
-    b.direct = d.splits[w.seq] <= 1;
-    b.kv_lo = w.kv_begin;
-    if (d.sparse) {
-        b.kv_hi = w.kv_end;
-    } else { /* keys past the tile's last causal limit are nobody's */
-        const int32_t last = (b.j0 + d.JT < b.n_s ? b.j0 + d.JT : b.n_s) - 1;
-        const int32_t lim = b.c_s - b.n_s + last + 1;
-        b.kv_hi = w.kv_end < lim ? w.kv_end : lim;
-    }
-    return true;
-}
-
-/* Thread 0's step to the block's next record: virtual block v (v = ((item *
- * NJT + slot) * NHT + head tile) * NCC + chunk), row tile jt of the slot's
- * row tiles j, j + NJT, ..; the next v is v + gridDim.x. b.live = 0 once v
- * passes the list or meets an unused item (every later one is unused too). */
-template <int PATH> MLA_DEV void next_block(const att_desc &d, att_blk &b, bool first)
-{
-    const int32_t per_work = d.NJT * d.NHT * d.NCC, per_slot = d.NHT * d.NCC;
-    int64_t v = first ? (int64_t)blockIdx.x : b.v;
-    int32_t jt = first ? -1 : b.jt + d.NJT; /* -1: the slot's first row tile */
-    b.live = 0;
-    for (; v < (int64_t)d.num_items * per_work; v += gridDim.x, jt = -1) {
-        const int32_t wi = (int32_t)v / per_work; /* v < 2^31 (the host checks) */
-        const int32_t rem = (int32_t)v - wi * per_work;
-        const mla_attention_work w = d.work[wi];
-        if (w.seq < 0)
-            return;
-        if (jt < 0)
-            jt = rem / per_slot;
-        if (block_of<PATH>(d, w, rem, jt, b)) {
-            b.v = (int32_t)v;
-            b.jt = jt;
-            b.live = 1;
-            return;
-        }
-    }
-}
 
 /* Graph-capturable: the grid is fixed at plan create, the work list is
  * device data; a block runs the records next_block gives it (NJT from the
@@ -247,6 +189,69 @@ mla_status launch_fma(mla_context *ctx, const att_desc &d, int64_t blocks, int s
         return launch<PATH_FMA, CT, MLA_DTYPE_BF16, 0>(ctx, d, blocks, smem);
     });
 }
+
+#if defined(__CUDACC__)
+/* Whether the sm_90a body (hip/attention_wgmma.h) takes the call: q bf16 or
+ * fp8 (f32 q's hi + lo rows would not fit beside two key stages), L + R <=
+ * 576, L <= 512, L and R multiples of 8 (fp8 caches: of 16, FP8_SCALED's
+ * bf16 rope of 8) with the cache's chunks aligned, a device of compute
+ * capability 9.0 whose code has the body, and no MLA_HIP_ATTENTION=mma,
+ * cpasync or fma (which keep the mma.sync body, its per-chunk copies, the
+ * plain body). Every layout, block size, head count, decode, MTP, prefill
+ * and sparse run takes it. */
+bool wg_takes(mla_context *ctx, const mla_attention_desc &ds, const mla_attention_op_args *a)
+{
+    const char *force = getenv("MLA_HIP_ATTENTION");
+    if (force && (!strcmp(force, "mma") || !strcmp(force, "cpasync") || !strcmp(force, "fma")))
+        return false;
+    const int64_t L = ds.cache.kv_lora, R = ds.cache.rope;
+    if (a->q.dtype == MLA_DTYPE_F32 || L + R > kWgMaxDims || L > kWgMaxL || L % 8 || R % 8)
+        return false;
+    if (ds.cache.dtype != MLA_DTYPE_BF16 &&
+        (L % 16 || (ds.cache.layout != MLA_CACHE_FP8_SCALED && R % 16)))
+        return false;
+    if (!cache_wide_ok(ds.cache, a->cache))
+        return false;
+#if MLA_IDX_EMU
+    (void)ctx;
+    return true;
+#else
+    const int dev = mla_hip_state_of(ctx)->device;
+    int major = 0, optin = 0;
+    cudaFuncAttributes fa = {};
+    cudaError_t err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    if (err == cudaSuccess)
+        err = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    with_cache_dtype(ds.cache.dtype, [&](auto ctag) {
+        constexpr int CT = decltype(ctag)::value;
+        if (err == cudaSuccess)
+            err = cudaFuncGetAttributes(&fa, attention_wg_kernel<CT>);
+        return MLA_OK;
+    });
+    if (err != cudaSuccess) {
+        (void)cudaGetLastError(); /* a query, not a failure of the call */
+        return false;
+    }
+    return major == 9 && optin >= kWgSmemBytes && fa.sharedSizeBytes == 0;
+#endif
+}
+
+mla_status launch_wg(mla_context *ctx, const att_desc &d, int64_t blocks, int ct)
+{
+    return with_cache_dtype(ct, [&](auto ctag) {
+        constexpr int CT = decltype(ctag)::value;
+#if !MLA_IDX_EMU
+        const cudaError_t err = cudaFuncSetAttribute(
+            attention_wg_kernel<CT>, cudaFuncAttributeMaxDynamicSharedMemorySize, kWgSmemBytes);
+        if (err != cudaSuccess)
+            return mla_hip_fail(ctx, err, "cudaFuncSetAttribute (attention shared memory)");
+#endif
+        attention_wg_kernel<CT><<<(unsigned)blocks, kWgThreads, (size_t)kWgSmemBytes,
+                                  mla_hip_state_of(ctx)->stream>>>(d);
+        return mla_hip_check_launch(ctx, "attention kernel launch");
+    });
+}
+#endif
 
 } // namespace
 
@@ -395,9 +400,10 @@ mla_status mla_hip_attention(mla_context *ctx, const mla_attention_op_args *a)
      * captured graph changes num_work and max_q_len, not these) */
     const int64_t qcap = p->q_len_at_create > 0 ? p->q_len_at_create : 1;
 #if defined(__CUDACC__)
-    const bool nv = path == PATH_MATRIX;
+    const bool wg = path == PATH_MATRIX && wg_takes(ctx, ds, a);
+    const bool nv = path == PATH_MATRIX && !wg;
 #else
-    const bool nv = false;
+    const bool wg = false, nv = false;
 #endif
     d.qsplit = a->q.dtype == MLA_DTYPE_F32;
     d.bs_sh = -1;
@@ -407,7 +413,7 @@ mla_status mla_hip_attention(mla_context *ctx, const mla_attention_op_args *a)
     const int rg =
         nv ? nv_row_groups(H, qcap, d.sparse, d.qsplit, ds.cache.dtype == MLA_DTYPE_BF16) : 0;
     d.DP = (int32_t)key_row_values(D, path);
-    const int TM = nv ? 16 * rg : kTM;
+    const int TM = wg ? kWgRows : nv ? 16 * rg : kTM;
 #if !defined(__CUDACC__)
     d.KS = (int32_t)((D + kTK - 1) / kTK); /* gfx9's k-steps */
 #endif
@@ -421,7 +427,12 @@ mla_status mla_hip_attention(mla_context *ctx, const mla_attention_op_args *a)
     if (p->T == 0)
         return MLA_OK;
     int64_t smem = 0;
-    if (nv) {
+    if (wg) {
+        /* the next tile's tokens prefetched into the L2 where contiguous */
+        const int64_t tok = fp8_scaled ? d.tok_bytes : D * (int64_t)mla_dtype_size(ds.cache.dtype);
+        d.bulk = ds.cache.layout != MLA_CACHE_SHUFFLED && tok % 16 == 0 ? (int32_t)tok : 0;
+        smem = kWgSmemBytes;
+    } else if (nv) {
         /* cp.async where every chunk is aligned; fp8 caches as raw rows:
          * 8-byte code chunks, the scales, 16-byte bf16 rope chunks */
         d.async = cache_wide_ok(ds.cache, a->cache);
@@ -456,17 +467,24 @@ mla_status mla_hip_attention(mla_context *ctx, const mla_attention_op_args *a)
                         (long long)D, (long long)smem);
     /* the items create planned, at least two per compute unit (an update
      * may plan more: blocks then take several), at most the capacity */
-    const int64_t units = 2 * (int64_t)(ctx->compute_units > 0 ? ctx->compute_units : 1);
+    const int64_t cus = ctx->compute_units > 0 ? ctx->compute_units : 1, units = 2 * cus;
     int64_t grid_items = p->work_at_create > units ? p->work_at_create : units;
     grid_items = grid_items < p->work_capacity ? grid_items : p->work_capacity;
-    const int64_t blocks = grid_items * (int64_t)d.NJT * d.NHT * d.NCC;
+    int64_t blocks = grid_items * (int64_t)d.NJT * d.NHT * d.NCC;
     if (blocks > 0x7FFFFFFF || p->work_capacity * (int64_t)d.NJT * d.NHT * d.NCC > 0x7FFFFFFF)
         return mla_fail(ctx, MLA_ERR_UNSUPPORTED, "q.shape",
                         "%lld attention blocks: beyond one launch", (long long)blocks);
+    if (wg && blocks > cus) /* the sm_90a body: one block per SM walking its records */
+        blocks = cus;
     if (blocks > 0) {
-        st = path == PATH_MATRIX
-                 ? launch_matrix(ctx, d, blocks, (int)smem, ds.cache.dtype, a->q.dtype, rg)
-                 : launch_fma(ctx, d, blocks, (int)smem, ds.cache.dtype);
+#if defined(__CUDACC__)
+        if (wg)
+            st = launch_wg(ctx, d, blocks, ds.cache.dtype);
+        else
+#endif
+            st = path == PATH_MATRIX
+                     ? launch_matrix(ctx, d, blocks, (int)smem, ds.cache.dtype, a->q.dtype, rg)
+                     : launch_fma(ctx, d, blocks, (int)smem, ds.cache.dtype);
         if (st != MLA_OK)
             return st;
     }

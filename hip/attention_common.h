@@ -192,6 +192,67 @@ MLA_DEV void out_store(const att_desc &d, const att_blk &b, uint8_t *const *Or, 
         *reinterpret_cast<float *>(orow + (int64_t)col * (b.direct ? d.os2 : 1) * 4) = val;
 }
 
+/* ------------------------------------------------------- the records */
+
+/* The block record of virtual block v (item, row-tile slot, head tile,
+ * column chunk), row tile jt of that slot; false when the item is unused or
+ * the row tile lies past the sequence's rows. */
+template <int PATH>
+MLA_DEV bool block_of(const att_desc &d, const mla_attention_work &w, int32_t v, int32_t jt,
+                      att_blk &b)
+{
+    const int32_t cc = v % d.NCC, ht = (v / d.NCC) % d.NHT;
+    b.s = w.seq;
+    b.row0 = d.cu_q[(int64_t)w.seq * d.cus];
+    b.n_s = (int32_t)(d.cu_q[(int64_t)(w.seq + 1) * d.cus] - b.row0);
+    b.j0 = jt * d.JT;
+    if (b.j0 >= b.n_s)
+        return false;
+    b.c_s = d.ctx_lens[(int64_t)w.seq * d.cls];
+    b.trow = d.paged ? d.table + (int64_t)w.seq * d.bts0 : d.table;
+    b.krow = d.sparse ? d.topk + (b.row0 + b.j0) * d.tks0 : d.topk;
+    b.h0 = ht * d.HT;
+    b.c0 = cc * (PATH == PATH_MATRIX ? kColChunk : kColChunkFma);
+    b.split = w.split;
+    b.direct = d.splits[w.seq] <= 1;
+    b.kv_lo = w.kv_begin;
+    if (d.sparse) {
+        b.kv_hi = w.kv_end;
+    } else { /* keys past the tile's last causal limit are nobody's */
+        const int32_t last = (b.j0 + d.JT < b.n_s ? b.j0 + d.JT : b.n_s) - 1;
+        const int32_t lim = b.c_s - b.n_s + last + 1;
+        b.kv_hi = w.kv_end < lim ? w.kv_end : lim;
+    }
+    return true;
+}
+
+/* Thread 0's step to the block's next record: virtual block v (v = ((item *
+ * NJT + slot) * NHT + head tile) * NCC + chunk), row tile jt of the slot's
+ * row tiles j, j + NJT, ..; the next v is v + gridDim.x. b.live = 0 once v
+ * passes the list or meets an unused item (every later one is unused too). */
+template <int PATH> MLA_DEV void next_block(const att_desc &d, att_blk &b, bool first)
+{
+    const int32_t per_work = d.NJT * d.NHT * d.NCC, per_slot = d.NHT * d.NCC;
+    int64_t v = first ? (int64_t)blockIdx.x : b.v;
+    int32_t jt = first ? -1 : b.jt + d.NJT; /* -1: the slot's first row tile */
+    b.live = 0;
+    for (; v < (int64_t)d.num_items * per_work; v += gridDim.x, jt = -1) {
+        const int32_t wi = (int32_t)v / per_work; /* v < 2^31 (the host checks) */
+        const int32_t rem = (int32_t)v - wi * per_work;
+        const mla_attention_work w = d.work[wi];
+        if (w.seq < 0)
+            return;
+        if (jt < 0)
+            jt = rem / per_slot;
+        if (block_of<PATH>(d, w, rem, jt, b)) {
+            b.v = (int32_t)v;
+            b.jt = jt;
+            b.live = 1;
+            return;
+        }
+    }
+}
+
 } // namespace
 
 #endif

@@ -337,6 +337,7 @@ template <int CT, int RG> MLA_DEV void nv_zero_pads(const att_desc &d, unsigned 
     if (d.bulk && threadIdx.x == 0) /* one arrival per key of a tile */
         for (int i = 0; i < 2; ++i)
             mbar_init(reinterpret_cast<uint64_t *>(smem + L.mb) + i, NK);
+    idx_sync(); /* initialized before any thread's first arrival */
 #endif
 }
 

@@ -100,4 +100,52 @@ MLA_DEV void idx_pause()
 MLA_DEV uint32_t ld_shared_u32(const uint32_t *p) { return *static_cast<const volatile uint32_t *>(p); }
 MLA_DEV uint64_t ld_shared_u64(const uint64_t *p) { return *static_cast<const volatile uint64_t *>(p); }
 
+#if MLA_IDX_MMA_NV
+/* Named barriers (NVIDIA bar.sync / bar.arrive, ids 1..15; 0 is
+ * __syncthreads): sync waits until n threads (a multiple of 32) have
+ * arrived, counting itself; arrive counts itself and goes on, so one group
+ * of warps can hand a buffer to another (producer arrives, consumer syncs).
+ * The emulation keeps a count and a generation per id (the emulated blocks
+ * run one after another). */
+#if MLA_IDX_EMU
+struct mla_emu_named_bars {
+    std::mutex m;
+    std::condition_variable cv;
+    unsigned arrived[16] = {}, generation[16] = {};
+};
+inline mla_emu_named_bars mla_emu_nbars;
+#endif
+
+MLA_DEV void named_bar_sync(int id, int n)
+{
+#if MLA_IDX_EMU
+    std::unique_lock<std::mutex> lk(mla_emu_nbars.m);
+    const unsigned g = mla_emu_nbars.generation[id];
+    if (++mla_emu_nbars.arrived[id] == (unsigned)n) {
+        mla_emu_nbars.arrived[id] = 0;
+        ++mla_emu_nbars.generation[id];
+        mla_emu_nbars.cv.notify_all();
+    } else {
+        mla_emu_nbars.cv.wait(lk, [&] { return mla_emu_nbars.generation[id] != g; });
+    }
+#else
+    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(n) : "memory");
+#endif
+}
+
+MLA_DEV void named_bar_arrive(int id, int n)
+{
+#if MLA_IDX_EMU
+    std::lock_guard<std::mutex> lk(mla_emu_nbars.m);
+    if (++mla_emu_nbars.arrived[id] == (unsigned)n) {
+        mla_emu_nbars.arrived[id] = 0;
+        ++mla_emu_nbars.generation[id];
+        mla_emu_nbars.cv.notify_all();
+    }
+#else
+    asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(n) : "memory");
+#endif
+}
+#endif
+
 #endif

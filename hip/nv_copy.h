@@ -68,14 +68,49 @@ template <int N> MLA_DEV void cp_async_wait()
  * addresses 16-byte aligned) from global to shared memory, completing as
  * transaction bytes on an mbarrier. A phase of the mbarrier ends when its
  * `count` arrivals (init) have come and every byte announced by
- * arrive_expect_tx has landed; waiters test the phase's parity. The
- * emulation copies at once and never waits (its lanes meet at idx_sync). */
+ * arrive_expect_tx has landed; waiters test the parity of the phase they
+ * wait for (a wait for parity p returns once the phase of parity p is over:
+ * at once for p = 1 on a fresh barrier). The emulation keeps the count, the
+ * pending arrivals, the bytes and the phase of each barrier and really
+ * waits; its copies land at their issue. */
 #if MLA_IDX_EMU || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900)
 #define MLA_IDX_BULK 1
+#if MLA_IDX_EMU
+struct mla_emu_mbar {
+    uint32_t count = 0, pending = 0, phase = 0;
+    int64_t tx = 0;
+};
+struct mla_emu_mbars {
+    std::mutex m;
+    std::condition_variable cv;
+    std::map<const void *, mla_emu_mbar> bars;
+};
+inline mla_emu_mbars mla_emu_mb;
+
+/* arrivals and bytes landed (negative: announced) on bar; the phase ends
+ * when no arrival and no byte is outstanding */
+static inline void mla_emu_mbar_update(const void *bar, uint32_t arrivals, int64_t landed)
+{
+    std::lock_guard<std::mutex> lk(mla_emu_mb.m);
+    mla_emu_mbar &b = mla_emu_mb.bars[bar];
+    b.pending -= arrivals;
+    b.tx -= landed;
+    if (b.pending == 0 && b.tx == 0) {
+        b.phase ^= 1u;
+        b.pending = b.count;
+        mla_emu_mb.cv.notify_all();
+    }
+}
+#endif
+
 MLA_DEV void mbar_init(uint64_t *bar, uint32_t count)
 {
 #if MLA_IDX_EMU
-    (void)bar, (void)count;
+    std::lock_guard<std::mutex> lk(mla_emu_mb.m);
+    mla_emu_mbar &b = mla_emu_mb.bars[bar];
+    b.count = b.pending = count;
+    b.phase = 0;
+    b.tx = 0;
 #else
     asm volatile(
         "mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"((uint32_t)__cvta_generic_to_shared(bar)),
@@ -88,11 +123,38 @@ MLA_DEV void mbar_init(uint64_t *bar, uint32_t count)
 MLA_DEV void mbar_arrive_expect_tx(uint64_t *bar, uint32_t bytes)
 {
 #if MLA_IDX_EMU
-    (void)bar, (void)bytes;
+    mla_emu_mbar_update(bar, 1, -(int64_t)bytes);
 #else
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(
                      (uint32_t)__cvta_generic_to_shared(bar)),
                  "r"(bytes)
+                 : "memory");
+#endif
+}
+
+/* This thread's arrival (release: its earlier memory accesses are seen by
+ * the threads the phase's end releases). */
+MLA_DEV void mbar_arrive(uint64_t *bar)
+{
+#if MLA_IDX_EMU
+    mla_emu_mbar_update(bar, 1, 0);
+#else
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(
+                     (uint32_t)__cvta_generic_to_shared(bar))
+                 : "memory");
+#endif
+}
+
+/* An arrival on bar once this thread's cp.async copies so far have landed
+ * (cp.async.mbarrier.arrive.noinc: it counts as one of the phase's
+ * arrivals). */
+MLA_DEV void cp_async_mbar_arrive(uint64_t *bar)
+{
+#if MLA_IDX_EMU
+    mla_emu_mbar_update(bar, 1, 0);
+#else
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(
+                     (uint32_t)__cvta_generic_to_shared(bar))
                  : "memory");
 #endif
 }
@@ -110,12 +172,14 @@ MLA_DEV void mbar_wait(uint64_t *bar, uint32_t parity)
                      : "r"(a), "r"(parity)
                      : "memory");
 #else
-    (void)bar, (void)parity;
+    std::unique_lock<std::mutex> lk(mla_emu_mb.m);
+    mla_emu_mb.cv.wait(lk, [&] { return mla_emu_mb.bars[bar].phase != (parity & 1u); });
 #endif
 }
 
 /* Orders this thread's generic shared-memory accesses before its (and,
- * after a barrier, any thread's) later bulk copies into the same bytes. */
+ * after a barrier, any thread's) later bulk copies into the same bytes, and
+ * its stores before reads of the async proxy (wgmma operands). */
 MLA_DEV void fence_proxy_async()
 {
 #if !MLA_IDX_EMU
@@ -126,14 +190,25 @@ MLA_DEV void fence_proxy_async()
 MLA_DEV void bulk_copy(void *dst, const void *src, uint32_t bytes, uint64_t *bar)
 {
 #if MLA_IDX_EMU
-    (void)bar;
     memcpy(dst, src, bytes);
+    mla_emu_mbar_update(bar, 0, bytes);
 #else
     asm volatile(
         "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, "
         "[%3];" ::"r"((uint32_t)__cvta_generic_to_shared(dst)),
         "l"(src), "r"(bytes), "r"((uint32_t)__cvta_generic_to_shared(bar))
         : "memory");
+#endif
+}
+
+/* BYTES (a multiple of 16, 16-byte aligned) from global memory into the L2
+ * ahead of their loads; no effect on results. */
+MLA_DEV void prefetch_l2(const void *src, uint32_t bytes)
+{
+#if MLA_IDX_EMU
+    (void)src, (void)bytes;
+#else
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(src), "r"(bytes) : "memory");
 #endif
 }
 #else
