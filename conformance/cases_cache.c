@@ -8,10 +8,7 @@
  * nothing should be shows, and so does a byte left unwritten); the gathered
  * rows are compared bit for bit (any NaN payload matches another: cache
  * bytes may encode NaN, and the payload a conversion keeps is not pinned).
- *
- * Case parameters: ip[0] layout, ip[1] element dtype, ip[2] block size,
- * ip[3] blocks, ip[4] L, ip[5] R, ip[6] slots dtype, ip[7] k dtype /
- * k views; fp[0] k_scale. v.rows is T (write) or the gathered rows. */
+ */
 #include <string.h>
 
 #include "conformance/conf.h"
@@ -38,73 +35,107 @@ static const mla_dtype kdts[] = {MLA_DTYPE_BF16, MLA_DTYPE_F32, MLA_DTYPE_F16};
 
 static int is_fp8(mla_dtype d) { return d == MLA_DTYPE_FP8_E4M3FN || d == MLA_DTYPE_FP8_E4M3FNUZ; }
 
+static const conf_field write_fields[] = {
+    CONF_ENUM(cache, layout, conf_name_cache_layout, MLA_CACHE_LAYOUT_COUNT),
+    CONF_FIELD(cache, dtype, CONF_F_DTYPE),
+    CONF_FIELD(cache, block_size, CONF_F_I64),
+    CONF_FIELD(cache, blocks, CONF_F_I64),
+    CONF_FIELD(cache, L, CONF_F_I64),
+    CONF_FIELD(cache, R, CONF_F_I64),
+    CONF_FIELD(cache, k_scale, CONF_F_REAL),
+    CONF_FIELD(cache, T, CONF_F_I64),
+    CONF_FIELD(cache, k_nope, CONF_F_DTYPE),
+    CONF_FIELD(cache, k_pe, CONF_F_DTYPE),
+    CONF_FIELD(cache, slots, CONF_F_DTYPE),
+    CONF_FIELD(cache, kv_view, CONF_F_I32),
+    CONF_FIELD(cache, cache_lay, CONF_F_LAY),
+    CONF_FIELD(cache, k_nope_lay, CONF_F_LAY),
+    CONF_FIELD(cache, k_pe_lay, CONF_F_LAY),
+    CONF_FIELD(cache, slots_lay, CONF_F_LAY),
+    CONF_ENUM(cache, dist, conf_name_dist, CONF_DIST_COUNT),
+};
+
+static const conf_field gather_fields[] = {
+    CONF_ENUM(cache, layout, conf_name_cache_layout, MLA_CACHE_LAYOUT_COUNT),
+    CONF_FIELD(cache, dtype, CONF_F_DTYPE),
+    CONF_FIELD(cache, block_size, CONF_F_I64),
+    CONF_FIELD(cache, blocks, CONF_F_I64),
+    CONF_FIELD(cache, L, CONF_F_I64),
+    CONF_FIELD(cache, R, CONF_F_I64),
+    CONF_FIELD(cache, k_scale, CONF_F_REAL),
+    CONF_FIELD(cache, out, CONF_F_DTYPE),
+    CONF_FIELD(cache, cache_lay, CONF_F_LAY),
+    CONF_FIELD(cache, out_lay, CONF_F_LAY),
+};
+
 static mla_cache_desc desc_of(const conf_case *c)
 {
-    mla_cache_desc d = {(mla_cache_layout)c->ip[0], (mla_dtype)c->ip[1], c->ip[3], c->ip[2],
-                        c->ip[4], c->ip[5], (float)c->fp[0]};
+    const conf_p_cache *q = &c->p.cache;
+    mla_cache_desc d = {(mla_cache_layout)q->layout, q->dtype, q->blocks, q->block_size,
+                        q->L,                        q->R,     (float)q->k_scale};
     return d;
+}
+
+static void label(conf_case *c)
+{
+    const conf_p_cache *q = &c->p.cache;
+    const char *n8 = mla_dtype_name(q->dtype);
+    snprintf(c->label, sizeof c->label, "%s %s bs%lld%s%s",
+             mla_cache_layout_name((mla_cache_layout)q->layout),
+             strncmp(n8, "fp8_", 4) ? n8 : n8 + 4, (long long)q->block_size,
+             q->k_scale != 1.0 ? " k_scale!=1" : "", q->L != 128 ? " L512 R64" : "");
 }
 
 /* One case of combo k, block size bs: n is the running index that varies
  * the secondary choices (k dtype, slot dtype, k_scale, padding). */
-static void make(conf_case *c, mla_op op, int k, int64_t bs, int n, int64_t L, int64_t R)
+static void make(conf_case *c, int k, int64_t bs, int n, int64_t L, int64_t R)
 {
     memset(c, 0, sizeof *c);
     c->golden = -1;
-    const mla_dtype dt = combos[k].dtype;
+    const mla_dtype dt = combos[k].dtype, kd = kdts[n % 3];
     const int scaled = combos[k].layout != MLA_CACHE_FP8_SCALED && is_fp8(dt);
-    c->ip[0] = combos[k].layout;
-    c->ip[1] = dt;
-    c->ip[2] = bs;
-    c->ip[3] = bs == 1 ? 40 : bs == 16 ? 5 : 3;
-    c->ip[4] = L;
-    c->ip[5] = R;
-    c->ip[6] = n % 2 ? MLA_DTYPE_I64 : MLA_DTYPE_I32;
-    c->ip[7] = kdts[n % 3] | (n % 4 == 1 ? 0x100 : 0); /* 0x100: k_nope, k_pe views of kv */
-    c->fp[0] = scaled && n % 2 ? 0.37 : scaled && n % 3 == 2 ? 2.5 : 1.0;
-    c->lay[0] = n % 3 == 1 ? CONF_L_PAD : CONF_L_CONTIG; /* PAD: padded block stride */
-    c->lay[1] = c->lay[2] = n % 5 == 3 ? CONF_L_PAD : CONF_L_CONTIG;
-    c->dist = (dt == MLA_DTYPE_BF16 && n % 2) ? CONF_DIST_ACT_SPECIALS : CONF_DIST_ACT;
-    c->v = (mla_variant){op, dt, dt, combos[k].layout, 0, bs, 24, L + R};
-    c->ndim = 2;
-    c->shape[0] = 24;
-    c->shape[1] = L + R;
-    const char *n8 = mla_dtype_name(dt);
-    snprintf(c->label, sizeof c->label, "%s %s bs%lld%s%s",
-             mla_cache_layout_name(combos[k].layout), strncmp(n8, "fp8_", 4) ? n8 : n8 + 4,
-             (long long)bs, c->fp[0] != 1.0 ? " k_scale!=1" : "", L != 128 ? " L512 R64" : "");
+    const unsigned kl = n % 5 == 3 ? CONF_L_PAD : CONF_L_CONTIG;
+    c->p.cache = (conf_p_cache){
+        combos[k].layout,
+        dt,
+        bs,
+        bs == 1 ? 40 : bs == 16 ? 5 : 3,
+        L,
+        R,
+        scaled && n % 2 ? 0.37 : scaled && n % 3 == 2 ? 2.5 : 1.0,
+        24,
+        kd,
+        kd,
+        n % 2 ? MLA_DTYPE_I64 : MLA_DTYPE_I32,
+        MLA_DTYPE_F32,
+        n % 4 == 1,                                /* k_nope, k_pe views of kv */
+        n % 3 == 1 ? CONF_L_PAD : CONF_L_CONTIG,   /* a padded block stride */
+        kl,
+        kl,
+        CONF_L_CONTIG,
+        kl,
+        (dt == MLA_DTYPE_BF16 && n % 2) ? CONF_DIST_ACT_SPECIALS : CONF_DIST_ACT};
 }
 
-static void seq_lens(const conf_case *c, int64_t max_blocks, int64_t *lens, int64_t *rows);
-static int64_t max_blocks_of(const conf_case *c);
-
-/* Gather cases: out dtype, and the row count the entry point puts in its variant. */
-static void as_gather(conf_case *c, mla_dtype out)
+static int build_cases(conf_case *cases, int cap, const conf_suite *s)
 {
-    int64_t lens[4], rows;
-    seq_lens(c, max_blocks_of(c), lens, &rows);
-    c->v.out_dtype = out;
-    c->v.rows = c->shape[0] = rows;
-}
-
-static int build_cases(conf_case *cases, int cap, mla_op op)
-{
-    conf_builder b = {cases, cap, 0, op};
+    conf_builder b = {.cases = cases, .cap = cap, .suite = s};
+    const int gather = s->op == MLA_OP_CACHE_GATHER;
     conf_case c;
     int n = 0;
     for (int k = 0; k < NCOMBOS; ++k)
         for (int i = 0; i < 3 && combos[k].bs[i]; ++i) {
-            make(&c, op, k, combos[k].bs[i], n++, 128, 16);
-            if (op == MLA_OP_CACHE_GATHER) /* out: f32 or bf16 */
-                as_gather(&c, n % 2 ? MLA_DTYPE_BF16 : MLA_DTYPE_F32);
+            make(&c, k, combos[k].bs[i], n++, 128, 16);
+            if (gather) /* out: f32 or bf16 */
+                c.p.cache.out = n % 2 ? MLA_DTYPE_BF16 : MLA_DTYPE_F32;
             conf_push(&b, &c);
         }
     /* DeepSeek's row: L = 512, R = 64 (656-byte FP8_SCALED tokens) */
     static const int big[] = {0, 4, 6};
     for (int i = 0; i < 3; ++i) {
-        make(&c, op, big[i], 16, n++, 512, 64);
-        if (op == MLA_OP_CACHE_GATHER)
-            as_gather(&c, MLA_DTYPE_BF16);
+        make(&c, big[i], 16, n++, 512, 64);
+        if (gather)
+            c.p.cache.out = MLA_DTYPE_BF16;
         conf_push(&b, &c);
     }
     return b.n;
@@ -112,7 +143,7 @@ static int build_cases(conf_case *cases, int cap, mla_op op)
 
 static int build_write(conf_case *cases, int cap)
 {
-    return build_cases(cases, cap, MLA_OP_CACHE_WRITE);
+    return build_cases(cases, cap, &conf_suite_cache_write);
 }
 
 /* cache: U8 [blocks, block_bytes], role; a padded block stride on PAD. */
@@ -123,7 +154,7 @@ static mla_status add_cache(conf_problem *p, const conf_case *c, int role, int64
     if (st != MLA_OK)
         return st;
     int64_t shape[2] = {d.num_blocks, *bytes};
-    int64_t stride[2] = {*bytes + ((c->lay[0] & CONF_L_PAD) ? BLOCK_PAD : 0), 1};
+    int64_t stride[2] = {*bytes + ((c->p.cache.cache_lay & CONF_L_PAD) ? BLOCK_PAD : 0), 1};
     return conf_add_view(p, "cache", role, MLA_DTYPE_U8, 2, shape, stride, 0);
 }
 
@@ -131,30 +162,30 @@ static mla_status setup_write(const conf_case *c, const conf_env *env, conf_prob
                               char *err, size_t errlen)
 {
     (void)env;
-    const int64_t T = c->v.rows, L = c->ip[4], R = c->ip[5];
-    const mla_dtype kd = (mla_dtype)(c->ip[7] & 0xFF);
+    const conf_p_cache *q = &c->p.cache;
+    const int64_t T = q->T, L = q->L, R = q->R;
     int64_t bytes, ns[2] = {T, L}, ps[2] = {T, R}, ss[1] = {T}, kv[2] = {L + R, 1};
     mla_status st = add_cache(p, c, CONF_INOUT, &bytes);
-    if (st == MLA_OK && (c->ip[7] & 0x100)) { /* k_nope and k_pe inside kv [T, L + R] */
-        st = conf_add_view(p, "k_nope", CONF_IN, kd, 2, ns, kv, 0);
+    if (st == MLA_OK && q->kv_view) { /* k_nope and k_pe inside kv [T, L + R] */
+        st = conf_add_view(p, "k_nope", CONF_IN, q->k_nope, 2, ns, kv, 0);
         if (st == MLA_OK)
-            st = conf_add_view(p, "k_pe", CONF_IN, kd, 2, ps, kv, L);
+            st = conf_add_view(p, "k_pe", CONF_IN, q->k_pe, 2, ps, kv, L);
     } else if (st == MLA_OK) {
-        st = conf_add_arg(p, "k_nope", CONF_IN, kd, 2, ns, c->lay[1]);
+        st = conf_add_arg(p, "k_nope", CONF_IN, q->k_nope, 2, ns, q->k_nope_lay);
         if (st == MLA_OK)
-            st = conf_add_arg(p, "k_pe", CONF_IN, kd, 2, ps, c->lay[2]);
+            st = conf_add_arg(p, "k_pe", CONF_IN, q->k_pe, 2, ps, q->k_pe_lay);
     }
     if (st == MLA_OK)
-        st = conf_add_arg(p, "slots", CONF_IN, (mla_dtype)c->ip[6], 1, ss, CONF_L_CONTIG);
+        st = conf_add_arg(p, "slots", CONF_IN, q->slots, 1, ss, q->slots_lay);
     if (st != MLA_OK) {
         snprintf(err, errlen, "cannot lay out the case (%s)", mla_status_name(st));
         return st;
     }
     p->arg[0].bound.raw = 1;
     conf_fill(p, 0, CONF_DIST_CODES, c->seed, 0); /* the old contents: random bytes */
-    conf_fill(p, 1, c->dist, c->seed ^ 1, L);
-    conf_fill(p, 2, c->dist, c->seed ^ 2, R);
-    conf_fill_slots(p, 3, c->ip[3] * c->ip[2], c->seed ^ 3, 1);
+    conf_fill(p, 1, q->dist, c->seed ^ 1, L);
+    conf_fill(p, 2, q->dist, c->seed ^ 2, R);
+    conf_fill_slots(p, 3, q->blocks * q->block_size, c->seed ^ 3, 1);
     return MLA_OK;
 }
 
@@ -164,8 +195,14 @@ static mla_status exec_write(mla_context *ctx, const conf_case *c, mla_tensor *t
     return mla_cache_write(ctx, &d, &t[0], &t[1], &t[2], &t[3]);
 }
 
-const conf_suite conf_suite_cache_write = {"cache_write", MLA_OP_CACHE_WRITE, build_write,
-                                           setup_write,   exec_write,         NULL};
+const conf_suite conf_suite_cache_write = {.name = "cache_write",
+                                           .op = MLA_OP_CACHE_WRITE,
+                                           .build = build_write,
+                                           .setup = setup_write,
+                                           .exec = exec_write,
+                                           .label = label,
+                                           .fields = write_fields,
+                                           .nfields = CONF_NFIELDS(write_fields)};
 
 /* ------------------------------------------------------------ gather */
 
@@ -173,13 +210,13 @@ const conf_suite conf_suite_cache_write = {"cache_write", MLA_OP_CACHE_WRITE, bu
 
 static int build_gather(conf_case *cases, int cap)
 {
-    return build_cases(cases, cap, MLA_OP_CACHE_GATHER);
+    return build_cases(cases, cap, &conf_suite_cache_gather);
 }
 
 /* Sequence lengths: partial blocks, an empty sequence, a full table, one token. */
 static void seq_lens(const conf_case *c, int64_t max_blocks, int64_t *lens, int64_t *rows)
 {
-    const int64_t bs = c->ip[2], full = max_blocks * bs;
+    const int64_t bs = c->p.cache.block_size, full = max_blocks * bs;
     lens[0] = 2 * bs + 3 < full ? 2 * bs + 3 : full - 1;
     lens[1] = 0;
     lens[2] = full;
@@ -187,13 +224,14 @@ static void seq_lens(const conf_case *c, int64_t max_blocks, int64_t *lens, int6
     *rows = lens[0] + lens[1] + lens[2] + lens[3];
 }
 
-static int64_t max_blocks_of(const conf_case *c) { return c->ip[2] == 1 ? 20 : 4; }
+static int64_t max_blocks_of(const conf_case *c) { return c->p.cache.block_size == 1 ? 20 : 4; }
 
 static mla_status setup_gather(const conf_case *c, const conf_env *env, conf_problem *p,
                                char *err, size_t errlen)
 {
     (void)env;
-    const int64_t mb = max_blocks_of(c), D = c->ip[4] + c->ip[5];
+    const conf_p_cache *q = &c->p.cache;
+    const int64_t mb = max_blocks_of(c), D = q->L + q->R;
     int64_t bytes, lens[SEQS], rows, bt[2] = {SEQS, mb}, sl[1] = {SEQS};
     seq_lens(c, mb, lens, &rows);
     int64_t os[2] = {rows, D};
@@ -203,7 +241,7 @@ static mla_status setup_gather(const conf_case *c, const conf_env *env, conf_pro
     if (st == MLA_OK)
         st = conf_add_arg(p, "seq_lens", CONF_IN, MLA_DTYPE_I32, 1, sl, CONF_L_CONTIG);
     if (st == MLA_OK)
-        st = conf_add_arg(p, "out", CONF_OUT, c->v.out_dtype, 2, os, c->lay[1]);
+        st = conf_add_arg(p, "out", CONF_OUT, q->out, 2, os, q->out_lay);
     if (st != MLA_OK) {
         snprintf(err, errlen, "cannot lay out the case (%s)", mla_status_name(st));
         return st;
@@ -212,9 +250,9 @@ static mla_status setup_gather(const conf_case *c, const conf_env *env, conf_pro
     /* random bytes encode every element value; FP8_SCALED scales are made
      * the powers of two a writer stores (2^-14 .. 2^3) */
     conf_fill(p, 0, CONF_DIST_CODES, c->seed, 0);
-    const int64_t L = c->ip[4], R = c->ip[5], tb = L + 4 * (L / 128) + 2 * R;
-    for (int64_t blk = 0; c->ip[0] == MLA_CACHE_FP8_SCALED && blk < c->ip[3]; ++blk)
-        for (int64_t t = 0; t < c->ip[2]; ++t)
+    const int64_t L = q->L, R = q->R, bs = q->block_size, tb = L + 4 * (L / 128) + 2 * R;
+    for (int64_t blk = 0; q->layout == MLA_CACHE_FP8_SCALED && blk < q->blocks; ++blk)
+        for (int64_t t = 0; t < bs; ++t)
             for (int64_t g = 0; g < L / 128; ++g) {
                 const int64_t at = blk * p->arg[0].t.stride[0] + t * tb + L + 4 * g;
                 uint64_t r = conf_rng(c->seed, 15, (uint64_t)at, 0);
@@ -223,9 +261,9 @@ static mla_status setup_gather(const conf_case *c, const conf_env *env, conf_pro
             }
     for (int64_t s = 0; s < SEQS; ++s)
         for (int64_t j = 0; j < mb; ++j) { /* blocks past a sequence's length: -1, unread */
-            const int64_t used = (lens[s] + c->ip[2] - 1) / c->ip[2];
+            const int64_t used = (lens[s] + bs - 1) / bs;
             uint64_t r = conf_rng(c->seed, 16, (uint64_t)(s * mb + j), 0);
-            conf_set_value(p, 1, s * mb + j, j < used ? (double)(r % (uint64_t)c->ip[3]) : -1.0);
+            conf_set_value(p, 1, s * mb + j, j < used ? (double)(r % (uint64_t)q->blocks) : -1.0);
         }
     for (int64_t s = 0; s < SEQS; ++s)
         conf_set_value(p, 2, s, (double)lens[s]);
@@ -238,5 +276,11 @@ static mla_status exec_gather(mla_context *ctx, const conf_case *c, mla_tensor *
     return mla_cache_gather(ctx, &d, &t[0], &t[1], &t[2], &t[3]);
 }
 
-const conf_suite conf_suite_cache_gather = {"cache_gather", MLA_OP_CACHE_GATHER, build_gather,
-                                            setup_gather,   exec_gather,         NULL};
+const conf_suite conf_suite_cache_gather = {.name = "cache_gather",
+                                            .op = MLA_OP_CACHE_GATHER,
+                                            .build = build_gather,
+                                            .setup = setup_gather,
+                                            .exec = exec_gather,
+                                            .label = label,
+                                            .fields = gather_fields,
+                                            .nfields = CONF_NFIELDS(gather_fields)};

@@ -36,46 +36,45 @@ static const golden_convert goldens[] = {
 
 static int is_fp8(mla_dtype d) { return d == MLA_DTYPE_FP8_E4M3FN || d == MLA_DTYPE_FP8_E4M3FNUZ; }
 
-static void set_variant(conf_case *c, mla_dtype src, mla_dtype dst, mla_saturation mode)
+static const conf_field fields[] = {
+    CONF_FIELD(convert, x, CONF_F_DTYPE),     CONF_FIELD(convert, y, CONF_F_DTYPE),
+    CONF_ENUM(convert, mode, conf_name_saturation, MLA_SATURATION_COUNT),
+    CONF_FIELD(convert, shape, CONF_F_SHAPE), CONF_FIELD(convert, x_lay, CONF_F_LAY),
+    CONF_FIELD(convert, y_lay, CONF_F_LAY),   CONF_FIELD(convert, in_place, CONF_F_I32),
+    CONF_ENUM(convert, dist, conf_name_dist, CONF_DIST_COUNT),
+};
+
+static void label(conf_case *c)
 {
-    /* As mla_convert builds it: rows = numel(x), cols = x's last extent. */
-    int64_t numel = 1, last = c->ndim ? c->shape[c->ndim - 1] : 1;
-    for (int32_t d = 0; d < c->ndim; ++d)
-        numel *= c->shape[d];
-    if (src == MLA_DTYPE_FP4X2 && dst != MLA_DTYPE_FP4X2) {
-        numel /= 2;
-        last /= 2;
-    }
-    mla_variant v = {MLA_OP_CONVERT, src, dst, 0, (int32_t)mode, 0, numel, last};
-    c->v = v;
-    snprintf(c->label, sizeof c->label, "%s%s->%s%s", c->golden >= 0 ? "golden " : "",
-             mla_dtype_name(src), mla_dtype_name(dst),
-             is_fp8(dst) ? (mode == MLA_SATURATE ? " sat" : " nonsat") : "");
+    const conf_p_convert *p = &c->p.convert;
+    snprintf(c->label, sizeof c->label, "%s%s->%s%s%s", c->golden >= 0 ? "golden " : "",
+             mla_dtype_name(p->x), mla_dtype_name(p->y),
+             is_fp8(p->y) ? (p->mode == MLA_SATURATE ? " sat" : " nonsat") : "",
+             p->in_place ? " in place" : "");
 }
 
 /* Value shapes (the unpacked side) and layouts of x and y. */
 static const struct {
-    int32_t ndim;
-    int64_t shape[3];
+    conf_shape shape;
     unsigned lx, ly;
 } shapes[] = {
-    {1, {1030}, CONF_L_CONTIG, CONF_L_CONTIG},
-    {2, {7, 66}, CONF_L_PAD | CONF_L_STEP2, CONF_L_PAD},
-    {2, {33, 18}, CONF_L_COLMAJOR, CONF_L_CONTIG},
-    {3, {3, 5, 34}, CONF_L_OFFSET, CONF_L_COLMAJOR | CONF_L_PAD},
-    {2, {0, 4}, CONF_L_CONTIG, CONF_L_CONTIG},
+    {{1, {1030}}, CONF_L_CONTIG, CONF_L_CONTIG},
+    {{2, {7, 66}}, CONF_L_PAD | CONF_L_STEP2, CONF_L_PAD},
+    {{2, {33, 18}}, CONF_L_COLMAJOR, CONF_L_CONTIG},
+    {{3, {3, 5, 34}}, CONF_L_OFFSET, CONF_L_COLMAJOR | CONF_L_PAD},
+    {{2, {0, 4}}, CONF_L_CONTIG, CONF_L_CONTIG},
 };
 
 static int build(conf_case *cases, int cap)
 {
-    conf_builder b = {cases, cap, 0, MLA_OP_CONVERT};
+    conf_builder b = {.cases = cases, .cap = cap, .suite = &conf_suite_convert};
     for (int g = 0; g < NGOLDEN; ++g) {
         conf_case c;
         memset(&c, 0, sizeof c);
         c.golden = g;
-        c.ndim = 1;
-        c.shape[0] = goldens[g].n;
-        set_variant(&c, goldens[g].src, goldens[g].dst, goldens[g].mode);
+        c.p.convert = (conf_p_convert){goldens[g].src, goldens[g].dst, goldens[g].mode,
+                                       {1, {goldens[g].n}}, CONF_L_CONTIG, CONF_L_CONTIG, 0,
+                                       CONF_DIST_EDGE};
         conf_push(&b, &c);
     }
     static const mla_dtype srcs[] = {MLA_DTYPE_F32,          MLA_DTYPE_F16,  MLA_DTYPE_BF16,
@@ -91,15 +90,13 @@ static int build(conf_case *cases, int cap)
                     conf_case c;
                     memset(&c, 0, sizeof c);
                     c.golden = -1;
-                    c.ndim = shapes[k].ndim;
-                    memcpy(c.shape, shapes[k].shape, sizeof shapes[k].shape);
-                    c.lay[0] = shapes[k].lx;
-                    c.lay[1] = shapes[k].ly;
-                    c.dist = srcs[si] == MLA_DTYPE_F32 || srcs[si] == MLA_DTYPE_F16 ||
-                                     srcs[si] == MLA_DTYPE_BF16
-                                 ? CONF_DIST_EDGE
-                                 : CONF_DIST_CODES;
-                    set_variant(&c, srcs[si], dsts[di], (mla_saturation)mode);
+                    const int codes = srcs[si] != MLA_DTYPE_F32 && srcs[si] != MLA_DTYPE_F16 &&
+                                      srcs[si] != MLA_DTYPE_BF16;
+                    c.p.convert = (conf_p_convert){srcs[si],       dsts[di],
+                                                   mode,           shapes[k].shape,
+                                                   shapes[k].lx,   shapes[k].ly,
+                                                   0,              codes ? CONF_DIST_CODES
+                                                                         : CONF_DIST_EDGE};
                     conf_push(&b, &c);
                 }
     return b.n;
@@ -121,23 +118,26 @@ static void fill_all_codes(conf_problem *p)
 static mla_status setup(const conf_case *c, const conf_env *env, conf_problem *p, char *err,
                         size_t errlen)
 {
-    mla_dtype src = c->v.in_dtype, dst = c->v.out_dtype;
-    int64_t xs[MLA_MAX_DIMS], ys[MLA_MAX_DIMS];
-    memcpy(xs, c->shape, sizeof xs);
-    memcpy(ys, c->shape, sizeof ys);
+    const conf_p_convert *q = &c->p.convert;
+    const mla_dtype src = q->x, dst = q->y;
+    const int32_t nd = q->shape.ndim;
+    int64_t xs[3], ys[3];
+    memcpy(xs, q->shape.d, sizeof xs);
+    memcpy(ys, q->shape.d, sizeof ys);
     if (src == MLA_DTYPE_FP4X2 && dst != MLA_DTYPE_FP4X2)
-        xs[c->ndim - 1] /= 2;
+        xs[nd - 1] /= 2;
     if (dst == MLA_DTYPE_FP4X2 && src != MLA_DTYPE_FP4X2)
-        ys[c->ndim - 1] /= 2;
-    mla_status st = conf_add_arg(p, "x", 0, src, c->ndim, xs, c->lay[0]);
-    if (st == MLA_OK)
-        st = conf_add_arg(p, "y", 1, dst, c->ndim, ys, c->lay[1]);
+        ys[nd - 1] /= 2;
+    mla_status st = conf_add_arg(p, "x", q->in_place ? CONF_INOUT : CONF_IN, src, nd, xs, q->x_lay);
+    if (st == MLA_OK && !q->in_place)
+        st = conf_add_arg(p, "y", CONF_OUT, dst, nd, ys, q->y_lay);
     if (st != MLA_OK) {
         snprintf(err, errlen, "cannot lay out the case (%s)", mla_status_name(st));
         return st;
     }
     if (c->golden < 0) {
-        conf_fill(p, 0, c->dist, c->seed, 32);
+        conf_fill(p, 0, q->dist, c->seed, 32);
+        p->arg[0].t.dtype = q->in_place ? dst : src; /* in place: y's values come back */
         return MLA_OK;
     }
     const golden_convert *g = &goldens[c->golden];
@@ -153,7 +153,17 @@ static mla_status setup(const conf_case *c, const conf_env *env, conf_problem *p
 
 static mla_status exec(mla_context *ctx, const conf_case *c, mla_tensor *t)
 {
-    return mla_convert(ctx, &t[0], &t[1], (mla_saturation)c->v.rule);
+    const conf_p_convert *q = &c->p.convert;
+    mla_tensor x = t[0];
+    x.dtype = q->x;
+    return mla_convert(ctx, &x, q->in_place ? &t[0] : &t[1], (mla_saturation)q->mode);
 }
 
-const conf_suite conf_suite_convert = {"convert", MLA_OP_CONVERT, build, setup, exec, NULL};
+const conf_suite conf_suite_convert = {.name = "convert",
+                                       .op = MLA_OP_CONVERT,
+                                       .build = build,
+                                       .setup = setup,
+                                       .exec = exec,
+                                       .label = label,
+                                       .fields = fields,
+                                       .nfields = CONF_NFIELDS(fields)};

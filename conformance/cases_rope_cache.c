@@ -5,11 +5,7 @@
  * k_pe as views of one kv buffer, q_nope already in place in q_cat's first L
  * dims, a cache with a padded block stride, and DeepSeek's L = 512, R = 64.
  * Bit-exact on q_cat, the cache bytes and k_pe_out: the RoPE arithmetic and
- * every rounding after it are pinned by MLA.md.
- *
- * Case parameters: ip[0] layout, ip[1] cache dtype, ip[2] block size, ip[3]
- * blocks, ip[4] style, ip[5] flags (F_*), ip[6] T, ip[7] Tk; fp[0] k_scale,
- * fp[1] q_scale. H = 3. */
+ * every rounding after it are pinned by MLA.md. */
 #include <string.h>
 
 #include "conformance/conf.h"
@@ -25,21 +21,68 @@ enum {
     F_PADCACHE = 32 /* padded block stride */
 };
 
-#define H 3
 #define NOPE 32
 
 static int is_fp8(mla_dtype d) { return d == MLA_DTYPE_FP8_E4M3FN || d == MLA_DTYPE_FP8_E4M3FNUZ; }
 
-static int64_t dim_l(const conf_case *c) { return (c->ip[5] & F_BIG) ? 512 : 128; }
-static int64_t dim_r(const conf_case *c) { return (c->ip[5] & F_BIG) ? 64 : 16; }
+static const conf_field fields[] = {
+    CONF_ENUM(rc, layout, conf_name_cache_layout, MLA_CACHE_LAYOUT_COUNT),
+    CONF_FIELD(rc, dtype, CONF_F_DTYPE),
+    CONF_FIELD(rc, block_size, CONF_F_I64),
+    CONF_FIELD(rc, blocks, CONF_F_I64),
+    CONF_ENUM(rc, style, conf_name_rope_style, MLA_ROPE_STYLE_COUNT),
+    CONF_FIELD(rc, T, CONF_F_I64),
+    CONF_FIELD(rc, Tk, CONF_F_I64),
+    CONF_FIELD(rc, H, CONF_F_I64),
+    CONF_FIELD(rc, L, CONF_F_I64),
+    CONF_FIELD(rc, R, CONF_F_I64),
+    CONF_FIELD(rc, q_nope, CONF_F_DTYPE),
+    CONF_FIELD(rc, q_pe, CONF_F_DTYPE),
+    CONF_FIELD(rc, k_nope, CONF_F_DTYPE),
+    CONF_FIELD(rc, k_pe, CONF_F_DTYPE),
+    CONF_FIELD(rc, k_pe_out, CONF_F_DTYPE),
+    CONF_FIELD(rc, q_cat, CONF_F_DTYPE),
+    CONF_FIELD(rc, q_pos, CONF_F_DTYPE),
+    CONF_FIELD(rc, k_pos, CONF_F_DTYPE),
+    CONF_FIELD(rc, slots, CONF_F_DTYPE),
+    CONF_FIELD(rc, k_scale, CONF_F_REAL),
+    CONF_FIELD(rc, q_scale, CONF_F_REAL),
+    CONF_FIELD(rc, q_nope_in_place, CONF_F_I32),
+    CONF_FIELD(rc, q_pe_view, CONF_F_I32),
+    CONF_FIELD(rc, kv_view, CONF_F_I32),
+    CONF_FIELD(rc, q_nope_lay, CONF_F_LAY),
+    CONF_FIELD(rc, q_pe_lay, CONF_F_LAY),
+    CONF_FIELD(rc, k_nope_lay, CONF_F_LAY),
+    CONF_FIELD(rc, k_pe_lay, CONF_F_LAY),
+    CONF_FIELD(rc, q_cat_lay, CONF_F_LAY),
+    CONF_FIELD(rc, k_pe_out_lay, CONF_F_LAY),
+    CONF_FIELD(rc, cache_lay, CONF_F_LAY),
+    CONF_FIELD(rc, pos_lay, CONF_F_LAY),
+    CONF_ENUM(rc, dist, conf_name_dist, CONF_DIST_COUNT),
+};
 
 static mla_cache_desc desc_of(const conf_case *c)
 {
-    mla_cache_desc d = {(mla_cache_layout)c->ip[0], (mla_dtype)c->ip[1], c->ip[3], c->ip[2],
-                        dim_l(c), dim_r(c), (float)c->fp[0]};
+    const conf_p_rope_cache *q = &c->p.rc;
+    mla_cache_desc d = {(mla_cache_layout)q->layout, q->dtype, q->blocks, q->block_size,
+                        q->L,                        q->R,     (float)q->k_scale};
     return d;
 }
 
+static void label(conf_case *c)
+{
+    const conf_p_rope_cache *q = &c->p.rc;
+    const char *n8 = mla_dtype_name(q->dtype), *q8 = mla_dtype_name(q->q_cat);
+    snprintf(c->label, sizeof c->label, "%s %s bs%lld q_cat %s%s%s%s%s%s",
+             mla_cache_layout_name((mla_cache_layout)q->layout),
+             strncmp(n8, "fp8_", 4) ? n8 : n8 + 4, (long long)q->block_size,
+             strncmp(q8, "fp8_", 4) ? q8 : q8 + 4, q->style ? " neox" : "",
+             q->q_nope_in_place ? " nope in place" : "", q->q_pe_view ? " q_pe view" : "",
+             q->L == 512 ? " L512" : "", q->T ? "" : " keys only");
+}
+
+/* The inputs in one dtype (f32 with an f32 q_cat, else bf16), the index
+ * tensors int64 at block size 16, else int32. */
 static void add(conf_builder *b, mla_cache_layout layout, mla_dtype dt, int64_t bs, int style,
                 int flags, mla_dtype q_cat, int64_t T, int64_t Tk, double k_scale,
                 double q_scale)
@@ -47,34 +90,48 @@ static void add(conf_builder *b, mla_cache_layout layout, mla_dtype dt, int64_t 
     conf_case c;
     memset(&c, 0, sizeof c);
     c.golden = -1;
-    c.ip[0] = layout;
-    c.ip[1] = dt;
-    c.ip[2] = bs;
-    c.ip[3] = bs == 1 ? 24 : 3;
-    c.ip[4] = style;
-    c.ip[5] = flags;
-    c.ip[6] = T;
-    c.ip[7] = Tk;
-    c.fp[0] = k_scale;
-    c.fp[1] = q_scale;
-    c.dist = CONF_DIST_ACT;
-    c.v = (mla_variant){MLA_OP_ROPE_CACHE, dt, q_cat, layout, style, bs, T, dim_l(&c) + dim_r(&c)};
-    c.ndim = 3;
-    c.shape[0] = T;
-    c.shape[1] = H;
-    c.shape[2] = dim_l(&c) + dim_r(&c);
-    const char *n8 = mla_dtype_name(dt), *q8 = mla_dtype_name(q_cat);
-    snprintf(c.label, sizeof c.label, "%s %s bs%lld q_cat %s%s%s%s%s%s",
-             mla_cache_layout_name(layout), strncmp(n8, "fp8_", 4) ? n8 : n8 + 4, (long long)bs,
-             strncmp(q8, "fp8_", 4) ? q8 : q8 + 4, style ? " neox" : "",
-             (flags & F_ALIAS) ? " nope in place" : "", (flags & F_QVIEW) ? " q_pe view" : "",
-             (flags & F_BIG) ? " L512" : "", T ? "" : " keys only");
+    const mla_dtype x = q_cat == MLA_DTYPE_F32 ? MLA_DTYPE_F32 : MLA_DTYPE_BF16;
+    const mla_dtype pos = bs == 16 ? MLA_DTYPE_I64 : MLA_DTYPE_I32;
+    const int alias = (flags & F_ALIAS) != 0;
+    c.p.rc = (conf_p_rope_cache){layout,
+                                 dt,
+                                 bs,
+                                 bs == 1 ? 24 : 3,
+                                 style,
+                                 T,
+                                 Tk,
+                                 3,
+                                 (flags & F_BIG) ? 512 : 128,
+                                 (flags & F_BIG) ? 64 : 16,
+                                 x,
+                                 x,
+                                 x,
+                                 x,
+                                 (flags & F_KPE_OUT) ? x : MLA_DTYPE_COUNT,
+                                 q_cat,
+                                 pos,
+                                 pos,
+                                 pos,
+                                 k_scale,
+                                 q_scale,
+                                 alias,
+                                 (flags & F_QVIEW) != 0,
+                                 (flags & F_KVIEW) != 0,
+                                 CONF_L_PAD,
+                                 CONF_L_CONTIG,
+                                 CONF_L_CONTIG,
+                                 CONF_L_PAD,
+                                 alias ? CONF_L_CONTIG : CONF_L_PAD,
+                                 CONF_L_OFFSET,
+                                 (flags & F_PADCACHE) ? CONF_L_PAD : CONF_L_CONTIG,
+                                 CONF_L_CONTIG,
+                                 CONF_DIST_ACT};
     conf_push(b, &c);
 }
 
 static int build(conf_case *cases, int cap)
 {
-    conf_builder b = {cases, cap, 0, MLA_OP_ROPE_CACHE};
+    conf_builder b = {.cases = cases, .cap = cap, .suite = &conf_suite_rope_cache};
     static const struct {
         mla_cache_layout layout;
         mla_dtype dtype;
@@ -111,51 +168,46 @@ static int build(conf_case *cases, int cap)
     return b.n;
 }
 
-/* The inputs' dtype: f32 with an f32 q_cat, else bf16. */
-static mla_dtype in_dtype(const conf_case *c)
-{
-    return c->v.out_dtype == MLA_DTYPE_F32 ? MLA_DTYPE_F32 : MLA_DTYPE_BF16;
-}
-
 static mla_status add_args(const conf_case *c, conf_problem *p)
 {
-    const int64_t T = c->ip[6], Tk = c->ip[7], L = dim_l(c), R = dim_r(c), fl = c->ip[5];
-    const mla_dtype x = in_dtype(c), pos = c->ip[2] == 16 ? MLA_DTYPE_I64 : MLA_DTYPE_I32;
+    const conf_p_rope_cache *q = &c->p.rc;
+    const int64_t T = q->T, Tk = q->Tk, H = q->H, L = q->L, R = q->R;
     int64_t ts[2] = {R == 64 ? 4096 : 512, R / 2}, qn[3] = {T, H, L}, qp[3] = {T, H, R};
     int64_t qps[1] = {T}, kn[2] = {Tk, L}, kp[2] = {Tk, R}, kps[1] = {Tk}, qc[3] = {T, H, L + R};
     int64_t bytes, kv[2] = {L + R, 1};
     mla_cache_desc d = desc_of(c);
     mla_status st = mla_cache_block_bytes(&d, &bytes);
-    int64_t cs[2] = {d.num_blocks, bytes}, cst[2] = {bytes + ((fl & F_PADCACHE) ? 48 : 0), 1};
+    int64_t cs[2] = {d.num_blocks, bytes};
+    int64_t cst[2] = {bytes + ((q->cache_lay & CONF_L_PAD) ? 48 : 0), 1};
     if (st == MLA_OK)
         st = conf_add_arg(p, "cos", CONF_IN, MLA_DTYPE_F32, 2, ts, CONF_L_CONTIG);
     if (st == MLA_OK)
         st = conf_add_arg(p, "sin", CONF_IN, MLA_DTYPE_F32, 2, ts, CONF_L_CONTIG);
     if (st == MLA_OK)
-        st = conf_add_arg(p, "q_nope", CONF_IN, x, 3, qn, CONF_L_PAD);
+        st = conf_add_arg(p, "q_nope", CONF_IN, q->q_nope, 3, qn, q->q_nope_lay);
     if (st == MLA_OK)
-        st = (fl & F_QVIEW) ? conf_add_view(p, "q_pe", CONF_IN, x, 3, qp,
-                                            (int64_t[]){H * (NOPE + R), NOPE + R, 1}, NOPE)
-                            : conf_add_arg(p, "q_pe", CONF_IN, x, 3, qp, CONF_L_CONTIG);
+        st = q->q_pe_view ? conf_add_view(p, "q_pe", CONF_IN, q->q_pe, 3, qp,
+                                          (int64_t[]){H * (NOPE + R), NOPE + R, 1}, NOPE)
+                          : conf_add_arg(p, "q_pe", CONF_IN, q->q_pe, 3, qp, q->q_pe_lay);
     if (st == MLA_OK)
-        st = conf_add_arg(p, "q_pos", CONF_IN, pos, 1, qps, CONF_L_CONTIG);
+        st = conf_add_arg(p, "q_pos", CONF_IN, q->q_pos, 1, qps, q->pos_lay);
     if (st == MLA_OK)
-        st = (fl & F_KVIEW) ? conf_add_view(p, "k_nope", CONF_IN, x, 2, kn, kv, 0)
-                            : conf_add_arg(p, "k_nope", CONF_IN, x, 2, kn, CONF_L_CONTIG);
+        st = q->kv_view ? conf_add_view(p, "k_nope", CONF_IN, q->k_nope, 2, kn, kv, 0)
+                        : conf_add_arg(p, "k_nope", CONF_IN, q->k_nope, 2, kn, q->k_nope_lay);
     if (st == MLA_OK)
-        st = (fl & F_KVIEW) ? conf_add_view(p, "k_pe", CONF_IN, x, 2, kp, kv, L)
-                            : conf_add_arg(p, "k_pe", CONF_IN, x, 2, kp, CONF_L_PAD);
+        st = q->kv_view ? conf_add_view(p, "k_pe", CONF_IN, q->k_pe, 2, kp, kv, L)
+                        : conf_add_arg(p, "k_pe", CONF_IN, q->k_pe, 2, kp, q->k_pe_lay);
     if (st == MLA_OK)
-        st = conf_add_arg(p, "k_pos", CONF_IN, pos, 1, kps, CONF_L_CONTIG);
+        st = conf_add_arg(p, "k_pos", CONF_IN, q->k_pos, 1, kps, q->pos_lay);
     if (st == MLA_OK)
-        st = conf_add_arg(p, "slots", CONF_IN, pos, 1, kps, CONF_L_CONTIG);
+        st = conf_add_arg(p, "slots", CONF_IN, q->slots, 1, kps, q->pos_lay);
     if (st == MLA_OK)
         st = conf_add_view(p, "cache", CONF_INOUT, MLA_DTYPE_U8, 2, cs, cst, 0);
     if (st == MLA_OK)
-        st = conf_add_arg(p, "q_cat", (fl & F_ALIAS) ? CONF_INOUT : CONF_OUT, c->v.out_dtype, 3,
-                          qc, (fl & F_ALIAS) ? CONF_L_CONTIG : CONF_L_PAD);
-    if (st == MLA_OK && (fl & F_KPE_OUT))
-        st = conf_add_arg(p, "k_pe_out", CONF_OUT, x, 2, kp, CONF_L_OFFSET);
+        st = conf_add_arg(p, "q_cat", q->q_nope_in_place ? CONF_INOUT : CONF_OUT, q->q_cat, 3, qc,
+                          q->q_cat_lay);
+    if (st == MLA_OK && q->k_pe_out != MLA_DTYPE_COUNT)
+        st = conf_add_arg(p, "k_pe_out", CONF_OUT, q->k_pe_out, 2, kp, q->k_pe_out_lay);
     return st;
 }
 
@@ -163,7 +215,8 @@ static mla_status setup(const conf_case *c, const conf_env *env, conf_problem *p
                         size_t errlen)
 {
     (void)env;
-    const int64_t T = c->ip[6], Tk = c->ip[7], L = dim_l(c), R = dim_r(c);
+    const conf_p_rope_cache *q = &c->p.rc;
+    const int64_t T = q->T, Tk = q->Tk, L = q->L, R = q->R;
     mla_status st = add_args(c, p);
     if (st != MLA_OK) {
         snprintf(err, errlen, "cannot lay out the case (%s)", mla_status_name(st));
@@ -179,14 +232,14 @@ static mla_status setup(const conf_case *c, const conf_env *env, conf_problem *p
         snprintf(err, errlen, "mla_rope_table_build: %s", mla_status_name(st));
         return st;
     }
-    conf_fill(p, IQN, c->dist, c->seed, L);
-    conf_fill(p, IQP, c->dist, c->seed ^ 1, R);
-    conf_fill(p, IKN, c->dist, c->seed ^ 2, L);
-    conf_fill(p, IKP, c->dist, c->seed ^ 3, R);
+    conf_fill(p, IQN, q->dist, c->seed, L);
+    conf_fill(p, IQP, q->dist, c->seed ^ 1, R);
+    conf_fill(p, IKN, q->dist, c->seed ^ 2, L);
+    conf_fill(p, IKP, q->dist, c->seed ^ 3, R);
     conf_fill(p, ICACHE, CONF_DIST_CODES, c->seed ^ 4, 0); /* old contents: random bytes */
     p->arg[ICACHE].bound.raw = 1;
-    if (c->ip[5] & F_ALIAS) /* q_nope's values already in q_cat */
-        conf_fill(p, IQCAT, c->dist, c->seed ^ 5, L + R);
+    if (q->q_nope_in_place) /* q_nope's values already in q_cat */
+        conf_fill(p, IQCAT, q->dist, c->seed ^ 5, L + R);
     /* key positions: a prefill's (the query tokens are the first keys), then
      * tokens without a query, anywhere in the table */
     for (int64_t j = 0; j < Tk; ++j) {
@@ -197,25 +250,34 @@ static mla_status setup(const conf_case *c, const conf_env *env, conf_problem *p
         if (j < T)
             conf_set_value(p, IQPOS, j, (double)pos);
     }
-    conf_fill_slots(p, ISLOTS, c->ip[3] * c->ip[2], c->seed ^ 6, 1);
+    conf_fill_slots(p, ISLOTS, q->blocks * q->block_size, c->seed ^ 6, 1);
     return MLA_OK;
 }
 
 static mla_status exec(mla_context *ctx, const conf_case *c, mla_tensor *t)
 {
+    const conf_p_rope_cache *q = &c->p.rc;
     mla_cache_desc d = desc_of(c);
     mla_tensor q_nope = t[IQN];
-    if (c->ip[5] & F_ALIAS) { /* the same elements as q_cat's first L dims */
+    if (q->q_nope_in_place) { /* the same elements as q_cat's first L dims */
         q_nope = t[IQCAT];
+        q_nope.dtype = q->q_nope;
         q_nope.shape[2] = d.kv_lora;
     }
-    mla_rope_cache_args a = {&t[ICOS],  &t[ISIN],   (mla_rope_style)c->ip[4],
-                             &q_nope,   &t[IQP],    &t[IQPOS],
-                             &t[IKN],   &t[IKP],    &t[IKPOS],
-                             &t[ISLOTS], &d,        &t[ICACHE],
-                             &t[IQCAT], (float)c->fp[1], (c->ip[5] & F_KPE_OUT) ? &t[IKPO] : NULL};
+    mla_rope_cache_args a = {&t[ICOS],   &t[ISIN],        (mla_rope_style)q->style,
+                             &q_nope,    &t[IQP],         &t[IQPOS],
+                             &t[IKN],    &t[IKP],         &t[IKPOS],
+                             &t[ISLOTS], &d,              &t[ICACHE],
+                             &t[IQCAT],  (float)q->q_scale,
+                             q->k_pe_out != MLA_DTYPE_COUNT ? &t[IKPO] : NULL};
     return mla_fused_rope_concat_cache(ctx, &a);
 }
 
-const conf_suite conf_suite_rope_cache = {"rope_cache", MLA_OP_ROPE_CACHE, build, setup, exec,
-                                          NULL};
+const conf_suite conf_suite_rope_cache = {.name = "rope_cache",
+                                          .op = MLA_OP_ROPE_CACHE,
+                                          .build = build,
+                                          .setup = setup,
+                                          .exec = exec,
+                                          .label = label,
+                                          .fields = fields,
+                                          .nfields = CONF_NFIELDS(fields)};
