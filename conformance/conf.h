@@ -179,7 +179,9 @@ struct conf_suite {
 };
 
 /* Case lists: build functions push into (cases, cap), counting past cap
- * (cases NULL = count only). conf_push sets the label and the seed. */
+ * (cases NULL = count only). conf_push sets the label and the seed, a hash
+ * of the case's parameters (conf_case_seed): a case's data never depends on
+ * the cases listed before it. */
 typedef struct conf_builder {
     conf_case *cases;
     int cap, n;
@@ -191,6 +193,8 @@ void conf_push(conf_builder *b, conf_case *c);
 /* "rope_cache layout=shuffled dtype=fp8_e4m3fn ... seed=0x..." (+ " golden=N"):
  * every parameter of the case by name, enough to rebuild it (conf_parse). */
 void conf_describe(const conf_suite *s, const conf_case *c, char *buf, size_t len);
+/* The seed of a case: a hash of its suite, parameters and golden index. */
+uint64_t conf_case_seed(const conf_suite *s, const conf_case *c);
 /* The case a description names: *suite among suites, *c with every
  * parameter, the seed and the label. MLA_ERR_INVALID_ARGUMENT with err
  * filled when a suite, parameter or value is unknown or one is missing. */

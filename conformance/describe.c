@@ -74,7 +74,8 @@ static void value_str(const conf_case *c, const conf_field *f, char *buf, size_t
     }
 }
 
-void conf_describe(const conf_suite *s, const conf_case *c, char *buf, size_t len)
+/* The suite, every parameter and the golden index: all but the seed. */
+static size_t describe_params(const conf_suite *s, const conf_case *c, char *buf, size_t len)
 {
     size_t n = (size_t)snprintf(buf, len, "%s", s->name);
     for (int i = 0; i < s->nfields && n < len; ++i) {
@@ -84,8 +85,24 @@ void conf_describe(const conf_suite *s, const conf_case *c, char *buf, size_t le
     }
     if (c->golden >= 0 && n < len)
         n += (size_t)snprintf(buf + n, len - n, " golden=%d", c->golden);
+    return n < len ? n : len;
+}
+
+void conf_describe(const conf_suite *s, const conf_case *c, char *buf, size_t len)
+{
+    size_t n = describe_params(s, c, buf, len);
     if (n < len)
         snprintf(buf + n, len - n, " seed=0x%llx", (unsigned long long)c->seed);
+}
+
+uint64_t conf_case_seed(const conf_suite *s, const conf_case *c)
+{
+    char buf[1024];
+    const size_t n = describe_params(s, c, buf, sizeof buf);
+    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
+    for (size_t i = 0; i < n; ++i)
+        h = (h ^ (unsigned char)buf[i]) * 0x100000001b3ull;
+    return conf_mix64(h);
 }
 
 /* ------------------------------------------------------------ parsing */

@@ -234,7 +234,7 @@ mla_status conf_golden_input(conf_problem *p, int i, const conf_env *env, const 
 void conf_push(conf_builder *b, conf_case *c)
 {
     c->suite = b->suite;
-    c->seed = conf_mix64(((uint64_t)b->suite->op << 32) ^ (uint64_t)b->n ^ 0x6D6C61u);
+    c->seed = conf_case_seed(b->suite, c);
     b->suite->label(c);
     const size_t n = strlen(c->label);
     if (c->note)
