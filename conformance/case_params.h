@@ -119,7 +119,7 @@ typedef struct conf_p_rope_cache {
     int32_t kv_view;         /* k_nope, k_pe inside kv [Tk, L + R] */
     unsigned q_nope_lay, q_pe_lay, k_nope_lay, k_pe_lay, q_cat_lay, k_pe_out_lay;
     unsigned cache_lay;      /* CONF_L_PAD: a padded block stride */
-    unsigned pos_lay;        /* q_pos, k_pos and slots */
+    unsigned q_pos_lay, k_pos_lay, slots_lay;
     int32_t dist;
 } conf_p_rope_cache;
 

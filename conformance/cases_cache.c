@@ -11,7 +11,7 @@
  */
 #include <string.h>
 
-#include "conformance/conf.h"
+#include "conformance/cover.h"
 
 #define BLOCK_PAD 64 /* bytes between blocks of a padded cache */
 
@@ -117,6 +117,130 @@ static void make(conf_case *c, int k, int64_t bs, int n, int64_t L, int64_t R)
         (dt == MLA_DTYPE_BF16 && n % 2) ? CONF_DIST_ACT_SPECIALS : CONF_DIST_ACT};
 }
 
+/* ------------------------------------------------------------ axes */
+
+static const char *const layout_names[] = {"normal", "shuffled", "fp8_scaled"};
+static const char *const block_names[] = {"<16", "16..63", ">=64"};
+
+#define CACHE_LAYOUTS MLA_CACHE_NORMAL, MLA_CACHE_SHUFFLED, MLA_CACHE_FP8_SCALED
+#define CACHE_DTYPES MLA_DTYPE_BF16, CONF_FP8S
+
+/* The cache's own rules: FP8_SCALED stores fp8, SHUFFLED 16-token tiles. */
+int conf_cache_legal(const conf_point *p, int layout, int dtype, int block)
+{
+    return CONF_RULE(p, layout, dtype,
+                     CONF_VAL(p, layout) != MLA_CACHE_FP8_SCALED ||
+                         CONF_VAL(p, dtype) != MLA_DTYPE_BF16) &&
+           CONF_RULE(p, layout, block,
+                     CONF_VAL(p, layout) != MLA_CACHE_SHUFFLED || CONF_VAL(p, block) >= 16);
+}
+
+enum { W_LAYOUT, W_DTYPE, W_BLOCK, W_KN, W_KP, W_SLOTS, W_CACHEV, W_KNV, W_KPV, W_SLOTSV };
+
+static const conf_axis write_axes[] = {
+    CONF_AX_FL("cache.layout", layout, layout_names, CACHE_LAYOUTS),
+    CONF_AX_FL("cache.dtype", in_dtype, NULL, CACHE_DTYPES),
+    CONF_AX_CL("block_size", group, 1, block_names, 1, 16, 64),
+    CONF_AX_DT("k_nope.dtype", 1, CONF_FLOATS),
+    CONF_AX_DT("k_pe.dtype", 2, CONF_FLOATS),
+    CONF_AX_DT("slots.dtype", 3, CONF_INDEX),
+    CONF_AX_VW("cache.view", 0, MLA_ARG_DENSE, MLA_ARG_ROWS),
+    CONF_AX_VW("k_nope.view", 1, CONF_VIEWS),
+    CONF_AX_VW("k_pe.view", 2, CONF_VIEWS),
+    CONF_AX_VW("slots.view", 3, CONF_VIEWS_1D),
+};
+
+static int write_legal(const conf_point *p)
+{
+    return conf_cache_legal(p, W_LAYOUT, W_DTYPE, W_BLOCK);
+}
+
+static void cache_derive(mla_variant *v) { v->out_dtype = v->op == MLA_OP_CACHE_WRITE ? v->in_dtype : v->arg_dtype[3]; }
+
+const conf_op_axes conf_axes_cache_write = {
+    .op = MLA_OP_CACHE_WRITE,
+    .axes = write_axes,
+    .naxes = (int)(sizeof write_axes / sizeof write_axes[0]),
+    .base = {.rows = 24, .cols = 144, .nargs = 4, .arg_dtype = {MLA_DTYPE_U8}},
+    .derive = cache_derive,
+    .legal = write_legal,
+    .full = 1u << W_LAYOUT | 1u << W_DTYPE | 1u << W_BLOCK};
+
+static int64_t block_of(int64_t cls, int k) { return cls >= 64 ? 64 : cls >= 16 ? 16 : k % 2 ? 5 : 1; }
+
+static const unsigned view_lays[] = {CONF_L_CONTIG, CONF_L_PAD};
+
+/* 12 tokens of L 128, R 16 over 3 blocks of 16, 64 or 5, or 40 of 1 */
+static void design_cache(conf_p_cache *q, const conf_point *pt, int k, int ilayout, int idtype,
+                         int iblock, int icachev)
+{
+    const mla_cache_layout layout = (mla_cache_layout)CONF_VAL(pt, ilayout);
+    const mla_dtype dt = (mla_dtype)CONF_VAL(pt, idtype);
+    const int64_t bs = block_of(CONF_VAL(pt, iblock), k);
+    const int scaled = layout != MLA_CACHE_FP8_SCALED && is_fp8(dt);
+    memset(q, 0, sizeof *q);
+    q->layout = layout;
+    q->dtype = dt;
+    q->block_size = bs;
+    q->blocks = bs == 1 ? 40 : bs == 5 ? 8 : 3;
+    q->L = 128;
+    q->R = 16;
+    q->k_scale = scaled && k % 2 ? 0.37 : 1.0;
+    q->T = 12;
+    q->cache_lay = view_lays[CONF_VAL(pt, icachev) == MLA_ARG_ROWS];
+    q->dist = k % 4 == 3 && dt == MLA_DTYPE_BF16 ? CONF_DIST_ACT_SPECIALS : CONF_DIST_ACT;
+}
+
+static void design_write(const conf_point *pt, int k, conf_case *c)
+{
+    conf_p_cache *q = &c->p.cache;
+    design_cache(q, pt, k, W_LAYOUT, W_DTYPE, W_BLOCK, W_CACHEV);
+    q->k_nope = (mla_dtype)CONF_VAL(pt, W_KN);
+    q->k_pe = (mla_dtype)CONF_VAL(pt, W_KP);
+    q->slots = (mla_dtype)CONF_VAL(pt, W_SLOTS);
+    q->k_nope_lay = conf_lay_of_view(CONF_VAL(pt, W_KNV), 2, k);
+    q->k_pe_lay = conf_lay_of_view(CONF_VAL(pt, W_KPV), 2, k + 1);
+    q->slots_lay = conf_lay_of_view(CONF_VAL(pt, W_SLOTSV), 1, k);
+    c->note = " (pairwise)";
+}
+
+enum { G_LAYOUT, G_DTYPE, G_BLOCK, G_OUT, G_CACHEV, G_OUTV };
+
+static const conf_axis gather_axes[] = {
+    CONF_AX_FL("cache.layout", layout, layout_names, CACHE_LAYOUTS),
+    CONF_AX_FL("cache.dtype", in_dtype, NULL, CACHE_DTYPES),
+    CONF_AX_CL("block_size", group, 1, block_names, 1, 16, 64),
+    CONF_AX_DT("out.dtype", 3, MLA_DTYPE_F32, MLA_DTYPE_BF16),
+    CONF_AX_VW("cache.view", 0, MLA_ARG_DENSE, MLA_ARG_ROWS),
+    CONF_AX_VW("out.view", 3, CONF_VIEWS),
+};
+
+static int gather_legal(const conf_point *p)
+{
+    return conf_cache_legal(p, G_LAYOUT, G_DTYPE, G_BLOCK);
+}
+
+const conf_op_axes conf_axes_cache_gather = {
+    .op = MLA_OP_CACHE_GATHER,
+    .axes = gather_axes,
+    .naxes = (int)(sizeof gather_axes / sizeof gather_axes[0]),
+    .base = {.rows = 24,
+             .cols = 144,
+             .nargs = 4,
+             .arg_dtype = {MLA_DTYPE_U8, MLA_DTYPE_I32, MLA_DTYPE_I32}},
+    .derive = cache_derive,
+    .legal = gather_legal,
+    .full = 1u << G_LAYOUT | 1u << G_DTYPE | 1u << G_BLOCK | 1u << G_OUT};
+
+static void design_gather(const conf_point *pt, int k, conf_case *c)
+{
+    conf_p_cache *q = &c->p.cache;
+    design_cache(q, pt, k, G_LAYOUT, G_DTYPE, G_BLOCK, G_CACHEV);
+    q->out = (mla_dtype)CONF_VAL(pt, G_OUT);
+    q->out_lay = conf_lay_of_view(CONF_VAL(pt, G_OUTV), 2, k);
+    c->note = " (pairwise)";
+}
+
 static int build_cases(conf_case *cases, int cap, const conf_suite *s)
 {
     conf_builder b = {.cases = cases, .cap = cap, .suite = s};
@@ -138,6 +262,10 @@ static int build_cases(conf_case *cases, int cap, const conf_suite *s)
             c.p.cache.out = MLA_DTYPE_BF16;
         conf_push(&b, &c);
     }
+    if (gather)
+        conf_push_design(&b, &conf_axes_cache_gather, design_gather);
+    else
+        conf_push_design(&b, &conf_axes_cache_write, design_write);
     return b.n;
 }
 

@@ -3,7 +3,7 @@
  * views; plus the golden encodes and all-code decodes. Bit-exact. */
 #include <string.h>
 
-#include "conformance/conf.h"
+#include "conformance/cover.h"
 
 /* Golden cases. in == NULL: the input is every code of the source, in order. */
 typedef struct golden_convert {
@@ -53,6 +53,63 @@ static void label(conf_case *c)
              p->in_place ? " in place" : "");
 }
 
+/* ------------------------------------------------------------ axes */
+
+enum { A_X, A_Y, A_MODE, A_XV, A_YV };
+
+static const conf_axis axes[] = {
+    CONF_AX_DT("x.dtype", 0, CONF_FLOATS, CONF_FP8S, MLA_DTYPE_E8M0, MLA_DTYPE_FP4X2),
+    CONF_AX_DT("y.dtype", 1, CONF_FLOATS, CONF_FP8S, MLA_DTYPE_FP4X2),
+    CONF_AX_FL("mode", rule, NULL, MLA_SATURATE, MLA_NON_SATURATE),
+    CONF_AX_VW("x.view", 0, CONF_VIEWS),
+    CONF_AX_VW("y.view", 1, CONF_VIEWS, MLA_ARG_IN_PLACE),
+};
+
+/* y in place over x: the same elements, so the same element size, not fp4 */
+static int legal(const conf_point *p)
+{
+    const int64_t x = CONF_VAL(p, A_X), y = CONF_VAL(p, A_Y);
+    const int in_place = CONF_HAS(p, A_YV) && CONF_VAL(p, A_YV) == MLA_ARG_IN_PLACE;
+    return !in_place ||
+           ((!CONF_HAS(p, A_X) || x != MLA_DTYPE_FP4X2) && (!CONF_HAS(p, A_Y) || y != MLA_DTYPE_FP4X2) &&
+            CONF_RULE(p, A_X, A_Y, mla_dtype_size((mla_dtype)x) == mla_dtype_size((mla_dtype)y)));
+}
+
+static void derive(mla_variant *v)
+{
+    v->in_dtype = v->arg_dtype[0];
+    v->out_dtype = v->arg_dtype[1];
+}
+
+const conf_op_axes conf_axes_convert = {.op = MLA_OP_CONVERT,
+                                        .axes = axes,
+                                        .naxes = (int)(sizeof axes / sizeof axes[0]),
+                                        .base = {.nargs = 2, .rows = 60, .cols = 12},
+                                        .derive = derive,
+                                        .legal = legal,
+                                        .full = 1u << A_X | 1u << A_Y | 1u << A_MODE};
+
+static int is_float(mla_dtype d)
+{
+    return d == MLA_DTYPE_F32 || d == MLA_DTYPE_F16 || d == MLA_DTYPE_BF16;
+}
+
+/* [5, 12] values (x's dims transposed or stepped as its view says) */
+static void design(const conf_point *pt, int k, conf_case *c)
+{
+    const mla_dtype x = (mla_dtype)CONF_VAL(pt, A_X);
+    const int in_place = CONF_VAL(pt, A_YV) == MLA_ARG_IN_PLACE;
+    c->p.convert = (conf_p_convert){x,
+                                    (mla_dtype)CONF_VAL(pt, A_Y),
+                                    (int32_t)CONF_VAL(pt, A_MODE),
+                                    {2, {5, 12}},
+                                    conf_lay_of_view(CONF_VAL(pt, A_XV), 2, k),
+                                    in_place ? 0 : conf_lay_of_view(CONF_VAL(pt, A_YV), 2, k + 1),
+                                    in_place,
+                                    is_float(x) ? CONF_DIST_EDGE : CONF_DIST_CODES};
+    c->note = " (pairwise)";
+}
+
 /* Value shapes (the unpacked side) and layouts of x and y. */
 static const struct {
     conf_shape shape;
@@ -99,6 +156,7 @@ static int build(conf_case *cases, int cap)
                                                                          : CONF_DIST_EDGE};
                     conf_push(&b, &c);
                 }
+    conf_push_design(&b, &conf_axes_convert, design);
     return b.n;
 }
 

@@ -5,7 +5,7 @@
  * rule DIV = the vectors' "plain", UE8M0 = "ue8m0"). Bit-exact. */
 #include <string.h>
 
-#include "conformance/conf.h"
+#include "conformance/cover.h"
 
 static const mla_dtype floats[] = {MLA_DTYPE_F32, MLA_DTYPE_BF16, MLA_DTYPE_F16};
 static const mla_dtype fp8s[] = {MLA_DTYPE_FP8_E4M3FN, MLA_DTYPE_FP8_E4M3FNUZ};
@@ -97,6 +97,97 @@ static void set_layouts(conf_case *c, int k)
     c->p.fp8g.scales_lay = shapes[k].ls;
 }
 
+/* ------------------------------------------------------------ axes */
+
+static const char *const rule_names[] = {"aiter", "ue8m0", "div"};
+static const char *const group_names[] = {"<128", ">=128"};
+
+/* Design: [6, 256] values, groups of 32 or 128, every tensor laid out as
+ * its view says. */
+static void design_params(conf_case *c, const conf_point *pt, int k, int ix, int ifp8, int igroup,
+                          int ixv, int icv, int isv)
+{
+    const int64_t group = CONF_VAL(pt, igroup) >= 128 ? 128 : 32;
+    init_case(c, (mla_dtype)CONF_VAL(pt, ix), (mla_dtype)CONF_VAL(pt, ifp8), 0, 6, 256, group, -1);
+    c->p.fp8g.x_lay = conf_lay_of_view(CONF_VAL(pt, ixv), 2, k);
+    c->p.fp8g.codes_lay = conf_lay_of_view(CONF_VAL(pt, icv), 2, k + 1);
+    c->p.fp8g.scales_lay = conf_lay_of_view(CONF_VAL(pt, isv), 2, k + 2);
+    c->note = " (pairwise)";
+}
+
+enum { Q_X, Q_FP8, Q_RULE, Q_GROUP, Q_XV, Q_CODESV, Q_SCALESV };
+
+static const conf_axis quant_axes[] = {
+    CONF_AX_DT("x.dtype", 0, CONF_FLOATS),
+    CONF_AX_DT("codes.dtype", 1, CONF_FP8S),
+    CONF_AX_FL("rule", rule, rule_names, MLA_FP8_SCALE_AITER, MLA_FP8_SCALE_UE8M0,
+               MLA_FP8_SCALE_DIV),
+    CONF_AX_CL("group", group, 1, group_names, 1, 128),
+    CONF_AX_VW("x.view", 0, CONF_VIEWS),
+    CONF_AX_VW("codes.view", 1, CONF_VIEWS),
+    CONF_AX_VW("scales.view", 2, CONF_VIEWS),
+};
+
+static int any_legal(const conf_point *p)
+{
+    (void)p;
+    return 1;
+}
+
+static void quant_derive(mla_variant *v)
+{
+    v->in_dtype = v->arg_dtype[0];
+    v->out_dtype = v->arg_dtype[1];
+}
+
+const conf_op_axes conf_axes_fp8_group_quant = {
+    .op = MLA_OP_FP8_GROUP_QUANT,
+    .axes = quant_axes,
+    .naxes = (int)(sizeof quant_axes / sizeof quant_axes[0]),
+    .base = {.rows = 6, .cols = 256, .nargs = 3, .arg_dtype = {[2] = MLA_DTYPE_F32}},
+    .derive = quant_derive,
+    .legal = any_legal,
+    .full = 1u << Q_X | 1u << Q_FP8 | 1u << Q_RULE | 1u << Q_GROUP};
+
+static void design_quant(const conf_point *pt, int k, conf_case *c)
+{
+    design_params(c, pt, k, Q_X, Q_FP8, Q_GROUP, Q_XV, Q_CODESV, Q_SCALESV);
+    c->p.fp8g.rule = (int32_t)CONF_VAL(pt, Q_RULE);
+    c->p.fp8g.dist = k % 5 == 4 ? CONF_DIST_SPECIALS : CONF_DIST_BLOCKS;
+}
+
+enum { D_FP8, D_Y, D_GROUP, D_CODESV, D_SCALESV, D_YV };
+
+static const conf_axis dequant_axes[] = {
+    CONF_AX_DT("codes.dtype", 0, CONF_FP8S),
+    CONF_AX_DT("y.dtype", 2, CONF_FLOATS),
+    CONF_AX_CL("group", group, 1, group_names, 1, 128),
+    CONF_AX_VW("codes.view", 0, CONF_VIEWS),
+    CONF_AX_VW("scales.view", 1, CONF_VIEWS),
+    CONF_AX_VW("y.view", 2, CONF_VIEWS),
+};
+
+static void dequant_derive(mla_variant *v)
+{
+    v->in_dtype = v->arg_dtype[0];
+    v->out_dtype = v->arg_dtype[2];
+}
+
+const conf_op_axes conf_axes_fp8_group_dequant = {
+    .op = MLA_OP_FP8_GROUP_DEQUANT,
+    .axes = dequant_axes,
+    .naxes = (int)(sizeof dequant_axes / sizeof dequant_axes[0]),
+    .base = {.rows = 6, .cols = 256, .nargs = 3, .arg_dtype = {[1] = MLA_DTYPE_F32}},
+    .derive = dequant_derive,
+    .legal = any_legal,
+    .full = 1u << D_FP8 | 1u << D_Y | 1u << D_GROUP};
+
+static void design_dequant(const conf_point *pt, int k, conf_case *c)
+{
+    design_params(c, pt, k, D_Y, D_FP8, D_GROUP, D_YV, D_CODESV, D_SCALESV);
+    c->p.fp8g.dist = k % 5 == 4 ? CONF_DIST_SCALES_SPECIALS : CONF_DIST_SCALES;
+}
+
 /* ------------------------------------------------------------- quant */
 
 static void label_quant(conf_case *c)
@@ -133,6 +224,7 @@ static int build_quant(conf_case *cases, int cap)
                         c.p.fp8g.dist = shapes[k].specials ? CONF_DIST_SPECIALS : CONF_DIST_BLOCKS;
                         conf_push(&b, &c);
                     }
+    conf_push_design(&b, &conf_axes_fp8_group_quant, design_quant);
     return b.n;
 }
 
@@ -213,6 +305,7 @@ static int build_dequant(conf_case *cases, int cap)
                         shapes[k].specials ? CONF_DIST_SCALES_SPECIALS : CONF_DIST_SCALES;
                     conf_push(&b, &c);
                 }
+    conf_push_design(&b, &conf_axes_fp8_group_dequant, design_dequant);
     return b.n;
 }
 

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "conformance/conf.h"
+#include "conformance/cover.h"
 
 #define BLOCK 128 /* fp8 checkpoint block scales */
 #define NOPE 32   /* test-tiny's head dims, for the absorb views */
@@ -73,6 +73,122 @@ static const mla_dtype xy[][2] = {{MLA_DTYPE_BF16, MLA_DTYPE_BF16},
                                   {MLA_DTYPE_BF16, MLA_DTYPE_F32},
                                   {MLA_DTYPE_F32, MLA_DTYPE_BF16}};
 
+/* ------------------------------------------------------------ axes */
+
+#define GEMM_X MLA_DTYPE_F32, MLA_DTYPE_BF16
+#define GEMM_W MLA_DTYPE_BF16, CONF_FP8S
+
+static const char *const rows_names[] = {"T<=16", "T>16"};
+
+enum { L_X, L_W, L_Y, L_S, L_T, L_XV, L_WV, L_YV, L_SV };
+
+static const conf_axis linear_axes[] = {
+    CONF_AX_DT("x.dtype", 0, GEMM_X),
+    CONF_AX_DT("w.dtype", 1, GEMM_W),
+    CONF_AX_DT("y.dtype", 3, GEMM_X),
+    CONF_AX_DT("w_scale.dtype", 2, MLA_DTYPE_COUNT, MLA_DTYPE_F32),
+    /* HIP: up to 16 tokens one tile kernel, more the matrix-unit tiles */
+    CONF_AX_CL("tokens", rows, 1, rows_names, 0, 17),
+    CONF_AX_VW("x.view", 0, CONF_VIEWS),
+    CONF_AX_VW("w.view", 1, CONF_VIEWS),
+    CONF_AX_VW("y.view", 3, CONF_VIEWS),
+    CONF_AX_VW("w_scale.view", 2, CONF_VIEWS, MLA_ARG_ABSENT),
+};
+
+/* fp8 weights come with block scales, bf16 ones without */
+static int linear_legal(const conf_point *p)
+{
+    return CONF_RULE(p, L_W, L_S, (CONF_VAL(p, L_W) == MLA_DTYPE_BF16) ==
+                                      (CONF_VAL(p, L_S) == MLA_DTYPE_COUNT)) &&
+           CONF_RULE(p, L_S, L_SV, (CONF_VAL(p, L_S) == MLA_DTYPE_COUNT) ==
+                                       (CONF_VAL(p, L_SV) == MLA_ARG_ABSENT));
+}
+
+static void linear_derive(mla_variant *v)
+{
+    v->in_dtype = v->arg_dtype[1];
+    v->out_dtype = v->arg_dtype[3];
+}
+
+const conf_op_axes conf_axes_linear = {
+    .op = MLA_OP_LINEAR,
+    .axes = linear_axes,
+    .naxes = (int)(sizeof linear_axes / sizeof linear_axes[0]),
+    .base = {.group = 192, .cols = 256, .nargs = 4},
+    .derive = linear_derive,
+    .legal = linear_legal,
+    .full = 1u << L_X | 1u << L_W | 1u << L_Y};
+
+/* T 3 or 20 tokens, K 300 and N 130 (block scales over partial blocks) */
+static void linear_design(const conf_point *pt, int k, conf_case *c)
+{
+    const int64_t sv = CONF_VAL(pt, L_SV);
+    c->p.gemm = (conf_p_gemm){(mla_dtype)CONF_VAL(pt, L_X),
+                              (mla_dtype)CONF_VAL(pt, L_W),
+                              (mla_dtype)CONF_VAL(pt, L_Y),
+                              1,
+                              CONF_VAL(pt, L_T) ? 20 : 3,
+                              300,
+                              130,
+                              conf_lay_of_view(CONF_VAL(pt, L_XV), 2, k),
+                              conf_lay_of_view(CONF_VAL(pt, L_WV), 2, k + 1),
+                              conf_lay_of_view(CONF_VAL(pt, L_YV), 2, k + 2),
+                              sv == MLA_ARG_ABSENT ? 0 : conf_lay_of_view(sv, 2, k),
+                              0,
+                              1.0,
+                              CONF_DIST_ACT};
+    c->note = " (pairwise)";
+}
+
+enum { B_X, B_W, B_Y, B_XV, B_WV, B_YV };
+
+static const conf_axis batched_axes[] = {
+    CONF_AX_DT("x.dtype", 0, GEMM_X),   CONF_AX_DT("w.dtype", 1, GEMM_W),
+    CONF_AX_DT("y.dtype", 2, GEMM_X),   CONF_AX_VW("x.view", 0, CONF_VIEWS),
+    CONF_AX_VW("w.view", 1, CONF_VIEWS), CONF_AX_VW("y.view", 2, CONF_VIEWS),
+};
+
+static int any_legal(const conf_point *p)
+{
+    (void)p;
+    return 1;
+}
+
+static void batched_derive(mla_variant *v)
+{
+    v->in_dtype = v->arg_dtype[1];
+    v->out_dtype = v->arg_dtype[2];
+}
+
+const conf_op_axes conf_axes_batched_gemm = {
+    .op = MLA_OP_BATCHED_GEMM,
+    .axes = batched_axes,
+    .naxes = (int)(sizeof batched_axes / sizeof batched_axes[0]),
+    .base = {.group = 48, .rows = 4, .cols = 64, .nargs = 3},
+    .derive = batched_derive,
+    .legal = any_legal,
+    .full = 1u << B_X | 1u << B_W | 1u << B_Y};
+
+/* [3, 4, 64] @ [3, 64, 40] */
+static void batched_design(const conf_point *pt, int k, conf_case *c)
+{
+    c->p.gemm = (conf_p_gemm){(mla_dtype)CONF_VAL(pt, B_X),
+                              (mla_dtype)CONF_VAL(pt, B_W),
+                              (mla_dtype)CONF_VAL(pt, B_Y),
+                              3,
+                              4,
+                              64,
+                              40,
+                              conf_lay_of_view(CONF_VAL(pt, B_XV), 3, k),
+                              conf_lay_of_view(CONF_VAL(pt, B_WV), 3, k + 1),
+                              conf_lay_of_view(CONF_VAL(pt, B_YV), 3, k + 2),
+                              0,
+                              0,
+                              CONF_VAL(pt, B_W) == MLA_DTYPE_BF16 ? 1.0 : 0.0173,
+                              CONF_DIST_ACT};
+    c->note = " (pairwise)";
+}
+
 static int build_linear(conf_case *cases, int cap)
 {
     conf_builder b = {.cases = cases, .cap = cap, .suite = &conf_suite_linear};
@@ -93,6 +209,7 @@ static int build_linear(conf_case *cases, int cap)
     add(&b, bf16, fp8, bf16, 1, 40, 1000, 200, C, C, C, 0, 1.0,
         " T=40, N, K % 128 != 0");
     add(&b, bf16, bf16, f32, 1, 130, 600, 136, C, C, P, 0, 1.0, " T=130");
+    conf_push_design(&b, &conf_axes_linear, linear_design);
     return b.n;
 }
 
@@ -114,6 +231,7 @@ static int build_batched(conf_case *cases, int cap)
     add(&b, bf16, bf16, bf16, 4, 3, 128, VDIM, C, C, C, 2, 1.0,
         " W_vc, y [T,H,v]");
     add(&b, bf16, bf16, bf16, 2, 0, 64, 16, C, C, C, 0, 1.0, " M=0");
+    conf_push_design(&b, &conf_axes_batched_gemm, batched_design);
     return b.n;
 }
 

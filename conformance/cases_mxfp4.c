@@ -4,7 +4,7 @@
  * transposed views; plus the golden vectors (row-major scales). Bit-exact. */
 #include <string.h>
 
-#include "conformance/conf.h"
+#include "conformance/cover.h"
 
 #define BLOCK 32
 
@@ -106,6 +106,117 @@ static void init_case(conf_case *c, int golden)
     c->golden = golden;
 }
 
+/* ------------------------------------------------------------ axes */
+
+static const char *const layout_names[] = {"row_major", "transposed", "preshuffled"};
+static const char *const rule_names[] = {"production", "ocp"};
+
+/* The scales' view a layout allows: row-major [M, N] (unit last stride)
+ * dense or padded, transposed [M, N] strided, pre-shuffled bytes dense. */
+static int scales_view_ok(int64_t layout, int64_t view)
+{
+    if (layout == MLA_SCALE_ROW_MAJOR)
+        return view == MLA_ARG_DENSE || view == MLA_ARG_ROWS;
+    return view == (layout == MLA_SCALE_TRANSPOSED ? MLA_ARG_STRIDED : MLA_ARG_DENSE);
+}
+
+/* Design: M = 7 rows (pre-shuffled: one 256-row tile), K = 64 (two scale
+ * columns); the float side, codes and scales laid out as their views say. */
+static conf_p_mxfp4 design_params(const conf_point *pt, int k, int ix, int ic, int is, int il,
+                                  int ixv, int icv, int isv)
+{
+    const int64_t layout = CONF_VAL(pt, il);
+    unsigned sl = conf_lay_of_view(CONF_VAL(pt, isv), 2, k);
+    if (layout != MLA_SCALE_ROW_MAJOR)
+        sl &= CONF_L_OFFSET | CONF_L_PAD;
+    return (conf_p_mxfp4){(mla_dtype)CONF_VAL(pt, ix),
+                          (mla_dtype)CONF_VAL(pt, ic),
+                          (mla_dtype)CONF_VAL(pt, is),
+                          (int32_t)layout,
+                          0,
+                          7,
+                          64,
+                          conf_lay_of_view(CONF_VAL(pt, ixv), 2, k),
+                          conf_lay_of_view(CONF_VAL(pt, icv), 2, k + 1),
+                          sl,
+                          k % 5 == 4 ? CONF_DIST_SPECIALS : CONF_DIST_BLOCKS};
+}
+
+enum { Q_X, Q_CODES, Q_SCALES, Q_LAYOUT, Q_RULE, Q_XV, Q_CODESV, Q_SCALESV };
+
+static const conf_axis quant_axes[] = {
+    CONF_AX_DT("x.dtype", 0, CONF_FLOATS),
+    CONF_AX_DT("codes.dtype", 1, MLA_DTYPE_FP4X2, MLA_DTYPE_U8),
+    CONF_AX_DT("scales.dtype", 2, MLA_DTYPE_E8M0, MLA_DTYPE_U8),
+    CONF_AX_FL("layout", layout, layout_names, MLA_SCALE_ROW_MAJOR, MLA_SCALE_TRANSPOSED,
+               MLA_SCALE_PRESHUFFLED_GFX950),
+    CONF_AX_FL("rule", rule, rule_names, MLA_MXFP4_PRODUCTION, MLA_MXFP4_OCP),
+    CONF_AX_VW("x.view", 0, CONF_VIEWS),
+    CONF_AX_VW("codes.view", 1, CONF_VIEWS),
+    CONF_AX_VW("scales.view", 2, CONF_VIEWS),
+};
+
+static int quant_legal(const conf_point *p)
+{
+    return CONF_RULE(p, Q_LAYOUT, Q_SCALESV,
+                     scales_view_ok(CONF_VAL(p, Q_LAYOUT), CONF_VAL(p, Q_SCALESV)));
+}
+
+static void quant_derive(mla_variant *v) { v->in_dtype = v->arg_dtype[0]; }
+
+const conf_op_axes conf_axes_mxfp4_quant = {
+    .op = MLA_OP_MXFP4_QUANT,
+    .axes = quant_axes,
+    .naxes = (int)(sizeof quant_axes / sizeof quant_axes[0]),
+    .base = {.out_dtype = MLA_DTYPE_FP4X2, .group = BLOCK, .rows = 7, .cols = 64, .nargs = 3},
+    .derive = quant_derive,
+    .legal = quant_legal,
+    .full = 1u << Q_X | 1u << Q_LAYOUT | 1u << Q_RULE};
+
+static void design_quant(const conf_point *pt, int k, conf_case *c)
+{
+    c->p.mxfp4 = design_params(pt, k, Q_X, Q_CODES, Q_SCALES, Q_LAYOUT, Q_XV, Q_CODESV, Q_SCALESV);
+    c->p.mxfp4.rule = (int32_t)CONF_VAL(pt, Q_RULE);
+    c->note = " (pairwise)";
+}
+
+enum { D_CODES, D_SCALES, D_Y, D_LAYOUT, D_CODESV, D_SCALESV, D_YV };
+
+static const conf_axis dequant_axes[] = {
+    CONF_AX_DT("codes.dtype", 0, MLA_DTYPE_FP4X2, MLA_DTYPE_U8),
+    CONF_AX_DT("scales.dtype", 1, MLA_DTYPE_E8M0, MLA_DTYPE_U8),
+    CONF_AX_DT("y.dtype", 2, CONF_FLOATS),
+    CONF_AX_FL("layout", layout, layout_names, MLA_SCALE_ROW_MAJOR, MLA_SCALE_TRANSPOSED,
+               MLA_SCALE_PRESHUFFLED_GFX950),
+    CONF_AX_VW("codes.view", 0, CONF_VIEWS),
+    CONF_AX_VW("scales.view", 1, CONF_VIEWS),
+    CONF_AX_VW("y.view", 2, CONF_VIEWS),
+};
+
+static int dequant_legal(const conf_point *p)
+{
+    return CONF_RULE(p, D_LAYOUT, D_SCALESV,
+                     scales_view_ok(CONF_VAL(p, D_LAYOUT), CONF_VAL(p, D_SCALESV)));
+}
+
+static void dequant_derive(mla_variant *v) { v->out_dtype = v->arg_dtype[2]; }
+
+const conf_op_axes conf_axes_mxfp4_dequant = {
+    .op = MLA_OP_MXFP4_DEQUANT,
+    .axes = dequant_axes,
+    .naxes = (int)(sizeof dequant_axes / sizeof dequant_axes[0]),
+    .base = {.in_dtype = MLA_DTYPE_FP4X2, .group = BLOCK, .rows = 7, .cols = 64, .nargs = 3},
+    .derive = dequant_derive,
+    .legal = dequant_legal,
+    .full = 1u << D_Y | 1u << D_LAYOUT};
+
+static void design_dequant(const conf_point *pt, int k, conf_case *c)
+{
+    c->p.mxfp4 = design_params(pt, k, D_Y, D_CODES, D_SCALES, D_LAYOUT, D_YV, D_CODESV, D_SCALESV);
+    c->p.mxfp4.dist = k % 5 == 4 ? CONF_DIST_SCALES_SPECIALS : CONF_DIST_SCALES;
+    c->note = " (pairwise)";
+}
+
 /* ------------------------------------------------------------- quant */
 
 static void label_quant(conf_case *c)
@@ -135,6 +246,7 @@ static int build_quant(conf_case *cases, int cap)
                     c.p.mxfp4.dist = shapes[k].specials ? CONF_DIST_SPECIALS : CONF_DIST_BLOCKS;
                     conf_push(&b, &c);
                 }
+    conf_push_design(&b, &conf_axes_mxfp4_quant, design_quant);
     return b.n;
 }
 
@@ -200,6 +312,7 @@ static int build_dequant(conf_case *cases, int cap)
                 c.p.mxfp4.dist = shapes[k].specials ? CONF_DIST_SCALES_SPECIALS : CONF_DIST_SCALES;
                 conf_push(&b, &c);
             }
+    conf_push_design(&b, &conf_axes_mxfp4_dequant, design_dequant);
     return b.n;
 }
 

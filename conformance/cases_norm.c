@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "conformance/conf.h"
+#include "conformance/cover.h"
 
 #define U32 0x1p-24
 
@@ -75,6 +75,57 @@ static void rms_case(conf_case *c, mla_dtype x, mla_dtype y, int64_t T, int64_t 
                                 CONF_DIST_ACT};
 }
 
+enum { R_X, R_W, R_Y, R_XV, R_WV, R_YV };
+
+static const conf_axis rms_axes[] = {
+    CONF_AX_DT("x.dtype", 0, CONF_FLOATS),       CONF_AX_DT("w.dtype", 1, CONF_FLOATS),
+    CONF_AX_DT("y.dtype", 2, CONF_FLOATS),       CONF_AX_VW("x.view", 0, CONF_VIEWS),
+    CONF_AX_VW("w.view", 1, CONF_VIEWS_1D),      CONF_AX_VW("y.view", 2, CONF_VIEWS, MLA_ARG_IN_PLACE),
+};
+
+static int same_size(int64_t a, int64_t b)
+{
+    return mla_dtype_size((mla_dtype)a) == mla_dtype_size((mla_dtype)b);
+}
+
+/* y in place over x: the same element size */
+static int rms_legal(const conf_point *p)
+{
+    return !CONF_HAS(p, R_YV) || CONF_VAL(p, R_YV) != MLA_ARG_IN_PLACE ||
+           CONF_RULE(p, R_X, R_Y, same_size(CONF_VAL(p, R_X), CONF_VAL(p, R_Y)));
+}
+
+static void rms_derive(mla_variant *v)
+{
+    v->in_dtype = v->arg_dtype[0];
+    v->out_dtype = v->arg_dtype[2];
+}
+
+const conf_op_axes conf_axes_rmsnorm = {.op = MLA_OP_RMSNORM,
+                                        .axes = rms_axes,
+                                        .naxes = (int)(sizeof rms_axes / sizeof rms_axes[0]),
+                                        .base = {.rows = 6, .cols = 64, .nargs = 3},
+                                        .derive = rms_derive,
+                                        .legal = rms_legal,
+                                        .full = 1u << R_X | 1u << R_W | 1u << R_Y};
+
+static void rms_design(const conf_point *pt, int k, conf_case *c)
+{
+    const int in_place = CONF_VAL(pt, R_YV) == MLA_ARG_IN_PLACE;
+    c->p.rms = (conf_p_rmsnorm){(mla_dtype)CONF_VAL(pt, R_X),
+                                (mla_dtype)CONF_VAL(pt, R_W),
+                                (mla_dtype)CONF_VAL(pt, R_Y),
+                                5,
+                                48,
+                                conf_lay_of_view(CONF_VAL(pt, R_XV), 2, k),
+                                conf_lay_of_view(CONF_VAL(pt, R_WV), 1, k),
+                                in_place ? 0 : conf_lay_of_view(CONF_VAL(pt, R_YV), 2, k + 1),
+                                in_place,
+                                1e-6,
+                                k % 7 == 6 ? CONF_DIST_ACT_SPECIALS : CONF_DIST_ACT};
+    c->note = " (pairwise)";
+}
+
 static int build_rmsnorm(conf_case *cases, int cap)
 {
     conf_builder b = {.cases = cases, .cap = cap, .suite = &conf_suite_rmsnorm};
@@ -107,6 +158,7 @@ static int build_rmsnorm(conf_case *cases, int cap)
     }
     rms_case(&c, MLA_DTYPE_BF16, MLA_DTYPE_BF16, 0, 64, CONF_L_CONTIG, 0, 1e-6, " T=0");
     conf_push(&b, &c);
+    conf_push_design(&b, &conf_axes_rmsnorm, rms_design);
     return b.n;
 }
 
@@ -200,6 +252,87 @@ static void qk_case(conf_case *c, mla_dtype in, mla_dtype out, int64_t T, int64_
                                   CONF_DIST_ACT};
 }
 
+enum { K_Q, K_QW, K_KV, K_KVW, K_QO, K_QS, K_KVO, K_QV, K_KVV, K_QOV, K_KVOV, K_QSV };
+
+static const conf_axis qk_axes[] = {
+    CONF_AX_DT("q.dtype", 0, CONF_FLOATS),
+    CONF_AX_DT("q_w.dtype", 1, CONF_FLOATS),
+    CONF_AX_DT("kv.dtype", 2, CONF_FLOATS),
+    CONF_AX_DT("kv_w.dtype", 3, CONF_FLOATS),
+    CONF_AX_DT("q_out.dtype", 4, CONF_FLOATS, CONF_FP8S, MLA_DTYPE_FP4X2),
+    CONF_AX_DT("q_scales.dtype", 5, MLA_DTYPE_COUNT, MLA_DTYPE_F32, MLA_DTYPE_E8M0, MLA_DTYPE_U8),
+    CONF_AX_DT("kv_out.dtype", 6, CONF_FLOATS),
+    CONF_AX_VW("q.view", 0, CONF_VIEWS),
+    CONF_AX_VW("kv.view", 2, CONF_VIEWS),
+    CONF_AX_VW("q_out.view", 4, CONF_VIEWS, MLA_ARG_IN_PLACE),
+    CONF_AX_VW("kv_out.view", 6, CONF_VIEWS, MLA_ARG_IN_PLACE),
+    CONF_AX_VW("q_scales.view", 5, CONF_VIEWS, MLA_ARG_ABSENT),
+};
+
+/* q_scales go with a quantized q_out (f32 with fp8, e8m0 or u8 bytes with
+ * MXFP4); an output in place over its input: a float one of the same size. */
+static int qk_legal(const conf_point *p)
+{
+    const int64_t qo = CONF_VAL(p, K_QO), qs = CONF_VAL(p, K_QS);
+    const int quant = qo != MLA_DTYPE_F32 && qo != MLA_DTYPE_BF16 && qo != MLA_DTYPE_F16;
+    if (!CONF_RULE(p, K_QO, K_QS,
+                   !quant ? qs == MLA_DTYPE_COUNT
+                          : qo == MLA_DTYPE_FP4X2 ? qs == MLA_DTYPE_E8M0 || qs == MLA_DTYPE_U8
+                                                  : qs == MLA_DTYPE_F32))
+        return 0;
+    if (!CONF_RULE(p, K_QS, K_QSV, (qs == MLA_DTYPE_COUNT) == (CONF_VAL(p, K_QSV) == MLA_ARG_ABSENT)))
+        return 0;
+    if (CONF_HAS(p, K_QOV) && CONF_VAL(p, K_QOV) == MLA_ARG_IN_PLACE &&
+        !(CONF_RULE(p, K_Q, K_QO, same_size(CONF_VAL(p, K_Q), qo)) && (!CONF_HAS(p, K_QO) || !quant)))
+        return 0;
+    return !CONF_HAS(p, K_KVOV) || CONF_VAL(p, K_KVOV) != MLA_ARG_IN_PLACE ||
+           CONF_RULE(p, K_KV, K_KVO, same_size(CONF_VAL(p, K_KV), CONF_VAL(p, K_KVO)));
+}
+
+static void qk_derive(mla_variant *v)
+{
+    v->in_dtype = v->arg_dtype[0];
+    v->out_dtype = v->arg_dtype[4];
+}
+
+const conf_op_axes conf_axes_qk_rmsnorm = {.op = MLA_OP_QK_RMSNORM,
+                                           .axes = qk_axes,
+                                           .naxes = (int)(sizeof qk_axes / sizeof qk_axes[0]),
+                                           .base = {.rows = 4, .cols = 256, .nargs = 7},
+                                           .derive = qk_derive,
+                                           .legal = qk_legal,
+                                           .full = 1u << K_Q | 1u << K_QO};
+
+/* q [4, 256], kv [4, 128]: whole fp8 groups of 128 and MXFP4 blocks of 32 */
+static void qk_design(const conf_point *pt, int k, conf_case *c)
+{
+    const int q_in = CONF_VAL(pt, K_QOV) == MLA_ARG_IN_PLACE;
+    const int kv_in = CONF_VAL(pt, K_KVOV) == MLA_ARG_IN_PLACE;
+    const mla_dtype qo = (mla_dtype)CONF_VAL(pt, K_QO);
+    const int64_t qsv = CONF_VAL(pt, K_QSV);
+    c->p.qk = (conf_p_qk_rmsnorm){(mla_dtype)CONF_VAL(pt, K_Q),
+                                  (mla_dtype)CONF_VAL(pt, K_QW),
+                                  (mla_dtype)CONF_VAL(pt, K_KV),
+                                  (mla_dtype)CONF_VAL(pt, K_KVW),
+                                  qo,
+                                  (mla_dtype)CONF_VAL(pt, K_QS),
+                                  (mla_dtype)CONF_VAL(pt, K_KVO),
+                                  4,
+                                  256,
+                                  128,
+                                  conf_lay_of_view(CONF_VAL(pt, K_QV), 2, k),
+                                  conf_lay_of_view(CONF_VAL(pt, K_KVV), 2, k + 1),
+                                  q_in ? 0 : conf_lay_of_view(CONF_VAL(pt, K_QOV), 2, k + 2),
+                                  kv_in ? 0 : conf_lay_of_view(CONF_VAL(pt, K_KVOV), 2, k + 3),
+                                  qsv == MLA_ARG_ABSENT ? 0 : conf_lay_of_view(qsv, 2, k),
+                                  q_in,
+                                  kv_in,
+                                  1e-6,
+                                  1e-5,
+                                  qo == MLA_DTYPE_FP4X2 ? CONF_DIST_ACT_NARROW : CONF_DIST_ACT};
+    c->note = " (pairwise)";
+}
+
 static int build_qk(conf_case *cases, int cap)
 {
     conf_builder b = {.cases = cases, .cap = cap, .suite = &conf_suite_qk_rmsnorm};
@@ -232,6 +365,7 @@ static int build_qk(conf_case *cases, int cap)
         qk_case(&c, floats[xi], floats[xi], 4, 96, CONF_L_PAD, 1, " in place");
         conf_push(&b, &c);
     }
+    conf_push_design(&b, &conf_axes_qk_rmsnorm, qk_design);
     return b.n;
 }
 

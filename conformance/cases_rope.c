@@ -9,7 +9,7 @@
  */
 #include <string.h>
 
-#include "conformance/conf.h"
+#include "conformance/cover.h"
 
 #define VIEW_NOPE 128 /* q = [T, H, nope + R]: q_pe starts at nope */
 #define VIEW_L 128    /* q_cat = [T, H, L + R]: its rope part starts at L */
@@ -67,6 +67,67 @@ static void add(conf_builder *b, int style, int64_t R, mla_dtype in, mla_dtype o
     conf_push(b, &c);
 }
 
+enum { A_X, A_Y, A_POS, A_STYLE, A_XV, A_YV, A_POSV };
+
+static const char *const style_names[] = {"interleaved", "neox"};
+
+static const conf_axis axes[] = {
+    CONF_AX_DT("x.dtype", 3, CONF_FLOATS),
+    CONF_AX_DT("y.dtype", 4, CONF_FLOATS),
+    CONF_AX_DT("positions.dtype", 2, CONF_INDEX),
+    CONF_AX_FL("style", rule, style_names, MLA_ROPE_INTERLEAVED, MLA_ROPE_NEOX),
+    CONF_AX_VW("x.view", 3, CONF_VIEWS),
+    CONF_AX_VW("y.view", 4, CONF_VIEWS, MLA_ARG_IN_PLACE),
+    CONF_AX_VW("positions.view", 2, CONF_VIEWS_1D),
+};
+
+/* y in place over x: the same element size */
+static int legal(const conf_point *p)
+{
+    return !CONF_HAS(p, A_YV) || CONF_VAL(p, A_YV) != MLA_ARG_IN_PLACE ||
+           CONF_RULE(p, A_X, A_Y,
+                     mla_dtype_size((mla_dtype)CONF_VAL(p, A_X)) ==
+                         mla_dtype_size((mla_dtype)CONF_VAL(p, A_Y)));
+}
+
+static void derive(mla_variant *v)
+{
+    v->in_dtype = v->arg_dtype[3];
+    v->out_dtype = v->arg_dtype[4];
+}
+
+const conf_op_axes conf_axes_rope = {
+    .op = MLA_OP_ROPE,
+    .axes = axes,
+    .naxes = (int)(sizeof axes / sizeof axes[0]),
+    .base = {.rows = 4, .cols = 16, .nargs = 5, .arg_dtype = {MLA_DTYPE_F32, MLA_DTYPE_F32}},
+    .derive = derive,
+    .legal = legal,
+    .full = 1u << A_X | 1u << A_Y | 1u << A_STYLE};
+
+/* [4, 3, 24] rows with R = 16 (dims past R copied), test-tiny's table */
+static void design(const conf_point *pt, int k, conf_case *c)
+{
+    const int in_place = CONF_VAL(pt, A_YV) == MLA_ARG_IN_PLACE;
+    c->p.rope = (conf_p_rope){(int32_t)CONF_VAL(pt, A_STYLE),
+                              4,
+                              16,
+                              (mla_dtype)CONF_VAL(pt, A_X),
+                              (mla_dtype)CONF_VAL(pt, A_Y),
+                              (mla_dtype)CONF_VAL(pt, A_POS),
+                              4,
+                              3,
+                              24,
+                              512,
+                              in_place,
+                              0,
+                              conf_lay_of_view(CONF_VAL(pt, A_XV), 3, k),
+                              in_place ? 0 : conf_lay_of_view(CONF_VAL(pt, A_YV), 3, k + 1),
+                              conf_lay_of_view(CONF_VAL(pt, A_POSV), 1, k),
+                              CONF_DIST_ACT};
+    c->note = " (pairwise)";
+}
+
 static int build(conf_case *cases, int cap)
 {
     conf_builder b = {.cases = cases, .cap = cap, .suite = &conf_suite_rope};
@@ -96,6 +157,7 @@ static int build(conf_case *cases, int cap)
     /* more heads than a HIP thread takes (4): head groups */
     add(&b, 0, 64, bf16, bf16, 3, 9, 64, 1, 0, 1, i64, 4096, CONF_L_CONTIG, " q_pe view, 9 heads");
     add(&b, 1, 16, f32, f32, 3, 6, 24, 4, 1, 0, i32, 512, CONF_L_PAD, " in place, 6 heads, D 24");
+    conf_push_design(&b, &conf_axes_rope, design);
     return b.n;
 }
 

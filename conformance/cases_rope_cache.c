@@ -8,7 +8,7 @@
  * every rounding after it are pinned by MLA.md. */
 #include <string.h>
 
-#include "conformance/conf.h"
+#include "conformance/cover.h"
 
 enum { ICOS, ISIN, IQN, IQP, IQPOS, IKN, IKP, IKPOS, ISLOTS, ICACHE, IQCAT, IKPO };
 
@@ -57,7 +57,9 @@ static const conf_field fields[] = {
     CONF_FIELD(rc, q_cat_lay, CONF_F_LAY),
     CONF_FIELD(rc, k_pe_out_lay, CONF_F_LAY),
     CONF_FIELD(rc, cache_lay, CONF_F_LAY),
-    CONF_FIELD(rc, pos_lay, CONF_F_LAY),
+    CONF_FIELD(rc, q_pos_lay, CONF_F_LAY),
+    CONF_FIELD(rc, k_pos_lay, CONF_F_LAY),
+    CONF_FIELD(rc, slots_lay, CONF_F_LAY),
     CONF_ENUM(rc, dist, conf_name_dist, CONF_DIST_COUNT),
 };
 
@@ -125,8 +127,124 @@ static void add(conf_builder *b, mla_cache_layout layout, mla_dtype dt, int64_t 
                                  CONF_L_OFFSET,
                                  (flags & F_PADCACHE) ? CONF_L_PAD : CONF_L_CONTIG,
                                  CONF_L_CONTIG,
+                                 CONF_L_CONTIG,
+                                 CONF_L_CONTIG,
                                  CONF_DIST_ACT};
     conf_push(b, &c);
+}
+
+/* ------------------------------------------------------------ axes */
+
+static const char *const layout_names[] = {"normal", "shuffled", "fp8_scaled"};
+static const char *const block_names[] = {"<16", "16..63", ">=64"};
+static const char *const style_names[] = {"interleaved", "neox"};
+
+enum {
+    A_LAYOUT, A_DTYPE, A_BLOCK, A_STYLE, A_QCAT, A_QN, A_QP, A_KN, A_KP, A_KPO,
+    A_QPOS, A_KPOS, A_SLOTS,
+    A_QNV, A_QPV, A_KNV, A_KPV, A_CACHEV, A_QCATV, A_KPOV, A_QPOSV, A_KPOSV, A_SLOTSV
+};
+
+static const conf_axis axes[] = {
+    CONF_AX_FL("cache.layout", layout, layout_names, MLA_CACHE_NORMAL, MLA_CACHE_SHUFFLED,
+               MLA_CACHE_FP8_SCALED),
+    CONF_AX_FL("cache.dtype", in_dtype, NULL, MLA_DTYPE_BF16, CONF_FP8S),
+    CONF_AX_CL("block_size", group, 1, block_names, 1, 16, 64),
+    CONF_AX_FL("style", rule, style_names, MLA_ROPE_INTERLEAVED, MLA_ROPE_NEOX),
+    CONF_AX_DT("q_cat.dtype", 10, MLA_DTYPE_F32, MLA_DTYPE_BF16, CONF_FP8S),
+    CONF_AX_DT("q_nope.dtype", 2, CONF_FLOATS),
+    CONF_AX_DT("q_pe.dtype", 3, CONF_FLOATS),
+    CONF_AX_DT("k_nope.dtype", 5, CONF_FLOATS),
+    CONF_AX_DT("k_pe.dtype", 6, CONF_FLOATS),
+    CONF_AX_DT("k_pe_out.dtype", 11, MLA_DTYPE_COUNT, CONF_FLOATS),
+    CONF_AX_DT("q_pos.dtype", 4, CONF_INDEX),
+    CONF_AX_DT("k_pos.dtype", 7, CONF_INDEX),
+    CONF_AX_DT("slots.dtype", 8, CONF_INDEX),
+    CONF_AX_VW("q_nope.view", 2, CONF_VIEWS),
+    CONF_AX_VW("q_pe.view", 3, CONF_VIEWS),
+    CONF_AX_VW("k_nope.view", 5, CONF_VIEWS),
+    CONF_AX_VW("k_pe.view", 6, CONF_VIEWS),
+    CONF_AX_VW("cache.view", 9, MLA_ARG_DENSE, MLA_ARG_ROWS),
+    CONF_AX_VW("q_cat.view", 10, CONF_VIEWS, MLA_ARG_IN_PLACE),
+    CONF_AX_VW("k_pe_out.view", 11, CONF_VIEWS, MLA_ARG_ABSENT),
+    CONF_AX_VW("q_pos.view", 4, CONF_VIEWS_1D),
+    CONF_AX_VW("k_pos.view", 7, CONF_VIEWS_1D),
+    CONF_AX_VW("slots.view", 8, CONF_VIEWS_1D),
+};
+
+/* The cache's rules; k_pe_out absent exactly when not asked for; q_nope in
+ * place in q_cat (q_cat then shares its data): q_cat's dtype and strides,
+ * so a slice with gaps (rows). */
+static int legal(const conf_point *p)
+{
+    if (!conf_cache_legal(p, A_LAYOUT, A_DTYPE, A_BLOCK))
+        return 0;
+    if (!CONF_RULE(p, A_KPO, A_KPOV, (CONF_VAL(p, A_KPO) == MLA_DTYPE_COUNT) ==
+                                         (CONF_VAL(p, A_KPOV) == MLA_ARG_ABSENT)))
+        return 0;
+    if (!CONF_HAS(p, A_QCATV) || CONF_VAL(p, A_QCATV) != MLA_ARG_IN_PLACE)
+        return 1;
+    return CONF_RULE(p, A_QN, A_QCAT, CONF_VAL(p, A_QN) == CONF_VAL(p, A_QCAT)) &&
+           (!CONF_HAS(p, A_QNV) || CONF_VAL(p, A_QNV) == MLA_ARG_ROWS);
+}
+
+static void derive(mla_variant *v) { v->out_dtype = v->arg_dtype[10]; }
+
+const conf_op_axes conf_axes_rope_cache = {
+    .op = MLA_OP_ROPE_CACHE,
+    .axes = axes,
+    .naxes = (int)(sizeof axes / sizeof axes[0]),
+    .base = {.rows = 3, .cols = 144, .nargs = 12,
+             .arg_dtype = {MLA_DTYPE_F32, MLA_DTYPE_F32, [9] = MLA_DTYPE_U8}},
+    .derive = derive,
+    .legal = legal,
+    .full = 1u << A_LAYOUT | 1u << A_DTYPE | 1u << A_QCAT | 1u << A_QP | 1u << A_KP};
+
+/* 3 query tokens, 5 keys, H 2, L 128, R 16 */
+static void design(const conf_point *pt, int k, conf_case *c)
+{
+    conf_p_rope_cache *q = &c->p.rc;
+    const int64_t cls = CONF_VAL(pt, A_BLOCK);
+    const int64_t bs = cls >= 64 ? 64 : cls >= 16 ? 16 : k % 2 ? 3 : 1;
+    const mla_dtype dt = (mla_dtype)CONF_VAL(pt, A_DTYPE), qcat = (mla_dtype)CONF_VAL(pt, A_QCAT);
+    const int fp8_q = qcat == MLA_DTYPE_FP8_E4M3FN || qcat == MLA_DTYPE_FP8_E4M3FNUZ;
+    const int in_place = CONF_VAL(pt, A_QCATV) == MLA_ARG_IN_PLACE;
+    const int64_t kpov = CONF_VAL(pt, A_KPOV);
+    memset(q, 0, sizeof *q);
+    q->layout = (int32_t)CONF_VAL(pt, A_LAYOUT);
+    q->dtype = dt;
+    q->block_size = bs;
+    q->blocks = bs == 1 ? 8 : 2 + (bs == 3);
+    q->style = (int32_t)CONF_VAL(pt, A_STYLE);
+    q->T = 3;
+    q->Tk = 5;
+    q->H = 2;
+    q->L = 128;
+    q->R = 16;
+    q->q_nope = (mla_dtype)CONF_VAL(pt, A_QN);
+    q->q_pe = (mla_dtype)CONF_VAL(pt, A_QP);
+    q->k_nope = (mla_dtype)CONF_VAL(pt, A_KN);
+    q->k_pe = (mla_dtype)CONF_VAL(pt, A_KP);
+    q->k_pe_out = (mla_dtype)CONF_VAL(pt, A_KPO);
+    q->q_cat = qcat;
+    q->q_pos = (mla_dtype)CONF_VAL(pt, A_QPOS);
+    q->k_pos = (mla_dtype)CONF_VAL(pt, A_KPOS);
+    q->slots = (mla_dtype)CONF_VAL(pt, A_SLOTS);
+    q->k_scale = is_fp8(dt) && q->layout != MLA_CACHE_FP8_SCALED && k % 2 ? 0.37 : 1.0;
+    q->q_scale = fp8_q ? (k % 2 ? 0.5 : 1.7) : 1.0;
+    q->q_nope_in_place = in_place;
+    q->q_nope_lay = conf_lay_of_view(CONF_VAL(pt, A_QNV), 3, k);
+    q->q_pe_lay = conf_lay_of_view(CONF_VAL(pt, A_QPV), 3, k + 1);
+    q->k_nope_lay = conf_lay_of_view(CONF_VAL(pt, A_KNV), 2, k + 2);
+    q->k_pe_lay = conf_lay_of_view(CONF_VAL(pt, A_KPV), 2, k + 3);
+    q->q_cat_lay = in_place ? CONF_L_CONTIG : conf_lay_of_view(CONF_VAL(pt, A_QCATV), 3, k);
+    q->k_pe_out_lay = kpov == MLA_ARG_ABSENT ? 0 : conf_lay_of_view(kpov, 2, k + 1);
+    q->cache_lay = CONF_VAL(pt, A_CACHEV) == MLA_ARG_ROWS ? CONF_L_PAD : CONF_L_CONTIG;
+    q->q_pos_lay = conf_lay_of_view(CONF_VAL(pt, A_QPOSV), 1, k);
+    q->k_pos_lay = conf_lay_of_view(CONF_VAL(pt, A_KPOSV), 1, k + 1);
+    q->slots_lay = conf_lay_of_view(CONF_VAL(pt, A_SLOTSV), 1, k + 2);
+    q->dist = k % 6 == 5 ? CONF_DIST_ACT_SPECIALS : CONF_DIST_ACT;
+    c->note = " (pairwise)";
 }
 
 static int build(conf_case *cases, int cap)
@@ -165,6 +283,7 @@ static int build(conf_case *cases, int cap)
     add(&b, MLA_CACHE_FP8_SCALED, fn, 16, 0, F_BIG | F_KPE_OUT | F_KVIEW, bf16, 3, 5, 1.0, 1.0);
     add(&b, MLA_CACHE_NORMAL, bf16, 16, 0, F_BIG | F_QVIEW, fn, 2, 4, 1.0, 0.25);
     add(&b, MLA_CACHE_NORMAL, bf16, 16, 0, F_KPE_OUT, bf16, 0, 5, 1.0, 1.0); /* keys only */
+    conf_push_design(&b, &conf_axes_rope_cache, design);
     return b.n;
 }
 
@@ -190,7 +309,7 @@ static mla_status add_args(const conf_case *c, conf_problem *p)
                                           (int64_t[]){H * (NOPE + R), NOPE + R, 1}, NOPE)
                           : conf_add_arg(p, "q_pe", CONF_IN, q->q_pe, 3, qp, q->q_pe_lay);
     if (st == MLA_OK)
-        st = conf_add_arg(p, "q_pos", CONF_IN, q->q_pos, 1, qps, q->pos_lay);
+        st = conf_add_arg(p, "q_pos", CONF_IN, q->q_pos, 1, qps, q->q_pos_lay);
     if (st == MLA_OK)
         st = q->kv_view ? conf_add_view(p, "k_nope", CONF_IN, q->k_nope, 2, kn, kv, 0)
                         : conf_add_arg(p, "k_nope", CONF_IN, q->k_nope, 2, kn, q->k_nope_lay);
@@ -198,9 +317,9 @@ static mla_status add_args(const conf_case *c, conf_problem *p)
         st = q->kv_view ? conf_add_view(p, "k_pe", CONF_IN, q->k_pe, 2, kp, kv, L)
                         : conf_add_arg(p, "k_pe", CONF_IN, q->k_pe, 2, kp, q->k_pe_lay);
     if (st == MLA_OK)
-        st = conf_add_arg(p, "k_pos", CONF_IN, q->k_pos, 1, kps, q->pos_lay);
+        st = conf_add_arg(p, "k_pos", CONF_IN, q->k_pos, 1, kps, q->k_pos_lay);
     if (st == MLA_OK)
-        st = conf_add_arg(p, "slots", CONF_IN, q->slots, 1, kps, q->pos_lay);
+        st = conf_add_arg(p, "slots", CONF_IN, q->slots, 1, kps, q->slots_lay);
     if (st == MLA_OK)
         st = conf_add_view(p, "cache", CONF_INOUT, MLA_DTYPE_U8, 2, cs, cst, 0);
     if (st == MLA_OK)
