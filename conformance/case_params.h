@@ -149,7 +149,7 @@ typedef struct conf_p_flatten {
 typedef struct conf_p_layernorm {
     mla_dtype x, y;
     int64_t T, D;
-    unsigned x_lay, y_lay, w_lay;
+    unsigned x_lay, y_lay, w_lay, b_lay;
     int32_t in_place;
     int32_t shift;    /* rows' mean = shift x their rms */
     double eps;

@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "conformance/conf.h"
+#include "conformance/cover.h"
 
 /* argument order; absent arguments are empty placeholders */
 enum {
@@ -229,6 +229,144 @@ static void make(conf_builder *b, mla_cache_layout layout, mla_dtype cdt, int64_
     conf_push(b, &c);
 }
 
+/* ------------------------------------------------------------ axes */
+
+static const char *const layout_names[] = {"normal", "shuffled", "fp8_scaled"};
+static const char *const block_names[] = {"<16", "16..63", ">=64"};
+static const char *const splits_names[] = {"auto", "off", "forced"};
+static const char *const next_n_names[] = {"1", ">=2"};
+
+enum {
+    X_Q, X_LAYOUT, X_CDT, X_BLOCK, X_O, X_BT, X_CU, X_TOPK, X_SINKS, X_LSE,
+    X_ROPE, X_KN, X_KP, X_QPOS, X_KPOS, X_SLOTS, X_SPLITS, X_NEXT,
+    X_QV, X_OV, X_LSEV, X_CACHEV, X_TOPKV
+};
+
+#define NONE MLA_DTYPE_COUNT
+
+static const conf_axis axes[] = {
+    CONF_AX_DT("q.dtype", 0, MLA_DTYPE_BF16, MLA_DTYPE_F32, CONF_FP8S),
+    CONF_AX_FL("cache.layout", layout, layout_names, MLA_CACHE_NORMAL, MLA_CACHE_SHUFFLED,
+               MLA_CACHE_FP8_SCALED),
+    CONF_AX_FL("cache.dtype", rule, NULL, MLA_DTYPE_BF16, CONF_FP8S),
+    CONF_AX_CL("block_size", group, 1, block_names, 1, 16, 64),
+    CONF_AX_DT("o.dtype", 14, MLA_DTYPE_F32, MLA_DTYPE_BF16),
+    /* the optional tensors: paged, prefill (cu_q_lens), sparse, sinks, lse */
+    CONF_AX_DT("block_table.dtype", 2, NONE, MLA_DTYPE_I32),
+    CONF_AX_DT("cu_q_lens.dtype", 4, NONE, MLA_DTYPE_I32),
+    CONF_AX_DT("topk_indices.dtype", 5, NONE, MLA_DTYPE_I32),
+    CONF_AX_DT("sinks.dtype", 6, NONE, MLA_DTYPE_F32),
+    CONF_AX_DT("lse.dtype", 15, NONE, MLA_DTYPE_F32),
+    /* the RoPE site: inside attention when the rope's tensors are given */
+    CONF_AX_DT("rope.cos.dtype", 7, NONE, MLA_DTYPE_F32),
+    CONF_AX_DT("rope.k_nope.dtype", 10, NONE, CONF_FLOATS),
+    CONF_AX_DT("rope.k_pe.dtype", 11, NONE, CONF_FLOATS),
+    CONF_AX_DT("rope.q_pos.dtype", 9, NONE, CONF_INDEX),
+    CONF_AX_DT("rope.k_pos.dtype", 12, NONE, CONF_INDEX),
+    CONF_AX_DT("rope.slots.dtype", 13, NONE, CONF_INDEX),
+    /* kernel paths: split-KV with a combine or not */
+    CONF_AX_CL("splits", splits, 0, splits_names, 0, 1, 2),
+    CONF_AX_CL("next_n", next_n, 0, next_n_names, 1, 2),
+    CONF_AX_VW("q.view", 0, CONF_VIEWS),
+    CONF_AX_VW("o.view", 14, CONF_VIEWS),
+    CONF_AX_VW("lse.view", 15, CONF_VIEWS, MLA_ARG_ABSENT),
+    CONF_AX_VW("cache.view", 1, MLA_ARG_DENSE, MLA_ARG_ROWS),
+    CONF_AX_VW("topk_indices.view", 5, CONF_VIEWS, MLA_ARG_ABSENT),
+};
+
+/* The cache's rules; the rope's tensors all or none, and then q bf16 or
+ * f32; lse and topk_indices absent exactly when not given. Contiguous mode
+ * (no block table) holds a sequence in one block, so the designs' block is
+ * the longest context (>= 64): smaller ones are not among its combinations. */
+static int legal(const conf_point *p)
+{
+    if (!conf_cache_legal(p, X_LAYOUT, X_CDT, X_BLOCK) ||
+        !CONF_RULE(p, X_BT, X_BLOCK, CONF_VAL(p, X_BT) != NONE || CONF_VAL(p, X_BLOCK) >= 64))
+        return 0;
+    for (int a = X_KN; a <= X_SLOTS; ++a)
+        if (!CONF_RULE(p, X_ROPE, a, (CONF_VAL(p, X_ROPE) == NONE) == (CONF_VAL(p, a) == NONE)))
+            return 0;
+    if (!CONF_RULE(p, X_ROPE, X_Q,
+                   CONF_VAL(p, X_ROPE) == NONE || CONF_VAL(p, X_Q) == MLA_DTYPE_BF16 ||
+                       CONF_VAL(p, X_Q) == MLA_DTYPE_F32))
+        return 0;
+    return CONF_RULE(p, X_LSE, X_LSEV, (CONF_VAL(p, X_LSE) == NONE) ==
+                                           (CONF_VAL(p, X_LSEV) == MLA_ARG_ABSENT)) &&
+           CONF_RULE(p, X_TOPK, X_TOPKV, (CONF_VAL(p, X_TOPK) == NONE) ==
+                                             (CONF_VAL(p, X_TOPKV) == MLA_ARG_ABSENT));
+}
+
+static void derive(mla_variant *v)
+{
+    v->in_dtype = v->arg_dtype[0];
+    v->out_dtype = v->arg_dtype[14];
+    v->arg_dtype[8] = v->arg_dtype[7]; /* sin with cos */
+}
+
+const conf_op_axes conf_axes_attention = {
+    .op = MLA_OP_ATTENTION,
+    .axes = axes,
+    .naxes = (int)(sizeof axes / sizeof axes[0]),
+    .base = {.rows = 4,
+             .cols = 3,
+             .nargs = 16,
+             .arg_dtype = {[1] = MLA_DTYPE_U8, [3] = MLA_DTYPE_I32}},
+    .derive = derive,
+    .legal = legal,
+    .full = 1u << X_Q | 1u << X_LAYOUT | 1u << X_CDT};
+
+static mla_dtype dt_at(const conf_point *pt, int a, mla_dtype none)
+{
+    return CONF_VAL(pt, a) == NONE ? none : (mla_dtype)CONF_VAL(pt, a);
+}
+
+/* L 128, R 16, H 3 heads; the geometry's four sequences */
+static void design(const conf_point *pt, int k, conf_case *c)
+{
+    conf_p_attention *q = &c->p.attn;
+    const mla_cache_layout layout = (mla_cache_layout)CONF_VAL(pt, X_LAYOUT);
+    const mla_dtype cdt = (mla_dtype)CONF_VAL(pt, X_CDT), qdt = (mla_dtype)CONF_VAL(pt, X_Q);
+    const int64_t cls = CONF_VAL(pt, X_BLOCK), sp = CONF_VAL(pt, X_SPLITS);
+    const int64_t lsev = CONF_VAL(pt, X_LSEV), topkv = CONF_VAL(pt, X_TOPKV);
+    memset(q, 0, sizeof *q);
+    q->layout = layout;
+    q->dtype = cdt;
+    q->block_size = cls >= 64 ? 64 : cls >= 16 ? 16 : 1;
+    q->L = 128;
+    q->H = 3;
+    q->kind = (CONF_VAL(pt, X_CU) != NONE ? K_PREFILL : K_DECODE) + (CONF_VAL(pt, X_TOPK) != NONE);
+    q->next_n = (int32_t)CONF_VAL(pt, X_NEXT);
+    q->splits = sp == 0 ? 0 : sp == 1 ? 1 : k % 2 ? 4 : 64;
+    q->sinks = CONF_VAL(pt, X_SINKS) != NONE;
+    q->contiguous = CONF_VAL(pt, X_BT) == NONE;
+    q->rope = CONF_VAL(pt, X_ROPE) != NONE;
+    q->no_lse = CONF_VAL(pt, X_LSE) == NONE;
+    q->q = qdt;
+    q->o = (mla_dtype)CONF_VAL(pt, X_O);
+    q->k_scale = is_fp8(cdt) && layout != MLA_CACHE_FP8_SCALED ? (k % 2 ? 0.375 : 1.25) : 1.0;
+    q->q_scale = is_fp8(qdt) ? 0.0625 : 1.0;
+    q->q_lay = conf_lay_of_view(CONF_VAL(pt, X_QV), 3, k);
+    q->o_lay = conf_lay_of_view(CONF_VAL(pt, X_OV), 3, k + 1);
+    q->lse_lay = lsev == MLA_ARG_ABSENT ? 0 : conf_lay_of_view(lsev, 2, k);
+    q->topk_lay = topkv == MLA_ARG_ABSENT ? 0 : conf_lay_of_view(topkv, 2, k + 1);
+    q->cache_lay = CONF_VAL(pt, X_CACHEV) == MLA_ARG_ROWS ? CONF_L_PAD : CONF_L_CONTIG;
+    q->style = k % 2;
+    q->k_nope = dt_at(pt, X_KN, MLA_DTYPE_BF16);
+    q->k_pe = dt_at(pt, X_KP, MLA_DTYPE_F32);
+    q->q_pos = dt_at(pt, X_QPOS, MLA_DTYPE_I32);
+    q->k_pos = dt_at(pt, X_KPOS, MLA_DTYPE_I64);
+    q->slots = dt_at(pt, X_SLOTS, MLA_DTYPE_I32);
+    if (q->contiguous) { /* the capacity: the longest context, a multiple of 16 */
+        geom g;
+        geometry(c, &g);
+        int64_t top = 0;
+        for (int s = 0; s < NSEQ; ++s)
+            top = g.ctx[s] > top ? g.ctx[s] : top;
+        q->block_size = (top + 15) / 16 * 16 + 16;
+    }
+    c->note = " (pairwise)";
+}
+
 static int build(conf_case *cases, int cap)
 {
     conf_builder b = {.cases = cases, .cap = cap, .suite = &conf_suite_attention};
@@ -294,6 +432,7 @@ static int build(conf_case *cases, int cap)
          F_ROPE | F_VIEWS, f32, f32, n++);
     make(&b, MLA_CACHE_NORMAL, MLA_DTYPE_FP8_E4M3FNUZ, 0, 512, 3, K_DECODE, 1, 1, F_ROPE | F_CONTIG,
          bf, bf, n++);
+    conf_push_design(&b, &conf_axes_attention, design);
     return b.n;
 }
 

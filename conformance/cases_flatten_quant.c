@@ -9,7 +9,7 @@
  * agree bit for bit in codes and scales. */
 #include <string.h>
 
-#include "conformance/conf.h"
+#include "conformance/cover.h"
 
 static const mla_dtype floats[] = {MLA_DTYPE_F32, MLA_DTYPE_BF16, MLA_DTYPE_F16};
 
@@ -94,6 +94,96 @@ static void push(conf_builder *b, const fshape *s, mla_dtype x, mla_dtype codes,
     conf_push(b, &c);
 }
 
+/* ------------------------------------------------------------ axes */
+
+static const char *const rule_names[] = {"production", "ocp"};
+
+enum { M_X, M_RULE, M_CODES, M_SCALES, M_XV, M_CODESV, M_SCALESV };
+
+static const conf_axis mx_axes[] = {
+    CONF_AX_DT("x.dtype", 0, CONF_FLOATS),
+    CONF_AX_FL("rule", rule, rule_names, MLA_MXFP4_PRODUCTION, MLA_MXFP4_OCP),
+    CONF_AX_DT("codes.dtype", 1, MLA_DTYPE_FP4X2, MLA_DTYPE_U8),
+    CONF_AX_DT("scales.dtype", 2, MLA_DTYPE_E8M0, MLA_DTYPE_U8),
+    CONF_AX_VW("x.view", 0, CONF_VIEWS),
+    CONF_AX_VW("codes.view", 1, CONF_VIEWS),
+    CONF_AX_VW("scales.view", 2, CONF_VIEWS),
+};
+
+static int any_legal(const conf_point *p)
+{
+    (void)p;
+    return 1;
+}
+
+static void derive(mla_variant *v)
+{
+    v->in_dtype = v->arg_dtype[0];
+    if (v->op == MLA_OP_FLATTEN_FP8_QUANT)
+        v->out_dtype = v->arg_dtype[1];
+}
+
+const conf_op_axes conf_axes_flatten_mxfp4_quant = {
+    .op = MLA_OP_FLATTEN_MXFP4_QUANT,
+    .axes = mx_axes,
+    .naxes = (int)(sizeof mx_axes / sizeof mx_axes[0]),
+    .base = {.out_dtype = MLA_DTYPE_FP4X2, .group = 32, .rows = 3, .cols = 256, .nargs = 3},
+    .derive = derive,
+    .legal = any_legal,
+    .full = 1u << M_X | 1u << M_RULE};
+
+/* x [3, 4, 64] (the [H, T, v] buffer seen as [T, H, v] for one design in
+ * three of the rows view), codes and scales as their views say */
+static void design_params(conf_case *c, const conf_point *pt, int k, int ix, int icodes,
+                          int iscales, int ixv, int icv, int isv)
+{
+    const int64_t xv = CONF_VAL(pt, ixv);
+    c->p.fl = (conf_p_flatten){3,
+                               4,
+                               64,
+                               xv == MLA_ARG_ROWS && k % 3 == 0,
+                               (mla_dtype)CONF_VAL(pt, ix),
+                               (mla_dtype)CONF_VAL(pt, icodes),
+                               iscales >= 0 ? (mla_dtype)CONF_VAL(pt, iscales) : MLA_DTYPE_F32,
+                               0,
+                               conf_lay_of_view(xv, 3, k),
+                               conf_lay_of_view(CONF_VAL(pt, icv), 2, k + 1),
+                               conf_lay_of_view(CONF_VAL(pt, isv), 2, k + 2),
+                               k % 5 == 4 ? CONF_DIST_SPECIALS : CONF_DIST_BLOCKS};
+    c->note = " (pairwise)";
+}
+
+static void design_mx(const conf_point *pt, int k, conf_case *c)
+{
+    design_params(c, pt, k, M_X, M_CODES, M_SCALES, M_XV, M_CODESV, M_SCALESV);
+    c->p.fl.rule = (int32_t)CONF_VAL(pt, M_RULE);
+}
+
+enum { P_X, P_CODES, P_XV, P_CODESV, P_SCALESV };
+
+static const conf_axis fp8_axes[] = {
+    CONF_AX_DT("x.dtype", 0, CONF_FLOATS),
+    CONF_AX_DT("codes.dtype", 1, CONF_FP8S),
+    CONF_AX_VW("x.view", 0, CONF_VIEWS),
+    CONF_AX_VW("codes.view", 1, CONF_VIEWS),
+    CONF_AX_VW("scales.view", 2, CONF_VIEWS),
+};
+
+const conf_op_axes conf_axes_flatten_fp8_quant = {
+    .op = MLA_OP_FLATTEN_FP8_QUANT,
+    .axes = fp8_axes,
+    .naxes = (int)(sizeof fp8_axes / sizeof fp8_axes[0]),
+    .base = {.rule = MLA_FP8_SCALE_AITER, .group = 128, .rows = 3, .cols = 256, .nargs = 3,
+             .arg_dtype = {[2] = MLA_DTYPE_F32}},
+    .derive = derive,
+    .legal = any_legal,
+    .full = 1u << P_X | 1u << P_CODES};
+
+static void design_fp8(const conf_point *pt, int k, conf_case *c)
+{
+    design_params(c, pt, k, P_X, P_CODES, -1, P_XV, P_CODESV, P_SCALESV);
+}
+
 static int build_mxfp4(conf_case *cases, int cap)
 {
     conf_builder b = {.cases = cases, .cap = cap, .suite = &conf_suite_flatten_mxfp4_quant};
@@ -101,6 +191,7 @@ static int build_mxfp4(conf_case *cases, int cap)
         for (int rule = 0; rule < MLA_MXFP4_RULE_COUNT; ++rule)
             for (size_t k = 0; k < sizeof mx_shapes / sizeof mx_shapes[0]; ++k)
                 push(&b, &mx_shapes[k], floats[di], MLA_DTYPE_FP4X2, rule);
+    conf_push_design(&b, &conf_axes_flatten_mxfp4_quant, design_mx);
     return b.n;
 }
 
@@ -112,6 +203,7 @@ static int build_fp8(conf_case *cases, int cap)
         for (int fi = 0; fi < 2; ++fi)
             for (size_t k = 0; k < sizeof fp8_shapes / sizeof fp8_shapes[0]; ++k)
                 push(&b, &fp8_shapes[k], floats[di], fp8s[fi], 0);
+    conf_push_design(&b, &conf_axes_flatten_fp8_quant, design_fp8);
     return b.n;
 }
 

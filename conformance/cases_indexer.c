@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "conformance/cases_indexer.h"
+#include "conformance/cover.h"
 static const mla_dtype fp8s[] = {MLA_DTYPE_FP8_E4M3FN, MLA_DTYPE_FP8_E4M3FNUZ};
 static const mla_dtype kdts[] = {MLA_DTYPE_F32, MLA_DTYPE_BF16, MLA_DTYPE_F16};
 static const unsigned klays[] = {CONF_L_CONTIG, CONF_L_PAD, CONF_L_STEP2 | CONF_L_OFFSET,
@@ -140,6 +141,104 @@ static const struct {
 };
 #define NBL ((int)(sizeof bl / sizeof bl[0]))
 
+/* ------------------------------------------------------------ axes */
+
+static const char *const layout_names[] = {"auto", "normal", "shuffle"};
+static const char *const block_names[] = {"<16", "16..63", ">=64"};
+
+#define IDX_LAYOUTS MLA_INDEXER_NORMAL, MLA_INDEXER_SHUFFLE
+
+/* The resolved layout SHUFFLE needs whole 16-token tiles. */
+int conf_idx_legal(const conf_point *p, int layout, int block)
+{
+    return CONF_RULE(p, layout, block,
+                     CONF_VAL(p, layout) != MLA_INDEXER_SHUFFLE || CONF_VAL(p, block) >= 16);
+}
+
+/* A design's block size for a class (below 16: 1 or 3), and the layout to
+ * ask for: AUTO in every other design where it resolves to the one wanted. */
+void conf_idx_design_cache(conf_case *c, mla_dtype fp8, int ue8m0, int64_t block_class,
+                           int64_t layout, int k)
+{
+    const int64_t bs = block_class >= 64 ? 64 : block_class >= 16 ? 16 : k % 2 ? 3 : 1;
+    const int ask =
+        k % 2 && layout == (int64_t)mla_indexer_layout_for(bs) ? MLA_INDEXER_LAYOUT_AUTO : (int)layout;
+    conf_idx_case(c, fp8, ue8m0, bs, ask, bs == 1 ? 40 : bs == 3 ? 12 : bs == 16 ? 3 : 1);
+    c->note = " (pairwise)";
+}
+
+enum { W_DTYPE, W_UE8M0, W_LAYOUT, W_BLOCK, W_K, W_SLOTS, W_CACHEV, W_KV, W_SLOTSV };
+
+static const conf_axis write_axes[] = {
+    CONF_AX_FL("cache.dtype", out_dtype, NULL, CONF_FP8S),
+    CONF_AX_FL("ue8m0", rule, NULL, 0, 1),
+    CONF_AX_FL("layout", layout, layout_names, IDX_LAYOUTS),
+    CONF_AX_CL("block_size", group, 1, block_names, 1, 16, 64),
+    CONF_AX_DT("k.dtype", 1, CONF_FLOATS),
+    CONF_AX_DT("slots.dtype", 2, CONF_INDEX),
+    CONF_AX_VW("cache.view", 0, MLA_ARG_DENSE, MLA_ARG_ROWS),
+    CONF_AX_VW("k.view", 1, CONF_VIEWS),
+    CONF_AX_VW("slots.view", 2, CONF_VIEWS_1D),
+};
+
+static int write_legal(const conf_point *p) { return conf_idx_legal(p, W_LAYOUT, W_BLOCK); }
+
+static void write_derive(mla_variant *v) { v->in_dtype = v->arg_dtype[1]; }
+
+const conf_op_axes conf_axes_indexer_k_cache_write = {
+    .op = MLA_OP_INDEXER_K_CACHE_WRITE,
+    .axes = write_axes,
+    .naxes = (int)(sizeof write_axes / sizeof write_axes[0]),
+    .base = {.rows = 24, .cols = CONF_IDX_D, .nargs = 3, .arg_dtype = {MLA_DTYPE_U8}},
+    .derive = write_derive,
+    .legal = write_legal,
+    .full = 1u << W_DTYPE | 1u << W_UE8M0 | 1u << W_LAYOUT | 1u << W_BLOCK};
+
+static void write_design(const conf_point *pt, int k, conf_case *c)
+{
+    conf_idx_design_cache(c, (mla_dtype)CONF_VAL(pt, W_DTYPE), (int)CONF_VAL(pt, W_UE8M0),
+                          CONF_VAL(pt, W_BLOCK), CONF_VAL(pt, W_LAYOUT), k);
+    conf_p_indexer *q = &c->p.idx;
+    q->cache_lay = CONF_VAL(pt, W_CACHEV) == MLA_ARG_ROWS ? CONF_L_PAD : CONF_L_CONTIG;
+    q->T = 24;
+    q->k = (mla_dtype)CONF_VAL(pt, W_K);
+    q->slots = (mla_dtype)CONF_VAL(pt, W_SLOTS);
+    q->k_lay = conf_lay_of_view(CONF_VAL(pt, W_KV), 2, k);
+    q->slots_lay = conf_lay_of_view(CONF_VAL(pt, W_SLOTSV), 1, k);
+}
+
+enum { G_DTYPE, G_LAYOUT, G_BLOCK, G_CACHEV, G_FP8V, G_SCALEV };
+
+static const conf_axis gather_axes[] = {
+    CONF_AX_FL("cache.dtype", in_dtype, NULL, CONF_FP8S),
+    CONF_AX_FL("layout", layout, layout_names, IDX_LAYOUTS),
+    CONF_AX_CL("block_size", group, 1, block_names, 1, 16, 64),
+    CONF_AX_VW("cache.view", 0, MLA_ARG_DENSE, MLA_ARG_ROWS),
+    CONF_AX_VW("k_fp8.view", 3, CONF_VIEWS),
+    CONF_AX_VW("k_scale.view", 4, CONF_VIEWS_1D),
+};
+
+static int gather_legal(const conf_point *p) { return conf_idx_legal(p, G_LAYOUT, G_BLOCK); }
+
+static void gather_derive(mla_variant *v)
+{
+    v->out_dtype = v->in_dtype;
+    v->arg_dtype[3] = v->in_dtype;
+}
+
+const conf_op_axes conf_axes_indexer_k_gather = {
+    .op = MLA_OP_INDEXER_K_GATHER,
+    .axes = gather_axes,
+    .naxes = (int)(sizeof gather_axes / sizeof gather_axes[0]),
+    .base = {.rows = 40,
+             .cols = CONF_IDX_D,
+             .nargs = 5,
+             .arg_dtype = {MLA_DTYPE_U8, MLA_DTYPE_I32, MLA_DTYPE_I32, MLA_DTYPE_COUNT,
+                           MLA_DTYPE_F32}},
+    .derive = gather_derive,
+    .legal = gather_legal,
+    .full = 1u << G_DTYPE | 1u << G_LAYOUT | 1u << G_BLOCK};
+
 /* -------------------------------------------------------- cache write */
 
 /* Rows whose maximum decides the scale's rounding: |k| max set to exactly
@@ -203,6 +302,7 @@ static int build_write(conf_case *cases, int cap)
     c.p.idx.k = MLA_DTYPE_BF16;
     c.p.idx.slots = MLA_DTYPE_I32;
     conf_push(&b, &c);
+    conf_push_design(&b, &conf_axes_indexer_k_cache_write, write_design);
     return b.n;
 }
 
@@ -272,6 +372,23 @@ static const conf_field gather_fields[] = {
 
 static void label_gather(conf_case *c) { conf_idx_label(c, ""); }
 
+/* The blocks gather_shape's sequences use, scattered over a cache of them. */
+static void gather_design(const conf_point *pt, int k, conf_case *c)
+{
+    const int64_t cls = CONF_VAL(pt, G_BLOCK);
+    const int64_t bs = cls >= 64 ? 64 : cls >= 16 ? 16 : k % 2 ? 3 : 1;
+    int64_t lens[SEQS], rows, mb, blocks;
+    gather_shape(bs, lens, &rows, &mb, &blocks);
+    conf_idx_design_cache(c, (mla_dtype)CONF_VAL(pt, G_DTYPE), k % 2, cls,
+                          CONF_VAL(pt, G_LAYOUT), k);
+    conf_p_indexer *q = &c->p.idx;
+    q->blocks = blocks;
+    q->cache_lay = CONF_VAL(pt, G_CACHEV) == MLA_ARG_ROWS ? CONF_L_PAD : CONF_L_CONTIG;
+    q->out_lay = conf_lay_of_view(CONF_VAL(pt, G_FP8V), 2, k);
+    q->scale_lay = conf_lay_of_view(CONF_VAL(pt, G_SCALEV), 1, k + 1);
+    q->dist = CONF_DIST_CODES;
+}
+
 static int build_gather(conf_case *cases, int cap)
 {
     conf_builder b = {.cases = cases, .cap = cap, .suite = &conf_suite_indexer_k_gather};
@@ -290,6 +407,7 @@ static int build_gather(conf_case *cases, int cap)
             c.p.idx.dist = CONF_DIST_CODES;
             conf_push(&b, &c);
         }
+    conf_push_design(&b, &conf_axes_indexer_k_gather, gather_design);
     return b.n;
 }
 

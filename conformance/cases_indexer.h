@@ -70,6 +70,14 @@ void conf_idx_label(conf_case *c, const char *extra);
         CONF_FIELD(idx, blocks, CONF_F_I64), CONF_FIELD(idx, ue8m0, CONF_F_I32),                  \
         CONF_FIELD(idx, cache_lay, CONF_F_LAY)
 
+/* Design helpers (cover.h): the resolved layout SHUFFLE needs a block size
+ * class of 16 or more; a design case's cache for a block size class and a
+ * resolved layout (asked as AUTO in every other design where AUTO gives it). */
+struct conf_point;
+int conf_idx_legal(const struct conf_point *p, int layout, int block);
+void conf_idx_design_cache(conf_case *c, mla_dtype fp8, int ue8m0, int64_t block_class,
+                           int64_t layout, int k);
+
 /* Adds the cache, U8 [blocks, block_bytes], as argument i = p->nargs, with
  * role; a padded block stride on cache_lay & CONF_L_PAD. */
 mla_status conf_idx_add_cache(conf_problem *p, const conf_case *c, int role);

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "conformance/cases_indexer.h"
+#include "conformance/cover.h"
 
 #define U32 0x1p-24 /* fp32 unit roundoff */
 #define U64 0x1p-53
@@ -127,6 +128,62 @@ static void logits_case(conf_builder *b, int64_t bs, int layout, int next_n, int
     conf_push(b, &c);
 }
 
+static const char *const layout_names[] = {"auto", "normal", "shuffle"};
+static const char *const block_names[] = {"<16", "16..63", ">=64"};
+static const char *const next_n_names[] = {"1", ">=2"};
+
+enum { G_DTYPE, G_LAYOUT, G_BLOCK, G_NEXT, G_CACHEV, G_QV, G_WV, G_LV };
+
+static const conf_axis logits_axes[] = {
+    CONF_AX_FL("cache.dtype", in_dtype, NULL, CONF_FP8S),
+    CONF_AX_FL("layout", layout, layout_names, MLA_INDEXER_NORMAL, MLA_INDEXER_SHUFFLE),
+    CONF_AX_CL("block_size", group, 1, block_names, 1, 16, 64),
+    CONF_AX_CL("next_n", next_n, 0, next_n_names, 1, 2),
+    CONF_AX_VW("cache.view", 0, MLA_ARG_DENSE, MLA_ARG_ROWS),
+    CONF_AX_VW("q.view", 1, CONF_VIEWS),
+    CONF_AX_VW("w.view", 2, CONF_VIEWS),
+    CONF_AX_VW("logits.view", 5, CONF_VIEWS),
+};
+
+static int logits_legal(const conf_point *p) { return conf_idx_legal(p, G_LAYOUT, G_BLOCK); }
+
+static void logits_derive(mla_variant *v)
+{
+    v->arg_dtype[1] = v->in_dtype; /* q: the cache's fp8 */
+    v->rule = v->next_n;
+}
+
+const conf_op_axes conf_axes_indexer_logits = {
+    .op = MLA_OP_INDEXER_LOGITS,
+    .axes = logits_axes,
+    .naxes = (int)(sizeof logits_axes / sizeof logits_axes[0]),
+    .base = {.out_dtype = MLA_DTYPE_F32,
+             .rows = 3,
+             .cols = CONF_IDX_D,
+             .nargs = 6,
+             .arg_dtype = {MLA_DTYPE_U8, MLA_DTYPE_COUNT, MLA_DTYPE_F32, MLA_DTYPE_I32,
+                           MLA_DTYPE_I32, MLA_DTYPE_F32}},
+    .derive = logits_derive,
+    .legal = logits_legal,
+    .full = 1u << G_DTYPE | 1u << G_LAYOUT | 1u << G_BLOCK | 1u << G_NEXT};
+
+/* Hi 3 or 5 heads; next_n 1 or 2 */
+static void logits_design(const conf_point *pt, int k, conf_case *c)
+{
+    conf_idx_design_cache(c, (mla_dtype)CONF_VAL(pt, G_DTYPE), 0, CONF_VAL(pt, G_BLOCK),
+                          CONF_VAL(pt, G_LAYOUT), k);
+    const conf_p_indexer keep = c->p.idx;
+    const char *note = c->note;
+    conf_idx_logits_case(c, keep.block_size, keep.layout, (int)CONF_VAL(pt, G_NEXT),
+                         k % 2 ? 3 : 5, keep.fp8, k);
+    c->note = note;
+    conf_p_indexer *q = &c->p.idx;
+    q->cache_lay = CONF_VAL(pt, G_CACHEV) == MLA_ARG_ROWS ? CONF_L_PAD : CONF_L_CONTIG;
+    q->q_lay = conf_lay_of_view(CONF_VAL(pt, G_QV), 3, k);
+    q->w_lay = conf_lay_of_view(CONF_VAL(pt, G_WV), 2, k + 1);
+    q->logits_lay = conf_lay_of_view(CONF_VAL(pt, G_LV), 2, k + 2);
+}
+
 static int build_logits(conf_case *cases, int cap)
 {
     conf_builder b = {.cases = cases, .cap = cap, .suite = &conf_suite_indexer_logits};
@@ -149,6 +206,7 @@ static int build_logits(conf_case *cases, int cap)
     logits_case(&b, 64, MLA_INDEXER_NORMAL, 1, 64, MLA_DTYPE_FP8_E4M3FNUZ, n++);
     logits_case(&b, 16, MLA_INDEXER_LAYOUT_AUTO, 1, 1, MLA_DTYPE_FP8_E4M3FN, n++);
     logits_case(&b, 1, MLA_INDEXER_LAYOUT_AUTO, 2, 7, MLA_DTYPE_FP8_E4M3FNUZ, n++);
+    conf_push_design(&b, &conf_axes_indexer_logits, logits_design);
     return b.n;
 }
 
@@ -292,6 +350,52 @@ static void topk_case(conf_builder *b, int64_t R, int64_t N, int64_t k, int valu
     conf_push(b, &c);
 }
 
+static const char *const k_names[] = {"<=2048", ">2048"};
+
+enum { T_K, T_LV, T_NV, T_IV };
+
+static const conf_axis topk_axes[] = {
+    /* HIP's top-k takes k up to the model's 2048 (hip/topk.hip) */
+    {.name = "k", .kind = CONF_AX_CLASS, .field = offsetof(mla_variant, group), .wide = 1,
+     .n = 2, .values = {1, 2049}, .names = k_names, .rare = 1u << 1},
+    CONF_AX_VW("logits.view", 0, CONF_VIEWS),
+    CONF_AX_VW("lengths.view", 1, CONF_VIEWS_1D),
+    CONF_AX_VW("indices.view", 2, CONF_VIEWS),
+};
+
+static int topk_legal(const conf_point *p)
+{
+    (void)p;
+    return 1;
+}
+
+const conf_op_axes conf_axes_topk = {
+    .op = MLA_OP_TOPK,
+    .axes = topk_axes,
+    .naxes = (int)(sizeof topk_axes / sizeof topk_axes[0]),
+    .base = {.in_dtype = MLA_DTYPE_F32,
+             .out_dtype = MLA_DTYPE_I32,
+             .rows = 4,
+             .cols = 4096,
+             .nargs = 3,
+             .arg_dtype = {MLA_DTYPE_F32, MLA_DTYPE_I32, MLA_DTYPE_I32}},
+    .legal = topk_legal,
+    .full = 1u << T_K};
+
+/* k 16 of 64, or 2100 of 2200 */
+static void topk_design(const conf_point *pt, int k, conf_case *c)
+{
+    const int big = CONF_VAL(pt, T_K) > 2048;
+    c->p.topk = (conf_p_topk){big ? 2 : 4,
+                              big ? 2200 : 64,
+                              big ? 2100 : 16,
+                              k % 2 ? V_GRID : V_TIES,
+                              conf_lay_of_view(CONF_VAL(pt, T_LV), 2, k),
+                              conf_lay_of_view(CONF_VAL(pt, T_NV), 1, k),
+                              conf_lay_of_view(CONF_VAL(pt, T_IV), 2, k + 1)};
+    c->note = ", pairwise";
+}
+
 static int build_topk(conf_case *cases, int cap)
 {
     conf_builder b = {.cases = cases, .cap = cap, .suite = &conf_suite_topk};
@@ -308,6 +412,7 @@ static int build_topk(conf_case *cases, int cap)
      * emulation then cooperates too), and k past one batch of 2048 */
     topk_case(&b, 2, 40000, 2048, V_ACT, CONF_L_CONTIG, ", rows 40000, 20001");
     topk_case(&b, 2, 40000, 3000, V_GRID, CONF_L_CONTIG, ", rows 40000, 20001");
+    conf_push_design(&b, &conf_axes_topk, topk_design);
     return b.n;
 }
 

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "conformance/conf.h"
+#include "conformance/cover.h"
 
 #define U32 0x1p-24
 #define U64 0x1p-53
@@ -71,7 +71,8 @@ static const conf_field ln_fields[] = {
     CONF_FIELD(ln, x, CONF_F_DTYPE),       CONF_FIELD(ln, y, CONF_F_DTYPE),
     CONF_FIELD(ln, T, CONF_F_I64),         CONF_FIELD(ln, D, CONF_F_I64),
     CONF_FIELD(ln, x_lay, CONF_F_LAY),     CONF_FIELD(ln, y_lay, CONF_F_LAY),
-    CONF_FIELD(ln, w_lay, CONF_F_LAY),     CONF_FIELD(ln, in_place, CONF_F_I32),
+    CONF_FIELD(ln, w_lay, CONF_F_LAY),     CONF_FIELD(ln, b_lay, CONF_F_LAY),
+    CONF_FIELD(ln, in_place, CONF_F_I32),
     CONF_FIELD(ln, shift, CONF_F_I32),     CONF_FIELD(ln, eps, CONF_F_REAL),
     CONF_ENUM(ln, dist, conf_name_dist, CONF_DIST_COUNT),
 };
@@ -90,9 +91,63 @@ static void ln_case(conf_builder *b, mla_dtype in, mla_dtype out, int64_t T, int
     memset(&c, 0, sizeof c);
     c.golden = -1;
     c.note = note;
-    c.p.ln = (conf_p_layernorm){in,      out,   T,   D,  lay, lay, CONF_L_CONTIG,
+    c.p.ln = (conf_p_layernorm){in,      out,   T,   D,   lay, lay, CONF_L_CONTIG, CONF_L_CONTIG,
                                 inplace, shift, eps, CONF_DIST_ACT};
     conf_push(b, &c);
+}
+
+static int same_size(int64_t a, int64_t b)
+{
+    return mla_dtype_size((mla_dtype)a) == mla_dtype_size((mla_dtype)b);
+}
+
+enum { N_X, N_Y, N_XV, N_WV, N_BV, N_YV };
+
+static const conf_axis ln_axes[] = {
+    CONF_AX_DT("x.dtype", 0, CONF_FLOATS),  CONF_AX_DT("y.dtype", 3, CONF_FLOATS),
+    CONF_AX_VW("x.view", 0, CONF_VIEWS),    CONF_AX_VW("w.view", 1, CONF_VIEWS_1D),
+    CONF_AX_VW("b.view", 2, CONF_VIEWS_1D), CONF_AX_VW("y.view", 3, CONF_VIEWS, MLA_ARG_IN_PLACE),
+};
+
+/* y in place over x: the same element size */
+static int ln_legal(const conf_point *p)
+{
+    return !CONF_HAS(p, N_YV) || CONF_VAL(p, N_YV) != MLA_ARG_IN_PLACE ||
+           CONF_RULE(p, N_X, N_Y, same_size(CONF_VAL(p, N_X), CONF_VAL(p, N_Y)));
+}
+
+static void ln_derive(mla_variant *v)
+{
+    v->in_dtype = v->arg_dtype[0];
+    v->out_dtype = v->arg_dtype[3];
+}
+
+const conf_op_axes conf_axes_layernorm = {
+    .op = MLA_OP_LAYERNORM,
+    .axes = ln_axes,
+    .naxes = (int)(sizeof ln_axes / sizeof ln_axes[0]),
+    .base = {.rows = 5, .cols = 128, .nargs = 4,
+             .arg_dtype = {[1] = MLA_DTYPE_F32, [2] = MLA_DTYPE_F32}},
+    .derive = ln_derive,
+    .legal = ln_legal,
+    .full = 1u << N_X | 1u << N_Y};
+
+static void ln_design(const conf_point *pt, int k, conf_case *c)
+{
+    const int in_place = CONF_VAL(pt, N_YV) == MLA_ARG_IN_PLACE;
+    c->p.ln = (conf_p_layernorm){(mla_dtype)CONF_VAL(pt, N_X),
+                                 (mla_dtype)CONF_VAL(pt, N_Y),
+                                 5,
+                                 128,
+                                 conf_lay_of_view(CONF_VAL(pt, N_XV), 2, k),
+                                 in_place ? 0 : conf_lay_of_view(CONF_VAL(pt, N_YV), 2, k + 1),
+                                 conf_lay_of_view(CONF_VAL(pt, N_WV), 1, k),
+                                 conf_lay_of_view(CONF_VAL(pt, N_BV), 1, k + 1),
+                                 in_place,
+                                 k % 3,
+                                 1e-6,
+                                 CONF_DIST_ACT};
+    c->note = " (pairwise)";
 }
 
 static int build_ln(conf_case *cases, int cap)
@@ -112,6 +167,7 @@ static int build_ln(conf_case *cases, int cap)
     for (int xi = 0; xi < 3; ++xi)
         ln_case(&b, floats[xi], floats[xi], 4, 128, CONF_L_PAD, 1, 1, 1e-6, " in place");
     ln_case(&b, MLA_DTYPE_BF16, MLA_DTYPE_BF16, 0, 128, CONF_L_CONTIG, 0, 0, 1e-6, " T=0");
+    conf_push_design(&b, &conf_axes_layernorm, ln_design);
     return b.n;
 }
 
@@ -159,7 +215,7 @@ static mla_status setup_ln(const conf_case *c, const conf_env *env, conf_problem
     if (st == MLA_OK)
         st = conf_add_arg(p, "w", CONF_IN, MLA_DTYPE_F32, 1, ws, q->w_lay);
     if (st == MLA_OK)
-        st = conf_add_arg(p, "b", CONF_IN, MLA_DTYPE_F32, 1, ws, q->w_lay);
+        st = conf_add_arg(p, "b", CONF_IN, MLA_DTYPE_F32, 1, ws, q->b_lay);
     if (st == MLA_OK && !q->in_place)
         st = conf_add_arg(p, "y", CONF_OUT, q->y, 2, xs, q->y_lay);
     if (laid_out(st, err, errlen) != MLA_OK)
@@ -240,6 +296,51 @@ static void had_case(conf_builder *b, mla_dtype in, mla_dtype out, int64_t T, in
     conf_push(b, &c);
 }
 
+#define HAD_DTYPES MLA_DTYPE_F32, MLA_DTYPE_BF16
+
+enum { H_X, H_Y, H_XV, H_YV };
+
+static const conf_axis had_axes[] = {
+    CONF_AX_DT("x.dtype", 0, HAD_DTYPES),
+    CONF_AX_DT("y.dtype", 1, HAD_DTYPES),
+    CONF_AX_VW("x.view", 0, CONF_VIEWS),
+    CONF_AX_VW("y.view", 1, CONF_VIEWS, MLA_ARG_IN_PLACE),
+};
+
+static int had_legal(const conf_point *p)
+{
+    return !CONF_HAS(p, H_YV) || CONF_VAL(p, H_YV) != MLA_ARG_IN_PLACE ||
+           CONF_RULE(p, H_X, H_Y, same_size(CONF_VAL(p, H_X), CONF_VAL(p, H_Y)));
+}
+
+static void had_derive(mla_variant *v)
+{
+    v->in_dtype = v->arg_dtype[0];
+    v->out_dtype = v->arg_dtype[1];
+}
+
+const conf_op_axes conf_axes_hadamard = {.op = MLA_OP_HADAMARD,
+                                         .axes = had_axes,
+                                         .naxes = (int)(sizeof had_axes / sizeof had_axes[0]),
+                                         .base = {.rows = 12, .cols = 64, .nargs = 2},
+                                         .derive = had_derive,
+                                         .legal = had_legal,
+                                         .full = 1u << H_X | 1u << H_Y};
+
+/* [4, 3, 64] heads */
+static void had_design(const conf_point *pt, int k, conf_case *c)
+{
+    const int in_place = CONF_VAL(pt, H_YV) == MLA_ARG_IN_PLACE;
+    c->p.had = (conf_p_hadamard){(mla_dtype)CONF_VAL(pt, H_X),
+                                 (mla_dtype)CONF_VAL(pt, H_Y),
+                                 {3, {4, 3, 64}},
+                                 conf_lay_of_view(CONF_VAL(pt, H_XV), 3, k),
+                                 in_place ? 0 : conf_lay_of_view(CONF_VAL(pt, H_YV), 3, k + 1),
+                                 in_place,
+                                 CONF_DIST_ACT};
+    c->note = " (pairwise)";
+}
+
 static int build_had(conf_case *cases, int cap)
 {
     conf_builder b = {.cases = cases, .cap = cap, .suite = &conf_suite_hadamard};
@@ -254,6 +355,7 @@ static int build_had(conf_case *cases, int cap)
     had_case(&b, f32, f32, 4, 2, 128, CONF_L_PAD, 1, " in place");
     had_case(&b, bf16, bf16, 4, 0, 256, CONF_L_OFFSET, 1, " in place");
     had_case(&b, f32, f32, 0, 0, 128, CONF_L_CONTIG, 0, " T=0");
+    conf_push_design(&b, &conf_axes_hadamard, had_design);
     return b.n;
 }
 
@@ -334,6 +436,50 @@ static void hw_case(conf_builder *b, mla_dtype w, int64_t T, int64_t Hi, unsigne
     conf_push(b, &c);
 }
 
+enum { W_W, W_WV, W_SV, W_OV };
+
+static const conf_axis hw_axes[] = {
+    CONF_AX_DT("w.dtype", 0, MLA_DTYPE_F32, MLA_DTYPE_BF16),
+    CONF_AX_VW("w.view", 0, CONF_VIEWS),
+    CONF_AX_VW("s_q.view", 1, CONF_VIEWS),
+    CONF_AX_VW("w_out.view", 2, CONF_VIEWS, MLA_ARG_IN_PLACE),
+};
+
+static int hw_legal(const conf_point *p)
+{
+    (void)p; /* in place over s_q (f32) is legal with any w */
+    return 1;
+}
+
+const conf_op_axes conf_axes_indexer_head_weights = {
+    .op = MLA_OP_INDEXER_HEAD_WEIGHTS,
+    .axes = hw_axes,
+    .naxes = (int)(sizeof hw_axes / sizeof hw_axes[0]),
+    .base = {.out_dtype = MLA_DTYPE_F32, .rows = 5, .cols = 64, .nargs = 3,
+             .arg_dtype = {[1] = MLA_DTYPE_F32, [2] = MLA_DTYPE_F32}},
+    .derive = had_derive,
+    .legal = hw_legal,
+    .full = 1u << W_W};
+
+/* [5, 64]; in place over w when w is f32 (every other design), else over s_q */
+static void hw_design(const conf_point *pt, int k, conf_case *c)
+{
+    const mla_dtype w = (mla_dtype)CONF_VAL(pt, W_W);
+    const int in_place = CONF_VAL(pt, W_OV) != MLA_ARG_IN_PLACE ? 0
+                         : w == MLA_DTYPE_F32 && k % 2          ? 1
+                                                                : 2;
+    c->p.hw = (conf_p_head_weights){w,
+                                    5,
+                                    64,
+                                    conf_lay_of_view(CONF_VAL(pt, W_WV), 2, k),
+                                    conf_lay_of_view(CONF_VAL(pt, W_SV), 2, k + 1),
+                                    in_place ? 0 : conf_lay_of_view(CONF_VAL(pt, W_OV), 2, k + 2),
+                                    in_place,
+                                    k % 2,
+                                    k % 4 == 3 ? CONF_DIST_ACT_SPECIALS : CONF_DIST_ACT};
+    c->note = " (pairwise)";
+}
+
 static int build_hw(conf_case *cases, int cap)
 {
     conf_builder b = {.cases = cases, .cap = cap, .suite = &conf_suite_indexer_head_weights};
@@ -348,6 +494,7 @@ static int build_hw(conf_case *cases, int cap)
     hw_case(&b, f32, 5, 64, CONF_L_PAD, 1, 1, act, " in place (w)");
     hw_case(&b, bf16, 5, 64, CONF_L_CONTIG, 2, 0, act, " in place (s_q)");
     hw_case(&b, bf16, 0, 64, CONF_L_CONTIG, 0, 1, act, " T=0");
+    conf_push_design(&b, &conf_axes_indexer_head_weights, hw_design);
     return b.n;
 }
 

@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "conformance/conf.h"
+#include "conformance/cover.h"
 
 #define BLOCK 32
 #define NOPE 32 /* test-tiny's head dims, for the absorb views */
@@ -153,6 +153,152 @@ static const mla_dtype xy[][2] = {{MLA_DTYPE_BF16, MLA_DTYPE_BF16},
 #define T_ CONF_L_COLMAJOR
 #define O_ CONF_L_OFFSET
 
+/* ------------------------------------------------------------ axes */
+
+static const char *const layout_names[] = {"row_major", "transposed", "preshuffled"};
+static const char *const rule_names[] = {"production", "ocp"};
+static const char *const prequant_names[] = {"as-is", "prequant"};
+
+#define SCALE_LAYOUTS MLA_SCALE_ROW_MAJOR, MLA_SCALE_TRANSPOSED, MLA_SCALE_PRESHUFFLED_GFX950
+#define CODES MLA_DTYPE_FP4X2, MLA_DTYPE_U8
+#define BYTE_SCALES MLA_DTYPE_E8M0, MLA_DTYPE_U8
+
+/* An operand's scales [B, R, K/32]: row-major (unit last stride) dense or
+ * padded, transposed strided, pre-shuffled bytes per batch dense or padded. */
+static int scales_view_ok(int64_t layout, int64_t view)
+{
+    if (layout == MLA_SCALE_TRANSPOSED)
+        return view == MLA_ARG_STRIDED;
+    return view == MLA_ARG_DENSE || view == MLA_ARG_ROWS;
+}
+
+static unsigned scales_lay(int64_t view, int k)
+{
+    return view == MLA_ARG_ROWS ? CONF_L_PAD : k % 2 ? CONF_L_OFFSET : CONF_L_CONTIG;
+}
+
+enum { F_X, F_Y, F_WL, F_PQ, F_RULE, F_WC, F_WS, F_XV, F_WCV, F_WSV, F_YV };
+
+static const conf_axis a16_axes[] = {
+    CONF_AX_DT("x.dtype", 0, MLA_DTYPE_F32, MLA_DTYPE_BF16),
+    CONF_AX_DT("y.dtype", 3, MLA_DTYPE_F32, MLA_DTYPE_BF16),
+    CONF_AX_FL("w.layout", layout, layout_names, SCALE_LAYOUTS),
+    CONF_AX_FL("prequant", prequant, prequant_names, 0, 1),
+    CONF_AX_FL("rule", rule, rule_names, MLA_MXFP4_PRODUCTION, MLA_MXFP4_OCP),
+    CONF_AX_DT("w.codes.dtype", 1, CODES),
+    CONF_AX_DT("w.scales.dtype", 2, BYTE_SCALES),
+    CONF_AX_VW("x.view", 0, CONF_VIEWS),
+    CONF_AX_VW("w.codes.view", 1, CONF_VIEWS),
+    CONF_AX_VW("w.scales.view", 2, CONF_VIEWS),
+    CONF_AX_VW("y.view", 3, CONF_VIEWS),
+};
+
+static int a16_legal(const conf_point *p)
+{
+    return CONF_RULE(p, F_WL, F_WSV, scales_view_ok(CONF_VAL(p, F_WL), CONF_VAL(p, F_WSV)));
+}
+
+static void a16_derive(mla_variant *v)
+{
+    v->in_dtype = v->arg_dtype[0];
+    v->out_dtype = v->arg_dtype[3];
+}
+
+const conf_op_axes conf_axes_gemm_a16wfp4 = {
+    .op = MLA_OP_GEMM_A16WFP4,
+    .axes = a16_axes,
+    .naxes = (int)(sizeof a16_axes / sizeof a16_axes[0]),
+    .base = {.group = 20, .rows = 5, .cols = 64, .nargs = 4},
+    .derive = a16_derive,
+    .legal = a16_legal,
+    .full = 1u << F_X | 1u << F_Y | 1u << F_WL | 1u << F_PQ | 1u << F_RULE};
+
+/* [2, 5, 64] activations against [2, 20, 64] weights */
+static void a16_design(const conf_point *pt, int k, conf_case *c)
+{
+    const int pq = (int)CONF_VAL(pt, F_PQ);
+    c->p.mg = (conf_p_mxfp4_gemm){2,
+                                  5,
+                                  64,
+                                  20,
+                                  (mla_dtype)CONF_VAL(pt, F_X),
+                                  (mla_dtype)CONF_VAL(pt, F_Y),
+                                  MLA_DTYPE_E8M0,
+                                  (mla_dtype)CONF_VAL(pt, F_WC),
+                                  (mla_dtype)CONF_VAL(pt, F_WS),
+                                  pq,
+                                  (int32_t)CONF_VAL(pt, F_RULE),
+                                  (int32_t)CONF_VAL(pt, F_WL),
+                                  0,
+                                  VIEW_PLAIN,
+                                  conf_lay_of_view(CONF_VAL(pt, F_XV), 3, k),
+                                  0,
+                                  conf_lay_of_view(CONF_VAL(pt, F_WCV), 3, k + 1),
+                                  scales_lay(CONF_VAL(pt, F_WSV), k),
+                                  conf_lay_of_view(CONF_VAL(pt, F_YV), 3, k + 2),
+                                  pq ? CONF_DIST_ACT_NARROW : CONF_DIST_ACT};
+    c->note = " (pairwise)";
+}
+
+enum { G_Y, G_XL, G_WL, G_XC, G_XS, G_WC, G_WS, G_XCV, G_XSV, G_WCV, G_WSV, G_YV };
+
+static const conf_axis a4w4_axes[] = {
+    CONF_AX_DT("y.dtype", 4, MLA_DTYPE_F32, MLA_DTYPE_BF16),
+    CONF_AX_FL("x.layout", layout_x, layout_names, SCALE_LAYOUTS),
+    CONF_AX_FL("w.layout", layout, layout_names, SCALE_LAYOUTS),
+    CONF_AX_DT("x.codes.dtype", 0, CODES),
+    CONF_AX_DT("x.scales.dtype", 1, BYTE_SCALES),
+    CONF_AX_DT("w.codes.dtype", 2, CODES),
+    CONF_AX_DT("w.scales.dtype", 3, BYTE_SCALES),
+    CONF_AX_VW("x.codes.view", 0, CONF_VIEWS),
+    CONF_AX_VW("x.scales.view", 1, CONF_VIEWS),
+    CONF_AX_VW("w.codes.view", 2, CONF_VIEWS),
+    CONF_AX_VW("w.scales.view", 3, CONF_VIEWS),
+    CONF_AX_VW("y.view", 4, CONF_VIEWS),
+};
+
+static int a4w4_legal(const conf_point *p)
+{
+    return CONF_RULE(p, G_XL, G_XSV, scales_view_ok(CONF_VAL(p, G_XL), CONF_VAL(p, G_XSV))) &&
+           CONF_RULE(p, G_WL, G_WSV, scales_view_ok(CONF_VAL(p, G_WL), CONF_VAL(p, G_WSV)));
+}
+
+static void a4w4_derive(mla_variant *v) { v->out_dtype = v->arg_dtype[4]; }
+
+const conf_op_axes conf_axes_gemm_a4w4 = {
+    .op = MLA_OP_GEMM_A4W4,
+    .axes = a4w4_axes,
+    .naxes = (int)(sizeof a4w4_axes / sizeof a4w4_axes[0]),
+    .base = {.in_dtype = MLA_DTYPE_FP4X2, .group = 20, .rows = 5, .cols = 64, .nargs = 5},
+    .derive = a4w4_derive,
+    .legal = a4w4_legal,
+    .full = 1u << G_Y | 1u << G_XL | 1u << G_WL};
+
+static void a4w4_design(const conf_point *pt, int k, conf_case *c)
+{
+    c->p.mg = (conf_p_mxfp4_gemm){2,
+                                  5,
+                                  64,
+                                  20,
+                                  (mla_dtype)CONF_VAL(pt, G_XC),
+                                  (mla_dtype)CONF_VAL(pt, G_Y),
+                                  (mla_dtype)CONF_VAL(pt, G_XS),
+                                  (mla_dtype)CONF_VAL(pt, G_WC),
+                                  (mla_dtype)CONF_VAL(pt, G_WS),
+                                  0,
+                                  0,
+                                  (int32_t)CONF_VAL(pt, G_WL),
+                                  (int32_t)CONF_VAL(pt, G_XL),
+                                  VIEW_PLAIN,
+                                  conf_lay_of_view(CONF_VAL(pt, G_XCV), 3, k),
+                                  scales_lay(CONF_VAL(pt, G_XSV), k),
+                                  conf_lay_of_view(CONF_VAL(pt, G_WCV), 3, k + 1),
+                                  scales_lay(CONF_VAL(pt, G_WSV), k + 1),
+                                  conf_lay_of_view(CONF_VAL(pt, G_YV), 3, k + 2),
+                                  k % 5 == 4 ? CONF_DIST_SCALES_SPECIALS : CONF_DIST_CODES};
+    c->note = " (pairwise)";
+}
+
 static int build_a16wfp4(conf_case *cases, int cap)
 {
     conf_builder b = {.cases = cases, .cap = cap, .suite = &conf_suite_gemm_a16wfp4};
@@ -192,6 +338,7 @@ static int build_a16wfp4(conf_case *cases, int cap)
     };
     for (size_t i = 0; i < sizeof more / sizeof more[0]; ++i)
         push(&b, &more[i]);
+    conf_push_design(&b, &conf_axes_gemm_a16wfp4, a16_design);
     return b.n;
 }
 
@@ -219,6 +366,7 @@ static int build_a4w4(conf_case *cases, int cap)
     };
     for (size_t i = 0; i < sizeof more / sizeof more[0]; ++i)
         push(&b, &more[i]);
+    conf_push_design(&b, &conf_axes_gemm_a4w4, a4w4_design);
     return b.n;
 }
 

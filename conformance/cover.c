@@ -8,7 +8,11 @@
 extern const conf_op_axes conf_axes_convert, conf_axes_mxfp4_quant, conf_axes_mxfp4_dequant,
     conf_axes_fp8_group_quant, conf_axes_fp8_group_dequant, conf_axes_rmsnorm,
     conf_axes_qk_rmsnorm, conf_axes_rope, conf_axes_linear, conf_axes_batched_gemm,
-    conf_axes_cache_write, conf_axes_cache_gather, conf_axes_rope_cache;
+    conf_axes_cache_write, conf_axes_cache_gather, conf_axes_rope_cache, conf_axes_gemm_a16wfp4,
+    conf_axes_gemm_a4w4, conf_axes_flatten_mxfp4_quant, conf_axes_flatten_fp8_quant,
+    conf_axes_layernorm, conf_axes_hadamard, conf_axes_indexer_k_cache_write,
+    conf_axes_indexer_k_gather, conf_axes_indexer_logits, conf_axes_topk,
+    conf_axes_indexer_head_weights, conf_axes_attention;
 
 const conf_op_axes *conf_axes_of(mla_op op)
 {
@@ -26,6 +30,18 @@ const conf_op_axes *conf_axes_of(mla_op op)
         [MLA_OP_CACHE_WRITE] = &conf_axes_cache_write,
         [MLA_OP_CACHE_GATHER] = &conf_axes_cache_gather,
         [MLA_OP_ROPE_CACHE] = &conf_axes_rope_cache,
+        [MLA_OP_GEMM_A16WFP4] = &conf_axes_gemm_a16wfp4,
+        [MLA_OP_GEMM_A4W4] = &conf_axes_gemm_a4w4,
+        [MLA_OP_FLATTEN_MXFP4_QUANT] = &conf_axes_flatten_mxfp4_quant,
+        [MLA_OP_FLATTEN_FP8_QUANT] = &conf_axes_flatten_fp8_quant,
+        [MLA_OP_LAYERNORM] = &conf_axes_layernorm,
+        [MLA_OP_HADAMARD] = &conf_axes_hadamard,
+        [MLA_OP_INDEXER_K_CACHE_WRITE] = &conf_axes_indexer_k_cache_write,
+        [MLA_OP_INDEXER_K_GATHER] = &conf_axes_indexer_k_gather,
+        [MLA_OP_INDEXER_LOGITS] = &conf_axes_indexer_logits,
+        [MLA_OP_TOPK] = &conf_axes_topk,
+        [MLA_OP_INDEXER_HEAD_WEIGHTS] = &conf_axes_indexer_head_weights,
+        [MLA_OP_ATTENTION] = &conf_axes_attention,
     };
     return (int)op >= 0 && op < MLA_OP_COUNT ? table[op] : NULL;
 }

@@ -68,11 +68,13 @@ static mla_status write_no_roundup(mla_context *ctx, const mla_indexer_cache_arg
     return neg_base->indexer_k_cache_write(ctx, &b);
 }
 
-/* bits: a writer that ignores a forced layout (always the block-size rule). */
+/* bits: a writer that ignores a forced layout (always the block-size rule),
+ * where the rule's layout fits the block (SHUFFLE needs 16-token tiles). */
 static mla_status write_ignores_forced_layout(mla_context *ctx, const mla_indexer_cache_args *a)
 {
     mla_indexer_cache_args b = *a;
-    b.desc.layout = mla_indexer_layout_for(a->desc.block_size);
+    if (a->desc.block_size == 1 || a->desc.block_size % 16 == 0)
+        b.desc.layout = mla_indexer_layout_for(a->desc.block_size);
     return neg_base->indexer_k_cache_write(ctx, &b);
 }
 
