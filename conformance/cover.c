@@ -260,9 +260,12 @@ static int has_rare(const conf_op_axes *a, const conf_point *p)
     return 0;
 }
 
+/* Pairs covered by points without rare values (plain) and by any point:
+ * a backend that refuses the rare values still runs the plain ones, so
+ * every pair is covered among them first. */
 typedef struct design {
     const conf_op_axes *a;
-    pairs *m;
+    pairs *plain, *any;
     int used[CONF_MAX_AXES][CONF_AXIS_VALUES];
     conf_point *out;
     int cap, n;
@@ -270,8 +273,11 @@ typedef struct design {
 
 static void emit(design *d, conf_point *p, int allow_rare)
 {
-    fill(d->a, d->m, p, allow_rare, (const int(*)[CONF_AXIS_VALUES])d->used);
-    pairs_add(d->m, p, d->a->naxes);
+    const int rare = allow_rare || has_rare(d->a, p);
+    fill(d->a, rare ? d->any : d->plain, p, allow_rare, (const int(*)[CONF_AXIS_VALUES])d->used);
+    pairs_add(d->any, p, d->a->naxes);
+    if (!has_rare(d->a, p))
+        pairs_add(d->plain, p, d->a->naxes);
     for (int i = 0; i < d->a->naxes; ++i)
         d->used[i][p->k[i]]++;
     if (d->n < d->cap)
@@ -310,11 +316,12 @@ static void design_full(design *d)
 static void design_pairs(design *d, int allow_rare)
 {
     const conf_op_axes *a = d->a;
+    const pairs *m = allow_rare ? d->any : d->plain;
     for (int i = 0; i < a->naxes; ++i)
         for (int j = i + 1; j < a->naxes; ++j)
             for (int ki = 0; ki < a->axes[i].n; ++ki)
                 for (int kj = 0; kj < a->axes[j].n; ++kj) {
-                    if (d->m->m[i][ki][j][kj])
+                    if (m->m[i][ki][j][kj])
                         continue;
                     conf_point p = {.set = 0};
                     assign(&p, a->axes, i, ki);
@@ -329,14 +336,16 @@ static void design_pairs(design *d, int allow_rare)
 
 int conf_axes_design(const conf_op_axes *a, conf_point *out, int cap)
 {
-    design d = {.a = a, .m = calloc(1, sizeof(pairs)), .out = out, .cap = cap};
-    if (!d.m)
-        return 0;
-    if (a->full)
-        design_full(&d);
-    design_pairs(&d, 0);
-    design_pairs(&d, 1);
-    free(d.m);
+    design d = {.a = a, .plain = calloc(1, sizeof(pairs)), .any = calloc(1, sizeof(pairs)),
+                .out = out, .cap = cap};
+    if (d.plain && d.any) {
+        if (a->full)
+            design_full(&d);
+        design_pairs(&d, 0);
+        design_pairs(&d, 1);
+    }
+    free(d.plain);
+    free(d.any);
     return d.n;
 }
 
