@@ -35,14 +35,15 @@ static const mla_dtype kdts[] = {MLA_DTYPE_BF16, MLA_DTYPE_F32, MLA_DTYPE_F16};
 
 static int is_fp8(mla_dtype d) { return d == MLA_DTYPE_FP8_E4M3FN || d == MLA_DTYPE_FP8_E4M3FNUZ; }
 
+/* The descriptor's fields, shared by write and gather. */
+#define DESC_FIELDS                                                                               \
+    CONF_ENUM(cache, layout, conf_name_cache_layout, MLA_CACHE_LAYOUT_COUNT),                      \
+        CONF_FIELD(cache, dtype, CONF_F_DTYPE), CONF_FIELD(cache, block_size, CONF_F_I64),         \
+        CONF_FIELD(cache, blocks, CONF_F_I64), CONF_FIELD(cache, L, CONF_F_I64),                   \
+        CONF_FIELD(cache, R, CONF_F_I64), CONF_FIELD(cache, k_scale, CONF_F_REAL)
+
 static const conf_field write_fields[] = {
-    CONF_ENUM(cache, layout, conf_name_cache_layout, MLA_CACHE_LAYOUT_COUNT),
-    CONF_FIELD(cache, dtype, CONF_F_DTYPE),
-    CONF_FIELD(cache, block_size, CONF_F_I64),
-    CONF_FIELD(cache, blocks, CONF_F_I64),
-    CONF_FIELD(cache, L, CONF_F_I64),
-    CONF_FIELD(cache, R, CONF_F_I64),
-    CONF_FIELD(cache, k_scale, CONF_F_REAL),
+    DESC_FIELDS,
     CONF_FIELD(cache, T, CONF_F_I64),
     CONF_FIELD(cache, k_nope, CONF_F_DTYPE),
     CONF_FIELD(cache, k_pe, CONF_F_DTYPE),
@@ -56,13 +57,7 @@ static const conf_field write_fields[] = {
 };
 
 static const conf_field gather_fields[] = {
-    CONF_ENUM(cache, layout, conf_name_cache_layout, MLA_CACHE_LAYOUT_COUNT),
-    CONF_FIELD(cache, dtype, CONF_F_DTYPE),
-    CONF_FIELD(cache, block_size, CONF_F_I64),
-    CONF_FIELD(cache, blocks, CONF_F_I64),
-    CONF_FIELD(cache, L, CONF_F_I64),
-    CONF_FIELD(cache, R, CONF_F_I64),
-    CONF_FIELD(cache, k_scale, CONF_F_REAL),
+    DESC_FIELDS,
     CONF_FIELD(cache, out, CONF_F_DTYPE),
     CONF_FIELD(cache, cache_lay, CONF_F_LAY),
     CONF_FIELD(cache, out_lay, CONF_F_LAY),

@@ -110,12 +110,6 @@ static const conf_axis mx_axes[] = {
     CONF_AX_VW("scales.view", 2, CONF_VIEWS),
 };
 
-static int any_legal(const conf_point *p)
-{
-    (void)p;
-    return 1;
-}
-
 static void derive(mla_variant *v)
 {
     v->in_dtype = v->arg_dtype[0];
@@ -129,7 +123,6 @@ const conf_op_axes conf_axes_flatten_mxfp4_quant = {
     .naxes = (int)(sizeof mx_axes / sizeof mx_axes[0]),
     .base = {.out_dtype = MLA_DTYPE_FP4X2, .group = 32, .rows = 3, .cols = 256, .nargs = 3},
     .derive = derive,
-    .legal = any_legal,
     .full = 1u << M_X | 1u << M_RULE};
 
 /* x [3, 4, 64] (the [H, T, v] buffer seen as [T, H, v] for one design in
@@ -176,7 +169,6 @@ const conf_op_axes conf_axes_flatten_fp8_quant = {
     .base = {.rule = MLA_FP8_SCALE_AITER, .group = 128, .rows = 3, .cols = 256, .nargs = 3,
              .arg_dtype = {[2] = MLA_DTYPE_F32}},
     .derive = derive,
-    .legal = any_legal,
     .full = 1u << P_X | 1u << P_CODES};
 
 static void design_fp8(const conf_point *pt, int k, conf_case *c)

@@ -128,12 +128,6 @@ static const conf_axis quant_axes[] = {
     CONF_AX_VW("scales.view", 2, CONF_VIEWS),
 };
 
-static int any_legal(const conf_point *p)
-{
-    (void)p;
-    return 1;
-}
-
 static void quant_derive(mla_variant *v)
 {
     v->in_dtype = v->arg_dtype[0];
@@ -146,7 +140,6 @@ const conf_op_axes conf_axes_fp8_group_quant = {
     .naxes = (int)(sizeof quant_axes / sizeof quant_axes[0]),
     .base = {.rows = 6, .cols = 256, .nargs = 3, .arg_dtype = {[2] = MLA_DTYPE_F32}},
     .derive = quant_derive,
-    .legal = any_legal,
     .full = 1u << Q_X | 1u << Q_FP8 | 1u << Q_RULE | 1u << Q_GROUP};
 
 static void design_quant(const conf_point *pt, int k, conf_case *c)
@@ -179,7 +172,6 @@ const conf_op_axes conf_axes_fp8_group_dequant = {
     .naxes = (int)(sizeof dequant_axes / sizeof dequant_axes[0]),
     .base = {.rows = 6, .cols = 256, .nargs = 3, .arg_dtype = {[1] = MLA_DTYPE_F32}},
     .derive = dequant_derive,
-    .legal = any_legal,
     .full = 1u << D_FP8 | 1u << D_Y | 1u << D_GROUP};
 
 static void design_dequant(const conf_point *pt, int k, conf_case *c)

@@ -148,12 +148,6 @@ static const conf_axis batched_axes[] = {
     CONF_AX_VW("w.view", 1, CONF_VIEWS), CONF_AX_VW("y.view", 2, CONF_VIEWS),
 };
 
-static int any_legal(const conf_point *p)
-{
-    (void)p;
-    return 1;
-}
-
 static void batched_derive(mla_variant *v)
 {
     v->in_dtype = v->arg_dtype[1];
@@ -166,7 +160,6 @@ const conf_op_axes conf_axes_batched_gemm = {
     .naxes = (int)(sizeof batched_axes / sizeof batched_axes[0]),
     .base = {.group = 48, .rows = 4, .cols = 64, .nargs = 3},
     .derive = batched_derive,
-    .legal = any_legal,
     .full = 1u << B_X | 1u << B_W | 1u << B_Y};
 
 /* [3, 4, 64] @ [3, 64, 40] */

@@ -363,12 +363,6 @@ static const conf_axis topk_axes[] = {
     CONF_AX_VW("indices.view", 2, CONF_VIEWS),
 };
 
-static int topk_legal(const conf_point *p)
-{
-    (void)p;
-    return 1;
-}
-
 const conf_op_axes conf_axes_topk = {
     .op = MLA_OP_TOPK,
     .axes = topk_axes,
@@ -379,7 +373,6 @@ const conf_op_axes conf_axes_topk = {
              .cols = 4096,
              .nargs = 3,
              .arg_dtype = {MLA_DTYPE_F32, MLA_DTYPE_I32, MLA_DTYPE_I32}},
-    .legal = topk_legal,
     .full = 1u << T_K};
 
 /* k 16 of 64, or 2100 of 2200 */

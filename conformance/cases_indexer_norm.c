@@ -445,12 +445,6 @@ static const conf_axis hw_axes[] = {
     CONF_AX_VW("w_out.view", 2, CONF_VIEWS, MLA_ARG_IN_PLACE),
 };
 
-static int hw_legal(const conf_point *p)
-{
-    (void)p; /* in place over s_q (f32) is legal with any w */
-    return 1;
-}
-
 const conf_op_axes conf_axes_indexer_head_weights = {
     .op = MLA_OP_INDEXER_HEAD_WEIGHTS,
     .axes = hw_axes,
@@ -458,7 +452,6 @@ const conf_op_axes conf_axes_indexer_head_weights = {
     .base = {.out_dtype = MLA_DTYPE_F32, .rows = 5, .cols = 64, .nargs = 3,
              .arg_dtype = {[1] = MLA_DTYPE_F32, [2] = MLA_DTYPE_F32}},
     .derive = had_derive,
-    .legal = hw_legal,
     .full = 1u << W_W};
 
 /* [5, 64]; in place over w when w is f32 (every other design), else over s_q */

@@ -48,6 +48,9 @@ const conf_op_axes *conf_axes_of(mla_op op)
 
 /* ------------------------------------------------------------ points */
 
+/* FIELD axes read the variant's enum fields (in_dtype, ...) as int32. */
+_Static_assert(sizeof(mla_dtype) == sizeof(int32_t), "mla_dtype is 32 bits wide");
+
 static int64_t field_get(const conf_axis *ax, const mla_variant *v)
 {
     const char *at = (const char *)v + ax->field;
@@ -151,6 +154,31 @@ void conf_axes_value_str(const conf_op_axes *a, const conf_point *p, int i, char
 
 /* ------------------------------------------------------------ search */
 
+static int is_legal(const conf_op_axes *a, const conf_point *p) { return !a->legal || a->legal(p); }
+
+/* The next combination of the full axes' values in k (an odometer); 0 after the last. */
+static int next_full(const conf_op_axes *a, int *k)
+{
+    for (int i = 0; i < a->naxes; ++i) {
+        if (!(a->full >> i & 1u))
+            continue;
+        if (++k[i] < a->axes[i].n)
+            return 1;
+        k[i] = 0;
+    }
+    return 0;
+}
+
+/* The point of the full axes at their values k. */
+static conf_point full_point(const conf_op_axes *a, const int *k)
+{
+    conf_point p = {.set = 0};
+    for (int i = 0; i < a->naxes; ++i)
+        if (a->full >> i & 1u)
+            assign(&p, a->axes, i, k[i]);
+    return p;
+}
+
 typedef struct search {
     const conf_op_axes *a;
     int allow_rare;
@@ -175,7 +203,7 @@ static int dfs(const search *s, conf_point *p, int i)
         if (!s->allow_rare && (ax->rare >> k & 1u))
             continue;
         assign(p, a->axes, i, k);
-        if (a->legal(p)) {
+        if (is_legal(a, p)) {
             if (dfs(s, p, i + 1))
                 return 1;
             if (ax->kind == CONF_AX_VIEW) /* views: the first legal value only */
@@ -190,7 +218,7 @@ static int dfs(const search *s, conf_point *p, int i)
 int conf_axes_complete(const conf_op_axes *a, conf_point *p, int allow_rare, conf_accept accept,
                        void *actx)
 {
-    if (!a->legal(p))
+    if (!is_legal(a, p))
         return 0;
     const search s = {a, allow_rare, accept, actx};
     conf_point q = *p;
@@ -290,25 +318,13 @@ static void design_full(design *d)
 {
     const conf_op_axes *a = d->a;
     int k[CONF_MAX_AXES] = {0};
-    for (;;) {
-        conf_point p = {.set = 0};
-        for (int i = 0; i < a->naxes; ++i)
-            if (a->full >> i & 1u)
-                assign(&p, a->axes, i, k[i]);
-        conf_point q = p;
+    do {
+        conf_point p = full_point(a, k), q = p;
         const int plain = !has_rare(a, &p) && conf_axes_complete(a, &q, 0, NULL, NULL);
         q = p;
         if (plain || conf_axes_complete(a, &q, 1, NULL, NULL))
             emit(d, &p, !plain);
-        int i = 0;
-        while (i < a->naxes && (!(a->full >> i & 1u) || ++k[i] == a->axes[i].n)) {
-            if (a->full >> i & 1u)
-                k[i] = 0;
-            ++i;
-        }
-        if (i == a->naxes)
-            return;
-    }
+    } while (next_full(a, k));
 }
 
 /* Every uncovered legal pair seeds a point: without rare values first,
@@ -445,11 +461,8 @@ int conf_axes_check(const conf_op_axes *a, const conf_point *ex, int n, conf_acc
                 }
     /* the full axes' combinations */
     int k[CONF_MAX_AXES] = {0};
-    for (int done = !a->full; !done;) {
-        conf_point p = {.set = 0};
-        for (int i = 0; i < a->naxes; ++i)
-            if (a->full >> i & 1u)
-                assign(&p, a->axes, i, k[i]);
+    do {
+        conf_point p = full_point(a, k);
         int seen = 0;
         for (int e = 0; e < n && !seen; ++e) {
             seen = 1;
@@ -457,25 +470,17 @@ int conf_axes_check(const conf_op_axes *a, const conf_point *ex, int n, conf_acc
                 if ((a->full >> i & 1u) && ex[e].k[i] != k[i])
                     seen = 0;
         }
-        if (!seen && conf_axes_complete(a, &p, 1, accept, actx) && missing++ < max_msgs) {
-            fprintf(out, "  %s on %s: no case with", mla_op_name(a->op), backend);
-            for (int i = 0; i < a->naxes; ++i)
-                if (a->full >> i & 1u) {
-                    char s[64];
-                    conf_axes_value_str(a, &p, i, s, sizeof s);
-                    fprintf(out, " %s", s);
-                }
-            fprintf(out, " (a combination of the axes crossed fully), which %s accepts\n",
-                    backend);
-        }
-        int i = 0;
-        while (i < a->naxes && (!(a->full >> i & 1u) || ++k[i] == a->axes[i].n)) {
-            if (a->full >> i & 1u)
-                k[i] = 0;
-            ++i;
-        }
-        done = i == a->naxes;
-    }
+        if (seen || !conf_axes_complete(a, &p, 1, accept, actx) || missing++ >= max_msgs)
+            continue;
+        fprintf(out, "  %s on %s: no case with", mla_op_name(a->op), backend);
+        for (int i = 0; i < a->naxes; ++i)
+            if (a->full >> i & 1u) {
+                char s[64];
+                conf_axes_value_str(a, &p, i, s, sizeof s);
+                fprintf(out, " %s", s);
+            }
+        fprintf(out, " (a combination of the axes crossed fully), which %s accepts\n", backend);
+    } while (a->full && next_full(a, k));
     free(m);
     return missing;
 }

@@ -80,7 +80,7 @@ typedef struct conf_op_axes {
     mla_variant base;   /* the fields no axis sets */
     void (*derive)(mla_variant *v); /* fields that follow from the axes (in_dtype = x's dtype) */
     /* 0 when the values set break one of the API's rules (a partial point:
-     * only rules between set axes are judged) */
+     * only rules between set axes are judged); NULL: no rules */
     int (*legal)(const conf_point *p);
     unsigned full;      /* bit i: axis i is crossed fully with the others so marked */
 } conf_op_axes;

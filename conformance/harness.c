@@ -3,6 +3,7 @@
  * reports. One case is judged in this order: supports() (unsupported is an
  * answer, not a failure), status, guards, then per output bits, class and
  * bound, then the bitwise repeat when asked. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -124,11 +125,17 @@ static void free_outs(unsigned char **outs, int n)
         free(outs[i]);
 }
 
+/* The recorder whose ops a context runs on. */
+static conf_recorder *recorder_of(const mla_context *ctx)
+{
+    return (conf_recorder *)(void *)((char *)(uintptr_t)ctx->ops - offsetof(conf_recorder, ops));
+}
+
 /* The recording table: the reference's, with a supports() that notes each
  * variant an entry point asks about (and answers as the reference does). */
 static const char *record_supports(const mla_context *ctx, const mla_variant *v)
 {
-    conf_recorder *r = (conf_recorder *)(void *)((char *)ctx->ops - offsetof(conf_recorder, ops));
+    conf_recorder *r = recorder_of(ctx);
     if (r->n < CONF_MAX_VARIANTS)
         r->v[r->n] = *v;
     r->n++;
@@ -147,7 +154,7 @@ mla_status conf_record(mla_context *ref, const conf_suite *s, const conf_case *c
                        const conf_problem *p, unsigned char **outs, mla_conformance_failure *kind,
                        char *detail, size_t len)
 {
-    conf_recorder *r = (conf_recorder *)(void *)((char *)ref->ops - offsetof(conf_recorder, ops));
+    conf_recorder *r = recorder_of(ref);
     r->n = 0;
     mla_status st = conf_execute(ref, s, c, p, SALT_REFERENCE, outs, kind, detail, len);
     if (st == MLA_OK && r->n > CONF_MAX_VARIANTS) {
@@ -194,8 +201,7 @@ static void run_case(const conf_suite *s, const conf_case *c, const target *t, m
         fail(res, st != MLA_OK ? kind : MLA_CONF_FAIL_GUARD, msg);
         goto done;
     }
-    const conf_recorder *rec =
-        (const conf_recorder *)(const void *)((const char *)ref->ops - offsetof(conf_recorder, ops));
+    const conf_recorder *rec = recorder_of(ref);
     for (int i = 0; i < rec->n; ++i) {
         const char *param = "";
         if (mla_supports(t->ctx, &rec->v[i], &param) != MLA_OK) {
