@@ -8,7 +8,8 @@ void usage_conformance(FILE *out)
 {
     fprintf(out,
             "usage: mla conformance [--backend auto|reference|cpu|hip|all]... [--op PATTERN]\n"
-            "                       [--case N] [--suite all|golden|generated] [--json FILE]\n"
+            "                       [--case N] [--suite all|golden|generated|listed]\n"
+            "                       [--json FILE]\n"
             "                       [--repro 'DESCRIPTION'] [--list] [--data DIR] [--threads N]\n"
             "                       [--repeat] [--require-device] [--verbose]\n\n"
             "Runs every selected case on each backend and compares it with the reference\n"
@@ -20,7 +21,8 @@ void usage_conformance(FILE *out)
             "  --case N          only case N of each selected op (as --list numbers them)\n"
             "  --repro 'D'       only the case D describes: a REPRO line's description, the op\n"
             "                    and every parameter by name, then the seed (--list prints them)\n"
-            "  --suite S         golden: only the golden vectors; generated: only seeded cases\n"
+            "  --suite S         golden: only the golden vectors; generated: only seeded cases;\n"
+            "                    listed: all but the pairwise designs of the coverage tables\n"
             "  --json FILE       also write the results table and the failures as JSON\n"
             "  --list            list the selected cases and exit\n"
             "  --data DIR        golden vectors (default: $MLA_CONFORMANCE_DATA, else the\n"
@@ -88,8 +90,10 @@ int cmd_conformance(int argc, char **argv)
                 opt.suite = MLA_CONF_SUITE_GOLDEN;
             else if (!strcmp(v, "generated"))
                 opt.suite = MLA_CONF_SUITE_GENERATED;
+            else if (!strcmp(v, "listed"))
+                opt.suite = MLA_CONF_SUITE_LISTED;
             else {
-                fprintf(stderr, "mla conformance: --suite is all, golden or generated\n");
+                fprintf(stderr, "mla conformance: --suite is all, golden, generated or listed\n");
                 return MLA_EXIT_USAGE;
             }
         } else if (!strcmp(a, "--repro")) {

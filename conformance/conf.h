@@ -111,6 +111,7 @@ typedef struct conf_case {
     int golden;                   /* index into the op's golden table; -1 = generated */
     char label[64];               /* the table row: the suite's label() of p, then note */
     const char *note;             /* what a listed case is for ("odd D"); not a parameter */
+    int designed;                 /* one of the op's pairwise designs (conf_push_design) */
 } conf_case;
 
 /* ------------------------------------------------------ descriptions */

@@ -35,6 +35,7 @@ typedef enum mla_conformance_suite {
     MLA_CONF_SUITE_ALL = 0,
     MLA_CONF_SUITE_GOLDEN = 1,    /* only the golden-vector cases */
     MLA_CONF_SUITE_GENERATED = 2, /* only the seeded, reference-compared cases */
+    MLA_CONF_SUITE_LISTED = 3,    /* golden and listed cases, not the pairwise designs */
     MLA_CONF_SUITE_COUNT
 } mla_conformance_suite;
 

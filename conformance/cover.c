@@ -377,6 +377,7 @@ void conf_push_design(conf_builder *b, const conf_op_axes *a,
         conf_case c;
         memset(&c, 0, sizeof c);
         c.golden = -1;
+        c.designed = 1;
         design_case(&pts[k], k, &c);
         conf_push(b, &c);
     }

@@ -38,6 +38,8 @@ int conf_case_selected(const mla_conformance_options *opt, const conf_case *c, i
         return c->golden >= 0;
     if (opt->suite == MLA_CONF_SUITE_GENERATED)
         return c->golden < 0;
+    if (opt->suite == MLA_CONF_SUITE_LISTED)
+        return !c->designed;
     return 1;
 }
 

@@ -353,6 +353,7 @@ static int run_swap(const mla_backend_ops *ops, const char *label, const conf_su
     mla_conformance_options opt;
     mla_conformance_options_init(&opt);
     opt.op_pattern = swap->name;
+    opt.suite = MLA_CONF_SUITE_LISTED; /* as neg_run */
     FILE *f = tmpfile();
     int rc = mla_conformance_run_ops_swap(&opt, ops, label, swap, f ? f : stdout, sum);
     log[0] = '\0';
