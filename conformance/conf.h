@@ -5,7 +5,6 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include <stdio.h>
 
 #include "conformance/case_params.h"
 #include "conformance/conformance.h"
