@@ -22,19 +22,19 @@ typedef struct conf_shape {
 
 typedef struct conf_p_convert {
     mla_dtype x, y;
-    int32_t mode;      /* mla_saturation */
-    conf_shape shape;  /* the value shape (the unpacked side of fp4) */
+    int32_t mode;     /* mla_saturation */
+    conf_shape shape; /* the value shape (the unpacked side of fp4) */
     unsigned x_lay, y_lay;
-    int32_t in_place;  /* y is x's memory (same element size) */
+    int32_t in_place; /* y is x's memory (same element size) */
     int32_t dist;
 } conf_p_convert;
 
 /* mxfp4_quant (x -> codes, scales) and mxfp4_dequant (codes, scales -> y). */
 typedef struct conf_p_mxfp4 {
-    mla_dtype x;      /* the float side: quant's x, dequant's y */
+    mla_dtype x; /* the float side: quant's x, dequant's y */
     mla_dtype codes, scales;
-    int32_t layout;   /* mla_scale_layout */
-    int32_t rule;     /* mla_mxfp4_rule (quant) */
+    int32_t layout; /* mla_scale_layout */
+    int32_t rule;   /* mla_mxfp4_rule (quant) */
     int64_t M, K;
     unsigned x_lay, codes_lay, scales_lay;
     int32_t dist;
@@ -42,9 +42,9 @@ typedef struct conf_p_mxfp4 {
 
 /* fp8_group_quant (x -> codes, scales) and fp8_group_dequant. */
 typedef struct conf_p_fp8_group {
-    mla_dtype x;      /* the float side */
-    mla_dtype fp8;    /* the codes' flavour */
-    int32_t rule;     /* mla_fp8_scale_rule (quant) */
+    mla_dtype x;   /* the float side */
+    mla_dtype fp8; /* the codes' flavour */
+    int32_t rule;  /* mla_fp8_scale_rule (quant) */
     int64_t M, K, group;
     unsigned x_lay, codes_lay, scales_lay;
     int32_t dist;
@@ -69,13 +69,13 @@ typedef struct conf_p_qk_rmsnorm {
 } conf_p_qk_rmsnorm;
 
 typedef struct conf_p_rope {
-    int32_t style;    /* mla_rope_style */
-    int32_t table;    /* cases_rope.c's YaRN settings */
-    int64_t R;        /* rope dims */
+    int32_t style; /* mla_rope_style */
+    int32_t table; /* cases_rope.c's YaRN settings */
+    int64_t R;     /* rope dims */
     mla_dtype x, y, positions;
-    int64_t T, H, D;  /* H 0: [T, D] rows, else [T, H, D] */
-    int64_t P;        /* table rows */
-    int32_t in_place; /* y is x's memory */
+    int64_t T, H, D;   /* H 0: [T, D] rows, else [T, H, D] */
+    int64_t P;         /* table rows */
+    int32_t in_place;  /* y is x's memory */
     int32_t q_pe_view; /* x a q_pe view inside q, y inside q_cat */
     unsigned x_lay, y_lay, positions_lay;
     int32_t dist;
@@ -86,28 +86,28 @@ typedef struct conf_p_gemm {
     mla_dtype x, w, y;
     int64_t B, M, K, N;
     unsigned x_lay, w_lay, y_lay, w_scale_lay;
-    int32_t view;     /* batched: 0 plain, 1 the W_kc absorb's views, 2 W_vc's */
-    double w_scale;   /* batched: the per-tensor scale */
+    int32_t view;   /* batched: 0 plain, 1 the W_kc absorb's views, 2 W_vc's */
+    double w_scale; /* batched: the per-tensor scale */
     int32_t dist;
 } conf_p_gemm;
 
 /* cache_write and cache_gather. */
 typedef struct conf_p_cache {
-    int32_t layout;   /* mla_cache_layout */
-    mla_dtype dtype;  /* the cache's elements */
+    int32_t layout;  /* mla_cache_layout */
+    mla_dtype dtype; /* the cache's elements */
     int64_t block_size, blocks, L, R;
     double k_scale;
-    int64_t T;        /* write: tokens */
+    int64_t T;                     /* write: tokens */
     mla_dtype k_nope, k_pe, slots; /* write */
-    mla_dtype out;    /* gather */
-    int32_t kv_view;  /* write: k_nope and k_pe views of one [T, L + R] buffer */
+    mla_dtype out;                 /* gather */
+    int32_t kv_view;               /* write: k_nope and k_pe views of one [T, L + R] buffer */
     unsigned cache_lay, k_nope_lay, k_pe_lay, slots_lay, out_lay;
     int32_t dist;
 } conf_p_cache;
 
 typedef struct conf_p_rope_cache {
-    int32_t layout;   /* mla_cache_layout */
-    mla_dtype dtype;  /* the cache's elements */
+    int32_t layout;  /* mla_cache_layout */
+    mla_dtype dtype; /* the cache's elements */
     int64_t block_size, blocks;
     int32_t style;
     int64_t T, Tk, H, L, R;
@@ -118,7 +118,7 @@ typedef struct conf_p_rope_cache {
     int32_t q_pe_view;       /* q_pe inside q [T, H, nope + R] */
     int32_t kv_view;         /* k_nope, k_pe inside kv [Tk, L + R] */
     unsigned q_nope_lay, q_pe_lay, k_nope_lay, k_pe_lay, q_cat_lay, k_pe_out_lay;
-    unsigned cache_lay;      /* CONF_L_PAD: a padded block stride */
+    unsigned cache_lay; /* CONF_L_PAD: a padded block stride */
     unsigned q_pos_lay, k_pos_lay, slots_lay;
     int32_t dist;
 } conf_p_rope_cache;
@@ -126,12 +126,12 @@ typedef struct conf_p_rope_cache {
 /* gemm_a16wfp4 and gemm_a4w4. */
 typedef struct conf_p_mxfp4_gemm {
     int64_t B, M, K, N;
-    mla_dtype x, y;            /* a16wfp4's activations (a4w4: x.codes'); y */
-    mla_dtype x_scales;        /* a4w4 */
-    mla_dtype codes, scales;   /* w's */
-    int32_t prequant, rule;    /* a16wfp4 */
+    mla_dtype x, y;             /* a16wfp4's activations (a4w4: x.codes'); y */
+    mla_dtype x_scales;         /* a4w4 */
+    mla_dtype codes, scales;    /* w's */
+    int32_t prequant, rule;     /* a16wfp4 */
     int32_t w_layout, x_layout; /* mla_scale_layout of w's scales, a4w4: x's */
-    int32_t view;              /* 0 plain, 1 the W_kc absorb's views, 2 W_vc's */
+    int32_t view;               /* 0 plain, 1 the W_kc absorb's views, 2 W_vc's */
     unsigned x_lay, x_scales_lay, codes_lay, scales_lay, y_lay;
     int32_t dist;
 } conf_p_mxfp4_gemm;
@@ -139,9 +139,9 @@ typedef struct conf_p_mxfp4_gemm {
 /* flatten_mxfp4_quant and flatten_fp8_quant: x [T, H, v]. */
 typedef struct conf_p_flatten {
     int64_t T, H, v;
-    int32_t x_view;   /* x is the [H, T, v] buffer seen as [T, H, v] */
+    int32_t x_view; /* x is the [H, T, v] buffer seen as [T, H, v] */
     mla_dtype x, codes, scales;
-    int32_t rule;     /* mxfp4 rule */
+    int32_t rule; /* mxfp4 rule */
     unsigned x_lay, codes_lay, scales_lay;
     int32_t dist;
 } conf_p_flatten;
@@ -151,7 +151,7 @@ typedef struct conf_p_layernorm {
     int64_t T, D;
     unsigned x_lay, y_lay, w_lay, b_lay;
     int32_t in_place;
-    int32_t shift;    /* rows' mean = shift x their rms */
+    int32_t shift; /* rows' mean = shift x their rms */
     double eps;
     int32_t dist;
 } conf_p_layernorm;
@@ -176,40 +176,40 @@ typedef struct conf_p_head_weights {
 /* The DSA indexer's cache-based suites (cases_indexer*.c): the cache and
  * what each op adds (unused fields stay 0 and are not listed). */
 typedef struct conf_p_indexer {
-    int32_t layout;   /* the mla_indexer_layout the caller asks for */
+    int32_t layout; /* the mla_indexer_layout the caller asks for */
     mla_dtype fp8;
     int64_t block_size, blocks;
     int32_t ue8m0;
     unsigned cache_lay; /* CONF_L_PAD: a padded block stride */
-    int64_t T;        /* rows written */
+    int64_t T;          /* rows written */
     mla_dtype k, slots, positions;
-    int32_t style;    /* rope_k_cache */
-    int32_t next_n;   /* logits */
-    int64_t Hi;       /* logits */
-    int64_t k_top;    /* search: k */
-    unsigned k_lay, slots_lay, out_lay, scale_lay; /* write: k; gather: k_fp8, k_scale */
+    int32_t style;                                  /* rope_k_cache */
+    int32_t next_n;                                 /* logits */
+    int64_t Hi;                                     /* logits */
+    int64_t k_top;                                  /* search: k */
+    unsigned k_lay, slots_lay, out_lay, scale_lay;  /* write: k; gather: k_fp8, k_scale */
     unsigned q_lay, w_lay, logits_lay, indices_lay; /* logits, search */
     int32_t dist;
 } conf_p_indexer;
 
 typedef struct conf_p_topk {
     int64_t R, N, k;
-    int32_t values;   /* cases_indexer_logits.c's value kinds */
+    int32_t values; /* cases_indexer_logits.c's value kinds */
     unsigned logits_lay, lengths_lay, indices_lay;
 } conf_p_topk;
 
 typedef struct conf_p_attention {
-    int32_t layout;   /* mla_cache_layout */
-    mla_dtype dtype;  /* the cache's elements */
+    int32_t layout;     /* mla_cache_layout */
+    mla_dtype dtype;    /* the cache's elements */
     int64_t block_size; /* contiguous: the per-sequence capacity */
-    int64_t L, H;     /* R = L / 8 */
-    int32_t kind;     /* decode, sparse, prefill, prefill sparse */
+    int64_t L, H;       /* R = L / 8 */
+    int32_t kind;       /* decode, sparse, prefill, prefill sparse */
     int32_t next_n, splits;
     int32_t sinks, contiguous, rope, no_lse, long_ctx;
     mla_dtype q, o;
     double k_scale, q_scale;
     unsigned q_lay, o_lay, lse_lay, topk_lay, cache_lay;
-    int32_t style;    /* rope inside attention */
+    int32_t style;                               /* rope inside attention */
     mla_dtype k_nope, k_pe, q_pos, k_pos, slots; /* rope inside attention */
 } conf_p_attention;
 

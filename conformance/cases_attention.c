@@ -237,9 +237,29 @@ static const char *const splits_names[] = {"auto", "off", "forced"};
 static const char *const next_n_names[] = {"1", ">=2"};
 
 enum {
-    X_Q, X_LAYOUT, X_CDT, X_BLOCK, X_O, X_BT, X_CU, X_TOPK, X_SINKS, X_LSE,
-    X_ROPE, X_KN, X_KP, X_QPOS, X_KPOS, X_SLOTS, X_SPLITS, X_NEXT,
-    X_QV, X_OV, X_LSEV, X_CACHEV, X_TOPKV
+    X_Q,
+    X_LAYOUT,
+    X_CDT,
+    X_BLOCK,
+    X_O,
+    X_BT,
+    X_CU,
+    X_TOPK,
+    X_SINKS,
+    X_LSE,
+    X_ROPE,
+    X_KN,
+    X_KP,
+    X_QPOS,
+    X_KPOS,
+    X_SLOTS,
+    X_SPLITS,
+    X_NEXT,
+    X_QV,
+    X_OV,
+    X_LSEV,
+    X_CACHEV,
+    X_TOPKV
 };
 
 #define NONE MLA_DTYPE_COUNT
@@ -290,10 +310,10 @@ static int legal(const conf_point *p)
                    CONF_VAL(p, X_ROPE) == NONE || CONF_VAL(p, X_Q) == MLA_DTYPE_BF16 ||
                        CONF_VAL(p, X_Q) == MLA_DTYPE_F32))
         return 0;
-    return CONF_RULE(p, X_LSE, X_LSEV, (CONF_VAL(p, X_LSE) == NONE) ==
-                                           (CONF_VAL(p, X_LSEV) == MLA_ARG_ABSENT)) &&
-           CONF_RULE(p, X_TOPK, X_TOPKV, (CONF_VAL(p, X_TOPK) == NONE) ==
-                                             (CONF_VAL(p, X_TOPKV) == MLA_ARG_ABSENT));
+    return CONF_RULE(p, X_LSE, X_LSEV,
+                     (CONF_VAL(p, X_LSE) == NONE) == (CONF_VAL(p, X_LSEV) == MLA_ARG_ABSENT)) &&
+           CONF_RULE(p, X_TOPK, X_TOPKV,
+                     (CONF_VAL(p, X_TOPK) == NONE) == (CONF_VAL(p, X_TOPKV) == MLA_ARG_ABSENT));
 }
 
 static void derive(mla_variant *v)
@@ -558,7 +578,8 @@ static mla_status add_args(conf_problem *p, const conf_case *c, const geom *g)
     if (c->p.attn.no_lse) /* lse NULL: no output */
         ADD(conf_add_arg(p, "lse", CONF_OUT, MLA_DTYPE_F32, 1, empty, 0));
     else
-        ADD(conf_add_arg(p, "lse", CONF_OUT, MLA_DTYPE_F32, 2, (int64_t[]){T, H}, c->p.attn.lse_lay));
+        ADD(conf_add_arg(p, "lse", CONF_OUT, MLA_DTYPE_F32, 2, (int64_t[]){T, H},
+                         c->p.attn.lse_lay));
     const int64_t P = rope ? g->P : 0, Tk = rope ? T : 0;
     ADD(conf_add_arg(p, "cos", CONF_IN, MLA_DTYPE_F32, 2, (int64_t[]){P, R / 2}, 0));
     ADD(conf_add_arg(p, "sin", CONF_IN, MLA_DTYPE_F32, 2, (int64_t[]){P, R / 2}, 0));

@@ -36,7 +36,7 @@ static const mla_dtype kdts[] = {MLA_DTYPE_BF16, MLA_DTYPE_F32, MLA_DTYPE_F16};
 static int is_fp8(mla_dtype d) { return d == MLA_DTYPE_FP8_E4M3FN || d == MLA_DTYPE_FP8_E4M3FNUZ; }
 
 /* The descriptor's fields, shared by write and gather. */
-#define DESC_FIELDS                                                                               \
+#define DESC_FIELDS                                                                                \
     CONF_ENUM(cache, layout, conf_name_cache_layout, MLA_CACHE_LAYOUT_COUNT),                      \
         CONF_FIELD(cache, dtype, CONF_F_DTYPE), CONF_FIELD(cache, block_size, CONF_F_I64),         \
         CONF_FIELD(cache, blocks, CONF_F_I64), CONF_FIELD(cache, L, CONF_F_I64),                   \
@@ -66,8 +66,13 @@ static const conf_field gather_fields[] = {
 static mla_cache_desc desc_of(const conf_case *c)
 {
     const conf_p_cache *q = &c->p.cache;
-    mla_cache_desc d = {(mla_cache_layout)q->layout, q->dtype, q->blocks, q->block_size,
-                        q->L,                        q->R,     (float)q->k_scale};
+    mla_cache_desc d = {(mla_cache_layout)q->layout,
+                        q->dtype,
+                        q->blocks,
+                        q->block_size,
+                        q->L,
+                        q->R,
+                        (float)q->k_scale};
     return d;
 }
 
@@ -90,26 +95,30 @@ static void make(conf_case *c, int k, int64_t bs, int n, int64_t L, int64_t R)
     const mla_dtype dt = combos[k].dtype, kd = kdts[n % 3];
     const int scaled = combos[k].layout != MLA_CACHE_FP8_SCALED && is_fp8(dt);
     const unsigned kl = n % 5 == 3 ? CONF_L_PAD : CONF_L_CONTIG;
-    c->p.cache = (conf_p_cache){
-        combos[k].layout,
-        dt,
-        bs,
-        bs == 1 ? 40 : bs == 16 ? 5 : 3,
-        L,
-        R,
-        scaled && n % 2 ? 0.37 : scaled && n % 3 == 2 ? 2.5 : 1.0,
-        24,
-        kd,
-        kd,
-        n % 2 ? MLA_DTYPE_I64 : MLA_DTYPE_I32,
-        MLA_DTYPE_F32,
-        n % 4 == 1,                                /* k_nope, k_pe views of kv */
-        n % 3 == 1 ? CONF_L_PAD : CONF_L_CONTIG,   /* a padded block stride */
-        kl,
-        kl,
-        CONF_L_CONTIG,
-        kl,
-        (dt == MLA_DTYPE_BF16 && n % 2) ? CONF_DIST_ACT_SPECIALS : CONF_DIST_ACT};
+    c->p.cache =
+        (conf_p_cache){combos[k].layout,
+                       dt,
+                       bs,
+                       bs == 1    ? 40
+                       : bs == 16 ? 5
+                                  : 3,
+                       L,
+                       R,
+                       scaled && n % 2        ? 0.37
+                       : scaled && n % 3 == 2 ? 2.5
+                                              : 1.0,
+                       24,
+                       kd,
+                       kd,
+                       n % 2 ? MLA_DTYPE_I64 : MLA_DTYPE_I32,
+                       MLA_DTYPE_F32,
+                       n % 4 == 1,                              /* k_nope, k_pe views of kv */
+                       n % 3 == 1 ? CONF_L_PAD : CONF_L_CONTIG, /* a padded block stride */
+                       kl,
+                       kl,
+                       CONF_L_CONTIG,
+                       kl,
+                       (dt == MLA_DTYPE_BF16 && n % 2) ? CONF_DIST_ACT_SPECIALS : CONF_DIST_ACT};
 }
 
 /* ------------------------------------------------------------ axes */
@@ -150,7 +159,10 @@ static int write_legal(const conf_point *p)
     return conf_cache_legal(p, W_LAYOUT, W_DTYPE, W_BLOCK);
 }
 
-static void cache_derive(mla_variant *v) { v->out_dtype = v->op == MLA_OP_CACHE_WRITE ? v->in_dtype : v->arg_dtype[3]; }
+static void cache_derive(mla_variant *v)
+{
+    v->out_dtype = v->op == MLA_OP_CACHE_WRITE ? v->in_dtype : v->arg_dtype[3];
+}
 
 const conf_op_axes conf_axes_cache_write = {
     .op = MLA_OP_CACHE_WRITE,
@@ -161,7 +173,10 @@ const conf_op_axes conf_axes_cache_write = {
     .legal = write_legal,
     .full = 1u << W_LAYOUT | 1u << W_DTYPE | 1u << W_BLOCK};
 
-static int64_t block_of(int64_t cls, int k) { return cls >= 64 ? 64 : cls >= 16 ? 16 : k % 2 ? 5 : 1; }
+static int64_t block_of(int64_t cls, int k)
+{
+    return cls >= 64 ? 64 : cls >= 16 ? 16 : k % 2 ? 5 : 1;
+}
 
 static const unsigned view_lays[] = {CONF_L_CONTIG, CONF_L_PAD};
 

@@ -37,10 +37,13 @@ static const golden_convert goldens[] = {
 static int is_fp8(mla_dtype d) { return d == MLA_DTYPE_FP8_E4M3FN || d == MLA_DTYPE_FP8_E4M3FNUZ; }
 
 static const conf_field fields[] = {
-    CONF_FIELD(convert, x, CONF_F_DTYPE),     CONF_FIELD(convert, y, CONF_F_DTYPE),
+    CONF_FIELD(convert, x, CONF_F_DTYPE),
+    CONF_FIELD(convert, y, CONF_F_DTYPE),
     CONF_ENUM(convert, mode, conf_name_saturation, MLA_SATURATION_COUNT),
-    CONF_FIELD(convert, shape, CONF_F_SHAPE), CONF_FIELD(convert, x_lay, CONF_F_LAY),
-    CONF_FIELD(convert, y_lay, CONF_F_LAY),   CONF_FIELD(convert, in_place, CONF_F_I32),
+    CONF_FIELD(convert, shape, CONF_F_SHAPE),
+    CONF_FIELD(convert, x_lay, CONF_F_LAY),
+    CONF_FIELD(convert, y_lay, CONF_F_LAY),
+    CONF_FIELD(convert, in_place, CONF_F_I32),
     CONF_ENUM(convert, dist, conf_name_dist, CONF_DIST_COUNT),
 };
 
@@ -71,7 +74,8 @@ static int legal(const conf_point *p)
     const int64_t x = CONF_VAL(p, A_X), y = CONF_VAL(p, A_Y);
     const int in_place = CONF_HAS(p, A_YV) && CONF_VAL(p, A_YV) == MLA_ARG_IN_PLACE;
     return !in_place ||
-           ((!CONF_HAS(p, A_X) || x != MLA_DTYPE_FP4X2) && (!CONF_HAS(p, A_Y) || y != MLA_DTYPE_FP4X2) &&
+           ((!CONF_HAS(p, A_X) || x != MLA_DTYPE_FP4X2) &&
+            (!CONF_HAS(p, A_Y) || y != MLA_DTYPE_FP4X2) &&
             CONF_RULE(p, A_X, A_Y, mla_dtype_size((mla_dtype)x) == mla_dtype_size((mla_dtype)y)));
 }
 
@@ -129,8 +133,13 @@ static int build(conf_case *cases, int cap)
         conf_case c;
         memset(&c, 0, sizeof c);
         c.golden = g;
-        c.p.convert = (conf_p_convert){goldens[g].src, goldens[g].dst, goldens[g].mode,
-                                       {1, {goldens[g].n}}, CONF_L_CONTIG, CONF_L_CONTIG, 0,
+        c.p.convert = (conf_p_convert){goldens[g].src,
+                                       goldens[g].dst,
+                                       goldens[g].mode,
+                                       {1, {goldens[g].n}},
+                                       CONF_L_CONTIG,
+                                       CONF_L_CONTIG,
+                                       0,
                                        CONF_DIST_EDGE};
         conf_push(&b, &c);
     }
@@ -149,11 +158,9 @@ static int build(conf_case *cases, int cap)
                     c.golden = -1;
                     const int codes = srcs[si] != MLA_DTYPE_F32 && srcs[si] != MLA_DTYPE_F16 &&
                                       srcs[si] != MLA_DTYPE_BF16;
-                    c.p.convert = (conf_p_convert){srcs[si],       dsts[di],
-                                                   mode,           shapes[k].shape,
-                                                   shapes[k].lx,   shapes[k].ly,
-                                                   0,              codes ? CONF_DIST_CODES
-                                                                         : CONF_DIST_EDGE};
+                    c.p.convert = (conf_p_convert){
+                        srcs[si],     dsts[di],     mode, shapes[k].shape,
+                        shapes[k].lx, shapes[k].ly, 0,    codes ? CONF_DIST_CODES : CONF_DIST_EDGE};
                     conf_push(&b, &c);
                 }
     conf_push_design(&b, &conf_axes_convert, design);

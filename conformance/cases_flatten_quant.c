@@ -63,10 +63,10 @@ static const conf_field mx_fields[] = {
 };
 
 static const conf_field fp8_fields[] = {
-    CONF_FIELD(fl, T, CONF_F_I64),         CONF_FIELD(fl, H, CONF_F_I64),
-    CONF_FIELD(fl, v, CONF_F_I64),         CONF_FIELD(fl, x_view, CONF_F_I32),
-    CONF_FIELD(fl, x, CONF_F_DTYPE),       CONF_FIELD(fl, codes, CONF_F_DTYPE),
-    CONF_FIELD(fl, x_lay, CONF_F_LAY),     CONF_FIELD(fl, codes_lay, CONF_F_LAY),
+    CONF_FIELD(fl, T, CONF_F_I64),          CONF_FIELD(fl, H, CONF_F_I64),
+    CONF_FIELD(fl, v, CONF_F_I64),          CONF_FIELD(fl, x_view, CONF_F_I32),
+    CONF_FIELD(fl, x, CONF_F_DTYPE),        CONF_FIELD(fl, codes, CONF_F_DTYPE),
+    CONF_FIELD(fl, x_lay, CONF_F_LAY),      CONF_FIELD(fl, codes_lay, CONF_F_LAY),
     CONF_FIELD(fl, scales_lay, CONF_F_LAY), CONF_ENUM(fl, dist, conf_name_dist, CONF_DIST_COUNT),
 };
 
@@ -75,8 +75,8 @@ static int is_fp8_suite(const conf_case *c) { return c->suite->op == MLA_OP_FLAT
 static void label(conf_case *c)
 {
     const conf_p_flatten *q = &c->p.fl;
-    const char *rn = is_fp8_suite(c) ? mla_dtype_name(q->codes)
-                                     : mla_mxfp4_rule_name((mla_mxfp4_rule)q->rule);
+    const char *rn =
+        is_fp8_suite(c) ? mla_dtype_name(q->codes) : mla_mxfp4_rule_name((mla_mxfp4_rule)q->rule);
     snprintf(c->label, sizeof c->label, "%s %s", mla_dtype_name(q->x), rn);
 }
 
@@ -87,9 +87,17 @@ static void push(conf_builder *b, const fshape *s, mla_dtype x, mla_dtype codes,
     c.golden = -1;
     c.note = s->note;
     const int fp8 = b->suite->op == MLA_OP_FLATTEN_FP8_QUANT;
-    c.p.fl = (conf_p_flatten){s->T,  s->H,  s->v,  s->view,
-                              x,     codes, fp8 ? MLA_DTYPE_F32 : MLA_DTYPE_E8M0,
-                              rule,  s->lx, s->lc, s->ls,
+    c.p.fl = (conf_p_flatten){s->T,
+                              s->H,
+                              s->v,
+                              s->view,
+                              x,
+                              codes,
+                              fp8 ? MLA_DTYPE_F32 : MLA_DTYPE_E8M0,
+                              rule,
+                              s->lx,
+                              s->lc,
+                              s->ls,
                               s->specials ? CONF_DIST_SPECIALS : CONF_DIST_BLOCKS};
     conf_push(b, &c);
 }
@@ -155,21 +163,23 @@ static void design_mx(const conf_point *pt, int k, conf_case *c)
 enum { P_X, P_CODES, P_XV, P_CODESV, P_SCALESV };
 
 static const conf_axis fp8_axes[] = {
-    CONF_AX_DT("x.dtype", 0, CONF_FLOATS),
-    CONF_AX_DT("codes.dtype", 1, CONF_FP8S),
-    CONF_AX_VW("x.view", 0, CONF_VIEWS),
-    CONF_AX_VW("codes.view", 1, CONF_VIEWS),
+    CONF_AX_DT("x.dtype", 0, CONF_FLOATS),    CONF_AX_DT("codes.dtype", 1, CONF_FP8S),
+    CONF_AX_VW("x.view", 0, CONF_VIEWS),      CONF_AX_VW("codes.view", 1, CONF_VIEWS),
     CONF_AX_VW("scales.view", 2, CONF_VIEWS),
 };
 
-const conf_op_axes conf_axes_flatten_fp8_quant = {
-    .op = MLA_OP_FLATTEN_FP8_QUANT,
-    .axes = fp8_axes,
-    .naxes = (int)(sizeof fp8_axes / sizeof fp8_axes[0]),
-    .base = {.rule = MLA_FP8_SCALE_AITER, .group = 128, .rows = 3, .cols = 256, .nargs = 3,
-             .arg_dtype = {[2] = MLA_DTYPE_F32}},
-    .derive = derive,
-    .full = 1u << P_X | 1u << P_CODES};
+const conf_op_axes conf_axes_flatten_fp8_quant = {.op = MLA_OP_FLATTEN_FP8_QUANT,
+                                                  .axes = fp8_axes,
+                                                  .naxes =
+                                                      (int)(sizeof fp8_axes / sizeof fp8_axes[0]),
+                                                  .base = {.rule = MLA_FP8_SCALE_AITER,
+                                                           .group = 128,
+                                                           .rows = 3,
+                                                           .cols = 256,
+                                                           .nargs = 3,
+                                                           .arg_dtype = {[2] = MLA_DTYPE_F32}},
+                                                  .derive = derive,
+                                                  .full = 1u << P_X | 1u << P_CODES};
 
 static void design_fp8(const conf_point *pt, int k, conf_case *c)
 {
@@ -207,9 +217,9 @@ static mla_status setup(const conf_case *c, const conf_env *env, conf_problem *p
     const int fp8 = is_fp8_suite(c);
     const int64_t T = q->T, H = q->H, v = q->v, HV = H * v, G = fp8 ? 128 : 32;
     const int64_t xs[3] = {T, H, v}, cs[2] = {T, fp8 ? HV : HV / 2}, ss[2] = {T, HV / G};
-    mla_status st = q->x_view ? conf_add_view(p, "x", CONF_IN, q->x, 3, xs,
-                                              (int64_t[]){v, T * v, 1}, 0)
-                              : conf_add_arg(p, "x", CONF_IN, q->x, 3, xs, q->x_lay);
+    mla_status st = q->x_view
+                        ? conf_add_view(p, "x", CONF_IN, q->x, 3, xs, (int64_t[]){v, T * v, 1}, 0)
+                        : conf_add_arg(p, "x", CONF_IN, q->x, 3, xs, q->x_lay);
     if (st == MLA_OK)
         st = conf_add_arg(p, "codes", CONF_OUT, q->codes, 2, cs, q->codes_lay);
     if (st == MLA_OK)

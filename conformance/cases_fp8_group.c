@@ -86,8 +86,8 @@ static void init_case(conf_case *c, mla_dtype x, mla_dtype fp8, int rule, int64_
 {
     memset(c, 0, sizeof *c);
     c->golden = golden;
-    c->p.fp8g = (conf_p_fp8_group){x,           fp8,           rule,          M, K, group,
-                                   CONF_L_CONTIG, CONF_L_CONTIG, CONF_L_CONTIG, CONF_DIST_EDGE};
+    c->p.fp8g = (conf_p_fp8_group){
+        x, fp8, rule, M, K, group, CONF_L_CONTIG, CONF_L_CONTIG, CONF_L_CONTIG, CONF_DIST_EDGE};
 }
 
 static void set_layouts(conf_case *c, int k)

@@ -38,12 +38,18 @@ static const conf_field linear_fields[] = {
 };
 
 static const conf_field batched_fields[] = {
-    CONF_FIELD(gemm, x, CONF_F_DTYPE),   CONF_FIELD(gemm, w, CONF_F_DTYPE),
-    CONF_FIELD(gemm, y, CONF_F_DTYPE),   CONF_FIELD(gemm, B, CONF_F_I64),
-    CONF_FIELD(gemm, M, CONF_F_I64),     CONF_FIELD(gemm, K, CONF_F_I64),
-    CONF_FIELD(gemm, N, CONF_F_I64),     CONF_FIELD(gemm, x_lay, CONF_F_LAY),
-    CONF_FIELD(gemm, w_lay, CONF_F_LAY), CONF_FIELD(gemm, y_lay, CONF_F_LAY),
-    CONF_FIELD(gemm, view, CONF_F_I32),  CONF_FIELD(gemm, w_scale, CONF_F_REAL),
+    CONF_FIELD(gemm, x, CONF_F_DTYPE),
+    CONF_FIELD(gemm, w, CONF_F_DTYPE),
+    CONF_FIELD(gemm, y, CONF_F_DTYPE),
+    CONF_FIELD(gemm, B, CONF_F_I64),
+    CONF_FIELD(gemm, M, CONF_F_I64),
+    CONF_FIELD(gemm, K, CONF_F_I64),
+    CONF_FIELD(gemm, N, CONF_F_I64),
+    CONF_FIELD(gemm, x_lay, CONF_F_LAY),
+    CONF_FIELD(gemm, w_lay, CONF_F_LAY),
+    CONF_FIELD(gemm, y_lay, CONF_F_LAY),
+    CONF_FIELD(gemm, view, CONF_F_I32),
+    CONF_FIELD(gemm, w_scale, CONF_F_REAL),
     CONF_ENUM(gemm, dist, conf_name_dist, CONF_DIST_COUNT),
 };
 
@@ -63,8 +69,8 @@ static void add(conf_builder *b, mla_dtype x, mla_dtype w, mla_dtype y, int64_t 
     memset(&c, 0, sizeof c);
     c.golden = -1;
     c.note = note;
-    c.p.gemm = (conf_p_gemm){x,  w,  y,  B,        M,    K,       N,
-                             lx, lw, ly, CONF_L_CONTIG, view, w_scale, CONF_DIST_ACT};
+    c.p.gemm =
+        (conf_p_gemm){x, w, y, B, M, K, N, lx, lw, ly, CONF_L_CONTIG, view, w_scale, CONF_DIST_ACT};
     conf_push(b, &c);
 }
 
@@ -98,10 +104,12 @@ static const conf_axis linear_axes[] = {
 /* fp8 weights come with block scales, bf16 ones without */
 static int linear_legal(const conf_point *p)
 {
-    return CONF_RULE(p, L_W, L_S, (CONF_VAL(p, L_W) == MLA_DTYPE_BF16) ==
-                                      (CONF_VAL(p, L_S) == MLA_DTYPE_COUNT)) &&
-           CONF_RULE(p, L_S, L_SV, (CONF_VAL(p, L_S) == MLA_DTYPE_COUNT) ==
-                                       (CONF_VAL(p, L_SV) == MLA_ARG_ABSENT));
+    return CONF_RULE(p, L_W, L_S,
+                     (CONF_VAL(p, L_W) == MLA_DTYPE_BF16) ==
+                         (CONF_VAL(p, L_S) == MLA_DTYPE_COUNT)) &&
+           CONF_RULE(p, L_S, L_SV,
+                     (CONF_VAL(p, L_S) == MLA_DTYPE_COUNT) ==
+                         (CONF_VAL(p, L_SV) == MLA_ARG_ABSENT));
 }
 
 static void linear_derive(mla_variant *v)
@@ -110,14 +118,13 @@ static void linear_derive(mla_variant *v)
     v->out_dtype = v->arg_dtype[3];
 }
 
-const conf_op_axes conf_axes_linear = {
-    .op = MLA_OP_LINEAR,
-    .axes = linear_axes,
-    .naxes = (int)(sizeof linear_axes / sizeof linear_axes[0]),
-    .base = {.group = 192, .cols = 256, .nargs = 4},
-    .derive = linear_derive,
-    .legal = linear_legal,
-    .full = 1u << L_X | 1u << L_W | 1u << L_Y};
+const conf_op_axes conf_axes_linear = {.op = MLA_OP_LINEAR,
+                                       .axes = linear_axes,
+                                       .naxes = (int)(sizeof linear_axes / sizeof linear_axes[0]),
+                                       .base = {.group = 192, .cols = 256, .nargs = 4},
+                                       .derive = linear_derive,
+                                       .legal = linear_legal,
+                                       .full = 1u << L_X | 1u << L_W | 1u << L_Y};
 
 /* T 3 or 20 tokens, K 300 and N 130 (block scales over partial blocks) */
 static void linear_design(const conf_point *pt, int k, conf_case *c)
@@ -143,8 +150,8 @@ static void linear_design(const conf_point *pt, int k, conf_case *c)
 enum { B_X, B_W, B_Y, B_XV, B_WV, B_YV };
 
 static const conf_axis batched_axes[] = {
-    CONF_AX_DT("x.dtype", 0, GEMM_X),   CONF_AX_DT("w.dtype", 1, GEMM_W),
-    CONF_AX_DT("y.dtype", 2, GEMM_X),   CONF_AX_VW("x.view", 0, CONF_VIEWS),
+    CONF_AX_DT("x.dtype", 0, GEMM_X),    CONF_AX_DT("w.dtype", 1, GEMM_W),
+    CONF_AX_DT("y.dtype", 2, GEMM_X),    CONF_AX_VW("x.view", 0, CONF_VIEWS),
     CONF_AX_VW("w.view", 1, CONF_VIEWS), CONF_AX_VW("y.view", 2, CONF_VIEWS),
 };
 
@@ -189,18 +196,15 @@ static int build_linear(conf_case *cases, int cap)
     const unsigned C = CONF_L_CONTIG, P = CONF_L_PAD, T = CONF_L_COLMAJOR;
     for (int wi = 0; wi < 2; ++wi)
         for (int k = 0; k < 4; ++k)
-            add(&b, xy[k][0], wi ? fp8 : bf16, xy[k][1], 1, 3, 256, 192, C, C, C,
-                0, 1.0, NULL);
+            add(&b, xy[k][0], wi ? fp8 : bf16, xy[k][1], 1, 3, 256, 192, C, C, C, 0, 1.0, NULL);
     add(&b, bf16, fp8, bf16, 1, 5, 200, 130, P, C, P, 0, 1.0, " N, K % 128 != 0");
     add(&b, f32, fp8, f32, 1, 1, 576, 257, C, T, C, 0, 1.0, " w transposed");
     add(&b, bf16, fp8, f32, 1, 2, 2048, 40, C, C, P, 0, 1.0, " deep K");
-    add(&b, bf16, bf16, bf16, 1, 4, 130, 70, P | CONF_L_OFFSET, T, P, 0, 1.0,
-        " strided");
+    add(&b, bf16, bf16, bf16, 1, 4, 130, 70, P | CONF_L_OFFSET, T, P, 0, 1.0, " strided");
     add(&b, f32, bf16, f32, 1, 2, 1, 9, C, C, C, 0, 1.0, " K=1");
     add(&b, bf16, fp8, bf16, 1, 0, 256, 64, C, C, C, 0, 1.0, " T=0");
     /* T > 16: the HIP matrix tiles (MLA_HIP_GEMM_SPLITS=n splits their K). */
-    add(&b, bf16, fp8, bf16, 1, 40, 1000, 200, C, C, C, 0, 1.0,
-        " T=40, N, K % 128 != 0");
+    add(&b, bf16, fp8, bf16, 1, 40, 1000, 200, C, C, C, 0, 1.0, " T=40, N, K % 128 != 0");
     add(&b, bf16, bf16, f32, 1, 130, 600, 136, C, C, P, 0, 1.0, " T=130");
     conf_push_design(&b, &conf_axes_linear, linear_design);
     return b.n;
@@ -213,16 +217,12 @@ static int build_batched(conf_case *cases, int cap)
     const unsigned C = CONF_L_CONTIG, P = CONF_L_PAD;
     for (int wi = 0; wi < 2; ++wi)
         for (int k = 0; k < 4; ++k)
-            add(&b, xy[k][0], wi ? fp8 : bf16, xy[k][1], 3, 4, 64, 48,
-                k == 2 ? P : C, C, k == 3 ? P : C, 0, wi ? 0.0173 : 1.0, NULL);
-    add(&b, bf16, bf16, bf16, 4, 3, NOPE, 128, C, C, C, 1, 1.0,
-        " absorb W_kc, y [T,H,L]");
-    add(&b, bf16, bf16, f32, 4, 5, NOPE, 128, C, C, C, 1, 1.0,
-        " absorb W_kc, y [T,H,L]");
-    add(&b, f32, fp8, bf16, 4, 3, NOPE, 128, C, C, C, 1, 0.021,
-        " absorb W_kc, y [T,H,L]");
-    add(&b, bf16, bf16, bf16, 4, 3, 128, VDIM, C, C, C, 2, 1.0,
-        " W_vc, y [T,H,v]");
+            add(&b, xy[k][0], wi ? fp8 : bf16, xy[k][1], 3, 4, 64, 48, k == 2 ? P : C, C,
+                k == 3 ? P : C, 0, wi ? 0.0173 : 1.0, NULL);
+    add(&b, bf16, bf16, bf16, 4, 3, NOPE, 128, C, C, C, 1, 1.0, " absorb W_kc, y [T,H,L]");
+    add(&b, bf16, bf16, f32, 4, 5, NOPE, 128, C, C, C, 1, 1.0, " absorb W_kc, y [T,H,L]");
+    add(&b, f32, fp8, bf16, 4, 3, NOPE, 128, C, C, C, 1, 0.021, " absorb W_kc, y [T,H,L]");
+    add(&b, bf16, bf16, bf16, 4, 3, 128, VDIM, C, C, C, 2, 1.0, " W_vc, y [T,H,v]");
     add(&b, bf16, bf16, bf16, 2, 0, 64, 16, C, C, C, 0, 1.0, " M=0");
     conf_push_design(&b, &conf_axes_batched_gemm, batched_design);
     return b.n;

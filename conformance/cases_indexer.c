@@ -161,8 +161,8 @@ void conf_idx_design_cache(conf_case *c, mla_dtype fp8, int ue8m0, int64_t block
                            int64_t layout, int k)
 {
     const int64_t bs = block_class >= 64 ? 64 : block_class >= 16 ? 16 : k % 2 ? 3 : 1;
-    const int ask =
-        k % 2 && layout == (int64_t)mla_indexer_layout_for(bs) ? MLA_INDEXER_LAYOUT_AUTO : (int)layout;
+    const int ask = k % 2 && layout == (int64_t)mla_indexer_layout_for(bs) ? MLA_INDEXER_LAYOUT_AUTO
+                                                                           : (int)layout;
     conf_idx_case(c, fp8, ue8m0, bs, ask, bs == 1 ? 40 : bs == 3 ? 12 : bs == 16 ? 3 : 1);
     c->note = " (pairwise)";
 }
@@ -379,8 +379,8 @@ static void gather_design(const conf_point *pt, int k, conf_case *c)
     const int64_t bs = cls >= 64 ? 64 : cls >= 16 ? 16 : k % 2 ? 3 : 1;
     int64_t lens[SEQS], rows, mb, blocks;
     gather_shape(bs, lens, &rows, &mb, &blocks);
-    conf_idx_design_cache(c, (mla_dtype)CONF_VAL(pt, G_DTYPE), k % 2, cls,
-                          CONF_VAL(pt, G_LAYOUT), k);
+    conf_idx_design_cache(c, (mla_dtype)CONF_VAL(pt, G_DTYPE), k % 2, cls, CONF_VAL(pt, G_LAYOUT),
+                          k);
     conf_p_indexer *q = &c->p.idx;
     q->blocks = blocks;
     q->cache_lay = CONF_VAL(pt, G_CACHEV) == MLA_ARG_ROWS ? CONF_L_PAD : CONF_L_CONTIG;

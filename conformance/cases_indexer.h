@@ -33,8 +33,8 @@ static inline int64_t conf_idx_scale_byte(int64_t t, int64_t bs, int64_t D)
 static inline mla_indexer_cache_desc conf_idx_desc(const conf_case *c)
 {
     const conf_p_indexer *q = &c->p.idx;
-    mla_indexer_cache_desc d = {q->blocks, q->block_size,           CONF_IDX_D,
-                                q->fp8,    (mla_indexer_layout)q->layout, q->ue8m0};
+    mla_indexer_cache_desc d = {
+        q->blocks, q->block_size, CONF_IDX_D, q->fp8, (mla_indexer_layout)q->layout, q->ue8m0};
     return d;
 }
 
@@ -64,10 +64,10 @@ void conf_idx_case(conf_case *c, mla_dtype fp8, int ue8m0, int64_t bs, int layou
 void conf_idx_label(conf_case *c, const char *extra);
 
 /* The fields of the cache's parameters (CONF_IDX_CACHE_FIELDS, 6 entries). */
-#define CONF_IDX_CACHE_FIELDS                                                                    \
-    CONF_ENUM(idx, layout, conf_name_indexer_layout, MLA_INDEXER_LAYOUT_COUNT),                   \
-        CONF_FIELD(idx, fp8, CONF_F_DTYPE), CONF_FIELD(idx, block_size, CONF_F_I64),              \
-        CONF_FIELD(idx, blocks, CONF_F_I64), CONF_FIELD(idx, ue8m0, CONF_F_I32),                  \
+#define CONF_IDX_CACHE_FIELDS                                                                      \
+    CONF_ENUM(idx, layout, conf_name_indexer_layout, MLA_INDEXER_LAYOUT_COUNT),                    \
+        CONF_FIELD(idx, fp8, CONF_F_DTYPE), CONF_FIELD(idx, block_size, CONF_F_I64),               \
+        CONF_FIELD(idx, blocks, CONF_F_I64), CONF_FIELD(idx, ue8m0, CONF_F_I32),                   \
         CONF_FIELD(idx, cache_lay, CONF_F_LAY)
 
 /* Design helpers (cover.h): the resolved layout SHUFFLE needs a block size

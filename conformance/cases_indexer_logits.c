@@ -91,8 +91,9 @@ void conf_idx_logits_label(conf_case *c)
     const conf_p_indexer *q = &c->p.idx;
     char lay[24];
     conf_idx_layout_label(c, lay, sizeof lay);
-    snprintf(c->label, sizeof c->label, "%s bs%lld %s next_n %d Hi %lld", mla_dtype_name(q->fp8) + 4,
-             (long long)q->block_size, lay, (int)q->next_n, (long long)q->Hi);
+    snprintf(c->label, sizeof c->label, "%s bs%lld %s next_n %d Hi %lld",
+             mla_dtype_name(q->fp8) + 4, (long long)q->block_size, lay, (int)q->next_n,
+             (long long)q->Hi);
 }
 
 void conf_idx_logits_case(conf_case *cp, int64_t bs, int layout, int next_n, int64_t Hi,
@@ -174,8 +175,8 @@ static void logits_design(const conf_point *pt, int k, conf_case *c)
                           CONF_VAL(pt, G_LAYOUT), k);
     const conf_p_indexer keep = c->p.idx;
     const char *note = c->note;
-    conf_idx_logits_case(c, keep.block_size, keep.layout, (int)CONF_VAL(pt, G_NEXT),
-                         k % 2 ? 3 : 5, keep.fp8, k);
+    conf_idx_logits_case(c, keep.block_size, keep.layout, (int)CONF_VAL(pt, G_NEXT), k % 2 ? 3 : 5,
+                         keep.fp8, k);
     c->note = note;
     conf_p_indexer *q = &c->p.idx;
     q->cache_lay = CONF_VAL(pt, G_CACHEV) == MLA_ARG_ROWS ? CONF_L_PAD : CONF_L_CONTIG;
@@ -301,8 +302,8 @@ mla_status conf_idx_setup_logits(const conf_case *c, const conf_env *env, conf_p
 static mla_status exec_logits(mla_context *ctx, const conf_case *c, mla_tensor *t)
 {
     mla_indexer_cache_desc d = conf_idx_desc(c);
-    return mla_indexer_logits(ctx, &d, &t[LC], &t[LQ], &t[LW], &t[LBT], &t[LCTX],
-                              c->p.idx.next_n, &t[LOUT]);
+    return mla_indexer_logits(ctx, &d, &t[LC], &t[LQ], &t[LW], &t[LBT], &t[LCTX], c->p.idx.next_n,
+                              &t[LOUT]);
 }
 
 const conf_suite conf_suite_indexer_logits = {.name = "indexer_logits",
@@ -323,12 +324,9 @@ static const char *const value_names[V_COUNT] = {"act", "ties +-0", "mostly -inf
 static const char *value_name(int v) { return v >= 0 && v < V_COUNT ? value_names[v] : "unknown"; }
 
 static const conf_field topk_fields[] = {
-    CONF_FIELD(topk, R, CONF_F_I64),
-    CONF_FIELD(topk, N, CONF_F_I64),
-    CONF_FIELD(topk, k, CONF_F_I64),
-    CONF_ENUM(topk, values, value_name, V_COUNT),
-    CONF_FIELD(topk, logits_lay, CONF_F_LAY),
-    CONF_FIELD(topk, lengths_lay, CONF_F_LAY),
+    CONF_FIELD(topk, R, CONF_F_I64),           CONF_FIELD(topk, N, CONF_F_I64),
+    CONF_FIELD(topk, k, CONF_F_I64),           CONF_ENUM(topk, values, value_name, V_COUNT),
+    CONF_FIELD(topk, logits_lay, CONF_F_LAY),  CONF_FIELD(topk, lengths_lay, CONF_F_LAY),
     CONF_FIELD(topk, indices_lay, CONF_F_LAY),
 };
 
@@ -356,8 +354,14 @@ enum { T_K, T_LV, T_NV, T_IV };
 
 static const conf_axis topk_axes[] = {
     /* HIP's top-k takes k up to the model's 2048 (hip/topk.hip) */
-    {.name = "k", .kind = CONF_AX_CLASS, .field = offsetof(mla_variant, group), .wide = 1,
-     .n = 2, .values = {1, 2049}, .names = k_names, .rare = 1u << 1},
+    {.name = "k",
+     .kind = CONF_AX_CLASS,
+     .field = offsetof(mla_variant, group),
+     .wide = 1,
+     .n = 2,
+     .values = {1, 2049},
+     .names = k_names,
+     .rare = 1u << 1},
     CONF_AX_VW("logits.view", 0, CONF_VIEWS),
     CONF_AX_VW("lengths.view", 1, CONF_VIEWS_1D),
     CONF_AX_VW("indices.view", 2, CONF_VIEWS),

@@ -68,13 +68,12 @@ static const mla_dtype floats[] = {MLA_DTYPE_F32, MLA_DTYPE_BF16, MLA_DTYPE_F16}
 enum { NX, NW, NB, NY };
 
 static const conf_field ln_fields[] = {
-    CONF_FIELD(ln, x, CONF_F_DTYPE),       CONF_FIELD(ln, y, CONF_F_DTYPE),
-    CONF_FIELD(ln, T, CONF_F_I64),         CONF_FIELD(ln, D, CONF_F_I64),
-    CONF_FIELD(ln, x_lay, CONF_F_LAY),     CONF_FIELD(ln, y_lay, CONF_F_LAY),
-    CONF_FIELD(ln, w_lay, CONF_F_LAY),     CONF_FIELD(ln, b_lay, CONF_F_LAY),
-    CONF_FIELD(ln, in_place, CONF_F_I32),
-    CONF_FIELD(ln, shift, CONF_F_I32),     CONF_FIELD(ln, eps, CONF_F_REAL),
-    CONF_ENUM(ln, dist, conf_name_dist, CONF_DIST_COUNT),
+    CONF_FIELD(ln, x, CONF_F_DTYPE),      CONF_FIELD(ln, y, CONF_F_DTYPE),
+    CONF_FIELD(ln, T, CONF_F_I64),        CONF_FIELD(ln, D, CONF_F_I64),
+    CONF_FIELD(ln, x_lay, CONF_F_LAY),    CONF_FIELD(ln, y_lay, CONF_F_LAY),
+    CONF_FIELD(ln, w_lay, CONF_F_LAY),    CONF_FIELD(ln, b_lay, CONF_F_LAY),
+    CONF_FIELD(ln, in_place, CONF_F_I32), CONF_FIELD(ln, shift, CONF_F_I32),
+    CONF_FIELD(ln, eps, CONF_F_REAL),     CONF_ENUM(ln, dist, conf_name_dist, CONF_DIST_COUNT),
 };
 
 static void label_ln(conf_case *c)
@@ -91,8 +90,8 @@ static void ln_case(conf_builder *b, mla_dtype in, mla_dtype out, int64_t T, int
     memset(&c, 0, sizeof c);
     c.golden = -1;
     c.note = note;
-    c.p.ln = (conf_p_layernorm){in,      out,   T,   D,   lay, lay, CONF_L_CONTIG, CONF_L_CONTIG,
-                                inplace, shift, eps, CONF_DIST_ACT};
+    c.p.ln = (conf_p_layernorm){
+        in, out, T, D, lay, lay, CONF_L_CONTIG, CONF_L_CONTIG, inplace, shift, eps, CONF_DIST_ACT};
     conf_push(b, &c);
 }
 
@@ -126,7 +125,9 @@ const conf_op_axes conf_axes_layernorm = {
     .op = MLA_OP_LAYERNORM,
     .axes = ln_axes,
     .naxes = (int)(sizeof ln_axes / sizeof ln_axes[0]),
-    .base = {.rows = 5, .cols = 128, .nargs = 4,
+    .base = {.rows = 5,
+             .cols = 128,
+             .nargs = 4,
              .arg_dtype = {[1] = MLA_DTYPE_F32, [2] = MLA_DTYPE_F32}},
     .derive = ln_derive,
     .legal = ln_legal,
@@ -158,8 +159,7 @@ static int build_ln(conf_case *cases, int cap)
             ln_case(&b, floats[xi], floats[yi], 8, 128, CONF_L_CONTIG, 0, 0, 1e-6, NULL);
     ln_case(&b, MLA_DTYPE_BF16, MLA_DTYPE_BF16, 6, 128, CONF_L_CONTIG, 0, 8, 1e-6,
             " mean 8x spread");
-    ln_case(&b, MLA_DTYPE_F32, MLA_DTYPE_F32, 6, 128, CONF_L_PAD, 0, 16, 1e-6,
-            " mean 16x spread");
+    ln_case(&b, MLA_DTYPE_F32, MLA_DTYPE_F32, 6, 128, CONF_L_PAD, 0, 16, 1e-6, " mean 16x spread");
     ln_case(&b, MLA_DTYPE_F32, MLA_DTYPE_BF16, 5, 64, CONF_L_PAD, 0, 0, 1e-6, " strided");
     ln_case(&b, MLA_DTYPE_F32, MLA_DTYPE_F32, 5, 33, CONF_L_OFFSET, 0, 2, 1e-6, " odd D");
     ln_case(&b, MLA_DTYPE_BF16, MLA_DTYPE_F32, 3, 1536, CONF_L_CONTIG, 0, 0, 1e-6, NULL);
@@ -271,9 +271,12 @@ const conf_suite conf_suite_layernorm = {.name = "layernorm",
  * normalisation missing is off by about |y_j| itself. */
 
 static const conf_field had_fields[] = {
-    CONF_FIELD(had, x, CONF_F_DTYPE),     CONF_FIELD(had, y, CONF_F_DTYPE),
-    CONF_FIELD(had, shape, CONF_F_SHAPE), CONF_FIELD(had, x_lay, CONF_F_LAY),
-    CONF_FIELD(had, y_lay, CONF_F_LAY),   CONF_FIELD(had, in_place, CONF_F_I32),
+    CONF_FIELD(had, x, CONF_F_DTYPE),
+    CONF_FIELD(had, y, CONF_F_DTYPE),
+    CONF_FIELD(had, shape, CONF_F_SHAPE),
+    CONF_FIELD(had, x_lay, CONF_F_LAY),
+    CONF_FIELD(had, y_lay, CONF_F_LAY),
+    CONF_FIELD(had, in_place, CONF_F_I32),
     CONF_ENUM(had, dist, conf_name_dist, CONF_DIST_COUNT),
 };
 
@@ -284,8 +287,8 @@ static void label_had(conf_case *c)
              (long long)q->shape.d[q->shape.ndim - 1], q->shape.ndim == 3 ? " heads" : "");
 }
 
-static void had_case(conf_builder *b, mla_dtype in, mla_dtype out, int64_t T, int64_t H,
-                     int64_t D, unsigned lay, int inplace, const char *note)
+static void had_case(conf_builder *b, mla_dtype in, mla_dtype out, int64_t T, int64_t H, int64_t D,
+                     unsigned lay, int inplace, const char *note)
 {
     conf_case c;
     memset(&c, 0, sizeof c);
@@ -366,8 +369,8 @@ static mla_status setup_had(const conf_case *c, const conf_env *env, conf_proble
     const conf_p_hadamard *q = &c->p.had;
     const int32_t nd = q->shape.ndim;
     const int64_t D = q->shape.d[nd - 1];
-    mla_status st = conf_add_arg(p, "x", q->in_place ? CONF_INOUT : CONF_IN, q->x, nd, q->shape.d,
-                                 q->x_lay);
+    mla_status st =
+        conf_add_arg(p, "x", q->in_place ? CONF_INOUT : CONF_IN, q->x, nd, q->shape.d, q->x_lay);
     if (st == MLA_OK && !q->in_place)
         st = conf_add_arg(p, "y", CONF_OUT, q->y, nd, q->shape.d, q->y_lay);
     if (laid_out(st, err, errlen) != MLA_OK)
@@ -411,10 +414,14 @@ const conf_suite conf_suite_hadamard = {.name = "hadamard",
 /* -------------------------------------------------------- head weights */
 
 static const conf_field hw_fields[] = {
-    CONF_FIELD(hw, w, CONF_F_DTYPE),         CONF_FIELD(hw, T, CONF_F_I64),
-    CONF_FIELD(hw, Hi, CONF_F_I64),          CONF_FIELD(hw, w_lay, CONF_F_LAY),
-    CONF_FIELD(hw, s_q_lay, CONF_F_LAY),     CONF_FIELD(hw, w_out_lay, CONF_F_LAY),
-    CONF_FIELD(hw, in_place, CONF_F_I32),    CONF_FIELD(hw, pow2, CONF_F_I32),
+    CONF_FIELD(hw, w, CONF_F_DTYPE),
+    CONF_FIELD(hw, T, CONF_F_I64),
+    CONF_FIELD(hw, Hi, CONF_F_I64),
+    CONF_FIELD(hw, w_lay, CONF_F_LAY),
+    CONF_FIELD(hw, s_q_lay, CONF_F_LAY),
+    CONF_FIELD(hw, w_out_lay, CONF_F_LAY),
+    CONF_FIELD(hw, in_place, CONF_F_I32),
+    CONF_FIELD(hw, pow2, CONF_F_I32),
     CONF_ENUM(hw, dist, conf_name_dist, CONF_DIST_COUNT),
 };
 
@@ -425,8 +432,8 @@ static void label_hw(conf_case *c)
              q->pow2 ? "2^k" : "any");
 }
 
-static void hw_case(conf_builder *b, mla_dtype w, int64_t T, int64_t Hi, unsigned lay,
-                    int inplace, int pow2, int dist, const char *note)
+static void hw_case(conf_builder *b, mla_dtype w, int64_t T, int64_t Hi, unsigned lay, int inplace,
+                    int pow2, int dist, const char *note)
 {
     conf_case c;
     memset(&c, 0, sizeof c);
@@ -449,7 +456,10 @@ const conf_op_axes conf_axes_indexer_head_weights = {
     .op = MLA_OP_INDEXER_HEAD_WEIGHTS,
     .axes = hw_axes,
     .naxes = (int)(sizeof hw_axes / sizeof hw_axes[0]),
-    .base = {.out_dtype = MLA_DTYPE_F32, .rows = 5, .cols = 64, .nargs = 3,
+    .base = {.out_dtype = MLA_DTYPE_F32,
+             .rows = 5,
+             .cols = 64,
+             .nargs = 3,
              .arg_dtype = {[1] = MLA_DTYPE_F32, [2] = MLA_DTYPE_F32}},
     .derive = had_derive,
     .full = 1u << W_W};
@@ -497,8 +507,8 @@ static mla_status setup_hw(const conf_case *c, const conf_env *env, conf_problem
     (void)env;
     const conf_p_head_weights *q = &c->p.hw;
     const int64_t T = q->T, Hi = q->Hi, shape[2] = {T, Hi};
-    mla_status st = conf_add_arg(p, "w", q->in_place == 1 ? CONF_INOUT : CONF_IN, q->w, 2, shape,
-                                 q->w_lay);
+    mla_status st =
+        conf_add_arg(p, "w", q->in_place == 1 ? CONF_INOUT : CONF_IN, q->w, 2, shape, q->w_lay);
     if (st == MLA_OK)
         st = conf_add_arg(p, "s_q", q->in_place == 2 ? CONF_INOUT : CONF_IN, MLA_DTYPE_F32, 2,
                           shape, q->s_q_lay);

@@ -307,8 +307,8 @@ static int build_a16wfp4(conf_case *cases, int cap)
     for (int k = 0; k < 4; ++k) /* dtypes x (as-is, production, OCP) x scale layouts */
         for (int pq = 0; pq < 3; ++pq)
             for (int wl = 0; wl < MLA_SCALE_LAYOUT_COUNT; ++wl) {
-                gspec s = {3, 5, 96, 40, xy[k][0], xy[k][1], pq > 0, pq == 2, wl, 0, VIEW_PLAIN,
-                           C_, C_, C_, C_, pq ? N_ : A_, NULL};
+                gspec s = {3, 5,          96, 40, xy[k][0], xy[k][1], pq > 0,       pq == 2, wl,
+                           0, VIEW_PLAIN, C_, C_, C_,       C_,       pq ? N_ : A_, NULL};
                 push(&b, &s);
             }
     const gspec more[] = {
@@ -349,8 +349,8 @@ static int build_a4w4(conf_case *cases, int cap)
     const int D = CONF_DIST_CODES;
     for (int xl = 0; xl < MLA_SCALE_LAYOUT_COUNT; ++xl)
         for (int wl = 0; wl < MLA_SCALE_LAYOUT_COUNT; ++wl) {
-            gspec s = {3, 7, 96, 36, fp4, (xl + wl) % 2 ? f32 : bf, 0, 0, wl, xl, VIEW_PLAIN,
-                       C_, C_, C_, C_, D, NULL};
+            gspec s = {3,  7,  96, 36, fp4, (xl + wl) % 2 ? f32 : bf, 0, 0, wl, xl, VIEW_PLAIN, C_,
+                       C_, C_, C_, D,  NULL};
             push(&b, &s);
         }
     const gspec more[] = {
@@ -361,8 +361,8 @@ static int build_a4w4(conf_case *cases, int cap)
         {8, 1, 128, 64, fp4, bf, 0, 0, 0, 0, VIEW_PLAIN, C_, C_, C_, C_, D, " decode M 1"},
         {4, 5, 128, 32, fp4, bf, 0, 0, 0, 1, VIEW_WVC, C_, C_, C_, C_, D, " W_vc y [T,H,v]"},
         {2, 65, 64, 40, fp4, f32, 0, 0, 2, 1, VIEW_PLAIN, P_, T_, C_, P_, D, " M 65 strided"},
-        {2, 5, 96, 20, fp4, f32, 0, 0, 1, 2, VIEW_PLAIN, C_, C_, C_, C_,
-         CONF_DIST_SCALES_SPECIALS, " NaN scales"},
+        {2, 5, 96, 20, fp4, f32, 0, 0, 1, 2, VIEW_PLAIN, C_, C_, C_, C_, CONF_DIST_SCALES_SPECIALS,
+         " NaN scales"},
     };
     for (size_t i = 0; i < sizeof more / sizeof more[0]; ++i)
         push(&b, &more[i]);
@@ -374,8 +374,8 @@ static int build_a4w4(conf_case *cases, int cap)
 
 /* Scales of an operand [B, R, K/32] in `layout` (a padded leading stride
  * when lay has CONF_L_PAD), or per batch the pre-shuffled bytes. */
-static mla_status add_scales(conf_problem *p, const char *name, mla_dtype dt, int layout,
-                             int64_t B, int64_t R, int64_t nblk, unsigned lay)
+static mla_status add_scales(conf_problem *p, const char *name, mla_dtype dt, int layout, int64_t B,
+                             int64_t R, int64_t nblk, unsigned lay)
 {
     const int64_t pad = (lay & CONF_L_PAD) ? 3 : 0;
     lay &= CONF_L_PAD | CONF_L_OFFSET;

@@ -54,11 +54,16 @@ static mla_status set_norm_tol(conf_problem *p, int ix, int iw, int iy, double e
 /* ------------------------------------------------------------ rmsnorm */
 
 static const conf_field rms_fields[] = {
-    CONF_FIELD(rms, x, CONF_F_DTYPE),     CONF_FIELD(rms, w, CONF_F_DTYPE),
-    CONF_FIELD(rms, y, CONF_F_DTYPE),     CONF_FIELD(rms, T, CONF_F_I64),
-    CONF_FIELD(rms, D, CONF_F_I64),       CONF_FIELD(rms, x_lay, CONF_F_LAY),
-    CONF_FIELD(rms, w_lay, CONF_F_LAY),   CONF_FIELD(rms, y_lay, CONF_F_LAY),
-    CONF_FIELD(rms, in_place, CONF_F_I32), CONF_FIELD(rms, eps, CONF_F_REAL),
+    CONF_FIELD(rms, x, CONF_F_DTYPE),
+    CONF_FIELD(rms, w, CONF_F_DTYPE),
+    CONF_FIELD(rms, y, CONF_F_DTYPE),
+    CONF_FIELD(rms, T, CONF_F_I64),
+    CONF_FIELD(rms, D, CONF_F_I64),
+    CONF_FIELD(rms, x_lay, CONF_F_LAY),
+    CONF_FIELD(rms, w_lay, CONF_F_LAY),
+    CONF_FIELD(rms, y_lay, CONF_F_LAY),
+    CONF_FIELD(rms, in_place, CONF_F_I32),
+    CONF_FIELD(rms, eps, CONF_F_REAL),
     CONF_ENUM(rms, dist, conf_name_dist, CONF_DIST_COUNT),
 };
 
@@ -71,16 +76,16 @@ static void rms_case(conf_case *c, mla_dtype x, mla_dtype y, int64_t T, int64_t 
     memset(c, 0, sizeof *c);
     c->golden = -1;
     c->note = note;
-    c->p.rms = (conf_p_rmsnorm){x, x, y, T, D, lay, CONF_L_CONTIG, lay, in_place, eps,
-                                CONF_DIST_ACT};
+    c->p.rms =
+        (conf_p_rmsnorm){x, x, y, T, D, lay, CONF_L_CONTIG, lay, in_place, eps, CONF_DIST_ACT};
 }
 
 enum { R_X, R_W, R_Y, R_XV, R_WV, R_YV };
 
 static const conf_axis rms_axes[] = {
-    CONF_AX_DT("x.dtype", 0, CONF_FLOATS),       CONF_AX_DT("w.dtype", 1, CONF_FLOATS),
-    CONF_AX_DT("y.dtype", 2, CONF_FLOATS),       CONF_AX_VW("x.view", 0, CONF_VIEWS),
-    CONF_AX_VW("w.view", 1, CONF_VIEWS_1D),      CONF_AX_VW("y.view", 2, CONF_VIEWS, MLA_ARG_IN_PLACE),
+    CONF_AX_DT("x.dtype", 0, CONF_FLOATS),  CONF_AX_DT("w.dtype", 1, CONF_FLOATS),
+    CONF_AX_DT("y.dtype", 2, CONF_FLOATS),  CONF_AX_VW("x.view", 0, CONF_VIEWS),
+    CONF_AX_VW("w.view", 1, CONF_VIEWS_1D), CONF_AX_VW("y.view", 2, CONF_VIEWS, MLA_ARG_IN_PLACE),
 };
 
 static int same_size(int64_t a, int64_t b)
@@ -235,7 +240,9 @@ static void qk_case(conf_case *c, mla_dtype in, mla_dtype out, int64_t T, int64_
                                   in,
                                   MLA_DTYPE_F32,
                                   out,
-                                  !quant ? MLA_DTYPE_COUNT : fp4 ? MLA_DTYPE_E8M0 : MLA_DTYPE_F32,
+                                  !quant ? MLA_DTYPE_COUNT
+                                  : fp4  ? MLA_DTYPE_E8M0
+                                         : MLA_DTYPE_F32,
                                   quant ? MLA_DTYPE_BF16 : out,
                                   T,
                                   D,
@@ -276,14 +283,16 @@ static int qk_legal(const conf_point *p)
     const int64_t qo = CONF_VAL(p, K_QO), qs = CONF_VAL(p, K_QS);
     const int quant = qo != MLA_DTYPE_F32 && qo != MLA_DTYPE_BF16 && qo != MLA_DTYPE_F16;
     if (!CONF_RULE(p, K_QO, K_QS,
-                   !quant ? qs == MLA_DTYPE_COUNT
-                          : qo == MLA_DTYPE_FP4X2 ? qs == MLA_DTYPE_E8M0 || qs == MLA_DTYPE_U8
-                                                  : qs == MLA_DTYPE_F32))
+                   !quant                  ? qs == MLA_DTYPE_COUNT
+                   : qo == MLA_DTYPE_FP4X2 ? qs == MLA_DTYPE_E8M0 || qs == MLA_DTYPE_U8
+                                           : qs == MLA_DTYPE_F32))
         return 0;
-    if (!CONF_RULE(p, K_QS, K_QSV, (qs == MLA_DTYPE_COUNT) == (CONF_VAL(p, K_QSV) == MLA_ARG_ABSENT)))
+    if (!CONF_RULE(p, K_QS, K_QSV,
+                   (qs == MLA_DTYPE_COUNT) == (CONF_VAL(p, K_QSV) == MLA_ARG_ABSENT)))
         return 0;
     if (CONF_HAS(p, K_QOV) && CONF_VAL(p, K_QOV) == MLA_ARG_IN_PLACE &&
-        !(CONF_RULE(p, K_Q, K_QO, same_size(CONF_VAL(p, K_Q), qo)) && (!CONF_HAS(p, K_QO) || !quant)))
+        !(CONF_RULE(p, K_Q, K_QO, same_size(CONF_VAL(p, K_Q), qo)) &&
+          (!CONF_HAS(p, K_QO) || !quant)))
         return 0;
     return !CONF_HAS(p, K_KVOV) || CONF_VAL(p, K_KVOV) != MLA_ARG_IN_PLACE ||
            CONF_RULE(p, K_KV, K_KVO, same_size(CONF_VAL(p, K_KV), CONF_VAL(p, K_KVO)));
@@ -395,8 +404,8 @@ static mla_status set_quant_tol(const conf_case *c, conf_problem *p)
         return MLA_ERR_OUT_OF_MEMORY;
     }
     conf_rmsnorm_exact(p, IQ, IQW, q->q_eps, y);
-    const double rel = conf_norm_rel(D) + 7.0 * U32, fp8_max =
-        q->q_out == MLA_DTYPE_FP8_E4M3FNUZ ? 240.0 : 448.0;
+    const double rel = conf_norm_rel(D) + 7.0 * U32,
+                 fp8_max = q->q_out == MLA_DTYPE_FP8_E4M3FNUZ ? 240.0 : 448.0;
     for (int64_t t = 0; t < T; ++t)
         for (int64_t g = 0; g < G; ++g) {
             double amax = 0.0;
@@ -428,13 +437,12 @@ static mla_status setup_qk(const conf_case *c, const conf_env *env, conf_problem
     const int fp4 = q->q_out == MLA_DTYPE_FP4X2, quant = is_quant(q->q_out);
     int64_t qs[2] = {T, Dq}, qws[1] = {Dq}, kvs[2] = {T, Dkv}, kvws[1] = {Dkv};
     int64_t qos[2] = {T, fp4 ? Dq / 2 : Dq}, ss[2] = {T, Dq / (fp4 ? 32 : 128)};
-    mla_status st = conf_add_arg(p, "q", q->q_in_place ? CONF_INOUT : CONF_IN, q->q, 2, qs,
-                                 q->q_lay);
+    mla_status st =
+        conf_add_arg(p, "q", q->q_in_place ? CONF_INOUT : CONF_IN, q->q, 2, qs, q->q_lay);
     if (st == MLA_OK)
         st = conf_add_arg(p, "q_w", CONF_IN, q->q_w, 1, qws, CONF_L_CONTIG);
     if (st == MLA_OK)
-        st = conf_add_arg(p, "kv", q->kv_in_place ? CONF_INOUT : CONF_IN, q->kv, 2, kvs,
-                          q->kv_lay);
+        st = conf_add_arg(p, "kv", q->kv_in_place ? CONF_INOUT : CONF_IN, q->kv, 2, kvs, q->kv_lay);
     if (st == MLA_OK)
         st = conf_add_arg(p, "kv_w", CONF_IN, q->kv_w, 1, kvws, CONF_L_CONTIG);
     if (st == MLA_OK && !q->q_in_place)
@@ -465,10 +473,9 @@ static mla_status exec_qk(mla_context *ctx, const conf_case *c, mla_tensor *t)
     mla_tensor qi = t[IQ], kvi = t[IKV];
     qi.dtype = q->q;
     kvi.dtype = q->kv;
-    return mla_fused_qk_rmsnorm(ctx, &qi, &t[IQW], (float)q->q_eps, &kvi, &t[IKVW],
-                                (float)q->kv_eps, &t[qk_arg(q, IQO)],
-                                is_quant(q->q_out) ? &t[qk_arg(q, IQS)] : NULL,
-                                &t[qk_arg(q, IKVO)]);
+    return mla_fused_qk_rmsnorm(
+        ctx, &qi, &t[IQW], (float)q->q_eps, &kvi, &t[IKVW], (float)q->kv_eps, &t[qk_arg(q, IQO)],
+        is_quant(q->q_out) ? &t[qk_arg(q, IQS)] : NULL, &t[qk_arg(q, IKVO)]);
 }
 
 /* Quantized q_out and q_scales are judged together (compare_quant.c). */

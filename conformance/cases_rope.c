@@ -55,15 +55,15 @@ static void label(conf_case *c)
 }
 
 static void add(conf_builder *b, int style, int64_t R, mla_dtype in, mla_dtype out, int64_t T,
-                int64_t H, int64_t D, int table, int inplace, int view, mla_dtype pos,
-                int64_t P, unsigned lay, const char *note)
+                int64_t H, int64_t D, int table, int inplace, int view, mla_dtype pos, int64_t P,
+                unsigned lay, const char *note)
 {
     conf_case c;
     memset(&c, 0, sizeof c);
     c.golden = -1;
     c.note = note;
-    c.p.rope = (conf_p_rope){style, table, R,       in,  out,           pos,          T, H,
-                             D,     P,     inplace, view, lay, lay, CONF_L_CONTIG, CONF_DIST_ACT};
+    c.p.rope = (conf_p_rope){style,   table, R,   in,  out,           pos,          T, H, D, P,
+                             inplace, view,  lay, lay, CONF_L_CONTIG, CONF_DIST_ACT};
     conf_push(b, &c);
 }
 
@@ -143,7 +143,8 @@ static int build(conf_case *cases, int cap)
             add(&b, s, dims[r], f32, f32, 5, 3, dims[r], r == 3 ? 1 : 0, 0, 0, r % 2 ? i64 : i32,
                 300, CONF_L_CONTIG, NULL);
         for (int k = 0; k < 4; ++k)
-            add(&b, s, 64, pairs[k][0], pairs[k][1], 4, 4, 64, 1, 0, 0, i64, 4096, CONF_L_PAD, NULL);
+            add(&b, s, 64, pairs[k][0], pairs[k][1], 4, 4, 64, 1, 0, 0, i64, 4096, CONF_L_PAD,
+                NULL);
         add(&b, s, 64, f32, f32, 4, 2, 64, 2, 0, 0, i32, 4096, CONF_L_CONTIG, NULL);
         add(&b, s, 64, f32, f32, 4, 2, 64, 3, 0, 0, i32, 4096, CONF_L_CONTIG, NULL);
         add(&b, s, 16, f32, f32, 6, 0, 24, 4, 0, 0, i32, 512, CONF_L_PAD, " rows, D 24");

@@ -66,8 +66,13 @@ static const conf_field fields[] = {
 static mla_cache_desc desc_of(const conf_case *c)
 {
     const conf_p_rope_cache *q = &c->p.rc;
-    mla_cache_desc d = {(mla_cache_layout)q->layout, q->dtype, q->blocks, q->block_size,
-                        q->L,                        q->R,     (float)q->k_scale};
+    mla_cache_desc d = {(mla_cache_layout)q->layout,
+                        q->dtype,
+                        q->blocks,
+                        q->block_size,
+                        q->L,
+                        q->R,
+                        (float)q->k_scale};
     return d;
 }
 
@@ -140,9 +145,29 @@ static const char *const block_names[] = {"<16", "16..63", ">=64"};
 static const char *const style_names[] = {"interleaved", "neox"};
 
 enum {
-    A_LAYOUT, A_DTYPE, A_BLOCK, A_STYLE, A_QCAT, A_QN, A_QP, A_KN, A_KP, A_KPO,
-    A_QPOS, A_KPOS, A_SLOTS,
-    A_QNV, A_QPV, A_KNV, A_KPV, A_CACHEV, A_QCATV, A_KPOV, A_QPOSV, A_KPOSV, A_SLOTSV
+    A_LAYOUT,
+    A_DTYPE,
+    A_BLOCK,
+    A_STYLE,
+    A_QCAT,
+    A_QN,
+    A_QP,
+    A_KN,
+    A_KP,
+    A_KPO,
+    A_QPOS,
+    A_KPOS,
+    A_SLOTS,
+    A_QNV,
+    A_QPV,
+    A_KNV,
+    A_KPV,
+    A_CACHEV,
+    A_QCATV,
+    A_KPOV,
+    A_QPOSV,
+    A_KPOSV,
+    A_SLOTSV
 };
 
 static const conf_axis axes[] = {
@@ -179,8 +204,9 @@ static int legal(const conf_point *p)
 {
     if (!conf_cache_legal(p, A_LAYOUT, A_DTYPE, A_BLOCK))
         return 0;
-    if (!CONF_RULE(p, A_KPO, A_KPOV, (CONF_VAL(p, A_KPO) == MLA_DTYPE_COUNT) ==
-                                         (CONF_VAL(p, A_KPOV) == MLA_ARG_ABSENT)))
+    if (!CONF_RULE(p, A_KPO, A_KPOV,
+                   (CONF_VAL(p, A_KPO) == MLA_DTYPE_COUNT) ==
+                       (CONF_VAL(p, A_KPOV) == MLA_ARG_ABSENT)))
         return 0;
     if (!CONF_HAS(p, A_QCATV) || CONF_VAL(p, A_QCATV) != MLA_ARG_IN_PLACE)
         return 1;
@@ -194,7 +220,9 @@ const conf_op_axes conf_axes_rope_cache = {
     .op = MLA_OP_ROPE_CACHE,
     .axes = axes,
     .naxes = (int)(sizeof axes / sizeof axes[0]),
-    .base = {.rows = 3, .cols = 144, .nargs = 12,
+    .base = {.rows = 3,
+             .cols = 144,
+             .nargs = 12,
              .arg_dtype = {MLA_DTYPE_F32, MLA_DTYPE_F32, [9] = MLA_DTYPE_U8}},
     .derive = derive,
     .legal = legal,
@@ -383,11 +411,20 @@ static mla_status exec(mla_context *ctx, const conf_case *c, mla_tensor *t)
         q_nope.dtype = q->q_nope;
         q_nope.shape[2] = d.kv_lora;
     }
-    mla_rope_cache_args a = {&t[ICOS],   &t[ISIN],        (mla_rope_style)q->style,
-                             &q_nope,    &t[IQP],         &t[IQPOS],
-                             &t[IKN],    &t[IKP],         &t[IKPOS],
-                             &t[ISLOTS], &d,              &t[ICACHE],
-                             &t[IQCAT],  (float)q->q_scale,
+    mla_rope_cache_args a = {&t[ICOS],
+                             &t[ISIN],
+                             (mla_rope_style)q->style,
+                             &q_nope,
+                             &t[IQP],
+                             &t[IQPOS],
+                             &t[IKN],
+                             &t[IKP],
+                             &t[IKPOS],
+                             &t[ISLOTS],
+                             &d,
+                             &t[ICACHE],
+                             &t[IQCAT],
+                             (float)q->q_scale,
                              q->k_pe_out != MLA_DTYPE_COUNT ? &t[IKPO] : NULL};
     return mla_fused_rope_concat_cache(ctx, &a);
 }

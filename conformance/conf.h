@@ -104,8 +104,8 @@ typedef struct conf_problem {
 typedef struct conf_suite conf_suite;
 
 typedef struct conf_case {
-    const conf_suite *suite;      /* set by conf_push and conf_parse */
-    conf_params p;                /* the op's named parameters (case_params.h) */
+    const conf_suite *suite; /* set by conf_push and conf_parse */
+    conf_params p;           /* the op's named parameters (case_params.h) */
     uint64_t seed;
     int golden;                   /* index into the op's golden table; -1 = generated */
     char label[64];               /* the table row: the suite's label() of p, then note */

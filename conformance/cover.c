@@ -6,13 +6,12 @@
 #include "conformance/cover.h"
 
 extern const conf_op_axes conf_axes_convert, conf_axes_mxfp4_quant, conf_axes_mxfp4_dequant,
-    conf_axes_fp8_group_quant, conf_axes_fp8_group_dequant, conf_axes_rmsnorm,
-    conf_axes_qk_rmsnorm, conf_axes_rope, conf_axes_linear, conf_axes_batched_gemm,
-    conf_axes_cache_write, conf_axes_cache_gather, conf_axes_rope_cache, conf_axes_gemm_a16wfp4,
-    conf_axes_gemm_a4w4, conf_axes_flatten_mxfp4_quant, conf_axes_flatten_fp8_quant,
-    conf_axes_layernorm, conf_axes_hadamard, conf_axes_indexer_k_cache_write,
-    conf_axes_indexer_k_gather, conf_axes_indexer_logits, conf_axes_topk,
-    conf_axes_indexer_head_weights, conf_axes_attention;
+    conf_axes_fp8_group_quant, conf_axes_fp8_group_dequant, conf_axes_rmsnorm, conf_axes_qk_rmsnorm,
+    conf_axes_rope, conf_axes_linear, conf_axes_batched_gemm, conf_axes_cache_write,
+    conf_axes_cache_gather, conf_axes_rope_cache, conf_axes_gemm_a16wfp4, conf_axes_gemm_a4w4,
+    conf_axes_flatten_mxfp4_quant, conf_axes_flatten_fp8_quant, conf_axes_layernorm,
+    conf_axes_hadamard, conf_axes_indexer_k_cache_write, conf_axes_indexer_k_gather,
+    conf_axes_indexer_logits, conf_axes_topk, conf_axes_indexer_head_weights, conf_axes_attention;
 
 const conf_op_axes *conf_axes_of(mla_op op)
 {
@@ -134,8 +133,7 @@ void conf_axes_variant(const conf_op_axes *a, const conf_point *p, mla_variant *
         a->derive(v);
 }
 
-void conf_axes_value_str(const conf_op_axes *a, const conf_point *p, int i, char *buf,
-                         size_t len)
+void conf_axes_value_str(const conf_op_axes *a, const conf_point *p, int i, char *buf, size_t len)
 {
     static const char *const views[MLA_ARG_VIEW_COUNT] = {"dense", "rows", "strided", "in_place",
                                                           "absent"};
@@ -352,8 +350,11 @@ static void design_pairs(design *d, int allow_rare)
 
 int conf_axes_design(const conf_op_axes *a, conf_point *out, int cap)
 {
-    design d = {.a = a, .plain = calloc(1, sizeof(pairs)), .any = calloc(1, sizeof(pairs)),
-                .out = out, .cap = cap};
+    design d = {.a = a,
+                .plain = calloc(1, sizeof(pairs)),
+                .any = calloc(1, sizeof(pairs)),
+                .out = out,
+                .cap = cap};
     if (d.plain && d.any) {
         if (a->full)
             design_full(&d);

@@ -32,14 +32,15 @@ typedef enum conf_axis_kind {
 typedef struct conf_axis {
     const char *name;
     conf_axis_kind kind;
-    int arg;        /* DTYPE, VIEW */
-    size_t field;   /* FIELD, CLASS: offsetof(mla_variant, ...) */
-    int wide;       /* the field is an int64_t */
+    int arg;      /* DTYPE, VIEW */
+    size_t field; /* FIELD, CLASS: offsetof(mla_variant, ...) */
+    int wide;     /* the field is an int64_t */
     int n;
     int64_t values[CONF_AXIS_VALUES];
     const char *const *names; /* FIELD, CLASS: value names; NULL: numbers */
-    unsigned rare;  /* bit k: value k is refused by some backend by design (topk's k past
-                       2048 on HIP): the designs keep it out of the cases that cover the rest */
+    /* bit k: value k is refused by some backend by design (topk's k past 2048
+     * on HIP): the designs keep it out of the cases that cover the rest */
+    unsigned rare;
 } conf_axis;
 
 #define CONF_NVALS(...) ((int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)))
@@ -76,13 +77,13 @@ typedef struct conf_point {
 typedef struct conf_op_axes {
     mla_op op;
     const conf_axis *axes;
-    int naxes;          /* view axes last: the searches take their first legal value */
-    mla_variant base;   /* the fields no axis sets */
+    int naxes;                      /* view axes last: the searches take their first legal value */
+    mla_variant base;               /* the fields no axis sets */
     void (*derive)(mla_variant *v); /* fields that follow from the axes (in_dtype = x's dtype) */
     /* 0 when the values set break one of the API's rules (a partial point:
      * only rules between set axes are judged); NULL: no rules */
     int (*legal)(const conf_point *p);
-    unsigned full;      /* bit i: axis i is crossed fully with the others so marked */
+    unsigned full; /* bit i: axis i is crossed fully with the others so marked */
 } conf_op_axes;
 
 /* The latent cache's rules between its layout, element dtype and block size
@@ -99,8 +100,7 @@ int conf_axes_classify(const conf_op_axes *a, const mla_variant *v, conf_point *
 /* The variant of a complete point. */
 void conf_axes_variant(const conf_op_axes *a, const conf_point *p, mla_variant *v);
 /* Names "q_pe.dtype=f32" of axis i's value in p. */
-void conf_axes_value_str(const conf_op_axes *a, const conf_point *p, int i, char *buf,
-                         size_t len);
+void conf_axes_value_str(const conf_op_axes *a, const conf_point *p, int i, char *buf, size_t len);
 
 /* Decides whether a backend runs a variant (1) or not. */
 typedef int (*conf_accept)(void *ctx, const mla_variant *v);
@@ -131,8 +131,7 @@ unsigned conf_lay_of_view(int64_t view, int32_t ndim, int k);
  * on that backend. Prints at most max_msgs problems, naming the backend
  * and, where the cases tie one axis to another, the coupling; returns the
  * number of missing pairs and combinations. */
-int conf_axes_check(const conf_op_axes *a, const conf_point *exercised, int n,
-                    conf_accept accept, void *actx, const char *backend, FILE *out,
-                    int max_msgs);
+int conf_axes_check(const conf_op_axes *a, const conf_point *exercised, int n, conf_accept accept,
+                    void *actx, const char *backend, FILE *out, int max_msgs);
 
 #endif

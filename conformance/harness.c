@@ -19,16 +19,34 @@
 #define SALT_REPEAT 0xC3u
 
 const conf_suite *const conf_suites[] = {
-    &conf_suite_convert,         &conf_suite_mxfp4_quant,      &conf_suite_mxfp4_dequant,
-    &conf_suite_fp8_group_quant, &conf_suite_fp8_group_dequant, &conf_suite_rmsnorm,
-    &conf_suite_qk_rmsnorm,      &conf_suite_rope,             &conf_suite_linear,
-    &conf_suite_batched_gemm,    &conf_suite_cache_write,      &conf_suite_cache_gather,
-    &conf_suite_rope_cache,      &conf_suite_gemm_a16wfp4,     &conf_suite_gemm_a4w4,
-    &conf_suite_flatten_mxfp4_quant, &conf_suite_flatten_fp8_quant, &conf_suite_layernorm,
-    &conf_suite_hadamard,        &conf_suite_indexer_k_cache_write, &conf_suite_indexer_k_gather,
-    &conf_suite_indexer_k_roundtrip, &conf_suite_indexer_rope_k_cache, &conf_suite_indexer_logits,
+    &conf_suite_convert,
+    &conf_suite_mxfp4_quant,
+    &conf_suite_mxfp4_dequant,
+    &conf_suite_fp8_group_quant,
+    &conf_suite_fp8_group_dequant,
+    &conf_suite_rmsnorm,
+    &conf_suite_qk_rmsnorm,
+    &conf_suite_rope,
+    &conf_suite_linear,
+    &conf_suite_batched_gemm,
+    &conf_suite_cache_write,
+    &conf_suite_cache_gather,
+    &conf_suite_rope_cache,
+    &conf_suite_gemm_a16wfp4,
+    &conf_suite_gemm_a4w4,
+    &conf_suite_flatten_mxfp4_quant,
+    &conf_suite_flatten_fp8_quant,
+    &conf_suite_layernorm,
+    &conf_suite_hadamard,
+    &conf_suite_indexer_k_cache_write,
+    &conf_suite_indexer_k_gather,
+    &conf_suite_indexer_k_roundtrip,
+    &conf_suite_indexer_rope_k_cache,
+    &conf_suite_indexer_logits,
     &conf_suite_indexer_search,
-    &conf_suite_topk,            &conf_suite_indexer_head_weights, &conf_suite_attention,
+    &conf_suite_topk,
+    &conf_suite_indexer_head_weights,
+    &conf_suite_attention,
 };
 const int conf_nsuites = (int)(sizeof conf_suites / sizeof conf_suites[0]);
 
@@ -313,8 +331,8 @@ static int run_targets(const mla_conformance_options *opt, target *targets, int 
                     continue;
                 conf_result res;
                 run_case(s, &cases[i], &targets[ti], ref, &env, opt, &res);
-                conf_report_case(rep, out, opt->verbose, s->name, repro_suite ? -1 : i,
-                                 &cases[i], desc, targets[ti].label, targets[ti].repro, &res);
+                conf_report_case(rep, out, opt->verbose, s->name, repro_suite ? -1 : i, &cases[i],
+                                 desc, targets[ti].label, targets[ti].repro, &res);
             }
         }
         free(cases);

@@ -61,7 +61,8 @@ void conf_list_cases(const mla_conformance_options *opt, const conf_suite *const
                 continue;
             char desc[1024];
             conf_describe(s, c, desc, sizeof desc);
-            fprintf(out, "%-21s %4d  %-46s  %s\n", s->name, i, c->label, desc + strlen(s->name) + 1);
+            fprintf(out, "%-21s %4d  %-46s  %s\n", s->name, i, c->label,
+                    desc + strlen(s->name) + 1);
         }
         free(cases);
     }

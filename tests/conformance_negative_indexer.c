@@ -337,8 +337,8 @@ static mla_status roundtrip_read_normal(mla_context *ctx, const conf_case *c, ml
 static mla_status rope_assumed_in_place(mla_context *ctx, const conf_case *c, mla_tensor *t)
 {
     mla_indexer_cache_desc d = conf_idx_desc(c);
-    mla_status st = mla_rope(ctx, &t[CONF_RK_COS], &t[CONF_RK_SIN], &t[CONF_RK_POS],
-                             &t[CONF_RK_K], &t[CONF_RK_ROT], (mla_rope_style)c->p.idx.style);
+    mla_status st = mla_rope(ctx, &t[CONF_RK_COS], &t[CONF_RK_SIN], &t[CONF_RK_POS], &t[CONF_RK_K],
+                             &t[CONF_RK_ROT], (mla_rope_style)c->p.idx.style);
     if (st == MLA_OK) /* should have been t[CONF_RK_ROT] */
         st = mla_indexer_k_cache_write(ctx, &d, &t[CONF_RK_CACHE], &t[CONF_RK_K],
                                        &t[CONF_RK_SLOTS]);

@@ -102,8 +102,8 @@ static recorded *record_all(const char *data_dir, int *n, int *errors)
 }
 
 /* The points of op's variants among the cases that run on b. */
-static int points_of(const conf_op_axes *a, const recorded *r, int n, backend *b,
-                     conf_point *pts, int *errors)
+static int points_of(const conf_op_axes *a, const recorded *r, int n, backend *b, conf_point *pts,
+                     int *errors)
 {
     int np = 0;
     for (int c = 0; c < n; ++c) {
@@ -184,8 +184,7 @@ int main(int argc, char **argv)
         ++nb;
     }
     if (mla_hip_ops()) { /* the table only: supports() needs no device */
-        static const mla_target targets[] = {MLA_TARGET_GFX942, MLA_TARGET_GFX950,
-                                             MLA_TARGET_SM90};
+        static const mla_target targets[] = {MLA_TARGET_GFX942, MLA_TARGET_GFX950, MLA_TARGET_SM90};
         for (int t = 0; t < 3; ++t) {
             memset(&bs[nb], 0, sizeof bs[nb]);
             snprintf(bs[nb].name, sizeof bs[nb].name, "hip (%s)", mla_target_name(targets[t]));
@@ -210,8 +209,8 @@ int main(int argc, char **argv)
         }
         for (int b = 0; b < nb; ++b) {
             const int np = points_of(a, r, n, &bs[b], pts, &errors);
-            const int missing = conf_axes_check(a, pts, np, accept, &bs[b].ctx, bs[b].name,
-                                                stdout, 12);
+            const int missing =
+                conf_axes_check(a, pts, np, accept, &bs[b].ctx, bs[b].name, stdout, 12);
             printf("%s %-22s on %-14s %4d variants run, %d axes, %d missing\n",
                    missing ? "FAIL" : "ok  ", mla_op_name((mla_op)op), bs[b].name, np, a->naxes,
                    missing);
