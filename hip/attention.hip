@@ -45,786 +45,34 @@
  * any strides) and lse directly, sinks applied there; with several it writes
  * normalized partials (part_o F32 [T, H, max_splits, L], part_lse [T, H,
  * max_splits]) and finish_kernel merges them with weights e^(lse_i - max)
- * (empty splits weigh 0), sinks applied once: a 64-lane team per (row,
- * head, 256 columns), 16-byte loads, 8 splits' loads in flight per lane
- * (the old 32-lane team per row walked 16 columns x all splits one load at
- * a time: with 64 splits and few rows that serial chain was most of a
- * small-batch decode). A row without a visible key
- * gets o = 0 and lse = -inf. Cache addresses are 64-bit throughout. */
+ * (empty splits weigh 0), sinks applied once (hip/attention_finish.h). A
+ * row without a visible key gets o = 0 and lse = -inf. Cache addresses are
+ * 64-bit throughout.
+ *
+ * Files, by body (the layout of FlashMLA's kernels):
+ *   hip/attention_traits.h  constants, descriptor, block record, layouts
+ *   hip/attention_common.h  rows, keys and outputs every body shares
+ *   hip/attention_fma.h     the synchronous body and its plain-FMA ops
+ *   hip/attention_mfma.h    gfx9's MFMA ops for that body
+ *   hip/attention_nv.h      NVIDIA's mma.sync body
+ *   hip/attention_finish.h  the split combine (finish_kernel)
+ *   hip/attention.hip       the record loop, the kernel, host planning and
+ *                           launch */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "hip/indexer_util.h" /* first: the runtime headers select MLA_HD's device form */
+#include "hip/attention_traits.h" /* first: the runtime headers select MLA_HD's device form */
 
-#include "core/attention_plan.h"
-#include "hip/cache_chunk.h"
-#include "hip/mfma.h"
+#include "hip/attention_common.h"
+#include "hip/attention_finish.h"
+#include "hip/attention_fma.h"
+#include "hip/attention_mfma.h"
+#include "hip/attention_nv.h"
+#include "hip/attention_wgmma.h"
 
 namespace
 {
-
-constexpr int kThreads = 256;
-constexpr int kColChunk = 512;    /* O columns per block (matrix bodies) */
-constexpr int kColChunkFma = 128; /* O columns per block (plain launches) */
-constexpr int kNKFma = 16;        /* keys per tile of the plain body */
-constexpr float kLog2e = 1.4426950408889634f;
-constexpr float kLn2 = 0.6931471805599453f;
-
-/* The geometry of the host's vendor (the device pass of that vendor uses the
- * same constants; a device without the matrix unit runs the plain body on
- * the same tiles). NVIDIA's matrix body (hip/attention_nv.h) has its own
- * tiles; kTM there is the plain body's. */
-#if defined(__CUDACC__)
-constexpr int kTM = 16, kNW = 8; /* the plain body's rows; the matrix body's warps */
-constexpr int64_t kSmemMax = 227 * 1024;
-/* L + R the matrix body takes: its key rows, two tiles, in shared memory */
-constexpr int kMaxDimsMatrix = 640;
-#else
-constexpr int kTM = 32, kNKMat = 32, kNW = 4, kTK = 8, kKSW = 18;
-[[maybe_unused]] constexpr int kCTW = 4; /* O column tiles per wave */
-constexpr int64_t kSmemMax = 64 * 1024;  /* gfx942's LDS */
-/* L + R the matrix body takes: every wave runs all kKSW of its k-steps
- * (no per-step test: loop-invariant conditions become scalar registers that
- * gfx9 would spill), over q fragments and key rows zero beyond L + R */
-constexpr int kMaxDimsMatrix = kNW * kTK * kKSW; /* 576 */
-#endif
-
-/* member functions of the per-path structs (MLA_DEV is static) */
-#define MLA_ATT_MEMBER __device__ __forceinline__
-
-enum { KIND_FMA = 0, KIND_NV = 1, KIND_AMD = 2 };
-enum { PATH_FMA = 0, PATH_MATRIX = 1 };
-
-/* numbers, not the enum: the preprocessor compares them */
-#if defined(MLA_HAVE_MMA_BF16) || defined(MLA_EMU_MATRIX_NV)
-#define MLA_ATT_MATRIX_KIND 1 /* KIND_NV */
-#elif defined(MLA_HAVE_MFMA_BF16) || defined(MLA_EMU_MATRIX_AMD)
-#define MLA_ATT_MATRIX_KIND 2 /* KIND_AMD */
-#else
-#define MLA_ATT_MATRIX_KIND 0 /* KIND_FMA */
-#endif
-
-struct att_desc {
-    cache_dev c;
-    const uint8_t *q;
-    const int32_t *table, *ctx_lens, *cu_q, *topk, *splits;
-    const float *sinks;
-    void *o;
-    float *lse;
-    float *part_o, *part_lse;
-    const mla_attention_work *work;
-    /* element strides, 32-bit (the host refuses larger ones): fewer scalar
-     * registers for the kernel's uniform values */
-    int32_t qs0, qs1, qs2, bts0, bts1, cls, cus, tks0, tks1, sks, os0, os1, os2, lse0, lse1;
-    int32_t q_dtype, paged, sparse, o_bf16;
-    int32_t max_splits, S, H, HT, JT, NHT, NJT, NCC, num_items;
-    int32_t D, DP, KS, nope_chunks, cpk;
-    /* chunk c of a key part (nope / rope) starts (c >> sh) * ts + (c & (2^sh
-     * - 1)) * cb bytes after the part's first byte (key_ref); rope_bf16: the
-     * rope part holds bf16 (bf16 caches, FP8_SCALED) */
-    int32_t n_ts, n_sh, n_cb, r_ts, r_sh, r_cb, rope_bf16, tok_bytes;
-    /* NVIDIA body (hip/attention_nv.h): raw key row bytes (fp8 caches) and
-     * where FP8_SCALED's scales sit in it; cp.async usable; f32 q (hi + lo) */
-    int32_t rb, raw_so, async, qsplit;
-    int32_t bulk;  /* > 0: bytes of a token, copied by one bulk copy (sm_90+) */
-    int32_t bs_sh; /* log2 of the block size when a power of two, else -1 */
-    float ss2;     /* score scale, log2 units */
-    float kso;     /* output factor: k_scale of fp8 NORMAL / SHUFFLED, else 1 */
-};
-
-/* What a block works on. Rows r < TM of the tile: query row j0 + r / HT,
- * head h0 + r % HT. */
-struct att_blk {
-    int32_t s, n_s, c_s, j0, h0, c0, split, direct;
-    int32_t kv_lo, kv_hi;
-    int32_t v, jt, live; /* the kernel's cursor (attention_kernel); live: a block to run */
-    int64_t row0;        /* first global row of the sequence */
-    const int32_t *trow; /* the sequence's block-table row (paged) */
-    const int32_t *krow; /* the tile's top-k row (sparse) */
-};
-
-/* Shared memory of a block, in bytes from the start. */
-struct att_smem {
-    int32_t desc, blk, orow, sp, ps, as, fs, kp, kb, ks, ks_bytes, total;
-};
-
-static __host__ __device__ inline int32_t align16(int32_t v) { return (v + 15) / 16 * 16; }
-
-/* The plain and gfx9 bodies: one key tile with its positions KP and cache
- * blocks KB. */
-static __host__ __device__ inline att_smem smem_layout(int TM, int NK, int NPART, int DP)
-{
-    att_smem s;
-    /* the kernel's descriptor and block record, read from shared memory
-     * (vector registers) instead of being held in scalar registers, which
-     * gfx9 runs out of; per-row output addresses */
-    s.desc = 0;
-    s.blk = align16((int)sizeof(att_desc));
-    s.orow = s.blk + align16((int)sizeof(att_blk));
-    s.sp = s.orow + align16(TM * 8);
-    s.ps = s.sp + align16(NPART * TM * NK * 4);
-    const int ps_bytes = TM * NK * 4 > TM * (NK + 8) * 2 ? TM * NK * 4 : TM * (NK + 8) * 2;
-    s.as = s.ps + align16(ps_bytes);
-    s.fs = s.as + align16(TM * 4);
-    s.kp = s.fs + align16(TM * 4);
-    s.kb = s.kp + align16(NK * 4);
-    s.ks = s.kb + align16(NK * 16);
-    s.ks_bytes = align16(NK * DP * 2);
-    s.total = s.ks + s.ks_bytes;
-    return s;
-}
-
-/* ------------------------------------------------------------ values */
-
-MLA_DEV float q_value(const att_desc &d, int64_t off)
-{
-    switch (d.q_dtype) {
-    case MLA_DTYPE_F32:
-        return load_value<MLA_DTYPE_F32>(d.q, off);
-    case MLA_DTYPE_BF16:
-        return load_value<MLA_DTYPE_BF16>(d.q, off);
-    case MLA_DTYPE_FP8_E4M3FN:
-        return load_value<MLA_DTYPE_FP8_E4M3FN>(d.q, off);
-    default:
-        return load_value<MLA_DTYPE_FP8_E4M3FNUZ>(d.q, off);
-    }
-}
-
-MLA_DEV int imin(int a, int b) { return a < b ? a : b; }
-
-/* bf16 hi + lo of x (lo = x - hi rounded: 16 significant bits in all). */
-[[maybe_unused]] MLA_DEV void split_bf16(float x, uint32_t &hi, uint32_t &lo)
-{
-    hi = mla_fb_f32_to_bf16(x);
-    const float h = mla_fb_bf16_to_f32((uint16_t)hi);
-    lo = (h - h == 0.0f) ? mla_fb_f32_to_bf16(x - h) : 0u; /* finite hi: x - hi is exact */
-}
-
-/* The n values of the chunk at dim d0 of token t of `block`, as exact fp32
- * of what the key tile holds: bf16 values, fp8 codes (NORMAL, SHUFFLED: no
- * k_scale), FP8_SCALED codes times their group scale. */
-template <int CT>
-MLA_DEV void key_chunk(const cache_dev &c, int64_t block, int64_t t, int64_t d0, int n,
-                       float v[kChunk])
-{
-    const uint8_t *p = cache_at<CT>(c, block, t, d0);
-    uint32_t w[4];
-    if (cache_bf16_at<CT>(c, d0)) {
-        load_bytes(p, w, 2 * n);
-#pragma unroll
-        for (int j = 0; j < kChunk; ++j)
-            v[j] = mla_fb_bf16_to_f32((uint16_t)(w[j / 2] >> (16 * (j % 2))));
-        return;
-    }
-    if constexpr (CT != MLA_DTYPE_BF16) {
-        load_bytes(p, w, n);
-        if (cache_fp8s(c)) {
-            const uint8_t *blk = c.data + block * c.block_stride;
-            uint32_t sw[4];
-            load_bytes(blk + mla_cl_fp8s_scale_byte(t, d0 / MLA_CL_SCALE_GROUP, c.L, c.R), sw, 4);
-            const float s = mla_fb_float(sw[0]);
-#pragma unroll
-            for (int j = 0; j < kChunk; ++j)
-                v[j] = mla_fb_mul(unpack_value<CT>(w, j), s);
-        } else {
-#pragma unroll
-            for (int j = 0; j < kChunk; ++j)
-                v[j] = unpack_value<CT>(w, j);
-        }
-    }
-}
-
-/* ------------------------------------------------------------ the block */
-
-MLA_DEV bool row_valid(const att_desc &d, const att_blk &b, int r)
-{
-    const int jj = r / d.HT, hh = r % d.HT;
-    return jj < d.JT && b.j0 + jj < b.n_s && b.h0 + hh < d.H;
-}
-
-/* Largest key position row r sees (its causal limit). */
-MLA_DEV int32_t row_limit(const att_desc &d, const att_blk &b, int r)
-{
-    return b.c_s - b.n_s + b.j0 + r / d.HT;
-}
-
-/* Key position of tile slot k (tile starting at kb), -1 when none. */
-MLA_DEV int32_t key_position(const att_desc &d, const att_blk &b, int32_t kb, int k)
-{
-    const int32_t i = kb + k;
-    if (i >= b.kv_hi)
-        return -1;
-    if (!d.sparse)
-        return i;
-    const int32_t pos = b.krow[(int64_t)i * d.tks1];
-    return pos <= row_limit(d, b, 0) ? pos : -1;
-}
-
-/* Cache block of key position pos >= 0 of the block's sequence. */
-MLA_DEV int64_t key_block(const att_desc &d, const att_blk &b, int32_t pos)
-{
-    const uint32_t i = d.bs_sh >= 0 ? (uint32_t)pos >> d.bs_sh : (uint32_t)pos / d.c.bs;
-    return d.paged ? (int64_t)b.trow[(int64_t)i * d.bts1] : (int64_t)b.s;
-}
-
-/* Token of key position pos >= 0 in its cache block. */
-MLA_DEV uint32_t key_token(const att_desc &d, int32_t pos)
-{
-    return d.bs_sh >= 0 ? (uint32_t)pos & (d.c.bs - 1) : (uint32_t)pos % d.c.bs;
-}
-
-/* Where a key's nope and rope data start in the cache (its layout's
- * addressing, done once per key by key_info; the chunks follow from the
- * desc's n_* / r_* steps). */
-struct key_ref {
-    const uint8_t *nope, *rope;
-};
-
-template <int CT> MLA_DEV key_ref key_bases(const att_desc &d, int64_t block, uint32_t t)
-{
-    constexpr int64_t eb = dtype_bytes<CT>, K = MLA_CL_TILE_BYTES / eb;
-    const uint8_t *blk = d.c.data + block * d.c.block_stride;
-    key_ref k;
-    if (d.c.layout == MLA_CL_FP8_SCALED) {
-        k.nope = blk + (int64_t)t * d.tok_bytes;
-        k.rope = k.nope + d.c.L + 4 * (d.c.L / MLA_CL_SCALE_GROUP);
-    } else if (d.c.layout == MLA_CL_SHUFFLED) {
-        const int64_t tile = t / MLA_CL_TILE_TOKENS, row = t % MLA_CL_TILE_TOKENS;
-        k.nope = blk + (tile * MLA_CL_TILE_TOKENS * d.c.L + row * K) * eb;
-        k.rope = blk + ((int64_t)d.c.bs * d.c.L + tile * MLA_CL_TILE_TOKENS * d.c.R + row * K) * eb;
-    } else {
-        k.nope = blk + (int64_t)t * (d.c.L + d.c.R) * eb;
-        k.rope = k.nope + (int64_t)d.c.L * eb;
-    }
-    return k;
-}
-
-/* Chunk c (of cpk) of a key: its part, first dim, value count and byte
- * offset from the part's start. */
-struct chunk_at {
-    bool nope;
-    int32_t d0, off;
-    int n;
-};
-
-MLA_DEV chunk_at chunk_of(const att_desc &d, int c)
-{
-    chunk_at r;
-    r.nope = c < d.nope_chunks;
-    const int cc = r.nope ? c : c - d.nope_chunks;
-    const int sh = r.nope ? d.n_sh : d.r_sh;
-    r.d0 = r.nope ? cc * kChunk : (int32_t)d.c.L + cc * kChunk;
-    r.n = chunk_len((int64_t)(r.nope ? d.c.L : d.c.L + d.c.R) - r.d0);
-    r.off = (cc >> sh) * (r.nope ? d.n_ts : d.r_ts) +
-            (cc & ((1 << sh) - 1)) * (r.nope ? d.n_cb : d.r_cb);
-    return r;
-}
-
-/* Keys of the tile into Ks (bf16 rows of DP values), synchronously: each
- * thread issues the loads of G chunks before converting any. */
-template <int CT, int NK, int G>
-MLA_DEV void load_tile(const att_desc &d, const int32_t *KP, const key_ref *KR, uint16_t *Ks)
-{
-    const int items = NK * d.cpk;
-    for (int base = (int)threadIdx.x; base < items; base += G * kThreads) {
-        uint32_t raw[G][4];
-        float sc[G];
-        int32_t dst[G];
-        int cnt[G];
-        bool bf[G];
-#pragma unroll
-        for (int g = 0; g < G; ++g) {
-            const int it = base + g * kThreads;
-            raw[g][0] = raw[g][1] = raw[g][2] = raw[g][3] = 0;
-            sc[g] = 1.0f;
-            dst[g] = -1;
-            cnt[g] = 0;
-            bf[g] = true;
-            if (it < items) {
-                const int k = it / d.cpk;
-                const chunk_at ch = chunk_of(d, it - k * d.cpk);
-                cnt[g] = ch.n;
-                dst[g] = k * d.DP + ch.d0;
-                bf[g] = CT == MLA_DTYPE_BF16 || (!ch.nope && d.rope_bf16);
-                if (KP[k] >= 0) {
-                    const key_ref kr = KR[k];
-                    load_bytes((ch.nope ? kr.nope : kr.rope) + ch.off, raw[g],
-                               bf[g] ? 2 * ch.n : ch.n);
-                    if (!bf[g] && cache_fp8s(d.c)) { /* the group's scale */
-                        uint32_t sw[4];
-                        load_bytes(kr.nope + d.c.L + 4 * (ch.d0 / MLA_CL_SCALE_GROUP), sw, 4);
-                        sc[g] = mla_fb_float(sw[0]);
-                    }
-                }
-            }
-        }
-#pragma unroll
-        for (int g = 0; g < G; ++g) {
-            if (dst[g] < 0)
-                continue;
-            uint32_t w[4];
-            if (bf[g]) {
-#pragma unroll
-                for (int j = 0; j < 4; ++j)
-                    w[j] = raw[g][j];
-            } else if constexpr (CT != MLA_DTYPE_BF16) {
-                /* codes (times an FP8_SCALED group scale: a power of two) are
-                 * exact in bf16 */
-#pragma unroll
-                for (int j = 0; j < 4; ++j)
-                    w[j] =
-                        mla_fb_f32_to_bf16(mla_fb_mul(unpack_value<CT>(raw[g], 2 * j), sc[g])) |
-                        (mla_fb_f32_to_bf16(mla_fb_mul(unpack_value<CT>(raw[g], 2 * j + 1), sc[g]))
-                         << 16);
-            } else {
-                w[0] = w[1] = w[2] = w[3] = 0;
-            }
-            uint16_t *p = Ks + dst[g];
-            if (cnt[g] == kChunk && is_aligned(p, 16)) {
-                mla_u32x4 q;
-#pragma unroll
-                for (int j = 0; j < 4; ++j)
-                    q.v[j] = w[j];
-                *reinterpret_cast<mla_u32x4 *>(p) = q;
-            } else {
-#pragma unroll
-                for (int j = 0; j < kChunk; ++j)
-                    if (j < cnt[g])
-                        p[j] = (uint16_t)(w[j / 2] >> (16 * (j % 2)));
-            }
-        }
-    }
-}
-
-/* -------------------------------------------------- plain FMA body */
-
-template <int TM, int NK, int W> struct fma_ops {
-    static constexpr int TPR = kThreads / TM; /* threads per row */
-    static constexpr int OPT = W / TPR;       /* O values per thread */
-    float o[OPT];
-
-    MLA_ATT_MEMBER void init(const att_desc &, const att_blk &)
-    {
-#pragma unroll
-        for (int i = 0; i < OPT; ++i)
-            o[i] = 0.0f;
-    }
-
-    MLA_ATT_MEMBER void scores(const att_desc &d, const att_blk &b, const uint16_t *Ks, float *Sp)
-    {
-        for (int pidx = (int)threadIdx.x; pidx < TM * NK; pidx += kThreads) {
-            const int r = pidx / NK, k = pidx - r * NK;
-            /* an invalid row reads the tile's first row (its scores are masked) */
-            const bool rv = row_valid(d, b, r);
-            const int64_t qoff =
-                rv ? (b.row0 + b.j0 + r / d.HT) * d.qs0 + (int64_t)(b.h0 + r % d.HT) * d.qs1
-                   : (b.row0 + b.j0) * d.qs0 + (int64_t)b.h0 * d.qs1;
-            const uint16_t *kr = Ks + (int64_t)k * d.DP;
-            float acc = 0.0f;
-            for (int dd = 0; dd < d.D; ++dd)
-                acc = fmaf(q_value(d, qoff + (int64_t)dd * d.qs2), mla_fb_bf16_to_f32(kr[dd]), acc);
-            Sp[r * NK + k] = acc;
-        }
-    }
-
-    /* O = alpha O + P V (P in fp32) */
-    MLA_ATT_MEMBER void pv(const att_desc &d, const att_blk &b, const float *P, const float *As,
-                           const uint16_t *Ks)
-    {
-        const int r = (int)threadIdx.x / TPR, u = (int)threadIdx.x % TPR;
-        const float alpha = As[r];
-#pragma unroll
-        for (int i = 0; i < OPT; ++i) {
-            /* columns past L read column L - 1 (never stored): no test */
-            const int col = imin(b.c0 + u + TPR * i, (int)d.c.L - 1);
-            float acc = o[i] * alpha;
-            for (int k = 0; k < NK; ++k)
-                acc = fmaf(P[r * NK + k], mla_fb_bf16_to_f32(Ks[k * d.DP + col]), acc);
-            o[i] = acc;
-        }
-    }
-
-    template <typename E> MLA_ATT_MEMBER void store(const att_desc &d, const att_blk &b, E &&emit)
-    {
-        const int r = (int)threadIdx.x / TPR, u = (int)threadIdx.x % TPR;
-#pragma unroll
-        for (int i = 0; i < OPT; ++i) {
-            const int col = b.c0 + u + TPR * i;
-            if (col < (int)d.c.L)
-                emit(r, col, o[i]);
-        }
-    }
-};
-
-/* ---------------------------------------------------- gfx9: MFMA */
-
-#if MLA_ATT_MATRIX_KIND == 2
-/* Layouts of hip/mfma.h (i = lane % 32, h = lane / 32). Scores: A = q rows
- * (32) x dims 8 ks + 4h .., B = Ks^T (key i); P V: A = P rows x keys
- * 8 kk + 4h .., B = V (keys 8 kk + 4h .., column i). Rows of D:
- * 8 (r / 4) + 4h + r % 4. */
-template <int QT> struct amd_ops {
-    static constexpr bool QSPLIT = QT == MLA_DTYPE_F32;
-    static constexpr int NK = kNKMat;
-    static_assert(NK == 32, "one MFMA column tile of keys");
-    uint32_t qh[kKSW][2], ql[QSPLIT ? kKSW : 1][2];
-    mla_f32x16 o[kCTW];
-
-    MLA_ATT_MEMBER void init(const att_desc &d, const att_blk &b)
-    {
-        const int lane = (int)threadIdx.x % 64, w = mla_wave_uniform((int)threadIdx.x / 64);
-        const int i = lane % 32, h = lane / 32;
-        const bool valid = row_valid(d, b, i);
-        const int64_t qrow =
-            (b.row0 + b.j0 + i / d.HT) * d.qs0 + (int64_t)(b.h0 + i % d.HT) * d.qs1;
-#pragma unroll
-        for (int it = 0; it < kKSW; ++it) {
-            const int ks = w + 4 * it;
-#pragma unroll
-            for (int reg = 0; reg < 2; ++reg) {
-                const int dim = 8 * ks + 4 * h + 2 * reg;
-                uint32_t hi[2] = {0, 0}, lo[2] = {0, 0};
-#pragma unroll
-                for (int e = 0; e < 2; ++e)
-                    if (ks < d.KS && valid && dim + e < d.D)
-                        split_bf16(load_value<QT>(d.q, qrow + (int64_t)(dim + e) * d.qs2), hi[e],
-                                   lo[e]);
-                qh[it][reg] = hi[0] | (hi[1] << 16);
-                if constexpr (QSPLIT)
-                    ql[it][reg] = lo[0] | (lo[1] << 16);
-            }
-        }
-#pragma unroll
-        for (int c = 0; c < kCTW; ++c)
-#pragma unroll
-            for (int r = 0; r < 16; ++r)
-                o[c][r] = 0.0f;
-    }
-
-    MLA_ATT_MEMBER void scores(const att_desc &d, const att_blk &, const uint16_t *Ks, float *Sp)
-    {
-        const int lane = (int)threadIdx.x % 64, w = mla_wave_uniform((int)threadIdx.x / 64);
-        const int i = lane % 32, h = lane / 32;
-        mla_f32x16 acc;
-#pragma unroll
-        for (int r = 0; r < 16; ++r)
-            acc[r] = 0.0f;
-        const uint16_t *kr = Ks + i * d.DP + 4 * h;
-#pragma unroll
-        for (int it = 0; it < kKSW; ++it) {
-            const uint32_t *kp = reinterpret_cast<const uint32_t *>(kr + 8 * (w + 4 * it));
-            const uint32_t b0 = kp[0], b1 = kp[1];
-            acc = mla_mfma_bf16_32x32x8(qh[it][0], qh[it][1], b0, b1, acc);
-            if constexpr (QSPLIT)
-                acc = mla_mfma_bf16_32x32x8(ql[it][0], ql[it][1], b0, b1, acc);
-        }
-        float *sp = Sp + w * 32 * NK;
-#pragma unroll
-        for (int r = 0; r < 16; ++r)
-            sp[(8 * (r / 4) + 4 * h + r % 4) * NK + i] = acc[r];
-    }
-
-    MLA_ATT_MEMBER void pv(const att_desc &d, const att_blk &b, const uint16_t *P, const float *As,
-                           const uint16_t *Ks)
-    {
-        const int lane = (int)threadIdx.x % 64, w = mla_wave_uniform((int)threadIdx.x / 64);
-        const int i = lane % 32, h = lane / 32;
-#pragma unroll
-        for (int r = 0; r < 16; ++r) {
-            const float a = As[8 * (r / 4) + 4 * h + r % 4];
-#pragma unroll
-            for (int c = 0; c < kCTW; ++c)
-                o[c][r] *= a;
-        }
-        constexpr int PS = NK + 8;
-#pragma unroll
-        for (int kk = 0; kk < NK / 8; ++kk) {
-            const uint32_t *pp = reinterpret_cast<const uint32_t *>(P + i * PS + 8 * kk + 4 * h);
-            const uint32_t a0 = pp[0], a1 = pp[1];
-            const uint16_t *v0 = Ks + (8 * kk + 4 * h) * d.DP;
-#pragma unroll
-            for (int c = 0; c < kCTW; ++c) {
-                /* columns past L read column L - 1 (never stored): no test */
-                const uint16_t *v = v0 + imin(b.c0 + 32 * (w + 4 * c) + i, (int)d.c.L - 1);
-                const uint32_t b0 = (uint32_t)v[0] | ((uint32_t)v[d.DP] << 16);
-                const uint32_t b1 = (uint32_t)v[2 * d.DP] | ((uint32_t)v[3 * d.DP] << 16);
-                o[c] = mla_mfma_bf16_32x32x8(a0, a1, b0, b1, o[c]);
-            }
-        }
-    }
-
-    template <typename E> MLA_ATT_MEMBER void store(const att_desc &d, const att_blk &b, E &&emit)
-    {
-        const int lane = (int)threadIdx.x % 64, w = mla_wave_uniform((int)threadIdx.x / 64);
-        const int i = lane % 32, h = lane / 32;
-#pragma unroll
-        for (int c = 0; c < kCTW; ++c) {
-            const int col = b.c0 + 32 * (w + 4 * c) + i;
-            if (col < (int)d.c.L)
-#pragma unroll
-                for (int r = 0; r < 16; ++r)
-                    emit(8 * (r / 4) + 4 * h + r % 4, col, o[c][r]);
-        }
-    }
-};
-#endif
-
-template <int KIND, int QT, int W> struct ops_of {
-    using type = fma_ops<kTM, kNKFma, W>;
-    static constexpr int NK = kNKFma, NPART = 1;
-};
-#if MLA_ATT_MATRIX_KIND == 2
-template <int QT, int W> struct ops_of<KIND_AMD, QT, W> {
-    using type = amd_ops<QT>;
-    static constexpr int NK = kNKMat, NPART = kNW;
-};
-#endif
-
-/* ------------------------------------------------------------ kernel */
-
-/* The position and cache data of key threadIdx.x of the tile at kb (threads
- * < NK). */
-template <int CT>
-MLA_DEV void key_info(const att_desc &d, const att_blk &b, int32_t kb, int32_t &pos, key_ref &ref)
-{
-    pos = key_position(d, b, kb, (int)threadIdx.x);
-    ref.nope = ref.rope = d.c.data;
-    if (pos >= 0)
-        ref = key_bases<CT>(d, key_block(d, b, pos), key_token(d, pos));
-}
-
-/* Dims D .. DP of every key row stay 0 (the matrix steps read them; no
- * tile load writes them): once per kernel, before its first record. */
-template <int KIND, int QT, int W> MLA_DEV void zero_pads(const att_desc &d, unsigned char *smem)
-{
-    using OPS = ops_of<KIND, QT, W>;
-    const att_smem L = smem_layout(kTM, OPS::NK, OPS::NPART, d.DP);
-    const int pad = d.DP - d.D;
-    for (int i = (int)threadIdx.x; i < OPS::NK * pad; i += kThreads)
-        reinterpret_cast<uint16_t *>(smem + L.ks)[(i / pad) * d.DP + d.D + i % pad] = 0;
-}
-
-/* Row r of the record after its last key tile (m_run, l_run: its running
- * max, log2 units, and sum): the output factor Fs[r] (sinks when the block
- * writes o directly, k_scale), lse, and the row's output address Or[r]
- * (o[row, h, :] or its partial slot; null for an invalid row). */
-MLA_DEV void row_finish(const att_desc &d, const att_blk &b, int r, float m_run, float l_run,
-                        float *Fs, uint8_t **Or)
-{
-    const bool rv = row_valid(d, b, r);
-    float f = 0.0f, lse = -INFINITY;
-    if (rv && l_run > 0.0f) {
-        if (b.direct && d.sinks) {
-            const float s2 = d.sinks[(int64_t)(b.h0 + r % d.HT) * d.sks] * kLog2e;
-            const float mm = fmaxf(m_run, s2);
-            const float z = l_run * exp2f(m_run - mm) + exp2f(s2 - mm);
-            f = exp2f(m_run - mm) / z;
-            lse = (mm + log2f(z)) * kLn2;
-        } else {
-            f = 1.0f / l_run;
-            lse = (m_run + log2f(l_run)) * kLn2;
-        }
-        f *= d.kso;
-    }
-    Fs[r] = f;
-    uint8_t *orow = nullptr;
-    const int64_t row = b.row0 + b.j0 + r / d.HT, h = b.h0 + r % d.HT;
-    if (rv && b.direct)
-        orow = static_cast<uint8_t *>(d.o) + (row * d.os0 + h * d.os1) * (d.o_bf16 ? 2 : 4);
-    else if (rv)
-        orow = reinterpret_cast<uint8_t *>(d.part_o + ((row * d.H + h) * d.max_splits + b.split) *
-                                                          (int64_t)d.c.L);
-    Or[r] = orow;
-    if (rv && b.c0 == 0) {
-        if (b.direct) {
-            if (d.lse)
-                d.lse[row * d.lse0 + h * d.lse1] = lse;
-        } else {
-            d.part_lse[(row * d.H + h) * d.max_splits + b.split] = lse;
-        }
-    }
-}
-
-/* O value v of row rr, column col, times the row's factor, to o (F32 or
- * BF16, its strides) or the f32 partial row. */
-MLA_DEV void out_store(const att_desc &d, const att_blk &b, uint8_t *const *Or, const float *Fs,
-                       int rr, int col, float v)
-{
-    uint8_t *orow = Or[rr];
-    if (!orow)
-        return;
-    const float f = Fs[rr];
-    const float val = f == 0.0f ? 0.0f : v * f;
-    if (b.direct && d.o_bf16)
-        *reinterpret_cast<uint16_t *>(orow + (int64_t)col * d.os2 * 2) =
-            (uint16_t)mla_fb_f32_to_bf16(val);
-    else
-        *reinterpret_cast<float *>(orow + (int64_t)col * (b.direct ? d.os2 : 1) * 4) = val;
-}
-
-/* The plain-FMA and gfx9 bodies: one key tile at a time, loaded
- * synchronously. */
-template <int KIND, int CT, int QT, int W>
-MLA_DEV void attend(const att_desc &d, const att_blk &b, unsigned char *smem)
-{
-    using OPS = ops_of<KIND, QT, W>;
-    constexpr int TM = kTM, NK = OPS::NK, NPART = OPS::NPART;
-    constexpr int TPR = kThreads / TM, KPT = NK / TPR;
-    static_assert(KPT >= 1 && KPT * TPR == NK, "whole keys per softmax thread");
-    /* the launch sized shared memory for the matrix tiles (NPART, NK of the
-     * vendor) or the plain ones; the plain body fits in either */
-    const att_smem L = smem_layout(TM, NK, NPART, d.DP);
-    float *Sp = reinterpret_cast<float *>(smem + L.sp);
-    float *As = reinterpret_cast<float *>(smem + L.as);
-    float *Fs = reinterpret_cast<float *>(smem + L.fs);
-    uint8_t **Or = reinterpret_cast<uint8_t **>(smem + L.orow);
-    int32_t *KP = reinterpret_cast<int32_t *>(smem + L.kp);
-    key_ref *KBs = reinterpret_cast<key_ref *>(smem + L.kb);
-    uint16_t *Pb = reinterpret_cast<uint16_t *>(smem + L.ps);
-    float *Pf = reinterpret_cast<float *>(smem + L.ps);
-    uint16_t *Ks = reinterpret_cast<uint16_t *>(smem + L.ks);
-
-    const int tid = (int)threadIdx.x;
-    typename OPS::type ops;
-    ops.init(d, b);
-
-    /* softmax thread: row r, keys u * KPT .. */
-    const int r = tid / TPR, u = tid % TPR;
-    const bool rv = row_valid(d, b, r);
-    /* the row's causal limit, -1 for an invalid row (no key passes) */
-    const int32_t lim = !rv ? -1 : d.sparse ? 0x7FFFFFFF : row_limit(d, b, r);
-    float m_run = -INFINITY, l_run = 0.0f;
-
-    /* key information of the next tile, held by threads < NK a tile ahead */
-    int32_t npos = -1;
-    key_ref nblk;
-    if (tid < NK)
-        key_info<CT>(d, b, b.kv_lo, npos, nblk);
-
-    for (int32_t kb = b.kv_lo; kb < b.kv_hi; kb += NK) {
-        if (tid < NK) {
-            KP[tid] = npos;
-            KBs[tid] = nblk;
-            key_info<CT>(d, b, kb + NK, npos, nblk);
-        }
-        idx_sync();
-        /* G chunks a thread loads before it converts them: 2 for f32 q in
-         * the matrix body (its hi + lo fragments leave no room for 4 in a
-         * loop over records: spills on gfx942) */
-        constexpr int G = KIND != KIND_FMA && QT == MLA_DTYPE_F32 ? 2 : 4;
-        load_tile<CT, NK, G>(d, KP, KBs, Ks);
-        idx_sync();
-        ops.scores(d, b, Ks, Sp);
-        idx_sync();
-        float x[KPT];
-        float mx = -INFINITY;
-#pragma unroll
-        for (int e = 0; e < KPT; ++e) {
-            const int k = u * KPT + e;
-            float s = 0.0f;
-#pragma unroll
-            for (int p = 0; p < NPART; ++p)
-                s += Sp[(p * TM + r) * NK + k];
-            const int32_t pos = KP[k];
-            x[e] = (pos >= 0 && pos <= lim) ? s * d.ss2 : -INFINITY;
-            mx = fmaxf(mx, x[e]);
-        }
-        for (int off = 1; off < TPR; off *= 2)
-            mx = fmaxf(mx, mla_shfl_xor(mx, off));
-        const float m_new = fmaxf(m_run, mx);
-        const float alpha = m_new == -INFINITY ? 1.0f : exp2f(m_run - m_new);
-        float sum = 0.0f;
-#pragma unroll
-        for (int e = 0; e < KPT; ++e) {
-            const float p = x[e] == -INFINITY ? 0.0f : exp2f(x[e] - m_new);
-            sum += p;
-            const int k = u * KPT + e;
-            if constexpr (KIND == KIND_FMA)
-                Pf[r * NK + k] = p;
-            else
-                Pb[r * (NK + 8) + k] = (uint16_t)mla_fb_f32_to_bf16(p);
-        }
-        for (int off = 1; off < TPR; off *= 2)
-            sum += mla_shfl_xor(sum, off);
-        l_run = l_run * alpha + sum;
-        m_run = m_new;
-        if (u == 0)
-            As[r] = alpha;
-        idx_sync();
-        if constexpr (KIND == KIND_FMA)
-            ops.pv(d, b, Pf, As, Ks);
-        else
-            ops.pv(d, b, Pb, As, Ks);
-        idx_sync();
-    }
-
-    if (u == 0)
-        row_finish(d, b, r, m_run, l_run, Fs, Or);
-    idx_sync();
-    ops.store(d, b, [&](int rr, int col, float v) { out_store(d, b, Or, Fs, rr, col, v); });
-}
-
-#include "hip/attention_nv.h"
-
-/* The block record of virtual block v (item, row-tile slot, head tile,
- * column chunk), row tile jt of that slot; false when the item is unused or
- * the row tile lies past the sequence's rows. */
-template <int PATH>
-MLA_DEV bool block_of(const att_desc &d, const mla_attention_work &w, int32_t v, int32_t jt,
-                      att_blk &b)
-{
-    const int32_t cc = v % d.NCC, ht = (v / d.NCC) % d.NHT;
-    b.s = w.seq;
-    b.row0 = d.cu_q[(int64_t)w.seq * d.cus];
-    b.n_s = (int32_t)(d.cu_q[(int64_t)(w.seq + 1) * d.cus] - b.row0);
-    b.j0 = jt * d.JT;
-    if (b.j0 >= b.n_s)
-        return false;
-    b.c_s = d.ctx_lens[(int64_t)w.seq * d.cls];
-    b.trow = d.paged ? d.table + (int64_t)w.seq * d.bts0 : d.table;
-    b.krow = d.sparse ? d.topk + (b.row0 + b.j0) * d.tks0 : d.topk;
-    b.h0 = ht * d.HT;
-    b.c0 = cc * (PATH == PATH_MATRIX ? kColChunk : kColChunkFma);
-    b.split = w.split;
-    b.direct = d.splits[w.seq] <= 1;
-    b.kv_lo = w.kv_begin;
-    if (d.sparse) {
-        b.kv_hi = w.kv_end;
-    } else { /* keys past the tile's last causal limit are nobody's */
-        const int32_t last = (b.j0 + d.JT < b.n_s ? b.j0 + d.JT : b.n_s) - 1;
-        const int32_t lim = b.c_s - b.n_s + last + 1;
-        b.kv_hi = w.kv_end < lim ? w.kv_end : lim;
-    }
-    return true;
-}
-
-/* Thread 0's step to the block's next record: virtual block v (v = ((item *
- * NJT + slot) * NHT + head tile) * NCC + chunk), row tile jt of the slot's
- * row tiles j, j + NJT, ..; the next v is v + gridDim.x. b.live = 0 once v
- * passes the list or meets an unused item (every later one is unused too). */
-template <int PATH> MLA_DEV void next_block(const att_desc &d, att_blk &b, bool first)
-{
-    const int32_t per_work = d.NJT * d.NHT * d.NCC, per_slot = d.NHT * d.NCC;
-    int64_t v = first ? (int64_t)blockIdx.x : b.v;
-    int32_t jt = first ? -1 : b.jt + d.NJT; /* -1: the slot's first row tile */
-    b.live = 0;
-    for (; v < (int64_t)d.num_items * per_work; v += gridDim.x, jt = -1) {
-        const int32_t wi = (int32_t)v / per_work; /* v < 2^31 (the host checks) */
-        const int32_t rem = (int32_t)v - wi * per_work;
-        const mla_attention_work w = d.work[wi];
-        if (w.seq < 0)
-            return;
-        if (jt < 0)
-            jt = rem / per_slot;
-        if (block_of<PATH>(d, w, rem, jt, b)) {
-            b.v = (int32_t)v;
-            b.jt = jt;
-            b.live = 1;
-            return;
-        }
-    }
-}
 
 /* Graph-capturable: the grid is fixed at plan create, the work list is
  * device data; a block runs the records next_block gives it (NJT from the
@@ -870,112 +118,6 @@ __global__ __launch_bounds__(kThreads) void attention_kernel(att_desc d)
             next_block<PATH>(sd, sb, false);
         idx_sync();
     }
-}
-
-/* The rows the attention blocks do not finish: a team of kTeam threads per
- * (row, head, column chunk of kTeam * VEC). Rows of a padding sequence (no
- * work item) get o = 0 and lse = -inf; rows of a sequence with several
- * splits the combine of their partials (weights e^(lse_i - max), empty
- * splits 0, sinks once); rows of a one-split sequence were written directly
- * and are left alone. A lane combines VEC consecutive columns (16-byte loads
- * of the partials when L is a multiple of 4), its loads over the splits
- * independent of each other (several in flight). */
-constexpr int kTeam = 64;
-
-template <int VEC>
-__global__ __launch_bounds__(kThreads) void finish_kernel(att_desc d, int64_t teams)
-{
-    const int64_t team = (int64_t)blockIdx.x * (kThreads / kTeam) + threadIdx.x / kTeam;
-    if (team >= teams)
-        return;
-    const int lane = (int)threadIdx.x % kTeam;
-    const int32_t L = (int32_t)d.c.L, nch = (L + kTeam * VEC - 1) / (kTeam * VEC);
-    const int64_t pair = team / nch;
-    const int32_t chunk = (int32_t)(team - pair * nch);
-    const int64_t row = pair / d.H, h = pair % d.H;
-    /* the sequence of row: the last s with cu_q[s] <= row (empty sequences
-     * share their cu_q with the next: the last of them owns the row) */
-    int32_t lo = 0, hi = d.S; /* cu_q[lo] <= row < cu_q[hi] */
-    while (hi - lo > 1) {
-        const int32_t mid = (lo + hi) / 2;
-        if (d.cu_q[(int64_t)mid * d.cus] <= row)
-            lo = mid;
-        else
-            hi = mid;
-    }
-    const int32_t ns = d.splits[lo];
-    if (ns == 1)
-        return;
-    float M = -INFINITY;
-    const float *pl = nullptr, *po = nullptr;
-    if (ns > 1) {
-        pl = d.part_lse + (row * d.H + h) * d.max_splits;
-        po = d.part_o + (row * d.H + h) * d.max_splits * (int64_t)d.c.L;
-        for (int i = 0; i < ns; ++i)
-            M = fmaxf(M, pl[i]);
-    }
-    float f = 0.0f, lse = -INFINITY;
-    if (M != -INFINITY) {
-        float W = 0.0f;
-        for (int i = 0; i < ns; ++i)
-            W += pl[i] == -INFINITY ? 0.0f : expf(pl[i] - M);
-        float mm = M, scale = 1.0f;
-        if (d.sinks) {
-            const float sk = d.sinks[h * d.sks];
-            mm = fmaxf(M, sk);
-            scale = expf(M - mm);
-            W = W * scale + expf(sk - mm);
-        }
-        f = scale / W;
-        lse = mm + logf(W);
-    }
-    const int32_t col0 = (chunk * kTeam + lane) * VEC;
-    float acc[VEC];
-#pragma unroll
-    for (int e = 0; e < VEC; ++e)
-        acc[e] = 0.0f;
-    if (M != -INFINITY && col0 < L) {
-        constexpr int U = 8; /* splits whose loads are in flight together */
-        for (int i0 = 0; i0 < ns; i0 += U) {
-            float wt[U], v[U][VEC];
-#pragma unroll
-            for (int u = 0; u < U; ++u) {
-                const int i = i0 + u < ns ? i0 + u : ns - 1;
-                const float l = pl[i];
-                wt[u] = (i0 + u >= ns || l == -INFINITY) ? 0.0f : expf(l - M);
-                const float *src = po + (int64_t)i * d.c.L + col0;
-                if constexpr (VEC == 4) {
-                    const mla_u32x4 q = *reinterpret_cast<const mla_u32x4 *>(src);
-#pragma unroll
-                    for (int e = 0; e < 4; ++e)
-                        v[u][e] = mla_fb_float(q.v[e]);
-                } else {
-#pragma unroll
-                    for (int e = 0; e < VEC; ++e)
-                        v[u][e] = src[e];
-                }
-            }
-#pragma unroll
-            for (int u = 0; u < U; ++u)
-#pragma unroll
-                for (int e = 0; e < VEC; ++e)
-                    acc[e] += wt[u] == 0.0f ? 0.0f : wt[u] * v[u][e];
-        }
-    }
-#pragma unroll
-    for (int e = 0; e < VEC; ++e) {
-        const int32_t col = col0 + e;
-        if (col >= L)
-            continue;
-        const float val = M != -INFINITY ? acc[e] * f : 0.0f;
-        const int64_t off = row * d.os0 + h * d.os1 + (int64_t)col * d.os2;
-        if (d.o_bf16)
-            static_cast<uint16_t *>(d.o)[off] = (uint16_t)mla_fb_f32_to_bf16(val);
-        else
-            static_cast<float *>(d.o)[off] = val;
-    }
-    if (lane == 0 && chunk == 0 && d.lse)
-        d.lse[row * d.lse0 + h * d.lse1] = lse;
 }
 
 /* --------------------------------------------------------------- host */
@@ -1048,6 +190,69 @@ mla_status launch_fma(mla_context *ctx, const att_desc &d, int64_t blocks, int s
     });
 }
 
+#if defined(__CUDACC__)
+/* Whether the sm_90a body (hip/attention_wgmma.h) takes the call: q bf16 or
+ * fp8 (f32 q's hi + lo rows would not fit beside two key stages), L + R <=
+ * 576, L <= 512, L and R multiples of 8 (fp8 caches: of 16, FP8_SCALED's
+ * bf16 rope of 8) with the cache's chunks aligned, a device of compute
+ * capability 9.0 whose code has the body, and no MLA_HIP_ATTENTION=mma,
+ * cpasync or fma (which keep the mma.sync body, its per-chunk copies, the
+ * plain body). Every layout, block size, head count, decode, MTP, prefill
+ * and sparse run takes it. */
+bool wg_takes(mla_context *ctx, const mla_attention_desc &ds, const mla_attention_op_args *a)
+{
+    const char *force = getenv("MLA_HIP_ATTENTION");
+    if (force && (!strcmp(force, "mma") || !strcmp(force, "cpasync") || !strcmp(force, "fma")))
+        return false;
+    const int64_t L = ds.cache.kv_lora, R = ds.cache.rope;
+    if (a->q.dtype == MLA_DTYPE_F32 || L + R > kWgMaxDims || L > kWgMaxL || L % 8 || R % 8)
+        return false;
+    if (ds.cache.dtype != MLA_DTYPE_BF16 &&
+        (L % 16 || (ds.cache.layout != MLA_CACHE_FP8_SCALED && R % 16)))
+        return false;
+    if (!cache_wide_ok(ds.cache, a->cache))
+        return false;
+#if MLA_IDX_EMU
+    (void)ctx;
+    return true;
+#else
+    const int dev = mla_hip_state_of(ctx)->device;
+    int major = 0, optin = 0;
+    cudaFuncAttributes fa = {};
+    cudaError_t err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    if (err == cudaSuccess)
+        err = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    with_cache_dtype(ds.cache.dtype, [&](auto ctag) {
+        constexpr int CT = decltype(ctag)::value;
+        if (err == cudaSuccess)
+            err = cudaFuncGetAttributes(&fa, attention_wg_kernel<CT>);
+        return MLA_OK;
+    });
+    if (err != cudaSuccess) {
+        (void)cudaGetLastError(); /* a query, not a failure of the call */
+        return false;
+    }
+    return major == 9 && optin >= kWgSmemBytes && fa.sharedSizeBytes == 0;
+#endif
+}
+
+mla_status launch_wg(mla_context *ctx, const att_desc &d, int64_t blocks, int ct)
+{
+    return with_cache_dtype(ct, [&](auto ctag) {
+        constexpr int CT = decltype(ctag)::value;
+#if !MLA_IDX_EMU
+        const cudaError_t err = cudaFuncSetAttribute(
+            attention_wg_kernel<CT>, cudaFuncAttributeMaxDynamicSharedMemorySize, kWgSmemBytes);
+        if (err != cudaSuccess)
+            return mla_hip_fail(ctx, err, "cudaFuncSetAttribute (attention shared memory)");
+#endif
+        attention_wg_kernel<CT><<<(unsigned)blocks, kWgThreads, (size_t)kWgSmemBytes,
+                                  mla_hip_state_of(ctx)->stream>>>(d);
+        return mla_hip_check_launch(ctx, "attention kernel launch");
+    });
+}
+#endif
+
 } // namespace
 
 /* Key rows in shared memory, values: D rounded up to the body's k-steps
@@ -1070,9 +275,9 @@ static int64_t key_row_values(int64_t D, int path)
  * (its hi + lo rows would not fit beside 64 keys); at most two over bf16
  * caches, whose keys cost nothing to stage twice as often, while 64 rows'
  * scores read q and keys from shared memory at one load per mma and leave
- * no registers for q (H200, 128 heads: 2 groups 1255 us, 4 groups 1335;
- * fp8 caches the other way round, 2221 / 1825: their conversion is per
- * staging). MLA_HIP_ATT_RG=1|2|4 forces a count (bf16 / fp8 q only). */
+ * no registers for q; four over fp8 caches, whose conversion is paid per
+ * staging (docs/ATTENTION_ISA.md has the measurements). MLA_HIP_ATT_RG=1|2|4
+ * forces a count (bf16 / fp8 q only). */
 static int nv_row_groups(int64_t H, int64_t qcap, bool sparse, bool qsplit, bool bf16_cache)
 {
     const int64_t rows = sparse ? H : H * qcap;
@@ -1195,9 +400,10 @@ mla_status mla_hip_attention(mla_context *ctx, const mla_attention_op_args *a)
      * captured graph changes num_work and max_q_len, not these) */
     const int64_t qcap = p->q_len_at_create > 0 ? p->q_len_at_create : 1;
 #if defined(__CUDACC__)
-    const bool nv = path == PATH_MATRIX;
+    const bool wg = path == PATH_MATRIX && wg_takes(ctx, ds, a);
+    const bool nv = path == PATH_MATRIX && !wg;
 #else
-    const bool nv = false;
+    const bool wg = false, nv = false;
 #endif
     d.qsplit = a->q.dtype == MLA_DTYPE_F32;
     d.bs_sh = -1;
@@ -1207,7 +413,7 @@ mla_status mla_hip_attention(mla_context *ctx, const mla_attention_op_args *a)
     const int rg =
         nv ? nv_row_groups(H, qcap, d.sparse, d.qsplit, ds.cache.dtype == MLA_DTYPE_BF16) : 0;
     d.DP = (int32_t)key_row_values(D, path);
-    const int TM = nv ? 16 * rg : kTM;
+    const int TM = wg ? kWgRows : nv ? 16 * rg : kTM;
 #if !defined(__CUDACC__)
     d.KS = (int32_t)((D + kTK - 1) / kTK); /* gfx9's k-steps */
 #endif
@@ -1221,7 +427,12 @@ mla_status mla_hip_attention(mla_context *ctx, const mla_attention_op_args *a)
     if (p->T == 0)
         return MLA_OK;
     int64_t smem = 0;
-    if (nv) {
+    if (wg) {
+        /* the next tile's tokens prefetched into the L2 where contiguous */
+        const int64_t tok = fp8_scaled ? d.tok_bytes : D * (int64_t)mla_dtype_size(ds.cache.dtype);
+        d.bulk = ds.cache.layout != MLA_CACHE_SHUFFLED && tok % 16 == 0 ? (int32_t)tok : 0;
+        smem = kWgSmemBytes;
+    } else if (nv) {
         /* cp.async where every chunk is aligned; fp8 caches as raw rows:
          * 8-byte code chunks, the scales, 16-byte bf16 rope chunks */
         d.async = cache_wide_ok(ds.cache, a->cache);
@@ -1256,17 +467,24 @@ mla_status mla_hip_attention(mla_context *ctx, const mla_attention_op_args *a)
                         (long long)D, (long long)smem);
     /* the items create planned, at least two per compute unit (an update
      * may plan more: blocks then take several), at most the capacity */
-    const int64_t units = 2 * (int64_t)(ctx->compute_units > 0 ? ctx->compute_units : 1);
+    const int64_t cus = ctx->compute_units > 0 ? ctx->compute_units : 1, units = 2 * cus;
     int64_t grid_items = p->work_at_create > units ? p->work_at_create : units;
     grid_items = grid_items < p->work_capacity ? grid_items : p->work_capacity;
-    const int64_t blocks = grid_items * (int64_t)d.NJT * d.NHT * d.NCC;
+    int64_t blocks = grid_items * (int64_t)d.NJT * d.NHT * d.NCC;
     if (blocks > 0x7FFFFFFF || p->work_capacity * (int64_t)d.NJT * d.NHT * d.NCC > 0x7FFFFFFF)
         return mla_fail(ctx, MLA_ERR_UNSUPPORTED, "q.shape",
                         "%lld attention blocks: beyond one launch", (long long)blocks);
+    if (wg && blocks > cus) /* the sm_90a body: one block per SM walking its records */
+        blocks = cus;
     if (blocks > 0) {
-        st = path == PATH_MATRIX
-                 ? launch_matrix(ctx, d, blocks, (int)smem, ds.cache.dtype, a->q.dtype, rg)
-                 : launch_fma(ctx, d, blocks, (int)smem, ds.cache.dtype);
+#if defined(__CUDACC__)
+        if (wg)
+            st = launch_wg(ctx, d, blocks, ds.cache.dtype);
+        else
+#endif
+            st = path == PATH_MATRIX
+                     ? launch_matrix(ctx, d, blocks, (int)smem, ds.cache.dtype, a->q.dtype, rg)
+                     : launch_fma(ctx, d, blocks, (int)smem, ds.cache.dtype);
         if (st != MLA_OK)
             return st;
     }

@@ -1,6 +1,5 @@
 /* The NVIDIA matrix body of hip/attention.hip (mma.sync m16n8k16 through
- * hip/mfma.h), included there after the pieces every body shares (att_desc,
- * att_blk, key_info, chunk_of, row_finish, out_store).
+ * hip/mfma.h), on the pieces every body shares (hip/attention_common.h).
  *
  * A block record is TM = 16 RG (query row, head) pairs (RG = 1, 2, 4 row
  * groups of 16, the host's choice from the rows a tile can fill) against the
@@ -28,6 +27,16 @@
  * e4m3fn by the sm_89+ cvt) before the scores. Key rows have DP = D rounded
  * up to 32 plus 8 values: an odd number of 16-byte units, so the 8 rows an
  * ldmatrix reads fall in distinct banks; dims D .. DP - 8 stay zero. */
+
+#ifndef MLA_HIP_ATTENTION_NV_H
+#define MLA_HIP_ATTENTION_NV_H
+
+#include "hip/attention_common.h"
+#include "hip/fp8_f16.h"
+#include "hip/nv_copy.h"
+
+namespace
+{
 
 /* Shared memory of the NVIDIA body, bytes from the start (after the
  * descriptor and block record of smem_layout). */
@@ -328,6 +337,7 @@ template <int CT, int RG> MLA_DEV void nv_zero_pads(const att_desc &d, unsigned 
     if (d.bulk && threadIdx.x == 0) /* one arrival per key of a tile */
         for (int i = 0; i < 2; ++i)
             mbar_init(reinterpret_cast<uint64_t *>(smem + L.mb) + i, NK);
+    idx_sync(); /* initialized before any thread's first arrival */
 #endif
 }
 
@@ -660,4 +670,8 @@ MLA_DEV void attend_nv(const att_desc &d, const att_blk &b, unsigned char *smem,
 template <int CT, int RG> MLA_DEV void nv_zero_pads(const att_desc &d, unsigned char *smem);
 template <int CT, int RG>
 MLA_DEV void attend_nv(const att_desc &d, const att_blk &b, unsigned char *smem, uint32_t &ph);
+#endif
+
+} // namespace
+
 #endif
