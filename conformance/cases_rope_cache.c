@@ -4,6 +4,10 @@
  * kernel), k_pe_out, both RoPE styles, q_pe as a view inside q, k_nope and
  * k_pe as views of one kv buffer, q_nope already in place in q_cat's first L
  * dims, a cache with a padded block stride, and DeepSeek's L = 512, R = 64.
+ * The pairwise design (axes below) crosses layout x cache dtype x q_cat's,
+ * q_pe's and k_pe's dtypes fully: f32 inputs with a bf16 or fp8 q_cat are
+ * the combinations that once hid a wrong HIP kernel (issue 18), which cases
+ * tying the inputs' dtype to q_cat's never ran.
  * Bit-exact on q_cat, the cache bytes and k_pe_out: the RoPE arithmetic and
  * every rounding after it are pinned by MLA.md. */
 #include <string.h>
