@@ -12,6 +12,14 @@
 #define MLA_EXIT_FAIL 1
 #define MLA_EXIT_USAGE 2
 
+/* Returns the exit code of expr unless it is MLA_EXIT_OK. */
+#define OP_TRY(expr)                                                                               \
+    do {                                                                                           \
+        int op_rc_ = (expr);                                                                       \
+        if (op_rc_ != MLA_EXIT_OK)                                                                 \
+            return op_rc_;                                                                         \
+    } while (0)
+
 typedef struct mla_cmd {
     const char *name;
     const char *summary;
@@ -38,5 +46,14 @@ void usage_weights(FILE *out);
 int mla_app_parse_backend(const char *s, mla_backend *out);
 /* A non-negative integer that fits in *out; 0 on success. */
 int mla_app_parse_i64(const char *s, int64_t *out);
+/* s with control bytes, DEL, backslash and '"' written as \xNN, so that a
+ * file's strings cannot steer a terminal. */
+const char *mla_app_printable(const char *s, char *buf, size_t len);
+/* s as a quoted JSON string (control bytes, quotes, backslashes as \u00XX). */
+void mla_app_json_string(FILE *out, const char *s);
+/* mla weights inspect (apps/weights_inspect.c). */
+int weights_inspect(int argc, char **argv);
+/* The same at the start of s; *end: the first character after it. */
+int mla_app_parse_i64_prefix(const char *s, int64_t *out, char **end);
 
 #endif

@@ -8,8 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "apps/cmd.h"
+#include "apps/suggest.h"
+#include "bench/bench_attention.h"
 #include "bench/bench_mxfp4.h"
 #include "bench/bench_prepare.h"
 #include "bench/ceilings.h"
@@ -21,15 +24,20 @@ void usage_bench(FILE *out)
             "       mla bench ceilings [OPTIONS]\n"
             "       mla bench mxfp4 [--tokens 1,16,128,1024] [OPTIONS]\n"
             "       mla bench indexer [--contexts 4096,32768,131072] [--batch 1,16,64] [OPTIONS]\n"
-            "       mla bench decode [--quick] [--batch LIST] [--contexts LIST] [--heads LIST]\n"
-            "                        [OPTIONS]\n\n"
+            "       mla bench decode [--quick] [--sparse [--topk N]] [--batch LIST]\n"
+            "                        [--contexts LIST] [--heads LIST] [--caches LIST] [OPTIONS]\n"
+            "       mla bench prefill [--quick] [--tokens LIST] [--batch LIST] [--heads LIST]\n"
+            "                         [OPTIONS]\n\n"
             "prepare: times each op of the MLA prepare path (q_a/kv_a/q_b projections in bf16\n"
             "and fp8 block-scaled weights, the W_kc absorb, the fused QK RMSNorm, RoPE on\n"
             "q_pe and k_pe, the latent cache write in bf16 and fp8, the fused RoPE + concat +\n"
             "cache write, and the whole mla_prepare) for each token count, and reports the\n"
             "median time, GB/s, GFLOP/s and the ratio to the ceilings measured in the same\n"
             "run. Rows a backend cannot run print \"unsupported\".\n"
-            "ceilings: measures and prints only the two ceilings.\n"
+            "ceilings: measures and prints only the two ceilings: copy bandwidth, and the\n"
+            "matmul rate of OpenBLAS sgemm (host) or of the vendor BLAS, cuBLAS / rocBLAS\n"
+            "bf16 loaded at run time ($MLA_BENCH_BLAS names the library), else the device's\n"
+            "theoretical peak, labelled so (device).\n"
             "mxfp4: mla_batched_gemm_a16wfp4 / _a4w4 next to the bf16 mla_batched_gemm on\n"
             "DeepSeek-V3's W_kc / W_vc shapes (128 heads), and the fused flatten + MXFP4 /\n"
             "fp8 quant of [T,128,128]; ratios to the ceilings and to bf16 (bench_mxfp4.c).\n"
@@ -40,8 +48,15 @@ void usage_bench(FILE *out)
             "shapes (batch 128, context 4096, heads 16 and 128; cache bf16, fp8, FP8_SCALED)\n"
             "and laptop shapes (batch 1 and 4, context 1024..8192, heads 16) as fractions of\n"
             "the roofline; --quick: batch 1 and 4, context 1024; a list option makes a cross\n"
-            "product over the three caches (bench_decode.c).\n"
-            "mxfp4, indexer and decode take the options below except --config and --ops.\n\n"
+            "product over the three caches; --caches bf16,fp8,fp8_scaled keeps those;\n"
+            "--sparse: top-k (2048) positions per row drawn from the context (device 32768,\n"
+            "host 8192), caches bf16 and FP8_SCALED, heads 16, 64, 128, batch 1..128, bytes of\n"
+            "the selected rows only (bench_decode.c).\n"
+            "prefill: T = 512..16384 new tokens per sequence attending causally, batch 1 and 4,\n"
+            "heads 16 and 128, bf16 cache, through the absorbed attention; also reports the\n"
+            "expanded form's FLOP rate for the PyTorch SDPA peer (bench_prefill.c).\n"
+            "mxfp4, indexer, decode and prefill take the options below except --config and\n"
+            "--ops (prefill takes --tokens).\n\n"
             "options:\n"
             "  --backend B         auto|reference|cpu|hip (default auto)\n"
             "  --config NAME       model preset (default DeepSeek-V3)\n"
@@ -56,8 +71,8 @@ void usage_bench(FILE *out)
             "  --time-budget-s S   the sweep's target wall time (host 45)\n"
             "  --rotate-mib N      rotate input sets over N MiB (host 4 x LLC, device 256)\n"
             "  --copy-mib N        copy-ceiling buffer size (host max(8 x LLC, 256), device 1024)\n"
-            "  --matmul-gflops X   a device matmul ceiling measured beside this run (e.g. the\n"
-            "                      PyTorch peer's bf16 matmul in the same job)\n"
+            "  --matmul-gflops X   a matmul ceiling measured beside this run, used instead\n"
+            "                      (e.g. the PyTorch peer's bf16 matmul in the same job)\n"
             "  --matmul-source S   how X was measured (printed with it)\n"
             "  --no-ceilings       skip the ceilings (ratios print n/a)\n"
             "  --seed N            seed of the random inputs\n"
@@ -286,6 +301,11 @@ static void json_header(bench_json *j, const char *sub, mla_context *ctx, const 
     }
 }
 
+static const char *bench_at(int i, void *user)
+{
+    return ((const char *const *)user)[i];
+}
+
 int cmd_bench(int argc, char **argv)
 {
     if (argc < 2) {
@@ -299,10 +319,14 @@ int cmd_bench(int argc, char **argv)
         return bench_indexer_cmd(argc, argv);
     if (!strcmp(sub, "decode"))
         return bench_decode_cmd(argc, argv);
+    if (!strcmp(sub, "prefill"))
+        return bench_prefill_cmd(argc, argv);
     if (strcmp(sub, "prepare") && strcmp(sub, "ceilings")) {
-        fprintf(stderr,
-                "mla bench: unknown benchmark '%s' (prepare, ceilings, mxfp4, indexer, decode)\n",
-                sub);
+        static const char *const subs[] = {"prepare", "ceilings", "mxfp4", "indexer", "decode",
+                                           "prefill", NULL};
+        fprintf(stderr, "mla bench: unknown benchmark '%s'", sub);
+        mla_suggest(stderr, sub, bench_at, (void *)subs);
+        fprintf(stderr, " (prepare, ceilings, mxfp4, indexer, decode, prefill)\n");
         return MLA_EXIT_USAGE;
     }
     bench_args a;
@@ -327,18 +351,22 @@ int cmd_bench(int argc, char **argv)
     memset(&c, 0, sizeof c);
     snprintf(c.copy_how, sizeof c.copy_how, "not measured (--no-ceilings)");
     snprintf(c.matmul_how, sizeof c.matmul_how, "not measured (--no-ceilings)");
+    /* progress of the measurements on a terminal only (a pipe gets the results) */
+    FILE *progress = isatty(fileno(stderr)) ? stderr : NULL;
     if (!a.no_ceilings)
-        bench_measure_ceilings(ctx, &a.c, &c, stderr);
+        bench_measure_ceilings(ctx, &a.c, &c, progress);
 
     bench_prepare_result res;
     memset(&res, 0, sizeof res);
     rc = MLA_EXIT_OK;
     if (!strcmp(sub, "prepare")) {
-        fprintf(stderr, "rows:\n");
-        if (bench_prepare_run(ctx, &a.p, &res, stderr) != 0) {
+        if (progress)
+            fprintf(progress, "rows:\n");
+        if (bench_prepare_run(ctx, &a.p, &res, progress) != 0) {
+            fprintf(stderr, "mla bench prepare: the sweep failed (run on a terminal for its log)\n");
             rc = MLA_EXIT_FAIL;
         } else {
-            bench_prepare_judge(&res, &c, !a.no_ceilings);
+            bench_prepare_judge(&res, &c);
             if (res.n_errors)
                 rc = MLA_EXIT_FAIL;
         }

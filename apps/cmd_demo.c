@@ -11,31 +11,37 @@
 
 #include "apps/demo.h"
 #include "bench/bench_util.h"
+#include "apps/suggest.h"
 #include "bench/ceilings.h"
-#include "core/layer_internal.h"
 
 void usage_demo(FILE *out)
 {
     fprintf(out,
-            "usage: mla demo [--config NAME] [--backend auto|cpu|hip|reference] [--weights FILE]\n"
+            "usage: mla demo [--config NAME] [--backend auto|cpu|hip|reference]\n"
+            "                [--model DIR | --weights FILE] [--layer N] [--tp RANK/WORLD]\n"
             "                [--prefill N] [--steps N] [--batch B] [--context C] [--fp8]\n"
-            "                [--seed S] [--no-ceilings]\n\n"
+            "                [--seed S] [--no-ceilings] [--json]\n\n"
             "Runs one MLA attention layer (mla_layer_forward): B sequences with C tokens of\n"
             "synthetic cache history each, a prefill of N tokens per sequence, then decode\n"
-            "steps of one token per sequence, a progress line per step. Weights: FILE (layer\n"
-            "0, DeepSeek names), or seeded ones generated to a temporary safetensors file and\n"
-            "loaded back (--fp8: e4m3fn 128x128 blocks; kv_b_proj stays bf16). Prints time\n"
+            "steps of one token per sequence, a progress line per step. Weights: layer N\n"
+            "(default 0) of a Hugging Face checkpoint directory (--model: config.json and\n"
+            "its shards, docs/CHECKPOINTS.md), of a safetensors FILE of --config, or seeded\n"
+            "ones generated as a temporary checkpoint and loaded back (--fp8: e4m3fn 128x128\n"
+            "blocks; an fp8 kv_b_proj gets one scale per tensor at load). --tp loads rank\n"
+            "RANK's heads of WORLD: y is that rank's partial o_proj output. Prints time\n"
             "per step, tokens/s, bandwidth and FLOP rate against the copy and matmul ceilings\n"
             "measured in the same run, and the first decode step's error against the float64\n"
             "layer reference with its bound. Defaults: DeepSeek-V3 on a GPU (B 16, C 4096,\n"
             "N 64, 16 steps), DeepSeek-V2-Lite on the CPU (B 1, C 256, N 16, 8 steps).\n"
-            "Exit 0 when every step ran and the check is within its bound.\n");
+            "--json prints one JSON object instead. Exit 0 when every step ran and the check\n"
+            "is within its bound.\n");
 }
 
 static int parse(int argc, char **argv, demo_args *a)
 {
     memset(a, 0, sizeof *a);
     a->backend = MLA_BACKEND_AUTO;
+    a->tp_world = 1;
     for (int i = 1; i < argc; ++i) {
         const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int64_t *num = !strcmp(k, "--prefill")   ? &a->prefill
@@ -43,9 +49,12 @@ static int parse(int argc, char **argv, demo_args *a)
                        : !strcmp(k, "--batch")   ? &a->batch
                        : !strcmp(k, "--context") ? &a->context
                        : !strcmp(k, "--seed")    ? &a->seed
+                       : !strcmp(k, "--layer")   ? &a->layer
                                                  : NULL;
         if (!strcmp(k, "--fp8")) {
             a->fp8 = 1;
+        } else if (!strcmp(k, "--json")) {
+            a->json = 1;
         } else if (!strcmp(k, "--no-ceilings")) {
             a->no_ceilings = 1;
         } else if (!strcmp(k, "--help") || !strcmp(k, "-h")) {
@@ -59,7 +68,7 @@ static int parse(int argc, char **argv, demo_args *a)
                 fprintf(stderr, "mla demo: bad %s '%s'\n", k, v);
                 return -1;
             }
-            if (num != &a->seed)
+            if (num != &a->seed && num != &a->layer)
                 a->set[num == &a->prefill ? 0
                        : num == &a->steps ? 1
                        : num == &a->batch ? 2
@@ -69,6 +78,17 @@ static int parse(int argc, char **argv, demo_args *a)
             a->config = v, ++i;
         } else if (!strcmp(k, "--weights")) {
             a->weights = v, ++i;
+        } else if (!strcmp(k, "--model")) {
+            a->model = v, ++i;
+        } else if (!strcmp(k, "--tp")) {
+            int64_t r, w;
+            char *end;
+            if (mla_app_parse_i64_prefix(v, &r, &end) || *end != '/' ||
+                mla_app_parse_i64(end + 1, &w) || w < 1 || w > 4096 || r >= w) {
+                fprintf(stderr, "mla demo: --tp wants RANK/WORLD, 0 <= RANK < WORLD\n");
+                return -1;
+            }
+            a->tp_rank = (int32_t)r, a->tp_world = (int32_t)w, ++i;
         } else if (!strcmp(k, "--backend")) {
             if (mla_app_parse_backend(v, &a->backend)) {
                 fprintf(stderr, "mla demo: unknown backend '%s'\n", v);
@@ -80,6 +100,10 @@ static int parse(int argc, char **argv, demo_args *a)
             return -1;
         }
     }
+    if (a->model && a->weights) {
+        fprintf(stderr, "mla demo: --model and --weights exclude each other\n");
+        return -1;
+    }
     return 0;
 }
 
@@ -88,7 +112,7 @@ static void pick_defaults(demo *d)
 {
     const int gpu = mla_context_backend(d->ctx) == MLA_BACKEND_HIP;
     demo_args *a = &d->a;
-    if (!a->config)
+    if (!a->config && !a->model)
         a->config = gpu ? "DeepSeek-V3" : "DeepSeek-V2-Lite";
     const int64_t defs[2][4] = {{16, 8, 1, 256}, {64, 16, 16, 4096}};
     int64_t *v[4] = {&a->prefill, &a->steps, &a->batch, &a->context};
@@ -141,10 +165,12 @@ static int run_step(demo *d, const step_in *in, mla_layer_plan **lp, int want, s
         out->y = malloc((size_t)(T * c->hidden) * 4);
         st = mla_memcpy(d->ctx, out->y, y.data, (size_t)(T * c->hidden) * 4,
                         MLA_COPY_CONTEXT_TO_HOST);
-        if (st == MLA_OK && mla_layer_plan_sparse(*lp)) {
+        mla_tensor tk;
+        if (st == MLA_OK && mla_layer_plan_sparse(*lp) &&
+            (st = mla_layer_plan_topk(*lp, &tk)) == MLA_OK) {
             out->topk = malloc((size_t)c->index_topk * 4);
-            st = mla_memcpy(d->ctx, out->topk, (uint8_t *)d->ws.data + (*lp)->ws.topk,
-                            (size_t)c->index_topk * 4, MLA_COPY_CONTEXT_TO_HOST);
+            st = mla_memcpy(d->ctx, out->topk, tk.data, (size_t)c->index_topk * 4,
+                            MLA_COPY_CONTEXT_TO_HOST);
         }
     }
     mla_tensor all[] = {x, y, pos, slot, cl, cu};
@@ -196,10 +222,8 @@ static int check(demo *d, const uint8_t *cache_before, const step_in *in, const 
     demo_ref r;
     char err[256];
     const double t0 = bench_now();
-    if (demo_ref_load(d->path, c, d->hcos, d->hsin, &r, err, sizeof err) != 0 ||
-        (demo_ref_kv_b_from(d->ctx, &d->w, &r) != 0 &&
-         snprintf(err, sizeof err, "kv_b_proj could not be read back") > 0)) {
-        printf("check: not run (%s)\n", err);
+    if (demo_ref_from_weights(d->ctx, &d->w, d->hcos, d->hsin, &r, err, sizeof err) != 0) {
+        demo_say(d, "check: not run (%s)\n", err);
         return 0;
     }
     ref64_cache rc;
@@ -221,7 +245,9 @@ static int check(demo *d, const uint8_t *cache_before, const step_in *in, const 
             worst = e / b, bound_at_worst = b;
     }
     max_rel = max_abs / (ymax > 0 ? ymax : 1);
-    printf("check: first decode step, sequence 0, against the float64 layer reference (%.1f s):\n"
+    d->res.checked = 1;
+    d->res.max_abs = max_abs, d->res.max_rel = max_rel, d->res.worst = worst;
+    demo_say(d, "check: first decode step, sequence 0, against the float64 layer reference (%.1f s):\n"
            "       max |err| %.3g, max |err| / max |y| %.3g; bound 6 sd per element (propagated\n"
            "       from the bf16 roundings), worst element at %.2f of its bound (%.3g): %s\n",
            bench_now() - t0, max_abs, max_rel, worst, bound_at_worst,
@@ -250,9 +276,9 @@ static void fill_step(demo *d, step_in *in, int64_t T, int prefill)
     }
 }
 
-static void print_ceilings(const bench_ceilings *cl)
+static void print_ceilings(const demo *d, const bench_ceilings *cl)
 {
-    printf("ceilings (this run): copy %.1f GB/s (%s); matmul %.1f GFLOP/s (%s)\n", cl->copy_gbs,
+    demo_say(d, "ceilings (this run): copy %.1f GB/s (%s); matmul %.1f GFLOP/s (%s)\n", cl->copy_gbs,
            cl->copy_how, cl->matmul_gflops, cl->matmul_how);
 }
 
@@ -260,8 +286,16 @@ static int run(demo *d)
 {
     const int64_t B = d->a.batch, N = d->a.prefill, Tmax = B * N > B ? B * N : B;
     int rc = demo_setup_weights(d);
-    if (rc == MLA_EXIT_OK)
-        rc = demo_setup_cache(d);
+    if (rc != MLA_EXIT_OK)
+        return rc;
+    /* the table's rows do not depend on its length: only what the run reaches */
+    const int64_t reach = d->a.context + d->a.prefill + d->a.steps;
+    d->cfg.max_pos = reach < d->cfg.max_pos ? (reach > 4096 ? reach : 4096) : d->cfg.max_pos;
+    demo_say(d, "mla demo: %s on %s (%s)%s%s\n", d->cfg.name,
+             mla_backend_name(mla_context_backend(d->ctx)), mla_context_device_name(d->ctx),
+             *mla_context_fallback_reason(d->ctx) ? "; AUTO: " : "",
+             mla_context_fallback_reason(d->ctx));
+    rc = demo_setup_cache(d);
     if (rc == MLA_EXIT_OK)
         rc = demo_history(d);
     if (rc != MLA_EXIT_OK)
@@ -274,7 +308,7 @@ static int run(demo *d)
         co.reps = 3;
         co.max_call_s = 0.25;
         bench_measure_ceilings(d->ctx, &co, &cl, NULL);
-        print_ceilings(&cl);
+        print_ceilings(d, &cl);
     }
     step_in in = {0,
                   malloc((size_t)(Tmax * d->cfg.hidden) * 2),
@@ -288,9 +322,10 @@ static int run(demo *d)
     step_out o = {0};
     fill_step(d, &in, B * N, 1);
     rc = run_step(d, &in, &pre, 0, &o);
+    d->res.prefill_s = o.seconds;
     if (rc == MLA_EXIT_OK)
-        printf(
-            "prefill: %lld sequences x %lld tokens after %lld of history: %.2f ms, %.0f tokens/s\n",
+        demo_say(
+            d, "prefill: %lld sequences x %lld tokens after %lld of history: %.2f ms, %.0f tokens/s\n",
             (long long)B, (long long)N, (long long)d->a.context, o.seconds * 1e3,
             (double)(B * N) / o.seconds);
     double *times = calloc((size_t)d->a.steps + 1, 8), bytes = 0, flops = 0;
@@ -314,16 +349,15 @@ static int run(demo *d)
         step_cost(d, in.ctxl, &bytes, &flops);
         times[i] = so.seconds;
         const double gbs = bytes / so.seconds / 1e9, gfs = flops / so.seconds / 1e9;
-        printf("step %3lld/%lld: context %6d  %8.3f ms  %9.1f tokens/s  %7.1f GB/s",
-               (long long)i + 1, (long long)d->a.steps, in.ctxl[0], so.seconds * 1e3,
-               (double)B / so.seconds, gbs);
+        demo_say(d, "step %3lld/%lld: context %6d  %8.3f ms  %9.1f tokens/s  %7.1f GB/s",
+                 (long long)i + 1, (long long)d->a.steps, in.ctxl[0], so.seconds * 1e3,
+                 (double)B / so.seconds, gbs);
         if (cl.copy_gbs > 0)
-            printf(" (%4.1f%% of copy)", 100.0 * gbs / cl.copy_gbs);
-        printf("  %8.1f GFLOP/s", gfs);
+            demo_say(d, " (%4.1f%% of copy)", 100.0 * gbs / cl.copy_gbs);
+        demo_say(d, "  %8.1f GFLOP/s", gfs);
         if (cl.matmul_gflops > 0)
-            printf(" (%4.1f%% of matmul)", 100.0 * gfs / cl.matmul_gflops);
-        printf("\n");
-        fflush(stdout);
+            demo_say(d, " (%4.1f%% of matmul)", 100.0 * gfs / cl.matmul_gflops);
+        demo_say(d, "\n");
         if (i == 0) {
             check_rc = check(d, before, &in, &so);
             checked = 1;
@@ -332,7 +366,9 @@ static int run(demo *d)
     }
     if (rc == MLA_EXIT_OK && d->a.steps > 0) {
         const double med = bench_median(times, (int)d->a.steps);
-        printf(
+        d->res.decode_median_s = med, d->res.bytes = bytes, d->res.flops = flops;
+        demo_say(
+            d,
             "decode: median step %.3f ms, %.1f tokens/s (batch %lld); last step moved >= %.1f MB "
             "and did %.2f GFLOP\n",
             med * 1e3, (double)B / med, (long long)B, bytes / 1e6, flops / 1e9);
@@ -344,6 +380,31 @@ static int run(demo *d)
     if (rc == MLA_EXIT_OK && checked && check_rc != 0)
         rc = MLA_EXIT_FAIL;
     return rc;
+}
+
+/* The run as one JSON object (--json). */
+static void print_json(const demo *d, int rc, double seconds)
+{
+    const demo_result *r = &d->res;
+    printf("{\"config\": ");
+    mla_app_json_string(stdout, d->cfg.name);
+    printf(", \"backend\": \"%s\", \"device\": ", mla_backend_name(mla_context_backend(d->ctx)));
+    mla_app_json_string(stdout, mla_context_device_name(d->ctx));
+    printf(", \"layer\": %lld, \"tp\": [%d, %d], \"heads\": %lld, \"batch\": %lld, \"context\": %lld, "
+           "\"prefill\": %lld, \"steps\": %lld,\n \"prefill_ms\": %.6g, \"decode_median_ms\": %.6g, "
+           "\"decode_tokens_per_s\": %.6g, \"decode_bytes\": %.6g, \"decode_flops\": %.6g,\n "
+           "\"check\": ",
+           (long long)d->a.layer, (int)d->a.tp_rank, (int)d->a.tp_world, (long long)d->cfg.heads,
+           (long long)d->a.batch, (long long)d->a.context, (long long)d->a.prefill,
+           (long long)d->a.steps, r->prefill_s * 1e3, r->decode_median_s * 1e3,
+           r->decode_median_s > 0 ? (double)d->a.batch / r->decode_median_s : 0.0, r->bytes,
+           r->flops);
+    if (r->checked)
+        printf("{\"max_abs\": %.6g, \"max_rel\": %.6g, \"worst_of_bound\": %.6g, \"within\": %s}",
+               r->max_abs, r->max_rel, r->worst, r->worst <= 1.0 ? "true" : "false");
+    else
+        printf("null");
+    printf(", \"ok\": %s, \"seconds\": %.3f}\n", rc == MLA_EXIT_OK ? "true" : "false", seconds);
 }
 
 int cmd_demo(int argc, char **argv)
@@ -359,22 +420,21 @@ int cmd_demo(int argc, char **argv)
         return MLA_EXIT_FAIL;
     }
     pick_defaults(&d);
-    if (mla_model_config_preset(d.a.config, &d.cfg) != MLA_OK) {
-        fprintf(stderr, "mla demo: unknown config '%s' (`mla plan --list`)\n", d.a.config);
+    if (!d.a.model && mla_model_config_preset(d.a.config, &d.cfg) != MLA_OK) {
+        fprintf(stderr, "mla demo: unknown config '%s'", d.a.config);
+        mla_suggest_preset(stderr, d.a.config);
+        fprintf(stderr, " (`mla plan --list`)\n");
         mla_context_destroy(d.ctx);
         return MLA_EXIT_USAGE;
     }
-    /* the table's rows do not depend on its length: only what the run reaches */
-    const int64_t reach = d.a.context + d.a.prefill + d.a.steps;
-    d.cfg.max_pos = reach < d.cfg.max_pos ? (reach > 4096 ? reach : 4096) : d.cfg.max_pos;
     bench_rng_seed(&d.rng, (uint64_t)d.a.seed + 1);
-    printf("mla demo: %s on %s (%s)%s%s\n", d.cfg.name,
-           mla_backend_name(mla_context_backend(d.ctx)), mla_context_device_name(d.ctx),
-           *mla_context_fallback_reason(d.ctx) ? "; AUTO: " : "",
-           mla_context_fallback_reason(d.ctx));
     const double t0 = bench_now();
     int rc = run(&d);
+    if (d.a.json)
+        print_json(&d, rc, bench_now() - t0);
     demo_cleanup(&d);
-    printf("mla demo: %s in %.1f s\n", rc == MLA_EXIT_OK ? "done" : "FAILED", bench_now() - t0);
+    if (!d.a.json)
+        printf("mla demo: %s in %.1f s\n", rc == MLA_EXIT_OK ? "done" : "FAILED",
+               bench_now() - t0);
     return rc;
 }

@@ -2,14 +2,17 @@
  * the config's shapes, the one RoPE site, and the kernel of every stage, so
  * that a wrong path (a double rotation, a target left off a fast path, as in
  * seeds 000 and 001) is visible without running anything. */
+#include <stdio.h>
 #include <string.h>
 
 #include "apps/cmd.h"
+#include "apps/suggest.h"
 
 void usage_plan(FILE *out)
 {
     fprintf(out,
-            "usage: mla plan --config NAME [--target cpu|gfx942|gfx950|sm_90|reference]\n"
+            "usage: mla plan (--config NAME | --model DIR) [--json]\n"
+            "                [--target cpu|gfx942|gfx950|sm_90|reference]\n"
             "                [--site separate|fused_cache|attention]\n"
             "                [--cache-layout normal|shuffled|fp8_scaled]\n"
             "                [--cache-dtype bf16|e4m3fn|e4m3fnuz]\n"
@@ -19,7 +22,9 @@ void usage_plan(FILE *out)
             "Prints the config's shapes, the RoPE site and the kernel of every prepare stage\n"
             "(mla_plan_kernel). Defaults: target cpu, the plan's own site, a NORMAL bf16 cache,\n"
             "bf16 q_cat and weights. --site forces a site (as the tests do); a site the plan\n"
-            "cannot honour is refused (exit 1). --list lists the config presets.\n");
+            "cannot honour is refused (exit 1). --model takes the config of a checkpoint\n"
+            "directory's config.json. --json prints one JSON object. --list lists the config\n"
+            "presets.\n");
 }
 
 /* Index of s among the names f(0..n-1), or -1. */
@@ -123,9 +128,39 @@ static int bad(const char *opt, const char *v)
     return MLA_EXIT_USAGE;
 }
 
+static void print_json(const mla_model_config *c, const mla_plan_options *o, const mla_plan *plan)
+{
+    const mla_rope_config *r = &c->rope_cfg;
+    printf("{\"config\": {\"name\": ");
+    mla_app_json_string(stdout, c->name);
+    printf(", \"hidden\": %lld, \"heads\": %lld, \"q_lora\": %lld, \"kv_lora\": %lld, \"nope\": "
+           "%lld, \"rope\": %lld, \"v\": %lld, \"rms_eps\": %.9g, \"max_pos\": %lld, \"rope_base\": "
+           "%.17g, \"yarn_factor\": %.17g, \"beta_fast\": %.17g, \"beta_slow\": %.17g, "
+           "\"original_max_pos\": %lld, \"mscale\": %.17g, \"mscale_all_dim\": %.17g, "
+           "\"index_heads\": %lld, \"index_head_dim\": %lld, \"index_topk\": %lld, "
+           "\"softmax_scale\": %.17g},\n \"plan\": {\"target\": \"%s\", \"weights\": \"%s\", "
+           "\"q_cat\": \"%s\", \"cache_layout\": \"%s\", \"cache_dtype\": \"%s\", \"rope_site\": "
+           "\"%s\", \"forced\": %s, \"stages\": {",
+           (long long)c->hidden, (long long)c->heads, (long long)c->q_lora, (long long)c->kv_lora,
+           (long long)c->nope, (long long)c->rope, (long long)c->v, (double)c->rms_eps,
+           (long long)c->max_pos, r->base, r->factor, r->beta_fast, r->beta_slow,
+           (long long)r->original_max_pos, r->mscale, r->mscale_all_dim,
+           (long long)c->index_heads, (long long)c->index_head_dim, (long long)c->index_topk,
+           mla_softmax_scale(c), mla_target_name(o->target), mla_dtype_name(o->weight_dtype),
+           mla_dtype_name(o->q_dtype), mla_cache_layout_name(o->cache_layout),
+           mla_dtype_name(o->cache_dtype), mla_rope_site_name(mla_plan_rope_site(plan)),
+           o->force_rope_site < 0 ? "false" : "true");
+    for (int s = 0; s < MLA_STAGE_COUNT; ++s) {
+        printf("%s\"%s\": ", s ? ", " : "", mla_stage_name((mla_stage)s));
+        mla_app_json_string(stdout, mla_plan_kernel(plan, (mla_stage)s));
+    }
+    printf("}}}\n");
+}
+
 int cmd_plan(int argc, char **argv)
 {
-    const char *config = NULL;
+    const char *config = NULL, *model = NULL;
+    int json = 0;
     mla_plan_options o;
     mla_plan_options_default(MLA_TARGET_CPU, &o);
     for (int i = 1; i < argc; ++i) {
@@ -135,10 +170,16 @@ int cmd_plan(int argc, char **argv)
             list_presets();
             return MLA_EXIT_OK;
         }
+        if (!strcmp(a, "--json")) {
+            json = 1;
+            continue;
+        }
         if (!(v = value(argc, argv, &i)))
             return MLA_EXIT_USAGE;
         if (!strcmp(a, "--config"))
             config = v;
+        else if (!strcmp(a, "--model"))
+            model = v;
         else if (!strcmp(a, "--target") && (k = pick(v, target_at, MLA_TARGET_COUNT)) >= 0)
             o.target = (mla_target)k;
         else if (!strcmp(a, "--site") && (k = pick(v, site_at, MLA_ROPE_SITE_COUNT)) >= 0)
@@ -152,7 +193,7 @@ int cmd_plan(int argc, char **argv)
             continue;
         else if (!strcmp(a, "--weights") && (!strcmp(v, "bf16") || !strcmp(v, "fp8")))
             o.weight_dtype = v[0] == 'b' ? MLA_DTYPE_BF16 : MLA_DTYPE_FP8_E4M3FN;
-        else if (!strcmp(a, "--config") || !strcmp(a, "--target") || !strcmp(a, "--site") ||
+        else if (!strcmp(a, "--model") || !strcmp(a, "--config") || !strcmp(a, "--target") || !strcmp(a, "--site") ||
                  !strcmp(a, "--cache-layout") || !strcmp(a, "--cache-dtype") ||
                  !strcmp(a, "--q-dtype") || !strcmp(a, "--weights"))
             return bad(a, v);
@@ -162,18 +203,37 @@ int cmd_plan(int argc, char **argv)
         }
     }
     mla_model_config cfg;
-    if (!config) {
-        fprintf(stderr, "mla plan: --config NAME is required (mla plan --list)\n");
+    if (!config == !model) {
+        fprintf(stderr, "mla plan: one of --config NAME (mla plan --list), --model DIR\n");
         return MLA_EXIT_USAGE;
     }
-    if (mla_model_config_preset(config, &cfg) != MLA_OK) {
-        fprintf(stderr, "mla plan: unknown config '%s' (mla plan --list)\n", config);
+    if (model) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/config.json", model);
+        mla_context *ctx = NULL;
+        mla_hf_config hc;
+        mla_context_create(MLA_BACKEND_REFERENCE, NULL, &ctx);
+        const mla_status st = mla_hf_config_load(ctx, path, &hc);
+        if (st != MLA_OK)
+            fprintf(stderr, "mla plan: %s: %s (%s): %s\n", path, mla_status_name(st),
+                    mla_context_error_param(ctx), mla_context_error_detail(ctx));
+        mla_context_destroy(ctx);
+        if (st != MLA_OK)
+            return MLA_EXIT_FAIL;
+        cfg = hc.model;
+    } else if (mla_model_config_preset(config, &cfg) != MLA_OK) {
+        fprintf(stderr, "mla plan: unknown config '%s'", config);
+        mla_suggest_preset(stderr, config);
+        fprintf(stderr, " (mla plan --list)\n");
         return MLA_EXIT_USAGE;
     }
-    print_config(&cfg, &o);
-    printf("plan: target %s, weights %s, q_cat %s, cache %s / %s\n", mla_target_name(o.target),
-           mla_dtype_name(o.weight_dtype), mla_dtype_name(o.q_dtype),
-           mla_cache_layout_name(o.cache_layout), mla_dtype_name(o.cache_dtype));
+    if (!json) {
+        print_config(&cfg, &o);
+        printf("plan: target %s, weights %s, q_cat %s, cache %s / %s\n",
+               mla_target_name(o.target), mla_dtype_name(o.weight_dtype),
+               mla_dtype_name(o.q_dtype), mla_cache_layout_name(o.cache_layout),
+               mla_dtype_name(o.cache_dtype));
+    }
     mla_plan *plan = NULL;
     mla_status st = mla_plan_create(&cfg, &o, &plan);
     if (st != MLA_OK) {
@@ -182,6 +242,11 @@ int cmd_plan(int argc, char **argv)
                                             "options)"
                                           : "");
         return MLA_EXIT_FAIL;
+    }
+    if (json) {
+        print_json(&cfg, &o, plan);
+        mla_plan_destroy(plan);
+        return MLA_EXIT_OK;
     }
     const mla_rope_site site = mla_plan_rope_site(plan);
     printf("rope site: %s (%s); RoPE happens there and nowhere else\n", mla_rope_site_name(site),

@@ -5,13 +5,16 @@
 #include <string.h>
 
 #include "apps/cmd.h"
+#include "apps/progress.h"
+#include "apps/suggest.h"
 
 void usage_weights(FILE *out)
 {
     fprintf(out,
-            "usage: mla weights generate --config NAME --out FILE [--seed N] [--first N]\n"
-            "                            [--layers N] [--fp8] [--mxfp4 LIST]\n"
-            "       mla weights info FILE [--config NAME [--layer N]]\n\n"
+            "usage: mla weights generate --config NAME (--out FILE | --checkpoint DIR [--shards N])\n"
+            "                            [--seed N] [--first N] [--layers N] [--fp8] [--mxfp4 LIST]\n"
+            "       mla weights info FILE [--config NAME [--layer N]]\n"
+            "       mla weights inspect DIR [--layer N] [--tp RANK/WORLD] [--json]\n\n"
             "generate writes layers FIRST .. FIRST+LAYERS-1 (default 0, 1) of a config preset\n"
             "(`mla plan --list`), seeded (default 0): bf16 weights, or with --fp8 e4m3fn\n"
             "weights with 128x128 block scales (*.weight_scale_inv; the indexer's\n"
@@ -19,8 +22,14 @@ void usage_weights(FILE *out)
             "*.weight U8 [out, in/2] + *.weight_scale U8 [out, in/32], as AMD Quark ships\n"
             "them); LIST is comma-separated from q_a, q_b (q_proj), kv_a, kv_b, o,\n"
             "idx_wq_b, idx_wk, idx_weights_proj.\n"
+            "--checkpoint writes a Hugging Face checkpoint directory instead (config.json, and\n"
+            "N shards with model.safetensors.index.json, or one model.safetensors).\n"
             "info lists the tensors (name, dtype, shape, bytes) and the metadata; with\n"
-            "--config it also loads layer N (default 0) and prints each weight's format.\n");
+            "--config it also loads layer N (default 0) and prints each weight's format.\n"
+            "inspect reads a checkpoint directory's config.json and index (no tensor data)\n"
+            "and lists what the library would load of each layer (or layer N): every\n"
+            "tensor's name, file dtype, format, shape as loaded (the rank's slice with --tp)\n"
+            "and shard; and what it would refuse, with why. Exit 1 when a layer is refused.\n");
 }
 
 /* Sets the format of each listed projection. */
@@ -54,8 +63,8 @@ static int fail(mla_context *ctx, mla_status st, const char *what)
 
 static int generate(int argc, char **argv)
 {
-    const char *config = NULL, *out = NULL;
-    int64_t seed = 0, first = 0, layers = 1;
+    const char *config = NULL, *out = NULL, *dir = NULL;
+    int64_t seed = 0, first = 0, layers = 1, shards = 1;
     int fp8 = 0;
     char *mx = NULL;
     for (int i = 1; i < argc; ++i) {
@@ -69,6 +78,10 @@ static int generate(int argc, char **argv)
             config = v, ++i;
         else if (!strcmp(a, "--out"))
             out = v, ++i;
+        else if (!strcmp(a, "--checkpoint"))
+            dir = v, ++i;
+        else if (!strcmp(a, "--shards"))
+            bad = mla_app_parse_i64(v, &shards) || shards < 1 || shards > 99999, ++i;
         else if (!strcmp(a, "--mxfp4"))
             mx = argv[++i];
         else if (!strcmp(a, "--seed"))
@@ -85,8 +98,15 @@ static int generate(int argc, char **argv)
         }
     }
     mla_model_config cfg;
-    if (!config || !out || mla_model_config_preset(config, &cfg) != MLA_OK) {
-        fprintf(stderr, "mla weights generate: --config PRESET and --out FILE are required\n");
+    if (!config || !out == !dir) {
+        fprintf(stderr, "mla weights generate: --config PRESET and one of --out FILE, "
+                        "--checkpoint DIR are required\n");
+        return MLA_EXIT_USAGE;
+    }
+    if (mla_model_config_preset(config, &cfg) != MLA_OK) {
+        fprintf(stderr, "mla weights generate: unknown config '%s'", config);
+        mla_suggest_preset(stderr, config);
+        fprintf(stderr, " (mla plan --list)\n");
         return MLA_EXIT_USAGE;
     }
     mla_layer_weight_formats fm = {0};
@@ -103,11 +123,21 @@ static int generate(int argc, char **argv)
         fprintf(stderr, "mla weights: no context: %s\n", mla_status_name(st));
         return MLA_EXIT_FAIL;
     }
-    st = mla_weights_generate(ctx, out, &cfg, first, layers, (uint64_t)seed, &fm);
+    mla_generate_options o;
+    mla_generate_options_default(&o);
+    o.first = first, o.count = layers, o.seed = (uint64_t)seed, o.formats = &fm;
+    o.shards = (int32_t)shards;
+    mla_progress pr;
+    mla_progress_begin(&pr, "generating");
+    o.progress = mla_progress_cb;
+    o.progress_user = &pr;
+    st = dir ? mla_checkpoint_generate(ctx, dir, &cfg, &o)
+             : mla_weights_generate(ctx, out, &cfg, first, layers, (uint64_t)seed, &fm);
+    mla_progress_end(&pr);
     int rc = st == MLA_OK ? MLA_EXIT_OK : fail(ctx, st, "generate");
     if (st == MLA_OK)
-        printf("wrote %s: %s layers %lld..%lld, seed %lld\n", out, cfg.name, (long long)first,
-               (long long)(first + layers - 1), (long long)seed);
+        printf("wrote %s: %s layers %lld..%lld, seed %lld\n", dir ? dir : out, cfg.name,
+               (long long)first, (long long)(first + layers - 1), (long long)seed);
     mla_context_destroy(ctx);
     return rc;
 }
@@ -153,8 +183,14 @@ static int info(int argc, char **argv)
         }
     }
     mla_model_config cfg;
-    if (!path || (config && mla_model_config_preset(config, &cfg) != MLA_OK)) {
-        fprintf(stderr, "mla weights info: FILE (and a known --config) needed\n");
+    if (!path) {
+        fprintf(stderr, "mla weights info: FILE needed\n");
+        return MLA_EXIT_USAGE;
+    }
+    if (config && mla_model_config_preset(config, &cfg) != MLA_OK) {
+        fprintf(stderr, "mla weights info: unknown config '%s'", config);
+        mla_suggest_preset(stderr, config);
+        fprintf(stderr, "\n");
         return MLA_EXIT_USAGE;
     }
     mla_context *ctx = NULL;
@@ -171,9 +207,11 @@ static int info(int argc, char **argv)
         return rc;
     }
     static const char *keys[] = {"format", "mla.config", "mla.seed", "mla.formats"};
+    char text[600];
     for (size_t k = 0; k < sizeof keys / sizeof keys[0]; ++k)
         if (mla_safetensors_metadata(f, keys[k]))
-            printf("%s: %s\n", keys[k], mla_safetensors_metadata(f, keys[k]));
+            printf("%s: %s\n", keys[k],
+                   mla_app_printable(mla_safetensors_metadata(f, keys[k]), text, sizeof text));
     printf("%lld tensors\n", (long long)mla_safetensors_count(f));
     for (int64_t i = 0; i < mla_safetensors_count(f); ++i) {
         mla_safetensors_info t;
@@ -184,7 +222,9 @@ static int info(int argc, char **argv)
             snprintf(shape + n, sizeof shape - n, "%s%lld", d ? ", " : "", (long long)t.shape[d]);
         }
         strncat(shape, "]", sizeof shape - strlen(shape) - 1);
-        printf("  %-56s %-8s %-20s %lld\n", t.name, t.file_dtype, shape, (long long)t.bytes);
+        char nm[600];
+        printf("  %-56s %-8s %-20s %lld\n", mla_app_printable(t.name, nm, sizeof nm), t.file_dtype, shape,
+               (long long)t.bytes);
     }
     int rc = MLA_EXIT_OK;
     if (config) {
@@ -203,12 +243,25 @@ static int info(int argc, char **argv)
     return rc;
 }
 
+static const char *weights_sub_at(int i, void *user)
+{
+    return ((const char *const *)user)[i];
+}
+
 int cmd_weights(int argc, char **argv)
 {
     if (argc >= 2 && !strcmp(argv[1], "generate"))
         return generate(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "info"))
         return info(argc - 1, argv + 1);
+    if (argc >= 2 && !strcmp(argv[1], "inspect"))
+        return weights_inspect(argc - 1, argv + 1);
+    if (argc >= 2) {
+        static const char *const subs[] = {"generate", "info", "inspect", NULL};
+        fprintf(stderr, "mla weights: unknown subcommand '%s'", argv[1]);
+        mla_suggest(stderr, argv[1], weights_sub_at, (void *)subs);
+        fprintf(stderr, "\n");
+    }
     usage_weights(stderr);
     return MLA_EXIT_USAGE;
 }

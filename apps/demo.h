@@ -14,18 +14,27 @@
 #define BS 16
 
 typedef struct demo_args {
-    const char *config, *weights;
+    const char *config, *weights, *model;
     mla_backend backend;
     int64_t prefill, steps, batch, context;
-    int64_t seed;
-    int fp8, no_ceilings, set[4]; /* set: prefill, steps, batch, context given */
+    int64_t seed, layer;
+    int32_t tp_rank, tp_world;
+    int fp8, no_ceilings, json, set[4]; /* set: prefill, steps, batch, context given */
 } demo_args;
+
+typedef struct demo_result {
+    double prefill_s, decode_median_s, bytes, flops;
+    int checked;
+    double max_abs, max_rel, worst;
+} demo_result;
 
 typedef struct demo {
     demo_args a;
+    demo_result res;
     mla_context *ctx;
     mla_model_config cfg;
-    char path[512];
+    char path[512]; /* the weights: a file, or a (generated) checkpoint directory */
+    int generated;
     mla_layer_weights_ex w;
     mla_plan *plan;
     mla_cache_desc cd;
@@ -58,19 +67,23 @@ void demo_free_tensor(demo *d, mla_tensor *t);
 /* Random bf16 rows [n, cols] in context memory, |x| in [2^-3, 2). */
 mla_tensor demo_random_rows(demo *d, int64_t n, int64_t cols, mla_status *st);
 
-/* The host float64 weights of layer 0 of a safetensors file and the
- * reference model over them (bf16 intermediates, f32 y, bf16 cache). */
+/* Prints a progress or result line to stdout, except with --json. */
+void demo_say(const demo *d, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* The loaded layer's weights on the host in float64 and the reference
+ * model over them (bf16 intermediates, f32 y, bf16 cache). */
 typedef struct demo_ref {
     ref64_model m;
-    double *wq_a, *wq_b, *wkv_a, *wkv_b, *wo, *ln_q, *ln_kv;
+    double *wq_a, *wq_b, *wkv_a, *wkv_b, *wo, *ln_q, *ln_kv, *w_kc;
 } demo_ref;
 
 /* 0 on success; else -1 with a sentence in err. */
-int demo_ref_load(const char *path, const mla_model_config *cfg, const float *cos, const float *sin,
-                  demo_ref *r, char *err, size_t errlen);
-/* kv_b_proj as loaded when the loader converted it (FP8_TENSOR: the file's
- * blocks re-quantized with one scale), instead of the file's values. */
-int demo_ref_kv_b_from(mla_context *ctx, const mla_layer_weights_ex *w, demo_ref *r);
+int demo_ref_from_weights(mla_context *ctx, const mla_layer_weights_ex *w, const float *cos,
+                          const float *sin, demo_ref *r, char *err, size_t errlen);
 void demo_ref_free(demo_ref *r);
 
 #endif

@@ -2,12 +2,15 @@
  * loader), the paged caches with their synthetic history, the RoPE table,
  * the plan and the workspace; the teardown. */
 #define _POSIX_C_SOURCE 200809L
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "apps/demo.h"
+#include "apps/progress.h"
 #include "bench/bench_util.h"
+
 
 int demo_fail(demo *d, mla_status st, const char *what)
 {
@@ -18,47 +21,85 @@ int demo_fail(demo *d, mla_status st, const char *what)
     return MLA_EXIT_FAIL;
 }
 
+void demo_say(const demo *d, const char *fmt, ...)
+{
+    if (d->a.json)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    fflush(stdout);
+}
+
+/* Seeded weights of layer --layer as a checkpoint directory in TMPDIR (the
+ * same path as a published one), with progress on a terminal. */
+static int generate(demo *d)
+{
+    const char *tmp = getenv("TMPDIR");
+    snprintf(d->path, sizeof d->path, "%s/mla-demo-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(d->path)) {
+        fprintf(stderr, "mla demo: cannot create a temporary directory in %s\n", d->path);
+        return MLA_EXIT_FAIL;
+    }
+    d->generated = 1;
+    const mla_weight_format f = d->a.fp8 ? MLA_WEIGHT_FP8_BLOCK : MLA_WEIGHT_BF16;
+    /* kv_b_proj too: an fp8 checkpoint's blocks, converted at load to one
+     * scale per tensor (the absorb's per-head views need that) */
+    const mla_layer_weight_formats fm = {f, f, f, f, f, 0, 0, 0};
+    mla_generate_options o;
+    mla_generate_options_default(&o);
+    o.first = d->a.layer;
+    o.seed = (uint64_t)d->a.seed;
+    o.formats = &fm;
+    mla_progress pr;
+    mla_progress_begin(&pr, "weights: generating");
+    o.progress = mla_progress_cb;
+    o.progress_user = &pr;
+    const double t0 = bench_now();
+    mla_status st = mla_checkpoint_generate(d->ctx, d->path, &d->cfg, &o);
+    mla_progress_end(&pr);
+    DTRY(st, "generating the weights");
+    demo_say(d, "weights: seeded (seed %lld, %s) -> %s, %.2f s\n", (long long)d->a.seed,
+             d->a.fp8 ? "fp8 128x128 blocks" : "bf16", d->path, bench_now() - t0);
+    return MLA_EXIT_OK;
+}
+
 int demo_setup_weights(demo *d)
 {
-    const int gen = !d->a.weights;
-    if (gen) {
-        const char *tmp = getenv("TMPDIR");
-        snprintf(d->path, sizeof d->path, "%s/mla-demo-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-        int fd = mkstemp(d->path);
-        if (fd < 0) {
-            fprintf(stderr, "mla demo: cannot create a temporary file in %s\n", d->path);
-            return MLA_EXIT_FAIL;
-        }
-        close(fd);
-        const mla_weight_format f = d->a.fp8 ? MLA_WEIGHT_FP8_BLOCK : MLA_WEIGHT_BF16;
-        /* kv_b_proj too: an fp8 checkpoint's blocks, converted at load to one
-         * scale per tensor (the absorb's per-head views need that) */
-        mla_layer_weight_formats fm = {f, f, f, f, f, 0, 0, 0};
-        const double t0 = bench_now();
-        mla_status st =
-            mla_weights_generate(d->ctx, d->path, &d->cfg, 0, 1, (uint64_t)d->a.seed, &fm);
-        if (st != MLA_OK) {
-            unlink(d->path);
-            return demo_fail(d, st, "generating the weights");
-        }
-        printf("weights: seeded (seed %lld, %s) -> %s, %.2f s\n", (long long)d->a.seed,
-               d->a.fp8 ? "fp8 128x128 blocks" : "bf16", d->path, bench_now() - t0);
-    } else {
-        snprintf(d->path, sizeof d->path, "%s", d->a.weights);
-    }
-    mla_safetensors *f = NULL;
-    const double t0 = bench_now();
-    DTRY(mla_safetensors_open(d->ctx, d->path, &f), d->path);
+    if (!d->a.model && !d->a.weights)
+        OP_TRY(generate(d));
+    else
+        snprintf(d->path, sizeof d->path, "%s", d->a.model ? d->a.model : d->a.weights);
     mla_layer_load_options lo;
     mla_layer_load_options_default(&lo);
     lo.kv_b_fp8 = MLA_KV_B_FP8_TO_TENSOR;
-    mla_status st = mla_layer_weights_load(d->ctx, f, &d->cfg, 0, &lo, &d->w);
-    mla_safetensors_close(f);
+    lo.rank = d->a.tp_rank;
+    lo.world_size = d->a.tp_world;
+    const double t0 = bench_now();
+    mla_status st;
+    if (d->a.weights) { /* one safetensors file of the --config preset */
+        mla_safetensors *f = NULL;
+        DTRY(mla_safetensors_open(d->ctx, d->path, &f), d->path);
+        st = mla_layer_weights_load(d->ctx, f, &d->cfg, d->a.layer, &lo, &d->w);
+        mla_safetensors_close(f);
+    } else { /* a checkpoint directory: its config.json */
+        mla_checkpoint *ck = NULL;
+        DTRY(mla_checkpoint_open(d->ctx, d->path, &ck), d->path);
+        st = mla_layer_weights_load_checkpoint(d->ctx, ck, d->a.layer, &lo, &d->w);
+        mla_checkpoint_close(ck);
+    }
     if (st != MLA_OK)
-        return demo_fail(d, st, "loading layer 0");
-    printf("weights: loaded %.1f MiB into %s memory in %.2f s\n",
-           (double)d->w.storage_bytes / 1048576.0, mla_memory_name(mla_context_memory(d->ctx)),
-           bench_now() - t0);
+        return demo_fail(d, st, "loading the layer");
+    char name[sizeof d->cfg.name]; /* the preset's, or the checkpoint directory's */
+    memcpy(name, d->a.model ? d->w.config.name : d->cfg.name, sizeof name);
+    d->cfg = d->w.config; /* the rank's heads */
+    memcpy(d->cfg.name, name, sizeof name);
+    demo_say(d, "weights: layer %lld, rank %d of %d (%lld of the heads): %.1f MiB into %s memory "
+                "in %.2f s\n",
+             (long long)d->a.layer, (int)d->w.tp_rank, (int)d->w.tp_world_size,
+             (long long)d->cfg.heads, (double)d->w.storage_bytes / 1048576.0,
+             mla_memory_name(mla_context_memory(d->ctx)), bench_now() - t0);
     return MLA_EXIT_OK;
 }
 
@@ -128,7 +169,7 @@ int demo_setup_cache(demo *d)
     DTRY(st, "allocating the cache");
     mla_plan_options po;
     mla_plan_options_default(mla_context_target(d->ctx), &po);
-    po.weight_dtype = d->a.fp8 ? MLA_DTYPE_FP8_E4M3FN : MLA_DTYPE_BF16;
+    po.weight_dtype = d->w.base.o_proj.w.dtype;
     DTRY(mla_plan_create(c, &po, &d->plan), "plan");
     int64_t w0 = 0, w1 = 0;
     DTRY(mla_layer_workspace_bytes(d->ctx, d->plan, &d->opt, B * d->a.prefill, B, d->max_ctx, &w0),
@@ -136,7 +177,7 @@ int demo_setup_cache(demo *d)
     DTRY(mla_layer_workspace_bytes(d->ctx, d->plan, &d->opt, B, B, d->max_ctx, &w1), "workspace");
     d->ws = demo_dev_tensor(d, MLA_DTYPE_U8, 1, (int64_t[]){w0 > w1 ? w0 : w1}, NULL, &st);
     DTRY(st, "allocating the workspace");
-    printf("cache: %lld blocks of %d tokens (%.1f MiB), workspace %.1f MiB, RoPE at %s\n",
+    demo_say(d, "cache: %lld blocks of %d tokens (%.1f MiB), workspace %.1f MiB, RoPE at %s\n",
            (long long)d->NB, BS, (double)(d->NB * bb) / 1048576.0,
            (double)(w0 > w1 ? w0 : w1) / 1048576.0,
            mla_rope_site_name(mla_plan_rope_site(d->plan)));
@@ -184,8 +225,15 @@ void demo_cleanup(demo *d)
     if (d->w.storage)
         mla_layer_weights_free(d->ctx, &d->w);
     mla_plan_destroy(d->plan);
-    if (!d->a.weights && d->path[0])
-        unlink(d->path);
+    if (d->generated) { /* the temporary checkpoint */
+        static const char *const files[] = {"config.json", "model.safetensors"};
+        char p[600];
+        for (int i = 0; i < 2; ++i) {
+            snprintf(p, sizeof p, "%s/%s", d->path, files[i]);
+            unlink(p);
+        }
+        rmdir(d->path);
+    }
     free(d->bt), free(d->hcos), free(d->hsin);
     mla_context_destroy(d->ctx);
 }

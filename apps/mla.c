@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "apps/cmd.h"
+#include "apps/suggest.h"
 
 static int cmd_help(int argc, char **argv);
 static void usage_help(FILE *out) { fprintf(out, "usage: mla help [COMMAND]\n"); }
@@ -24,6 +25,12 @@ static const mla_cmd commands[] = {
     {"help", "this text, or a command's usage", cmd_help, usage_help},
 };
 #define NCOMMANDS ((int)(sizeof commands / sizeof commands[0]))
+
+static const char *command_at(int i, void *user)
+{
+    (void)user;
+    return i < NCOMMANDS ? commands[i].name : NULL;
+}
 
 static const mla_cmd *find(const char *name)
 {
@@ -49,7 +56,9 @@ static int cmd_help(int argc, char **argv)
     }
     const mla_cmd *c = find(argv[1]);
     if (!c) {
-        fprintf(stderr, "mla help: unknown command '%s'\n", argv[1]);
+        fprintf(stderr, "mla help: unknown command '%s'", argv[1]);
+        mla_suggest(stderr, argv[1], command_at, NULL);
+        fprintf(stderr, "\n");
         return MLA_EXIT_USAGE;
     }
     c->usage(stdout);
@@ -64,6 +73,42 @@ int mla_app_parse_backend(const char *s, mla_backend *out)
             return 0;
         }
     return -1;
+}
+
+const char *mla_app_printable(const char *s, char *buf, size_t len)
+{
+    size_t n = 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p && n + 5 < len; ++p) {
+        if (*p < 0x20 || *p == 0x7F || *p == '\\' || *p == '"')
+            n += (size_t)snprintf(buf + n, len - n, "\\x%02X", *p);
+        else
+            buf[n++] = (char)*p;
+    }
+    buf[n] = '\0';
+    return buf;
+}
+
+void mla_app_json_string(FILE *out, const char *s)
+{
+    fputc('"', out);
+    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; ++p)
+        if (*p < 0x20 || *p == '"' || *p == '\\' || *p == 0x7F)
+            fprintf(out, "\\u%04X", *p);
+        else
+            fputc(*p, out);
+    fputc('"', out);
+}
+
+int mla_app_parse_i64_prefix(const char *s, int64_t *out, char **end)
+{
+    if (!s || *s < '0' || *s > '9')
+        return -1;
+    errno = 0;
+    long long v = strtoll(s, end, 10);
+    if (errno)
+        return -1;
+    *out = (int64_t)v;
+    return 0;
 }
 
 int mla_app_parse_i64(const char *s, int64_t *out)
@@ -95,7 +140,9 @@ int main(int argc, char **argv)
     }
     const mla_cmd *c = find(argv[1]);
     if (!c) {
-        fprintf(stderr, "mla: unknown command '%s'\n\n", argv[1]);
+        fprintf(stderr, "mla: unknown command '%s'", argv[1]);
+        mla_suggest(stderr, argv[1], command_at, NULL);
+        fprintf(stderr, "\n\n");
         usage(stderr);
         return MLA_EXIT_USAGE;
     }

@@ -7,8 +7,8 @@
 
 #include "mla/mla.h"
 
-#define OP_MAX_ARGS 5 /* indexer_logits: cache, q, w, block_table, context_lens */
-#define OP_MAX_PARAMS 8
+#define OP_MAX_ARGS 16   /* attention: q, cache, block table, lengths, top-k, sinks, RoPE's */
+#define OP_MAX_PARAMS 32 /* the layer's 26 */
 
 typedef struct op_param_desc {
     const char *key;
@@ -35,10 +35,26 @@ extern const op_desc mla_op_table_mxfp4[]; /* MXFP4 GEMM path (op_table_mxfp4.c)
 extern const int mla_op_table_mxfp4_size;
 extern const op_desc mla_op_table_indexer[]; /* DSA indexer (op_table_indexer.c) */
 extern const int mla_op_table_indexer_size;
+extern const op_desc mla_op_table_attention[]; /* fused RoPE + cache, attention */
+extern const int mla_op_table_attention_size;
+extern const op_desc mla_op_table_layer[]; /* prepare, indexer prepare, the layer */
+extern const int mla_op_table_layer_size;
+
+/* The op named name (NULL when none), and the number of ops. */
+const op_desc *op_find(const char *name);
+int op_count(void);
+const op_desc *op_at(int i);
+/* mla op --replay DIR (apps/op_replay.c). */
+int op_replay(int argc, char **argv);
+/* Runs one `mla op NAME ...` command line (argv[0] = "op"); the outputs' files
+ * are written. */
+int op_main(int argc, char **argv);
 
 mla_context *op_ctx(op_run *r);
 /* The parameter's value, else its default, else NULL. */
 const char *op_param(op_run *r, const char *key);
+/* 1 when the op has the parameter (given or not). */
+int op_param_known(op_run *r, const char *key);
 /* A dtype named by a parameter, one of the mask's (1u << dtype) bits. */
 int op_param_dtype(op_run *r, const char *key, unsigned allowed, mla_dtype *out);
 int op_param_choice(op_run *r, const char *key, const char *const *names, int n, int *out);
@@ -47,6 +63,29 @@ int op_param_i64(op_run *r, const char *key, int64_t *out);
 int op_param_f64(op_run *r, const char *key, double *out);
 /* 1 when --in name=FILE was given (optional inputs). */
 int op_has_input(op_run *r, const char *name);
+/* 1 when --out name=FILE was given (optional outputs). */
+int op_has_output(op_run *r, const char *name);
+/* Context memory of the run, freed after it (tables, caches, workspaces). */
+int op_scratch(op_run *r, size_t bytes, void **out);
+/* A contiguous tensor in scratch memory, from host data (or zeroed). */
+int op_tensor(op_run *r, mla_dtype dtype, int32_t ndim, const int64_t *shape, const void *host,
+              mla_tensor *t);
+/* n * m, or a usage error naming what when the product overflows int64. */
+int op_mul(op_run *r, int64_t n, int64_t m, const char *what, int64_t *out);
+/* The model config of --param config=PRESET (any case), or of a checkpoint
+ * --param model=DIR when the op has that parameter. */
+int op_model_config(op_run *r, mla_model_config *cfg);
+/* The latent cache's descriptor from --param layout, dtype, block_size,
+ * k_scale (num_blocks 0). */
+int op_cache_desc(op_run *r, int64_t L, int64_t R, mla_cache_desc *d);
+/* The cache: --in cache (its blocks into d), else the fewest blocks that
+ * hold every slot of slots (NULL: --in cache is required); out, when not
+ * NULL, is --out cache holding --in cache's bytes or zeros. */
+int op_latent_cache(op_run *r, const mla_tensor *slots, mla_cache_desc *d, mla_tensor *in,
+                    mla_tensor *out);
+/* cos and sin [P, R/2]: --in cos / sin, else built from the config's RoPE
+ * (rope dim R, --param max_pos rows, default the config's). */
+int op_rope_table(op_run *r, int64_t R, mla_tensor *cos, mla_tensor *sin);
 
 /* Input `name` as a tensor in context memory. Its dtype: implied when the op
  * knows it (MLA_DTYPE_COUNT = from the file), else the dtype_key parameter

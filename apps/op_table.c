@@ -12,13 +12,6 @@ static const char *const mx_layouts[] = {"row_major", "transposed", "preshuffled
 static const char *const fp8_rules[] = {"aiter", "ue8m0", "div"};
 static const char *const scale_layouts[] = {"row_major", "transposed"};
 
-#define TRY(expr)                                                                                 \
-    do {                                                                                          \
-        int rc_ = (expr);                                                                         \
-        if (rc_ != MLA_EXIT_OK)                                                                   \
-            return rc_;                                                                           \
-    } while (0)
-
 static int need_matrix(op_run *r, const char *name, const mla_tensor *t)
 {
     if (t->ndim != 2)
@@ -31,9 +24,9 @@ static int run_convert(op_run *r)
     mla_tensor x, y;
     mla_dtype dst;
     int mode;
-    TRY(op_param_dtype(r, "dtype", FLOATS | FP8S | DT(MLA_DTYPE_FP4X2), &dst));
-    TRY(op_param_choice(r, "mode", modes, 2, &mode));
-    TRY(op_input(r, "x", MLA_DTYPE_COUNT, "in_dtype", 0, &x));
+    OP_TRY(op_param_dtype(r, "dtype", FLOATS | FP8S | DT(MLA_DTYPE_FP4X2), &dst));
+    OP_TRY(op_param_choice(r, "mode", modes, 2, &mode));
+    OP_TRY(op_input(r, "x", MLA_DTYPE_COUNT, "in_dtype", 0, &x));
     int64_t shape[MLA_MAX_DIMS];
     for (int32_t d = 0; d < x.ndim; ++d)
         shape[d] = x.shape[d];
@@ -42,7 +35,7 @@ static int run_convert(op_run *r)
             return op_usage_error(r, "x's last extent is odd: fp4x2 packs pairs");
         shape[x.ndim - 1] = dst == MLA_DTYPE_FP4X2 ? shape[x.ndim - 1] / 2 : 2 * shape[x.ndim - 1];
     }
-    TRY(op_output(r, "y", dst, x.ndim, shape, 0, &y));
+    OP_TRY(op_output(r, "y", dst, x.ndim, shape, 0, &y));
     return op_check(r, mla_convert(op_ctx(r), &x, &y, (mla_saturation)mode));
 }
 
@@ -50,18 +43,18 @@ static int run_mxfp4_quant(op_run *r)
 {
     mla_tensor x, codes, scales;
     int rule, layout;
-    TRY(op_param_choice(r, "rule", mx_rules, 2, &rule));
-    TRY(op_param_choice(r, "layout", mx_layouts, 3, &layout));
-    TRY(op_input(r, "x", MLA_DTYPE_COUNT, "in_dtype", 0, &x));
-    TRY(need_matrix(r, "x", &x));
+    OP_TRY(op_param_choice(r, "rule", mx_rules, 2, &rule));
+    OP_TRY(op_param_choice(r, "layout", mx_layouts, 3, &layout));
+    OP_TRY(op_input(r, "x", MLA_DTYPE_COUNT, "in_dtype", 0, &x));
+    OP_TRY(need_matrix(r, "x", &x));
     int64_t M = x.shape[0], K = x.shape[1], N = K / 32;
     int64_t cs[2] = {M, K / 2}, ss[2] = {M, N};
-    TRY(op_output(r, "codes", MLA_DTYPE_FP4X2, 2, cs, 0, &codes));
+    OP_TRY(op_output(r, "codes", MLA_DTYPE_FP4X2, 2, cs, 0, &codes));
     if (layout == MLA_SCALE_PRESHUFFLED_GFX950) {
         int64_t bytes = mla_scale_preshuffled_bytes(M, N);
-        TRY(op_output(r, "scales", MLA_DTYPE_E8M0, 1, &bytes, 0, &scales));
+        OP_TRY(op_output(r, "scales", MLA_DTYPE_E8M0, 1, &bytes, 0, &scales));
     } else {
-        TRY(op_output(r, "scales", MLA_DTYPE_E8M0, 2, ss, layout == MLA_SCALE_TRANSPOSED, &scales));
+        OP_TRY(op_output(r, "scales", MLA_DTYPE_E8M0, 2, ss, layout == MLA_SCALE_TRANSPOSED, &scales));
     }
     return op_check(r, mla_mxfp4_quant(op_ctx(r), &x, &codes, &scales, (mla_scale_layout)layout,
                                        (mla_mxfp4_rule)rule));
@@ -72,13 +65,13 @@ static int run_mxfp4_dequant(op_run *r)
     mla_tensor codes, scales, y;
     int layout;
     mla_dtype dt;
-    TRY(op_param_choice(r, "layout", mx_layouts, 3, &layout));
-    TRY(op_param_dtype(r, "dtype", FLOATS, &dt));
-    TRY(op_input(r, "codes", MLA_DTYPE_FP4X2, NULL, 0, &codes));
-    TRY(need_matrix(r, "codes", &codes));
-    TRY(op_input(r, "scales", MLA_DTYPE_E8M0, NULL, layout == MLA_SCALE_TRANSPOSED, &scales));
+    OP_TRY(op_param_choice(r, "layout", mx_layouts, 3, &layout));
+    OP_TRY(op_param_dtype(r, "dtype", FLOATS, &dt));
+    OP_TRY(op_input(r, "codes", MLA_DTYPE_FP4X2, NULL, 0, &codes));
+    OP_TRY(need_matrix(r, "codes", &codes));
+    OP_TRY(op_input(r, "scales", MLA_DTYPE_E8M0, NULL, layout == MLA_SCALE_TRANSPOSED, &scales));
     int64_t ys[2] = {codes.shape[0], 2 * codes.shape[1]};
-    TRY(op_output(r, "y", dt, 2, ys, 0, &y));
+    OP_TRY(op_output(r, "y", dt, 2, ys, 0, &y));
     return op_check(r, mla_mxfp4_dequant(op_ctx(r), &codes, &scales, (mla_scale_layout)layout, &y));
 }
 
@@ -88,18 +81,18 @@ static int run_fp8_group_quant(op_run *r)
     mla_dtype fp8;
     int rule, sl;
     int64_t group;
-    TRY(op_param_dtype(r, "dtype", FP8S, &fp8));
-    TRY(op_param_choice(r, "rule", fp8_rules, 3, &rule));
-    TRY(op_param_choice(r, "scales_layout", scale_layouts, 2, &sl));
-    TRY(op_param_i64(r, "group", &group));
-    TRY(op_input(r, "x", MLA_DTYPE_COUNT, "in_dtype", 0, &x));
-    TRY(need_matrix(r, "x", &x));
+    OP_TRY(op_param_dtype(r, "dtype", FP8S, &fp8));
+    OP_TRY(op_param_choice(r, "rule", fp8_rules, 3, &rule));
+    OP_TRY(op_param_choice(r, "scales_layout", scale_layouts, 2, &sl));
+    OP_TRY(op_param_i64(r, "group", &group));
+    OP_TRY(op_input(r, "x", MLA_DTYPE_COUNT, "in_dtype", 0, &x));
+    OP_TRY(need_matrix(r, "x", &x));
     if (group <= 0 || x.shape[1] % group)
         return op_usage_error(r, "group %lld does not divide K = %lld", (long long)group,
                               (long long)x.shape[1]);
     int64_t ss[2] = {x.shape[0], x.shape[1] / group};
-    TRY(op_output(r, "codes", fp8, 2, x.shape, 0, &codes));
-    TRY(op_output(r, "scales", MLA_DTYPE_F32, 2, ss, sl, &scales));
+    OP_TRY(op_output(r, "codes", fp8, 2, x.shape, 0, &codes));
+    OP_TRY(op_output(r, "scales", MLA_DTYPE_F32, 2, ss, sl, &scales));
     return op_check(r, mla_fp8_group_quant(op_ctx(r), &x, &codes, &scales, group,
                                            (mla_fp8_scale_rule)rule));
 }
@@ -110,14 +103,14 @@ static int run_fp8_group_dequant(op_run *r)
     mla_dtype fp8, dt;
     int sl;
     int64_t group;
-    TRY(op_param_dtype(r, "in_dtype", FP8S, &fp8));
-    TRY(op_param_dtype(r, "dtype", FLOATS, &dt));
-    TRY(op_param_choice(r, "scales_layout", scale_layouts, 2, &sl));
-    TRY(op_param_i64(r, "group", &group));
-    TRY(op_input(r, "codes", fp8, NULL, 0, &codes));
-    TRY(need_matrix(r, "codes", &codes));
-    TRY(op_input(r, "scales", MLA_DTYPE_F32, NULL, sl, &scales));
-    TRY(op_output(r, "y", dt, 2, codes.shape, 0, &y));
+    OP_TRY(op_param_dtype(r, "in_dtype", FP8S, &fp8));
+    OP_TRY(op_param_dtype(r, "dtype", FLOATS, &dt));
+    OP_TRY(op_param_choice(r, "scales_layout", scale_layouts, 2, &sl));
+    OP_TRY(op_param_i64(r, "group", &group));
+    OP_TRY(op_input(r, "codes", fp8, NULL, 0, &codes));
+    OP_TRY(need_matrix(r, "codes", &codes));
+    OP_TRY(op_input(r, "scales", MLA_DTYPE_F32, NULL, sl, &scales));
+    OP_TRY(op_output(r, "y", dt, 2, codes.shape, 0, &y));
     return op_check(r, mla_fp8_group_dequant(op_ctx(r), &codes, &scales, group, &y));
 }
 

@@ -14,24 +14,17 @@
 
 static const char *const layouts[] = {"auto", "normal", "shuffle"};
 
-#define TRY(expr)                                                                                 \
-    do {                                                                                          \
-        int rc_ = (expr);                                                                         \
-        if (rc_ != MLA_EXIT_OK)                                                                   \
-            return rc_;                                                                           \
-    } while (0)
-
 /* The cache descriptor from the parameters (num_blocks set by the caller). */
 static int cache_desc(op_run *r, mla_indexer_cache_desc *d)
 {
     int layout;
     int64_t ue8m0;
     memset(d, 0, sizeof *d);
-    TRY(op_param_choice(r, "layout", layouts, 3, &layout));
-    TRY(op_param_dtype(r, "dtype", FP8S, &d->dtype));
-    TRY(op_param_i64(r, "block_size", &d->block_size));
-    TRY(op_param_i64(r, "head_dim", &d->head_dim));
-    TRY(op_param_i64(r, "ue8m0", &ue8m0));
+    OP_TRY(op_param_choice(r, "layout", layouts, 3, &layout));
+    OP_TRY(op_param_dtype(r, "dtype", FP8S, &d->dtype));
+    OP_TRY(op_param_i64(r, "block_size", &d->block_size));
+    OP_TRY(op_param_i64(r, "head_dim", &d->head_dim));
+    OP_TRY(op_param_i64(r, "ue8m0", &ue8m0));
     d->layout = (mla_indexer_layout)layout;
     d->ue8m0 = ue8m0 != 0;
     return MLA_EXIT_OK;
@@ -40,7 +33,7 @@ static int cache_desc(op_run *r, mla_indexer_cache_desc *d)
 /* --in cache [blocks, block_bytes]: its blocks go into the descriptor. */
 static int cache_input(op_run *r, mla_indexer_cache_desc *d, mla_tensor *cache)
 {
-    TRY(op_input(r, "cache", MLA_DTYPE_U8, NULL, 0, cache));
+    OP_TRY(op_input(r, "cache", MLA_DTYPE_U8, NULL, 0, cache));
     if (cache->ndim != 2)
         return op_usage_error(r, "cache must be 2-D [blocks, block_bytes]");
     d->num_blocks = cache->shape[0];
@@ -52,12 +45,12 @@ static int run_layernorm(op_run *r)
     mla_tensor x, w, b, y;
     double eps;
     mla_dtype yd;
-    TRY(op_param_f64(r, "eps", &eps));
-    TRY(op_input(r, "x", MLA_DTYPE_COUNT, "in_dtype", 0, &x));
-    TRY(op_input(r, "w", MLA_DTYPE_F32, NULL, 0, &w));
-    TRY(op_input(r, "b", MLA_DTYPE_F32, NULL, 0, &b));
-    TRY(op_param_dtype_or(r, "dtype", FLOATS, x.dtype, &yd));
-    TRY(op_output(r, "y", yd, x.ndim, x.shape, 0, &y));
+    OP_TRY(op_param_f64(r, "eps", &eps));
+    OP_TRY(op_input(r, "x", MLA_DTYPE_COUNT, "in_dtype", 0, &x));
+    OP_TRY(op_input(r, "w", MLA_DTYPE_F32, NULL, 0, &w));
+    OP_TRY(op_input(r, "b", MLA_DTYPE_F32, NULL, 0, &b));
+    OP_TRY(op_param_dtype_or(r, "dtype", FLOATS, x.dtype, &yd));
+    OP_TRY(op_output(r, "y", yd, x.ndim, x.shape, 0, &y));
     return op_check(r, mla_layernorm(op_ctx(r), &x, &w, &b, (float)eps, &y));
 }
 
@@ -65,9 +58,9 @@ static int run_hadamard(op_run *r)
 {
     mla_tensor x, y;
     mla_dtype yd;
-    TRY(op_input(r, "x", MLA_DTYPE_COUNT, "in_dtype", 0, &x));
-    TRY(op_param_dtype_or(r, "dtype", DT(MLA_DTYPE_F32) | DT(MLA_DTYPE_BF16), x.dtype, &yd));
-    TRY(op_output(r, "y", yd, x.ndim, x.shape, 0, &y));
+    OP_TRY(op_input(r, "x", MLA_DTYPE_COUNT, "in_dtype", 0, &x));
+    OP_TRY(op_param_dtype_or(r, "dtype", DT(MLA_DTYPE_F32) | DT(MLA_DTYPE_BF16), x.dtype, &yd));
+    OP_TRY(op_output(r, "y", yd, x.ndim, x.shape, 0, &y));
     return op_check(r, mla_hadamard(op_ctx(r), &x, &y));
 }
 
@@ -75,26 +68,26 @@ static int run_k_cache_write(op_run *r)
 {
     mla_tensor k, slots, old, cache;
     mla_indexer_cache_desc d;
-    TRY(cache_desc(r, &d));
-    TRY(op_input(r, "k", MLA_DTYPE_COUNT, "in_dtype", 0, &k));
-    TRY(op_input(r, "slots", MLA_DTYPE_COUNT, NULL, 0, &slots));
+    OP_TRY(cache_desc(r, &d));
+    OP_TRY(op_input(r, "k", MLA_DTYPE_COUNT, "in_dtype", 0, &k));
+    OP_TRY(op_input(r, "slots", MLA_DTYPE_COUNT, NULL, 0, &slots));
     if (k.ndim != 2 || slots.ndim != 1)
         return op_usage_error(r, "k [T, head_dim] and slots [T]");
     const int has_old = op_has_input(r, "cache");
     if (has_old) { /* the cache to write into; else a zeroed one just big enough */
-        TRY(cache_input(r, &d, &old));
+        OP_TRY(cache_input(r, &d, &old));
     } else {
-        TRY(op_blocks_for_slots(r, &slots, d.block_size, &d.num_blocks));
+        OP_TRY(op_blocks_for_slots(r, &slots, d.block_size, &d.num_blocks));
     }
     int64_t bb = 0;
-    TRY(op_check(r, mla_indexer_cache_block_bytes(&d, &bb)));
+    OP_TRY(op_check(r, mla_indexer_cache_block_bytes(&d, &bb)));
     if (has_old && old.shape[1] != bb)
         return op_usage_error(r, "cache must be [blocks, %lld] bytes for these parameters",
                               (long long)bb);
     const int64_t cs[2] = {d.num_blocks, bb};
-    TRY(op_output(r, "cache", MLA_DTYPE_U8, 2, cs, 0, &cache));
+    OP_TRY(op_output(r, "cache", MLA_DTYPE_U8, 2, cs, 0, &cache));
     const size_t bytes = (size_t)(d.num_blocks * bb);
-    TRY(op_check(r, has_old ? mla_memcpy(op_ctx(r), cache.data, old.data, bytes,
+    OP_TRY(op_check(r, has_old ? mla_memcpy(op_ctx(r), cache.data, old.data, bytes,
                                          MLA_COPY_CONTEXT_TO_CONTEXT)
                             : mla_memset(op_ctx(r), cache.data, 0, bytes)));
     return op_check(r, mla_indexer_k_cache_write(op_ctx(r), &d, &cache, &k, &slots));
@@ -105,19 +98,36 @@ static int run_k_gather(op_run *r)
     mla_tensor cache, bt, cu, k_fp8, k_scale;
     mla_indexer_cache_desc d;
     int64_t *c = NULL;
-    TRY(cache_desc(r, &d));
-    TRY(cache_input(r, &d, &cache));
-    TRY(op_input(r, "block_table", MLA_DTYPE_I32, NULL, 0, &bt));
-    TRY(op_input(r, "cu_seq_lens", MLA_DTYPE_I32, NULL, 0, &cu));
+    OP_TRY(cache_desc(r, &d));
+    OP_TRY(cache_input(r, &d, &cache));
+    OP_TRY(op_input(r, "block_table", MLA_DTYPE_I32, NULL, 0, &bt));
+    OP_TRY(op_input(r, "cu_seq_lens", MLA_DTYPE_I32, NULL, 0, &cu));
     if (cu.ndim != 1 || cu.shape[0] < 1)
         return op_usage_error(r, "cu_seq_lens [S + 1]");
-    TRY(op_host_indices(r, &cu, &c));
+    OP_TRY(op_host_indices(r, &cu, &c));
     const int64_t rows = c[cu.shape[0] - 1] > 0 ? c[cu.shape[0] - 1] : 0;
     free(c);
     const int64_t ks[2] = {rows, d.head_dim}, ss[1] = {rows};
-    TRY(op_output(r, "k_fp8", d.dtype, 2, ks, 0, &k_fp8));
-    TRY(op_output(r, "k_scale", MLA_DTYPE_F32, 1, ss, 0, &k_scale));
+    OP_TRY(op_output(r, "k_fp8", d.dtype, 2, ks, 0, &k_fp8));
+    OP_TRY(op_output(r, "k_scale", MLA_DTYPE_F32, 1, ss, 0, &k_scale));
     return op_check(r, mla_indexer_k_gather(op_ctx(r), &d, &cache, &bt, &cu, &k_fp8, &k_scale));
+}
+
+/* What the logits and the planned search read: the K cache and its
+ * descriptor, q, w, the block table, the lengths and next_n. */
+static int logits_inputs(op_run *r, mla_indexer_cache_desc *d, int64_t *next_n, mla_tensor *cache,
+                         mla_tensor *q, mla_tensor *w, mla_tensor *bt, mla_tensor *lens)
+{
+    OP_TRY(cache_desc(r, d));
+    OP_TRY(op_param_i64(r, "next_n", next_n));
+    OP_TRY(cache_input(r, d, cache));
+    OP_TRY(op_input(r, "q", d->dtype, NULL, 0, q));
+    OP_TRY(op_input(r, "w", MLA_DTYPE_F32, NULL, 0, w));
+    OP_TRY(op_input(r, "block_table", MLA_DTYPE_I32, NULL, 0, bt));
+    OP_TRY(op_input(r, "context_lens", MLA_DTYPE_I32, NULL, 0, lens));
+    if (lens->ndim != 1 || *next_n < 1 || *next_n > INT32_MAX)
+        return op_usage_error(r, "context_lens [B] and next_n >= 1");
+    return MLA_EXIT_OK;
 }
 
 static int run_logits(op_run *r)
@@ -125,25 +135,17 @@ static int run_logits(op_run *r)
     mla_tensor cache, q, w, bt, lens, logits;
     mla_indexer_cache_desc d;
     int64_t next_n, max_len = 0, *n = NULL;
-    TRY(cache_desc(r, &d));
-    TRY(op_param_i64(r, "next_n", &next_n));
-    TRY(cache_input(r, &d, &cache));
-    TRY(op_input(r, "q", d.dtype, NULL, 0, &q));
-    TRY(op_input(r, "w", MLA_DTYPE_F32, NULL, 0, &w));
-    TRY(op_input(r, "block_table", MLA_DTYPE_I32, NULL, 0, &bt));
-    TRY(op_input(r, "context_lens", MLA_DTYPE_I32, NULL, 0, &lens));
-    if (lens.ndim != 1 || next_n < 1 || next_n > INT32_MAX)
-        return op_usage_error(r, "context_lens [B] and next_n >= 1");
+    OP_TRY(logits_inputs(r, &d, &next_n, &cache, &q, &w, &bt, &lens));
     if (op_param(r, "max_len")) {
-        TRY(op_param_i64(r, "max_len", &max_len));
+        OP_TRY(op_param_i64(r, "max_len", &max_len));
     } else { /* the longest context */
-        TRY(op_host_indices(r, &lens, &n));
+        OP_TRY(op_host_indices(r, &lens, &n));
         for (int64_t b = 0; b < lens.shape[0]; ++b)
             max_len = n[b] > max_len ? n[b] : max_len;
         free(n);
     }
     const int64_t ls[2] = {lens.shape[0] * next_n, max_len};
-    TRY(op_output(r, "logits", MLA_DTYPE_F32, 2, ls, 0, &logits));
+    OP_TRY(op_output(r, "logits", MLA_DTYPE_F32, 2, ls, 0, &logits));
     return op_check(r, mla_indexer_logits(op_ctx(r), &d, &cache, &q, &w, &bt, &lens,
                                           (int32_t)next_n, &logits));
 }
@@ -152,22 +154,45 @@ static int run_topk(op_run *r)
 {
     mla_tensor logits, lens, idx;
     int64_t k;
-    TRY(op_param_i64(r, "k", &k));
-    TRY(op_input(r, "logits", MLA_DTYPE_F32, NULL, 0, &logits));
-    TRY(op_input(r, "lengths", MLA_DTYPE_I32, NULL, 0, &lens));
+    OP_TRY(op_param_i64(r, "k", &k));
+    OP_TRY(op_input(r, "logits", MLA_DTYPE_F32, NULL, 0, &logits));
+    OP_TRY(op_input(r, "lengths", MLA_DTYPE_I32, NULL, 0, &lens));
     if (logits.ndim != 2)
         return op_usage_error(r, "logits must be 2-D [R, N]");
     const int64_t is[2] = {logits.shape[0], k};
-    TRY(op_output(r, "indices", MLA_DTYPE_I32, 2, is, 0, &idx));
+    OP_TRY(op_output(r, "indices", MLA_DTYPE_I32, 2, is, 0, &idx));
     return op_check(r, mla_topk(op_ctx(r), &logits, &lens, k, &idx));
+}
+
+static int run_search(op_run *r)
+{
+    mla_tensor cache, q, w, bt, lens, logits, idx;
+    mla_indexer_cache_desc d;
+    int64_t next_n, k, max_len;
+    OP_TRY(op_param_i64(r, "k", &k));
+    OP_TRY(logits_inputs(r, &d, &next_n, &cache, &q, &w, &bt, &lens));
+    mla_indexer_plan *plan = NULL;
+    OP_TRY(op_check(r, mla_indexer_plan_create(op_ctx(r), &d, &bt, &lens, (int32_t)next_n, &plan)));
+    max_len = mla_indexer_plan_max_len(plan);
+    int rc = op_param(r, "max_len") ? op_param_i64(r, "max_len", &max_len) : MLA_EXIT_OK;
+    const int64_t ls[2] = {lens.shape[0] * next_n, max_len}, is[2] = {ls[0], k};
+    if (rc == MLA_EXIT_OK)
+        rc = op_output(r, "logits", MLA_DTYPE_F32, 2, ls, 0, &logits);
+    if (rc == MLA_EXIT_OK)
+        rc = op_output(r, "indices", MLA_DTYPE_I32, 2, is, 0, &idx);
+    if (rc == MLA_EXIT_OK)
+        rc = op_check(r, mla_indexer_search(op_ctx(r), plan, &cache, &q, &w, &logits, k, &idx));
+    mla_context_synchronize(op_ctx(r));
+    mla_indexer_plan_destroy(plan);
+    return rc;
 }
 
 static int run_head_weights(op_run *r)
 {
     mla_tensor w, s, out;
-    TRY(op_input(r, "w", MLA_DTYPE_COUNT, "in_dtype", 0, &w));
-    TRY(op_input(r, "s_q", MLA_DTYPE_F32, NULL, 0, &s));
-    TRY(op_output(r, "w_out", MLA_DTYPE_F32, w.ndim, w.shape, 0, &out));
+    OP_TRY(op_input(r, "w", MLA_DTYPE_COUNT, "in_dtype", 0, &w));
+    OP_TRY(op_input(r, "s_q", MLA_DTYPE_F32, NULL, 0, &s));
+    OP_TRY(op_output(r, "w_out", MLA_DTYPE_F32, w.ndim, w.shape, 0, &out));
     return op_check(r, mla_indexer_head_weights(op_ctx(r), &w, &s, &out));
 }
 
@@ -203,11 +228,21 @@ const op_desc mla_op_table_indexer[] = {
     {"indexer_logits",
      "paged MQA logits [B*next_n, max_len] of q [B*next_n, Hi, head_dim] (fp8 codes)\n"
      "    against the cache, head weights w [B*next_n, Hi] f32; -inf past the causal bound",
-     {"cache", "q", "w", "block_table", "context_lens"}, {"logits", NULL},
+     {"cache", "q", "w", "block_table", "context_lens", NULL}, {"logits", NULL},
      {CACHE_PARAMS, {"ue8m0", "1", "unused by the logits"},
       {"next_n", "1", "query tokens per sequence"},
       {"max_len", NULL, "logits columns (default the longest context)"}, {NULL, NULL, NULL}},
      run_logits},
+    {"indexer_search",
+     "planned logits + top-k (a decode step's search): logits as indexer_logits, then the\n"
+     "    k best of each row's causal bound; --out logits is the search's scratch too",
+     {"cache", "q", "w", "block_table", "context_lens", NULL}, {"logits", "indices", NULL},
+     {CACHE_PARAMS, {"ue8m0", "1", "unused by the search"},
+      {"next_n", "1", "query tokens per sequence"},
+      {"k", "2048", "indices per row"},
+      {"max_len", NULL, "logits columns (default the plan's longest context)"},
+      {NULL, NULL, NULL}},
+     run_search},
     {"topk", "per row, the indices of the k largest of logits[r, :lengths[r]], -1 padded",
      {"logits", "lengths", NULL}, {"indices", NULL},
      {{"k", NULL, "indices per row (required, <= the row length N)"}, {NULL, NULL, NULL}},

@@ -13,23 +13,16 @@ static const char *const mx_rules[] = {"production", "ocp"};
 static const char *const file_layouts[] = {"row_major", "preshuffled_gfx950"};
 static const char *const scale_layouts[] = {"row_major", "transposed"};
 
-#define TRY(expr)                                                                                 \
-    do {                                                                                          \
-        int rc_ = (expr);                                                                         \
-        if (rc_ != MLA_EXIT_OK)                                                                   \
-            return rc_;                                                                           \
-    } while (0)
-
 /* An operand from --in <name>_codes and <name>_scales, its layout from
  * --param <name>_layout. */
 static int operand(op_run *r, const char *codes, const char *scales, const char *layout_key,
                    mla_mxfp4_operand *op)
 {
     int layout;
-    TRY(op_param_choice(r, layout_key, file_layouts, 2, &layout));
+    OP_TRY(op_param_choice(r, layout_key, file_layouts, 2, &layout));
     op->layout = layout ? MLA_SCALE_PRESHUFFLED_GFX950 : MLA_SCALE_ROW_MAJOR;
-    TRY(op_input(r, codes, MLA_DTYPE_FP4X2, NULL, 0, &op->codes));
-    TRY(op_input(r, scales, MLA_DTYPE_E8M0, NULL, 0, &op->scales));
+    OP_TRY(op_input(r, codes, MLA_DTYPE_FP4X2, NULL, 0, &op->codes));
+    OP_TRY(op_input(r, scales, MLA_DTYPE_E8M0, NULL, 0, &op->scales));
     if (op->codes.ndim != 3)
         return op_usage_error(r, "%s must be 3-D [B, R, K/2]", codes);
     return MLA_EXIT_OK;
@@ -40,7 +33,7 @@ static int gemm_output(op_run *r, int64_t B, int64_t M, int64_t N, mla_dtype def
 {
     mla_dtype yd = def;
     if (op_param(r, "dtype"))
-        TRY(op_param_dtype(r, "dtype", DT(MLA_DTYPE_F32) | DT(MLA_DTYPE_BF16), &yd));
+        OP_TRY(op_param_dtype(r, "dtype", DT(MLA_DTYPE_F32) | DT(MLA_DTYPE_BF16), &yd));
     const int64_t ys[3] = {B, M, N};
     return op_output(r, "y", yd, 3, ys, 0, y);
 }
@@ -51,13 +44,13 @@ static int run_a16wfp4(op_run *r)
     mla_mxfp4_operand w;
     int rule;
     int64_t prequant;
-    TRY(op_param_choice(r, "rule", mx_rules, 2, &rule));
-    TRY(op_param_i64(r, "prequant", &prequant));
-    TRY(op_input(r, "x", MLA_DTYPE_COUNT, "in_dtype", 0, &x));
-    TRY(operand(r, "w_codes", "w_scales", "w_layout", &w));
+    OP_TRY(op_param_choice(r, "rule", mx_rules, 2, &rule));
+    OP_TRY(op_param_i64(r, "prequant", &prequant));
+    OP_TRY(op_input(r, "x", MLA_DTYPE_COUNT, "in_dtype", 0, &x));
+    OP_TRY(operand(r, "w_codes", "w_scales", "w_layout", &w));
     if (x.ndim != 3)
         return op_usage_error(r, "x must be 3-D [B, M, K]");
-    TRY(gemm_output(r, x.shape[0], x.shape[1], w.codes.shape[1], x.dtype, &y));
+    OP_TRY(gemm_output(r, x.shape[0], x.shape[1], w.codes.shape[1], x.dtype, &y));
     return op_check(r, mla_batched_gemm_a16wfp4(op_ctx(r), &x, &w, (int32_t)prequant,
                                                 (mla_mxfp4_rule)rule, &y));
 }
@@ -66,9 +59,9 @@ static int run_a4w4(op_run *r)
 {
     mla_tensor y;
     mla_mxfp4_operand x, w;
-    TRY(operand(r, "x_codes", "x_scales", "x_layout", &x));
-    TRY(operand(r, "w_codes", "w_scales", "w_layout", &w));
-    TRY(gemm_output(r, x.codes.shape[0], x.codes.shape[1], w.codes.shape[1], MLA_DTYPE_F32,
+    OP_TRY(operand(r, "x_codes", "x_scales", "x_layout", &x));
+    OP_TRY(operand(r, "w_codes", "w_scales", "w_layout", &w));
+    OP_TRY(gemm_output(r, x.codes.shape[0], x.codes.shape[1], w.codes.shape[1], MLA_DTYPE_F32,
                     &y));
     return op_check(r, mla_batched_gemm_a4w4(op_ctx(r), &x, &w, &y));
 }
@@ -76,7 +69,7 @@ static int run_a4w4(op_run *r)
 /* x [T, H, v] and the flattened row length H * v (checked by the op). */
 static int flatten_input(op_run *r, mla_tensor *x, int64_t *HV)
 {
-    TRY(op_input(r, "x", MLA_DTYPE_COUNT, "in_dtype", 0, x));
+    OP_TRY(op_input(r, "x", MLA_DTYPE_COUNT, "in_dtype", 0, x));
     if (x->ndim != 3)
         return op_usage_error(r, "x must be 3-D [T, H, v]");
     *HV = x->shape[1] * x->shape[2];
@@ -88,12 +81,12 @@ static int run_flatten_mxfp4(op_run *r)
     mla_tensor x, codes, scales;
     int rule, sl;
     int64_t HV = 0;
-    TRY(op_param_choice(r, "rule", mx_rules, 2, &rule));
-    TRY(op_param_choice(r, "scales_layout", scale_layouts, 2, &sl));
-    TRY(flatten_input(r, &x, &HV));
+    OP_TRY(op_param_choice(r, "rule", mx_rules, 2, &rule));
+    OP_TRY(op_param_choice(r, "scales_layout", scale_layouts, 2, &sl));
+    OP_TRY(flatten_input(r, &x, &HV));
     const int64_t cs[2] = {x.shape[0], HV / 2}, ss[2] = {x.shape[0], HV / 32};
-    TRY(op_output(r, "codes", MLA_DTYPE_FP4X2, 2, cs, 0, &codes));
-    TRY(op_output(r, "scales", MLA_DTYPE_E8M0, 2, ss, sl, &scales));
+    OP_TRY(op_output(r, "codes", MLA_DTYPE_FP4X2, 2, cs, 0, &codes));
+    OP_TRY(op_output(r, "scales", MLA_DTYPE_E8M0, 2, ss, sl, &scales));
     return op_check(r, mla_fused_flatten_mxfp4_quant(op_ctx(r), &x, &codes, &scales,
                                                      (mla_mxfp4_rule)rule));
 }
@@ -104,12 +97,12 @@ static int run_flatten_fp8(op_run *r)
     mla_dtype fp8;
     int sl;
     int64_t HV = 0;
-    TRY(op_param_dtype(r, "dtype", FP8S, &fp8));
-    TRY(op_param_choice(r, "scales_layout", scale_layouts, 2, &sl));
-    TRY(flatten_input(r, &x, &HV));
+    OP_TRY(op_param_dtype(r, "dtype", FP8S, &fp8));
+    OP_TRY(op_param_choice(r, "scales_layout", scale_layouts, 2, &sl));
+    OP_TRY(flatten_input(r, &x, &HV));
     const int64_t cs[2] = {x.shape[0], HV}, ss[2] = {x.shape[0], HV / 128};
-    TRY(op_output(r, "codes", fp8, 2, cs, 0, &codes));
-    TRY(op_output(r, "scales", MLA_DTYPE_F32, 2, ss, sl, &scales));
+    OP_TRY(op_output(r, "codes", fp8, 2, cs, 0, &codes));
+    OP_TRY(op_output(r, "scales", MLA_DTYPE_F32, 2, ss, sl, &scales));
     return op_check(r, mla_fused_flatten_fp8_group_quant(op_ctx(r), &x, &codes, &scales));
 }
 
@@ -125,7 +118,7 @@ const op_desc mla_op_table_mxfp4[] = {
       {"in_dtype", NULL, "x's dtype when its file is ambiguous"}, {NULL, NULL, NULL}},
      run_a16wfp4},
     {"gemm_a4w4", "y[b] = deq(x[b]) @ deq(w[b])^T, both fp4x2 codes + e8m0 scales",
-     {"x_codes", "x_scales", "w_codes", "w_scales"}, {"y", NULL},
+     {"x_codes", "x_scales", "w_codes", "w_scales", NULL}, {"y", NULL},
      {{"x_layout", "row_major", LAYOUT_HELP},
       {"w_layout", "row_major", LAYOUT_HELP},
       {"dtype", "f32", "y: f32 | bf16"}, {NULL, NULL, NULL}},

@@ -11,25 +11,17 @@
 #define FP8S (DT(MLA_DTYPE_FP8_E4M3FN) | DT(MLA_DTYPE_FP8_E4M3FNUZ))
 
 static const char *const styles[] = {"interleaved", "neox"};
-static const char *const layouts[] = {"normal", "shuffled", "fp8_scaled"};
-
-#define TRY(expr)                                                                                 \
-    do {                                                                                          \
-        int rc_ = (expr);                                                                         \
-        if (rc_ != MLA_EXIT_OK)                                                                   \
-            return rc_;                                                                           \
-    } while (0)
 
 static int run_rmsnorm(op_run *r)
 {
     mla_tensor x, w, y;
     double eps;
     mla_dtype yd;
-    TRY(op_param_f64(r, "eps", &eps));
-    TRY(op_input(r, "x", MLA_DTYPE_COUNT, "in_dtype", 0, &x));
-    TRY(op_input(r, "w", MLA_DTYPE_COUNT, NULL, 0, &w));
-    TRY(op_param_dtype_or(r, "dtype", FLOATS, x.dtype, &yd));
-    TRY(op_output(r, "y", yd, x.ndim, x.shape, 0, &y));
+    OP_TRY(op_param_f64(r, "eps", &eps));
+    OP_TRY(op_input(r, "x", MLA_DTYPE_COUNT, "in_dtype", 0, &x));
+    OP_TRY(op_input(r, "w", MLA_DTYPE_COUNT, NULL, 0, &w));
+    OP_TRY(op_param_dtype_or(r, "dtype", FLOATS, x.dtype, &yd));
+    OP_TRY(op_output(r, "y", yd, x.ndim, x.shape, 0, &y));
     return op_check(r, mla_rmsnorm(op_ctx(r), &x, &w, (float)eps, &y));
 }
 
@@ -38,59 +30,25 @@ static int run_qk_rmsnorm(op_run *r)
     mla_tensor q, qw, kv, kvw, qo, kvo, qs;
     double qe, kve;
     mla_dtype qd, kvd;
-    TRY(op_param_f64(r, "q_eps", &qe));
-    TRY(op_param_f64(r, "kv_eps", &kve));
-    TRY(op_input(r, "q", MLA_DTYPE_COUNT, "in_dtype", 0, &q));
-    TRY(op_input(r, "q_w", MLA_DTYPE_COUNT, NULL, 0, &qw));
-    TRY(op_input(r, "kv", MLA_DTYPE_COUNT, "in_dtype", 0, &kv));
-    TRY(op_input(r, "kv_w", MLA_DTYPE_COUNT, NULL, 0, &kvw));
-    TRY(op_param_dtype_or(r, "dtype", FLOATS | FP8S | DT(MLA_DTYPE_FP4X2), q.dtype, &qd));
-    TRY(op_param_dtype_or(r, "kv_dtype", FLOATS, kv.dtype, &kvd));
+    OP_TRY(op_param_f64(r, "q_eps", &qe));
+    OP_TRY(op_param_f64(r, "kv_eps", &kve));
+    OP_TRY(op_input(r, "q", MLA_DTYPE_COUNT, "in_dtype", 0, &q));
+    OP_TRY(op_input(r, "q_w", MLA_DTYPE_COUNT, NULL, 0, &qw));
+    OP_TRY(op_input(r, "kv", MLA_DTYPE_COUNT, "in_dtype", 0, &kv));
+    OP_TRY(op_input(r, "kv_w", MLA_DTYPE_COUNT, NULL, 0, &kvw));
+    OP_TRY(op_param_dtype_or(r, "dtype", FLOATS | FP8S | DT(MLA_DTYPE_FP4X2), q.dtype, &qd));
+    OP_TRY(op_param_dtype_or(r, "kv_dtype", FLOATS, kv.dtype, &kvd));
     if (q.ndim != 2 || kv.ndim != 2)
         return op_usage_error(r, "q and kv must be 2-D [T, D]");
     const int fp4 = qd == MLA_DTYPE_FP4X2, quant = fp4 || (DT(qd) & FP8S);
     int64_t qos[2] = {q.shape[0], fp4 ? q.shape[1] / 2 : q.shape[1]};
     int64_t ss[2] = {q.shape[0], q.shape[1] / (fp4 ? 32 : 128)};
-    TRY(op_output(r, "q_out", qd, 2, qos, 0, &qo));
-    TRY(op_output(r, "kv_out", kvd, 2, kv.shape, 0, &kvo));
+    OP_TRY(op_output(r, "q_out", qd, 2, qos, 0, &qo));
+    OP_TRY(op_output(r, "kv_out", kvd, 2, kv.shape, 0, &kvo));
     if (quant)
-        TRY(op_output(r, "q_scales", fp4 ? MLA_DTYPE_E8M0 : MLA_DTYPE_F32, 2, ss, 0, &qs));
+        OP_TRY(op_output(r, "q_scales", fp4 ? MLA_DTYPE_E8M0 : MLA_DTYPE_F32, 2, ss, 0, &qs));
     return op_check(r, mla_fused_qk_rmsnorm(op_ctx(r), &q, &qw, (float)qe, &kv, &kvw, (float)kve,
                                             &qo, quant ? &qs : NULL, &kvo));
-}
-
-/* cos and sin: given as inputs, or built by mla_rope_table_build from a
- * preset's RoPE settings with dim rope_dim and max_pos rows. */
-static int rope_table(op_run *r, int64_t R, mla_tensor *cos, mla_tensor *sin, void **host)
-{
-    if (op_has_input(r, "cos")) {
-        TRY(op_input(r, "cos", MLA_DTYPE_F32, NULL, 0, cos));
-        return op_input(r, "sin", MLA_DTYPE_F32, NULL, 0, sin);
-    }
-    mla_model_config cfg;
-    int64_t P;
-    if (mla_model_config_preset(op_param(r, "config"), &cfg) != MLA_OK)
-        return op_usage_error(r, "--param config=%s is not a preset (mla plan --list)",
-                              op_param(r, "config"));
-    P = cfg.max_pos;
-    if (op_param(r, "max_pos"))
-        TRY(op_param_i64(r, "max_pos", &P));
-    cfg.rope_cfg.dim = (int32_t)R;
-    int64_t shape[2] = {P, R / 2};
-    float *h = malloc((size_t)(P * (R / 2)) * 2 * sizeof *h + 1);
-    *host = h;
-    mla_status st = h ? mla_rope_table_build(&cfg.rope_cfg, P, h, h + P * (R / 2))
-                      : MLA_ERR_OUT_OF_MEMORY;
-    for (int k = 0; k < 2 && st == MLA_OK; ++k) {
-        mla_tensor *t = k ? sin : cos;
-        void *mem = NULL;
-        st = mla_malloc(op_ctx(r), (size_t)(P * (R / 2)) * 4, &mem);
-        if (st == MLA_OK)
-            st = mla_memcpy(op_ctx(r), mem, h + k * P * (R / 2), (size_t)(P * (R / 2)) * 4,
-                            MLA_COPY_HOST_TO_CONTEXT);
-        mla_tensor_init(t, mem, MLA_DTYPE_F32, mla_context_memory(op_ctx(r)), 2, shape);
-    }
-    return op_check(r, st);
 }
 
 static int run_rope(op_run *r)
@@ -98,45 +56,34 @@ static int run_rope(op_run *r)
     mla_tensor x, pos, cos = {0}, sin = {0}, y;
     int style;
     mla_dtype yd;
-    void *host = NULL;
-    TRY(op_param_choice(r, "style", styles, 2, &style));
-    TRY(op_input(r, "x", MLA_DTYPE_COUNT, "in_dtype", 0, &x));
-    TRY(op_input(r, "positions", MLA_DTYPE_COUNT, NULL, 0, &pos));
+    OP_TRY(op_param_choice(r, "style", styles, 2, &style));
+    OP_TRY(op_input(r, "x", MLA_DTYPE_COUNT, "in_dtype", 0, &x));
+    OP_TRY(op_input(r, "positions", MLA_DTYPE_COUNT, NULL, 0, &pos));
     if (x.ndim != 2 && x.ndim != 3)
         return op_usage_error(r, "x must be [T, D] or [T, H, D]");
     int64_t R = x.shape[x.ndim - 1];
     if (op_param(r, "rope_dim"))
-        TRY(op_param_i64(r, "rope_dim", &R));
-    int rc = rope_table(r, R, &cos, &sin, &host);
-    if (rc == MLA_EXIT_OK)
-        rc = op_param_dtype_or(r, "dtype", FLOATS, x.dtype, &yd);
-    if (rc == MLA_EXIT_OK)
-        rc = op_output(r, "y", yd, x.ndim, x.shape, 0, &y);
-    if (rc == MLA_EXIT_OK)
-        rc = op_check(r, mla_rope(op_ctx(r), &cos, &sin, &pos, &x, &y, (mla_rope_style)style));
-    if (host) { /* the table was built here: its context copies are ours */
-        mla_context_synchronize(op_ctx(r));
-        mla_free(op_ctx(r), cos.data);
-        mla_free(op_ctx(r), sin.data);
-    }
-    free(host);
-    return rc;
+        OP_TRY(op_param_i64(r, "rope_dim", &R));
+    OP_TRY(op_rope_table(r, R, &cos, &sin));
+    OP_TRY(op_param_dtype_or(r, "dtype", FLOATS, x.dtype, &yd));
+    OP_TRY(op_output(r, "y", yd, x.ndim, x.shape, 0, &y));
+    return op_check(r, mla_rope(op_ctx(r), &cos, &sin, &pos, &x, &y, (mla_rope_style)style));
 }
 
 static int run_linear(op_run *r)
 {
     mla_tensor x, w, s, y;
     mla_dtype yd;
-    TRY(op_input(r, "x", MLA_DTYPE_COUNT, "in_dtype", 0, &x));
-    TRY(op_input(r, "w", MLA_DTYPE_COUNT, "w_dtype", 0, &w));
+    OP_TRY(op_input(r, "x", MLA_DTYPE_COUNT, "in_dtype", 0, &x));
+    OP_TRY(op_input(r, "w", MLA_DTYPE_COUNT, "w_dtype", 0, &w));
     const int fp8 = w.dtype != MLA_DTYPE_BF16;
     if (fp8)
-        TRY(op_input(r, "w_scale", MLA_DTYPE_F32, NULL, 0, &s));
-    TRY(op_param_dtype_or(r, "dtype", DT(MLA_DTYPE_F32) | DT(MLA_DTYPE_BF16), x.dtype, &yd));
+        OP_TRY(op_input(r, "w_scale", MLA_DTYPE_F32, NULL, 0, &s));
+    OP_TRY(op_param_dtype_or(r, "dtype", DT(MLA_DTYPE_F32) | DT(MLA_DTYPE_BF16), x.dtype, &yd));
     if (x.ndim != 2 || w.ndim != 2)
         return op_usage_error(r, "x [T, K] and w [N, K] must be 2-D");
     int64_t ys[2] = {x.shape[0], w.shape[0]};
-    TRY(op_output(r, "y", yd, 2, ys, 0, &y));
+    OP_TRY(op_output(r, "y", yd, 2, ys, 0, &y));
     return op_check(r, mla_linear(op_ctx(r), &x, &w, fp8 ? &s : NULL, &y));
 }
 
@@ -145,62 +92,28 @@ static int run_batched_gemm(op_run *r)
     mla_tensor x, w, y;
     mla_dtype yd;
     double ws;
-    TRY(op_param_f64(r, "w_scale", &ws));
-    TRY(op_input(r, "x", MLA_DTYPE_COUNT, "in_dtype", 0, &x));
-    TRY(op_input(r, "w", MLA_DTYPE_COUNT, "w_dtype", 0, &w));
-    TRY(op_param_dtype_or(r, "dtype", DT(MLA_DTYPE_F32) | DT(MLA_DTYPE_BF16), x.dtype, &yd));
+    OP_TRY(op_param_f64(r, "w_scale", &ws));
+    OP_TRY(op_input(r, "x", MLA_DTYPE_COUNT, "in_dtype", 0, &x));
+    OP_TRY(op_input(r, "w", MLA_DTYPE_COUNT, "w_dtype", 0, &w));
+    OP_TRY(op_param_dtype_or(r, "dtype", DT(MLA_DTYPE_F32) | DT(MLA_DTYPE_BF16), x.dtype, &yd));
     if (x.ndim != 3 || w.ndim != 3)
         return op_usage_error(r, "x [B, M, K] and w [B, K, N] must be 3-D");
     int64_t ys[3] = {x.shape[0], x.shape[1], w.shape[2]};
-    TRY(op_output(r, "y", yd, 3, ys, 0, &y));
+    OP_TRY(op_output(r, "y", yd, 3, ys, 0, &y));
     return op_check(r, mla_batched_gemm(op_ctx(r), &x, &w, (float)ws, &y));
-}
-
-/* The cache descriptor from the parameters (num_blocks set by the caller). */
-static int cache_desc(op_run *r, int64_t L, int64_t R, mla_cache_desc *d)
-{
-    int layout;
-    double ks;
-    memset(d, 0, sizeof *d);
-    TRY(op_param_choice(r, "layout", layouts, 3, &layout));
-    TRY(op_param_dtype(r, "dtype", DT(MLA_DTYPE_BF16) | FP8S, &d->dtype));
-    TRY(op_param_i64(r, "block_size", &d->block_size));
-    TRY(op_param_f64(r, "k_scale", &ks));
-    d->layout = (mla_cache_layout)layout;
-    d->kv_lora = L;
-    d->rope = R;
-    d->k_scale = (float)ks;
-    return MLA_EXIT_OK;
 }
 
 static int run_cache_write(op_run *r)
 {
     mla_tensor kn, kp, slots, old, cache;
     mla_cache_desc d;
-    TRY(op_input(r, "k_nope", MLA_DTYPE_COUNT, "in_dtype", 0, &kn));
-    TRY(op_input(r, "k_pe", MLA_DTYPE_COUNT, "in_dtype", 0, &kp));
-    TRY(op_input(r, "slots", MLA_DTYPE_COUNT, NULL, 0, &slots));
+    OP_TRY(op_input(r, "k_nope", MLA_DTYPE_COUNT, "in_dtype", 0, &kn));
+    OP_TRY(op_input(r, "k_pe", MLA_DTYPE_COUNT, "in_dtype", 0, &kp));
+    OP_TRY(op_input(r, "slots", MLA_DTYPE_COUNT, NULL, 0, &slots));
     if (kn.ndim != 2 || kp.ndim != 2 || slots.ndim != 1)
         return op_usage_error(r, "k_nope [T, L], k_pe [T, R] and slots [T]");
-    TRY(cache_desc(r, kn.shape[1], kp.shape[1], &d));
-    const int has_old = op_has_input(r, "cache");
-    if (has_old) { /* the cache to write into; else a zeroed one just big enough */
-        TRY(op_input(r, "cache", MLA_DTYPE_U8, NULL, 0, &old));
-        d.num_blocks = old.ndim == 2 ? old.shape[0] : 0;
-    } else {
-        TRY(op_blocks_for_slots(r, &slots, d.block_size, &d.num_blocks));
-    }
-    int64_t bb = 0;
-    TRY(op_check(r, mla_cache_block_bytes(&d, &bb)));
-    int64_t cs[2] = {d.num_blocks, bb};
-    TRY(op_output(r, "cache", MLA_DTYPE_U8, 2, cs, 0, &cache));
-    const size_t bytes = (size_t)(d.num_blocks * bb);
-    if (has_old && (old.ndim != 2 || old.shape[1] != bb))
-        return op_usage_error(r, "cache must be [blocks, %lld] bytes for these parameters",
-                              (long long)bb);
-    TRY(op_check(r, has_old ? mla_memcpy(op_ctx(r), cache.data, old.data, bytes,
-                                         MLA_COPY_CONTEXT_TO_CONTEXT)
-                            : mla_memset(op_ctx(r), cache.data, 0, bytes)));
+    OP_TRY(op_cache_desc(r, kn.shape[1], kp.shape[1], &d));
+    OP_TRY(op_latent_cache(r, &slots, &d, &old, &cache));
     return op_check(r, mla_cache_write(op_ctx(r), &d, &cache, &kn, &kp, &slots));
 }
 
@@ -210,23 +123,24 @@ static int run_cache_gather(op_run *r)
     mla_cache_desc d;
     int64_t L, R, *n = NULL, rows = 0;
     mla_dtype od;
-    TRY(op_param_i64(r, "kv_lora", &L));
-    TRY(op_param_i64(r, "rope", &R));
-    TRY(cache_desc(r, L, R, &d));
-    TRY(op_param_dtype(r, "out_dtype", DT(MLA_DTYPE_F32) | DT(MLA_DTYPE_BF16), &od));
-    TRY(op_input(r, "cache", MLA_DTYPE_U8, NULL, 0, &cache));
-    TRY(op_input(r, "block_table", MLA_DTYPE_I32, NULL, 0, &bt));
-    TRY(op_input(r, "seq_lens", MLA_DTYPE_I32, NULL, 0, &lens));
-    if (cache.ndim != 2 || lens.ndim != 1)
-        return op_usage_error(r, "cache [blocks, block_bytes] and seq_lens [S]");
-    d.num_blocks = cache.shape[0];
+    OP_TRY(op_param_i64(r, "kv_lora", &L));
+    OP_TRY(op_param_i64(r, "rope", &R));
+    if (L > INT64_MAX - R)
+        return op_usage_error(r, "kv_lora + rope overflows 64 bits");
+    OP_TRY(op_cache_desc(r, L, R, &d));
+    OP_TRY(op_param_dtype(r, "out_dtype", DT(MLA_DTYPE_F32) | DT(MLA_DTYPE_BF16), &od));
+    OP_TRY(op_latent_cache(r, NULL, &d, &cache, NULL));
+    OP_TRY(op_input(r, "block_table", MLA_DTYPE_I32, NULL, 0, &bt));
+    OP_TRY(op_input(r, "seq_lens", MLA_DTYPE_I32, NULL, 0, &lens));
+    if (lens.ndim != 1)
+        return op_usage_error(r, "seq_lens [S]");
     int rc = op_host_indices(r, &lens, &n);
     for (int64_t s = 0; rc == MLA_EXIT_OK && s < lens.shape[0]; ++s)
         rows += n[s] > 0 ? n[s] : 0;
     free(n);
-    TRY(rc);
+    OP_TRY(rc);
     int64_t os[2] = {rows, L + R};
-    TRY(op_output(r, "out", od, 2, os, 0, &out));
+    OP_TRY(op_output(r, "out", od, 2, os, 0, &out));
     return op_check(r, mla_cache_gather(op_ctx(r), &d, &cache, &bt, &lens, &out));
 }
 

@@ -216,11 +216,11 @@ mla_status bench_mx_time(mla_context *ctx, const bench_mx_args *a, bench_mx_call
     batch = batch < 1 ? 1 : batch > 200 ? 200 : batch;
     int reps = (int)(budget_s / (tc * batch));
     reps = reps < 1 ? 1 : reps > a->reps ? a->reps : reps;
-    double ts[1024];
+    double ts[1024], cs[1024];
     reps = reps > 1024 ? 1024 : reps;
     for (int i = 0; i < reps; ++i) {
         mla_status st = mla_context_synchronize(ctx);
-        double t0 = bench_now();
+        const double t0 = bench_now(), c0 = bench_cpu_seconds();
         for (int b = 0; b < batch && st == MLA_OK; ++b)
             st = fn(arg, next++ % n_inst);
         if (st == MLA_OK)
@@ -228,7 +228,9 @@ mla_status bench_mx_time(mla_context *ctx, const bench_mx_args *a, bench_mx_call
         if (st != MLA_OK)
             return st;
         ts[i] = (bench_now() - t0) / batch;
+        cs[i] = (bench_cpu_seconds() - c0) / batch;
     }
+    t->cpu_s = bench_median(cs, reps);
     t->reps = reps;
     t->batch = batch;
     t->min_s = bench_min(ts, reps);

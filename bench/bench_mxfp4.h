@@ -50,6 +50,7 @@ typedef mla_status (*bench_mx_call)(void *arg, int inst);
 
 typedef struct bench_mx_timing {
     double median_s, min_s, max_s;
+    double cpu_s; /* median over the samples of the process's CPU time per call (all threads) */
     int reps, batch;
 } bench_mx_timing;
 
@@ -82,7 +83,6 @@ int bench_mx_finish(const bench_mx_args *a, mla_context *ctx, const bench_ceilin
 
 int bench_mxfp4_cmd(int argc, char **argv);
 int bench_indexer_cmd(int argc, char **argv);
-int bench_decode_cmd(int argc, char **argv); /* bench_decode.c */
 
 #ifdef __cplusplus
 }

@@ -912,28 +912,8 @@ out:
 
 /* ---------------------------------------------------------- reporting */
 
-void bench_prepare_judge(bench_prepare_result *res, bench_ceilings *c, int table_standin)
+void bench_prepare_judge(bench_prepare_result *res, const bench_ceilings *c)
 {
-    if (c->matmul_gflops <= 0.0 && table_standin) {
-        double best = 0.0;
-        const bench_row *bp = NULL;
-        for (int i = 0; i < res->n_rows; ++i) {
-            const bench_row *w = &res->rows[i];
-            if (w->status == BENCH_ROW_OK && w->is_gemm && w->median_s > 0 &&
-                w->flops / w->median_s / 1e9 > best) {
-                best = w->flops / w->median_s / 1e9;
-                bp = w;
-            }
-        }
-        if (bp) {
-            c->matmul_gflops = best;
-            c->matmul_source = BENCH_MM_TABLE;
-            snprintf(c->matmul_how, sizeof c->matmul_how,
-                     "STAND-IN, not a hardware ceiling: the best GEMM rate of this table "
-                     "(%s %s T=%lld); GEMM ratios are relative to it",
-                     bp->op, bp->variant, (long long)bp->T);
-        }
-    }
     const double bw = c->copy_gbs * 1e9, mm = c->matmul_gflops * 1e9;
     for (int i = 0; i < res->n_rows; ++i) {
         bench_row *w = &res->rows[i];

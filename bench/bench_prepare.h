@@ -80,10 +80,8 @@ typedef struct bench_prepare_result {
 int bench_prepare_run(mla_context *ctx, const bench_prepare_options *o,
                       bench_prepare_result *res, FILE *log);
 
-/* Fills bytes/s, FLOP/s, basis and ratio of every row from the ceilings.
- * When c has no matmul rate and table_standin is set, the best GEMM rate of
- * the table stands in and c says so (BENCH_MM_TABLE). */
-void bench_prepare_judge(bench_prepare_result *res, bench_ceilings *c, int table_standin);
+/* Fills bytes/s, FLOP/s, basis and ratio of every row from the ceilings. */
+void bench_prepare_judge(bench_prepare_result *res, const bench_ceilings *c);
 
 void bench_prepare_print(FILE *out, const bench_prepare_result *res);
 void bench_prepare_json_rows(bench_json *j, const bench_prepare_result *res);

@@ -39,22 +39,24 @@ static int host_threads(int asked)
 #endif
 }
 
-/* Random bytes into context memory: a host chunk copied over and over. */
-static mla_status fill_context(mla_context *ctx, void *dst, int64_t bytes, uint64_t seed)
+mla_status bench_fill_context(mla_context *ctx, void *dst, mla_dtype dt, int64_t n,
+                              bench_fill kind, uint64_t seed)
 {
-    const int64_t chunk_bytes = bytes < 64 * MIB ? bytes : 64 * MIB;
-    uint8_t *chunk = malloc((size_t)(chunk_bytes > 0 ? chunk_bytes : 1));
-    if (!chunk)
+    const int64_t es = (int64_t)mla_dtype_size(dt), per = 64 * MIB / es;
+    const int64_t chunk = n < per ? n : per;
+    uint8_t *h = malloc((size_t)(chunk > 0 ? chunk * es : 1));
+    if (!h)
         return MLA_ERR_OUT_OF_MEMORY;
     bench_rng r;
     bench_rng_seed(&r, seed);
-    bench_fill_host(&r, chunk, MLA_DTYPE_U8, chunk_bytes, BENCH_FILL_BYTES);
+    bench_fill_host(&r, h, dt, chunk, kind);
     mla_status st = MLA_OK;
-    for (int64_t at = 0; at < bytes && st == MLA_OK; at += chunk_bytes) {
-        int64_t n = bytes - at < chunk_bytes ? bytes - at : chunk_bytes;
-        st = mla_memcpy(ctx, (uint8_t *)dst + at, chunk, (size_t)n, MLA_COPY_HOST_TO_CONTEXT);
+    for (int64_t at = 0; at < n && st == MLA_OK; at += chunk) {
+        const int64_t k = n - at < chunk ? n - at : chunk;
+        st = mla_memcpy(ctx, (uint8_t *)dst + at * es, h, (size_t)(k * es),
+                        MLA_COPY_HOST_TO_CONTEXT);
     }
-    free(chunk);
+    free(h);
     return st;
 }
 
@@ -150,9 +152,10 @@ static void measure_copy(mla_context *ctx, const bench_ceiling_options *o, bench
                  threads, threads == 1 ? "" : "s", (long long)(bytes / MIB),
                  (double)bytes / (double)bench_llc_bytes());
     } else {
-        st = fill_context(ctx, src, bytes, 0x5eed0001);
+        st = bench_fill_context(ctx, src, MLA_DTYPE_U8, bytes, BENCH_FILL_BYTES, 0x5eed0001u);
         if (st == MLA_OK)
-            st = fill_context(ctx, dst, bytes, 0x5eed0002);
+            st = bench_fill_context(ctx, dst, MLA_DTYPE_U8, bytes, BENCH_FILL_BYTES,
+                                    0x5eed0002u);
         for (int w = 0; w < 2 && st == MLA_OK; ++w) /* warm-up */
             st = mla_memcpy(ctx, dst, src, (size_t)bytes, MLA_COPY_CONTEXT_TO_CONTEXT);
         if (st == MLA_OK)
@@ -245,122 +248,6 @@ out:
 }
 #endif
 
-/* The library's own mla_linear as a stand-in: x/y f32 on the host, bf16 on
- * a device; W bf16. Shapes grow while the predicted call time stays under
- * max_call_s (the reference kernels are slow). */
-static void measure_library_gemm(mla_context *ctx, const bench_ceiling_options *o,
-                                 bench_ceilings *c, FILE *log)
-{
-    const int host = mla_context_memory(ctx) == MLA_MEMORY_HOST;
-    const mla_memory mem = mla_context_memory(ctx);
-    const mla_dtype act = host ? MLA_DTYPE_F32 : MLA_DTYPE_BF16;
-    const int64_t es = (int64_t)mla_dtype_size(act);
-    const int reps = o->reps > 0 ? (o->reps < 5 ? o->reps : 5) : 3;
-    const int64_t Mmax = gemm_m[N_GEMM_M - 1], N = GEMM_N, K = GEMM_K;
-    void *x = NULL, *w = NULL, *y = NULL;
-    mla_status st = mla_malloc(ctx, (size_t)(Mmax * K * es), &x);
-    if (st == MLA_OK)
-        st = mla_malloc(ctx, (size_t)(N * K * 2), &w);
-    if (st == MLA_OK)
-        st = mla_malloc(ctx, (size_t)(Mmax * N * es), &y);
-    if (st == MLA_OK)
-        st = fill_context(ctx, y, Mmax * N * es, 0x5eed0013);
-    if (st == MLA_OK) {
-        /* real values for x and W (fill_context writes bytes, which may be NaN) */
-        int64_t n = N * K > Mmax * K ? N * K : Mmax * K;
-        void *h = malloc((size_t)(n * 4));
-        bench_rng r;
-        bench_rng_seed(&r, 0x5eed0011);
-        if (!h) {
-            st = MLA_ERR_OUT_OF_MEMORY;
-        } else {
-            bench_fill_host(&r, h, act, Mmax * K, BENCH_FILL_ACT);
-            st = mla_memcpy(ctx, x, h, (size_t)(Mmax * K * es), MLA_COPY_HOST_TO_CONTEXT);
-            bench_fill_host(&r, h, MLA_DTYPE_BF16, N * K, BENCH_FILL_WEIGHT);
-            if (st == MLA_OK)
-                st = mla_memcpy(ctx, w, h, (size_t)(N * K * 2), MLA_COPY_HOST_TO_CONTEXT);
-            free(h);
-        }
-    }
-    if (st != MLA_OK) {
-        snprintf(c->matmul_how, sizeof c->matmul_how, "not measured: setup: %s",
-                 mla_status_name(st));
-        goto out;
-    }
-    mla_tensor tw;
-    mla_tensor_init(&tw, w, MLA_DTYPE_BF16, mem, 2, (int64_t[]){N, K});
-    double best = 0.0, prev_t = 0.0;
-    int64_t prev_m = 0;
-    const char *why_stop = NULL;
-    /* M = 1 is a probe for the prediction, not a ceiling point */
-    const int64_t ms[] = {1, 128, 256, 512, 1024};
-    for (int i = 0; i < 5; ++i) {
-        const int64_t M = ms[i];
-        if (prev_m > 0 && prev_t * (double)M / (double)prev_m > o->max_call_s) {
-            why_stop = "larger M skipped: predicted call time over --max-call-s";
-            break;
-        }
-        mla_tensor tx, ty;
-        mla_tensor_init(&tx, x, act, mem, 2, (int64_t[]){M, K});
-        mla_tensor_init(&ty, y, act, mem, 2, (int64_t[]){M, N});
-        double t[8];
-        double t0 = bench_now();
-        st = mla_linear(ctx, &tx, &tw, NULL, &ty); /* warm-up */
-        if (st == MLA_OK)
-            st = mla_context_synchronize(ctx);
-        double tw0 = bench_now() - t0;
-        int n = (M > 1 && tw0 * reps < 4.0 * o->max_call_s) ? reps : 1;
-        for (int k = 0; k < n && st == MLA_OK; ++k) {
-            t0 = bench_now();
-            st = mla_linear(ctx, &tx, &tw, NULL, &ty);
-            if (st == MLA_OK)
-                st = mla_context_synchronize(ctx);
-            t[k] = bench_now() - t0;
-        }
-        if (st != MLA_OK) {
-            snprintf(c->matmul_how, sizeof c->matmul_how, "not measured: mla_linear: %s",
-                     mla_status_name(st));
-            goto out;
-        }
-        prev_m = M;
-        prev_t = bench_median(t, n);
-        if (M == 1)
-            continue;
-        bench_gemm_point *p = &c->mm[c->n_mm++];
-        p->M = M;
-        p->N = N;
-        p->K = K;
-        p->seconds = prev_t;
-        p->gflops = 2.0 * (double)(M * N * K) / p->seconds / 1e9;
-        p->note = host ? "mla_linear x f32, W bf16 (stand-in)" : "mla_linear bf16 (stand-in)";
-        best = p->gflops > best ? p->gflops : best;
-        if (log)
-            fprintf(log, "ceiling linear : M=%lld N=%lld K=%lld  %.2f GFLOP/s (library stand-in)\n",
-                    (long long)M, (long long)N, (long long)K, p->gflops);
-    }
-    if (best <= 0.0) {
-        snprintf(c->matmul_how, sizeof c->matmul_how,
-                 "not measured: the library's mla_linear is predicted over --max-call-s at M=128 "
-                 "(%.3f s at M=1)",
-                 prev_t);
-        goto out;
-    }
-    c->matmul_gflops = best;
-    c->matmul_source = BENCH_MM_LIBRARY;
-    snprintf(c->matmul_how, sizeof c->matmul_how,
-             "STAND-IN, not a hardware ceiling: the library's own mla_linear (%s, W bf16) on %s, "
-             "best of M=128..1024, N=%d, K=%d%s%s",
-             host ? "x/y f32" : "x/y bf16", mla_backend_name(mla_context_backend(ctx)), GEMM_N,
-             GEMM_K, why_stop ? "; " : "", why_stop ? why_stop : "");
-out:
-    if (x)
-        mla_free(ctx, x);
-    if (w)
-        mla_free(ctx, w);
-    if (y)
-        mla_free(ctx, y);
-}
-
 int bench_measure_ceilings(mla_context *ctx, const bench_ceiling_options *o, bench_ceilings *c,
                            FILE *log)
 {
@@ -371,6 +258,8 @@ int bench_measure_ceilings(mla_context *ctx, const bench_ceiling_options *o, ben
         return 0;
     }
     const int host = mla_context_memory(ctx) == MLA_MEMORY_HOST;
+    if (!host)
+        bench_device_peak(ctx, c);
     if (o->given_gflops > 0.0) {
         c->matmul_gflops = o->given_gflops;
         c->matmul_source = BENCH_MM_GIVEN;
@@ -380,10 +269,15 @@ int bench_measure_ceilings(mla_context *ctx, const bench_ceiling_options *o, ben
 #if defined(MLA_HAVE_OPENBLAS)
         measure_sgemm(o, c, log);
 #else
-        measure_library_gemm(ctx, o, c, log);
+        snprintf(c->matmul_how, sizeof c->matmul_how,
+                 "not measured: the build has no OpenBLAS (the host ceiling is cblas_sgemm)");
 #endif
-    } else {
-        measure_library_gemm(ctx, o, c, log);
+    } else if (bench_vendor_gemm(ctx, o, c, log) != 0 && c->peak_gflops > 0.0) {
+        char why[256];
+        snprintf(why, sizeof why, "%s", c->matmul_how);
+        c->matmul_gflops = c->peak_gflops;
+        c->matmul_source = BENCH_MM_PEAK;
+        snprintf(c->matmul_how, sizeof c->matmul_how, "%.150s; %.100s", c->peak_how, why);
     }
     if (log)
         fprintf(log, "ceiling matmul : %.1f GFLOP/s (%s)\n", c->matmul_gflops, c->matmul_how);
@@ -401,6 +295,8 @@ void bench_print_ceilings(FILE *out, const bench_ceilings *c)
         fprintf(out, "  matmul rate    : %8.1f GFLOP/s %s\n", c->matmul_gflops, c->matmul_how);
     else
         fprintf(out, "  matmul rate    :      n/a        %s\n", c->matmul_how);
+    if (c->peak_gflops > 0 && c->matmul_source != BENCH_MM_PEAK)
+        fprintf(out, "  device peak    : %8.1f GFLOP/s %s\n", c->peak_gflops, c->peak_how);
     for (int i = 0; i < c->n_mm; ++i)
         fprintf(out, "    M=%-5lld N=%-5lld K=%-5lld %9.2f GFLOP/s  %10.3f ms  %s\n",
                 (long long)c->mm[i].M, (long long)c->mm[i].N, (long long)c->mm[i].K,
@@ -412,8 +308,8 @@ static const char *mm_source_name(bench_mm_source s)
     switch (s) {
     case BENCH_MM_BLAS: return "blas";
     case BENCH_MM_GIVEN: return "side_measurement";
-    case BENCH_MM_LIBRARY: return "library_standin";
-    case BENCH_MM_TABLE: return "best_table_gemm_standin";
+    case BENCH_MM_VENDOR: return "vendor_blas";
+    case BENCH_MM_PEAK: return "theoretical_peak";
     default: return "none";
     }
 }
@@ -430,6 +326,8 @@ void bench_json_ceilings(bench_json *j, const bench_ceilings *c)
     bench_json_num(j, "matmul_gflops", c->matmul_gflops);
     bench_json_str(j, "matmul_source", mm_source_name(c->matmul_source));
     bench_json_str(j, "matmul_how", c->matmul_how);
+    bench_json_num(j, "peak_gflops", c->peak_gflops);
+    bench_json_str(j, "peak_how", c->peak_how);
     bench_json_array(j, "matmul_points");
     for (int i = 0; i < c->n_mm; ++i) {
         bench_json_object(j, NULL);

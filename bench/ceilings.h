@@ -7,13 +7,14 @@
  *                  mla_memcpy CONTEXT_TO_CONTEXT of a 1 GiB buffer.
  *  matmul rate     Host: cblas_sgemm (OpenBLAS, f32) at M = 128..1024,
  *                  N = 7168, K = 1536, x @ W^T as mla_linear computes it; the
- *                  best rate. Without OpenBLAS, the library's own mla_linear
- *                  (x f32, W bf16, y f32) stands in and is labelled so.
- *                  Device: a side measurement passed in (the PyTorch peer's
- *                  large bf16 matmul, same job), else the library's own bf16
- *                  mla_linear, labelled as a stand-in; bench_prepare falls
- *                  back to the best GEMM rate of its own table when neither
- *                  exists, labelled again. */
+ *                  best rate; none without OpenBLAS. Device: the vendor BLAS
+ *                  (cuBLAS on NVIDIA, rocBLAS on ROCm, loaded at run time) on
+ *                  a large square bf16 GEMM with fp32 accumulation, timed by
+ *                  device events (bench/ceilings_device.c); where it cannot
+ *                  be loaded or run, the device's theoretical peak from its
+ *                  attributes, labelled THEORETICAL. A side measurement passed
+ *                  on the command line replaces either. The library's own
+ *                  kernels are never a ceiling. */
 #ifndef MLA_BENCH_CEILINGS_H
 #define MLA_BENCH_CEILINGS_H
 
@@ -31,8 +32,8 @@ typedef enum bench_mm_source {
     BENCH_MM_NONE = 0,    /* not measured */
     BENCH_MM_BLAS = 1,    /* cblas_sgemm: a real ceiling for f32 on this host */
     BENCH_MM_GIVEN = 2,   /* side measurement passed on the command line */
-    BENCH_MM_LIBRARY = 3, /* the library's own GEMM: a stand-in, not a hardware ceiling */
-    BENCH_MM_TABLE = 4,   /* best GEMM rate of the bench's own table: a stand-in */
+    BENCH_MM_VENDOR = 3,  /* the device vendor's BLAS, bf16, measured in this run */
+    BENCH_MM_PEAK = 4,    /* the device's theoretical peak from its attributes */
 } bench_mm_source;
 
 typedef struct bench_gemm_point {
@@ -57,13 +58,16 @@ typedef struct bench_ceilings {
     char matmul_how[256];
     bench_gemm_point mm[BENCH_MAX_GEMM_POINTS];
     int n_mm;
+
+    double peak_gflops; /* device: theoretical dense bf16 peak (0: unknown); host: 0 */
+    char peak_how[256];
 } bench_ceilings;
 
 typedef struct bench_ceiling_options {
     int threads;           /* host copy and BLAS threads; 0 = the default */
     int64_t copy_bytes;    /* 0 = default (host: max(8 x LLC, 256 MiB); device: 1 GiB) */
     int reps;              /* samples per measurement; 0 = default (7) */
-    double max_call_s;     /* stand-in GEMM shapes predicted slower than this are skipped */
+    double max_call_s;     /* vendor GEMM sizes predicted slower than this are skipped */
     double given_gflops;   /* > 0: a side measurement of the matmul ceiling */
     const char *given_how; /* its label */
     int skip_matmul;       /* 1: copy only */
@@ -80,6 +84,18 @@ int bench_measure_ceilings(mla_context *ctx, const bench_ceiling_options *o, ben
 void bench_print_ceilings(FILE *out, const bench_ceilings *c);
 /* Writes "ceilings": {...} into an open JSON object. */
 void bench_json_ceilings(bench_json *j, const bench_ceilings *c);
+
+/* n values of dtype dt into context memory at dst, seeded random values of
+ * the kind: a host pattern of up to 64 MiB, copied over and over. */
+mla_status bench_fill_context(mla_context *ctx, void *dst, mla_dtype dt, int64_t n,
+                              bench_fill kind, uint64_t seed);
+
+/* bench/ceilings_device.c: the vendor BLAS GEMM into c (matmul_*, mm[]),
+ * 0 when measured, else -1 with the reason in matmul_how; the theoretical
+ * peak into c->peak_*, 0 when known. */
+int bench_vendor_gemm(mla_context *ctx, const bench_ceiling_options *o, bench_ceilings *c,
+                      FILE *log);
+int bench_device_peak(mla_context *ctx, bench_ceilings *c);
 
 #ifdef __cplusplus
 }

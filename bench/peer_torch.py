@@ -18,10 +18,18 @@ from one job (bench/run_gpu.sh).
                               [--reps N] [--ops LIST] [--json FILE]
   python3 bench/peer_torch.py --compare OURS.json PEER.json
   python3 bench/peer_torch.py --decode [--quick] [--batch L] [--contexts L] [--heads L]
+                              [--peer-dtype bf16|f32|best]
+  python3 bench/peer_torch.py --prefill [--quick] [--tokens L] [--batch L] [--heads L]
+  python3 bench/peer_torch.py --layer [--config NAME] [--batch B] [--contexts C]
 
 --decode times plain-PyTorch paged MLA decode on the shapes of `mla bench
-decode` (page gather through the block table, keys dequantized to bf16,
-einsum scores, softmax, einsum output, logsumexp), same byte and FLOP counts.
+decode` (page gather through the block table, keys dequantized to the compute
+dtype, bmm scores, softmax, bmm output, logsumexp), same byte and FLOP
+counts; on a CPU each row is timed in bf16 and in f32 (the way a fallback
+without bf16 matmul units runs it) and the faster is reported (--peer-dtype).
+--prefill times torch's scaled_dot_product_attention (causal) on the expanded
+problem of `mla bench prefill` (q, k 192-dim, v 128-dim, same T and heads).
+--layer times one decode step of an MLA layer in plain torch, next to `mla demo`.
 
 --compare prints the two JSON files side by side (ours / peer time).
 Timing: CUDA events around a batch of calls, median of the samples after
@@ -45,6 +53,9 @@ CONFIGS = {
     "DeepSeek-V3.2": dict(hidden=7168, H=128, q_lora=1536, L=512, nope=128, R=64, v=128,
                           eps=1e-6, max_pos=163840, base=10000.0, factor=40.0, beta_fast=32.0,
                           beta_slow=1.0, orig=4096, mscale=1.0, mscale_all_dim=1.0),
+    "DeepSeek-V2-Lite": dict(hidden=2048, H=16, q_lora=0, L=512, nope=128, R=64, v=128,
+                             eps=1e-6, max_pos=163840, base=10000.0, factor=40.0, beta_fast=32.0,
+                             beta_slow=1.0, orig=4096, mscale=0.707, mscale_all_dim=0.707),
     "Kimi-K2": dict(hidden=7168, H=64, q_lora=1536, L=512, nope=128, R=64, v=128, eps=1e-6,
                     max_pos=131072, base=50000.0, factor=32.0, beta_fast=1.0, beta_slow=1.0,
                     orig=4096, mscale=1.0, mscale_all_dim=1.0),
@@ -195,7 +206,8 @@ def sample(timer, fn, nsets, warm, reps, max_call_s, cuda, threads=None):
     then up to reps samples (about a second in all), each a batch of k calls
     worth ~0.5 ms of work on a GPU, ~20 us on a CPU. Returns dict(ts, k,
     cpu_util: the sampling's CPU time / (wall time * threads), when threads
-    is given), or dict(skipped=seconds of one call) past max_call_s."""
+    is given, cpu_s: the median of the process's CPU time per call), or
+    dict(skipped=seconds of one call) past max_call_s."""
     it = [0]
 
     def call():
@@ -210,9 +222,13 @@ def sample(timer, fn, nsets, warm, reps, max_call_s, cuda, threads=None):
     k = max(1, min(64, math.ceil((5e-4 if cuda else 2e-5) / max(t_call, 1e-8))))
     n = max(1, min(reps, int(1.0 / max(t_call * k, 1e-9))))
     c0, w0 = time.process_time(), time.perf_counter()
-    ts = [timer.batch(call, k) for _ in range(n)]
+    ts, cs = [], []
+    for _ in range(n):
+        c1 = time.process_time()
+        ts.append(timer.batch(call, k))
+        cs.append((time.process_time() - c1) / k)
     util = (time.process_time() - c0) / ((time.perf_counter() - w0) * threads) if threads else None
-    return dict(ts=ts, k=k, cpu_util=util)
+    return dict(ts=ts, k=k, cpu_util=util, cpu_s=median(cs))
 
 
 def finish(path, rows, **fields):
@@ -239,6 +255,8 @@ def sweep_env(args, what, extra=""):
     devname = torch.cuda.get_device_name(dev) if cuda else "host CPU (%d threads)" % (
         torch.get_num_threads())
     torch.backends.cuda.matmul.allow_tf32 = False
+    if args.no_mkldnn:  # a CPU without AVX-512: torch's own bf16 GEMM instead of oneDNN's
+        torch.backends.mkldnn.enabled = False
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else -1.0
     print("%s: torch %s on %s; %shost load average %.2f" % (what, torch.__version__, devname,
                                                            extra, load))
@@ -513,6 +531,8 @@ def compare(ours_path, peer_path):
     ours, peer = json.load(open(ours_path)), json.load(open(peer_path))
     if ours.get("bench") == "decode":
         return compare_decode(ours, peer)
+    if ours.get("bench") == "prefill":
+        return compare_prefill(ours, peer)
     pr = {(r["op"], r["variant"], r["T"]): r for r in peer["rows"]}
     compare_head("side by side", ours, peer)
     print("%-11s %-11s %5s %12s %12s %9s %8s %8s" % (
@@ -563,12 +583,14 @@ def decode_scale():
     return (c["nope"] + c["R"]) ** -0.5 * m * m
 
 
-def make_decode(torch, dev, B, C, H, cache, nsets, gen):
+def make_decode(torch, dev, B, C, H, cache, nsets, gen, compute="bf16"):
     """fn(i) running plain-PyTorch paged MLA decode on input set i, or None
     (this torch has no float8): pages gathered through the block table, keys
-    dequantized to the q dtype (bf16), scores by einsum, softmax, output by
-    einsum over the first L dims, lse by logsumexp."""
+    dequantized to the compute dtype (bf16, or f32 the way a CPU fallback
+    without bf16 matmul units would run it), scores by bmm, softmax, output
+    by bmm over the first L dims, lse by logsumexp, o as bf16."""
     bf = torch.bfloat16
+    cd = torch.float32 if compute == "f32" else bf
     L, R, bs = DECODE_L, DECODE_R, DECODE_BLOCK
     D = L + R
     f8 = getattr(torch, "float8_e4m3fn", None)
@@ -602,24 +624,24 @@ def make_decode(torch, dev, B, C, H, cache, nsets, gen):
         st = sets[i]
         bt = st["bt"]
         if cache == "bf16":
-            k = st["pages"][bt]
+            k = st["pages"][bt].to(cd)
         elif cache == "fp8":  # gathered as bytes: not every torch indexes float8 tensors
-            k = st["pages"].view(torch.uint8)[bt].view(f8).to(bf) * st["k_scale"]
+            k = st["pages"].view(torch.uint8)[bt].view(f8).to(cd) * st["k_scale"]
         else:
-            nope = st["nope"].view(torch.uint8)[bt].view(f8).to(bf)
+            nope = st["nope"].view(torch.uint8)[bt].view(f8).to(cd)
             nope = nope.reshape(B, nb, bs, L // 128, 128)
-            nope = (nope * st["scales"][bt][..., None].to(bf)).reshape(B, nb, bs, L)
-            k = torch.cat([nope, st["rope"][bt]], -1)
+            nope = (nope * st["scales"][bt][..., None].to(cd)).reshape(B, nb, bs, L)
+            k = torch.cat([nope, st["rope"][bt].to(cd)], -1)
         k = k.reshape(B, nb * bs, D)[:, :C]
-        s = torch.einsum("bhd,bcd->bhc", st["q"], k) * scale
+        s = torch.bmm(st["q"].to(cd), k.transpose(1, 2)) * scale
         lse = torch.logsumexp(s.float(), -1)
         p = torch.softmax(s, -1)
-        o = torch.einsum("bhc,bcv->bhv", p, k[..., :L])
+        o = torch.bmm(p, k[..., :L]).to(bf)
         return o, lse
 
-    how = "gather pages[block_table], %s, einsum + softmax + einsum in bf16" % (
-        {"bf16": "bf16 pages", "fp8": "fp8 pages .to(bf16) * k_scale",
-         "fp8_scaled": "fp8 nope .to(bf16) * group scales, cat bf16 rope"}[cache])
+    how = "gather pages[block_table], %s, bmm + softmax + bmm in %s" % (
+        {"bf16": "bf16 pages", "fp8": "fp8 pages .to(%s) * k_scale" % compute,
+         "fp8_scaled": "fp8 nope .to(%s) * group scales, cat rope" % compute}[cache], compute)
     return fn, how
 
 
@@ -629,6 +651,9 @@ def decode_main(args):
     reps, warm, rotate, devname = e.reps, e.warm, e.rotate, e.devname
     bw = ceil.get("copy_gbs", 0.0) * 1e9
     mm = ceil.get("matmul_gflops", 0.0) * 1e9
+    computes = ["bf16", "f32"] if args.peer_dtype == "best" else [args.peer_dtype]
+    if args.peer_dtype == "best" and cuda:
+        computes = ["bf16"]  # tensor cores: f32 is never the faster there
     rows, start = [], time.time()
     for (B, C, H, cache) in decode_cases(args):
         L, R = DECODE_L, DECODE_R
@@ -647,18 +672,30 @@ def decode_main(args):
         set_bytes = B * cdiv(C, DECODE_BLOCK) * DECODE_BLOCK * DECODE_TOKEN_BYTES[cache]
         nsets = max(1, min(32, cdiv(rotate, set_bytes)))
         try:
-            fn, how = make_decode(torch, dev, B, C, H, cache, nsets, gen)
+            got, how = None, ""
+            # the faster of the compute dtypes asked for, each timed in full
+            for compute in computes:
+                fn, h = make_decode(torch, dev, B, C, H, cache, nsets, gen, compute)
+                if fn is None:
+                    how = h
+                    continue
+                g = sample(timer, fn, nsets, warm, reps, args.max_call_s, cuda)
+                r.setdefault("variants", {})[compute] = (
+                    median(g["ts"]) if "ts" in g else None)
+                if got is None or ("ts" in g and ("ts" not in got
+                                                  or median(g["ts"]) < median(got["ts"]))):
+                    got, how, r["compute"] = g, h, compute
+                del fn
             r["how"] = how
-            if fn is None:
+            if got is None:
                 r["status"], r["note"] = "unsupported", "unsupported: " + how
                 continue
-            got = sample(timer, fn, nsets, warm, reps, args.max_call_s, cuda)
             if "skipped" in got:
                 r["status"], r["note"] = "skipped", "skipped: %.2f s per call" % got["skipped"]
                 continue
             ts = got["ts"]
             t = median(ts)
-            r.update(median_s=t, min_s=min(ts), reps=len(ts), input_sets=nsets,
+            r.update(median_s=t, min_s=min(ts), reps=len(ts), input_sets=nsets, cpu_s=got["cpu_s"],
                      gbs=nbytes / t / 1e9,
                      gflops=flops / t / 1e9,
                      ratio=(r["roofline_s"] / t) if r["roofline_s"] else None)
@@ -673,15 +710,16 @@ def decode_main(args):
             file=sys.stderr)
     print_ceilings(ceil)
     print()
-    print("%5s %6s %4s %-10s %11s %11s %9s %9s %5s %8s" % (
-        "batch", "ctx", "H", "cache", "median_us", "min_us", "GB/s", "GFLOP/s", "reps", "roof%"))
+    print("%5s %6s %4s %-10s %5s %11s %11s %9s %9s %5s %8s" % (
+        "batch", "ctx", "H", "cache", "dtype", "median_us", "min_us", "GB/s", "GFLOP/s", "reps",
+        "roof%"))
     for r in rows:
         print("%5d %6d %4d %-10s " % (r["batch"], r["context"], r["heads"], r["cache"]), end="")
         if r["status"] != "ok":
             print(r["note"])
             continue
-        print("%11.1f %11.1f %9.2f %9.1f %5d %s" % (
-            1e6 * r["median_s"], 1e6 * r["min_s"], r["gbs"], r["gflops"], r["reps"],
+        print("%5s %11.1f %11.1f %9.2f %9.1f %5d %s" % (
+            r["compute"], 1e6 * r["median_s"], 1e6 * r["min_s"], r["gbs"], r["gflops"], r["reps"],
             ("%7.1f%%" % (100 * r["ratio"])) if r["ratio"] is not None else "     n/a"))
     print("\nsweep: %.1f s; torch eager peer of mla bench decode; median of the reps after "
           "warm-up" % (time.time() - start))
@@ -690,7 +728,8 @@ def decode_main(args):
 
 
 def compare_decode(ours, peer):
-    key = lambda r: (r["batch"], r["context"], r["heads"], r["cache"])  # noqa: E731
+    def key(r):
+        return (r["batch"], r["context"], r["heads"], r["cache"], r.get("topk", 0))
     pr = {key(r): r for r in peer["rows"]}
     compare_head("decode side by side", ours, peer)
     print("%5s %6s %4s %-10s %12s %12s %9s %8s %8s" % (
@@ -709,6 +748,226 @@ def compare_decode(ours, peer):
     print("peer/ours > 1: the library is faster. Ratios to each side's own ceilings.")
 
 
+# --------------------------------------------------------------- prefill
+
+PREFILL_DQK, PREFILL_DV = 192, 128
+
+
+def prefill_cases(args):
+    """The rows of `mla bench prefill` (batch, T, heads), in its order."""
+    if args.tokens_given or args.batch or args.heads:
+        ts = [int(x) for x in (args.tokens if args.tokens_given else "4096").split(",")]
+        bs = [int(x) for x in (args.batch or "1").split(",")]
+        hs = [int(x) for x in (args.heads or "128").split(",")]
+        rows = [(b, t, h) for t in ts for b in bs for h in hs]
+    elif args.quick:
+        rows = [(1, 256, 16), (1, 512, 16)]
+    else:
+        rows = [(b, t, h) for t in (512, 1024, 2048, 4096, 8192, 16384) for b in (1, 4)
+                for h in (16, 128)]
+    rows.sort(key=lambda r: r[0] * r[1] * (r[1] + 1) * r[2])
+    return rows
+
+
+def prefill_main(args):
+    """torch's scaled_dot_product_attention on the expanded problem of `mla bench
+    prefill`: q, k [B, H, T, 192], v [B, H, T, 128] bf16, causal, the preset's
+    softmax scale (K_nope and V as kv_b_proj would give them, k_pe broadcast:
+    random values of the same shapes; the decompression itself is not timed)."""
+    e = sweep_env(args, "peer_torch prefill")
+    torch, dev, cuda, timer, ceil, gen = e.torch, e.dev, e.cuda, e.timer, e.ceil, e.gen
+    F = torch.nn.functional
+    bw = ceil.get("copy_gbs", 0.0) * 1e9
+    mm = ceil.get("matmul_gflops", 0.0) * 1e9
+    scale = decode_scale()
+    rows, start = [], time.time()
+    for (B, T, H) in prefill_cases(args):
+        P = T * (T + 1) / 2
+        flops = 2.0 * B * H * P * (PREFILL_DQK + PREFILL_DV)
+        nbytes = 2 * B * H * T * (2 * PREFILL_DQK + 2 * PREFILL_DV)  # q, k, v in, o out
+        t_bw = nbytes / bw if bw else 0.0
+        t_mm = flops / mm if mm else 0.0
+        r = dict(op="prefill", form="expanded (torch SDPA)", batch=B, tokens=T, heads=H,
+                 causal=1, status="ok", note="", median_s=None, min_s=None, reps=0, bytes=nbytes,
+                 flops=flops, roofline_s=max(t_bw, t_mm),
+                 bound="copy" if t_bw >= t_mm else "matmul", ratio=None, gflops=None, how="")
+        rows.append(r)
+        try:
+            if not hasattr(F, "scaled_dot_product_attention"):
+                r["status"], r["note"] = "unsupported", "unsupported: this torch has no SDPA"
+                continue
+            nsets = max(1, min(8, cdiv(e.rotate, nbytes)))
+            sets = []
+            for _ in range(nsets):
+                q = torch.randn(B, H, T, PREFILL_DQK, device=dev, generator=gen).to(torch.bfloat16)
+                k = torch.randn(B, H, T, PREFILL_DQK, device=dev, generator=gen).to(torch.bfloat16)
+                v = torch.randn(B, H, T, PREFILL_DV, device=dev, generator=gen).to(torch.bfloat16)
+                sets.append((q, k, v))
+
+            def fn(i):
+                q, k, v = sets[i]
+                return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)
+            r["how"] = "F.scaled_dot_product_attention(is_causal=True), bf16, d_qk 192, d_v 128"
+            got = sample(timer, fn, nsets, e.warm, e.reps, args.max_call_s, cuda)
+            if "skipped" in got:
+                r["status"], r["note"] = "skipped", "skipped: %.2f s per call" % got["skipped"]
+                continue
+            ts = got["ts"]
+            t = median(ts)
+            r.update(median_s=t, min_s=min(ts), reps=len(ts), input_sets=nsets, cpu_s=got["cpu_s"],
+                     gflops=flops / t / 1e9,
+                     ratio=(r["roofline_s"] / t) if r["roofline_s"] else None)
+        except Exception as ex:  # report, never stop the sweep
+            r["status"], r["note"] = "error", "error: %s: %s" % (type(ex).__name__,
+                                                                 str(ex).split("\n")[0][:160])
+        finally:
+            sets = None
+            if cuda:
+                torch.cuda.empty_cache()
+        print("  B=%-3d T=%-6d H=%-3d %s" % (B, T, H, (
+            "%.1f us" % (1e6 * r["median_s"])) if r["status"] == "ok" else r["note"]),
+            file=sys.stderr)
+    print_ceilings(ceil)
+    print()
+    print("%5s %6s %4s %12s %12s %9s %5s %8s" % ("batch", "T", "H", "median_us", "min_us",
+                                                "GFLOP/s", "reps", "roof%"))
+    for r in rows:
+        print("%5d %6d %4d " % (r["batch"], r["tokens"], r["heads"]), end="")
+        if r["status"] != "ok":
+            print(r["note"])
+            continue
+        print("%12.1f %12.1f %9.1f %5d %s" % (
+            1e6 * r["median_s"], 1e6 * r["min_s"], r["gflops"], r["reps"],
+            ("%7.1f%%" % (100 * r["ratio"])) if r["ratio"] is not None else "     n/a"))
+    print("\nsweep: %.1f s; torch SDPA on the expanded problem, FLOPs = 2 B H P (192 + 128), "
+          "P = T (T + 1) / 2; median of the reps after warm-up" % (time.time() - start))
+    return finish(args.json, rows, bench="peer_torch_prefill", torch=torch.__version__,
+                  device=e.devname, ceilings=ceil)
+
+
+def compare_prefill(ours, peer):
+    key = lambda r: (r["batch"], r["tokens"], r["heads"])  # noqa: E731
+    pr = {key(r): r for r in peer["rows"]}
+    compare_head("prefill side by side", ours, peer)
+    print("%5s %6s %4s %-9s %12s %12s %9s %10s %10s %8s %8s" % (
+        "batch", "T", "H", "form", "ours_us", "peer_us", "peer/ours", "ours_xGF/s", "peer_GF/s",
+        "ours%", "peer%"))
+    for r in ours["rows"]:
+        p = pr.get(key(r))
+        o_ok = r["status"] == "ok"
+        p_ok = p is not None and p["status"] == "ok"
+        ou = "%12.1f" % (1e6 * r["median_s"]) if o_ok else "%12s" % r["status"]
+        pu = "%12.1f" % (1e6 * p["median_s"]) if p_ok else "%12s" % (p["status"] if p else "-")
+        sp = "%9.2f" % (p["median_s"] / r["median_s"]) if o_ok and p_ok else "%9s" % "-"
+        ox = "%10.1f" % (r["flops_expanded"] / r["median_s"] / 1e9) if o_ok else "%10s" % "-"
+        pg = "%10.1f" % p["gflops"] if p_ok else "%10s" % "-"
+        orat = "%7.1f%%" % (100 * r["ratio"]) if o_ok and r.get("ratio") else "%8s" % "-"
+        prat = "%7.1f%%" % (100 * p["ratio"]) if p_ok and p.get("ratio") else "%8s" % "-"
+        print("%5d %6d %4d %-9s %s %s %s %s %s %s %s" % (r["batch"], r["tokens"], r["heads"],
+                                                       r["form"], ou, pu, sp, ox, pg, orat, prat))
+    print("peer/ours > 1: the library is faster. xGF/s: the expanded form's FLOPs per second "
+          "(the peer's count); ratios to each side's own ceilings and own FLOP counts.")
+
+
+# ----------------------------------------------------------------- layer
+
+def layer_main(args):
+    """One decode step of an MLA layer, the peer of `mla demo`'s steps: B
+    sequences with --context cached tokens each (history + prefill), one new
+    token each: q (q_a + RMSNorm + q_b, or q_proj without q_lora), kv_a +
+    RMSNorm, RoPE on q_pe and k_pe, the latent row written to a paged cache
+    (block 16, as the demo's) by index_copy_, the W_kc absorb (bmm), absorbed
+    attention over the gathered pages (bmm, softmax, bmm), W_vc (bmm), o_proj.
+    Weights bf16 (the demo's default); compute bf16 or f32 (--peer-dtype; best:
+    the faster on a CPU). The same step is timed repeatedly; median."""
+    e = sweep_env(args, "peer_torch layer")
+    torch, dev, cuda, timer, gen = e.torch, e.dev, e.cuda, e.timer, e.gen
+    F = torch.nn.functional
+    c = dict(CONFIGS[args.config], name=args.config)
+    H, L, R, n, v, Q, Hd, eps = (c["H"], c["L"], c["R"], c["nope"], c["v"], c["q_lora"],
+                                 c["hidden"], c["eps"])
+    B = int(args.batch or 1)
+    C = int(args.contexts or 272)
+    bs = 16
+    cos, sin = rope_tables(torch, c, dev)
+    m = 0.1 * c["mscale_all_dim"] * math.log(c["factor"]) + 1.0
+    scale = (n + R) ** -0.5 * m * m
+    bf = torch.bfloat16
+    computes = ["bf16", "f32"] if args.peer_dtype == "best" and not cuda else [
+        "bf16" if args.peer_dtype == "best" else args.peer_dtype]
+
+    def w(*shape):
+        return (torch.randn(*shape, device=dev, generator=gen) * 0.02).to(bf)
+    W = dict(q_a=w(Q, Hd) if Q else None, q_b=w(H * (n + R), Q if Q else Hd), kv_a=w(L + R, Hd),
+             kv_b=w(H * (n + v), L), o=w(Hd, H * v),
+             q_norm=torch.ones(Q, device=dev, dtype=bf) if Q else None,
+             kv_norm=torch.ones(L, device=dev, dtype=bf))
+    nb = cdiv(C + 1, bs)
+    bt = torch.randperm(B * nb, device=dev, generator=gen).reshape(B, nb)
+    pages = (torch.rand(B * nb * bs, L + R, device=dev, generator=gen) - 0.5).to(bf)
+    x = (torch.randn(B, Hd, device=dev, generator=gen) * 0.5).to(bf)
+    pos = torch.full((B,), C, device=dev, dtype=torch.int64)
+    slot = bt[:, C // bs] * bs + C % bs
+
+    def rope(t, p):  # interleaved pairs, f32 math; t [B, ..., R]
+        cs, sn = cos[p], sin[p]
+        shp = (t.shape[0],) + (1,) * (t.dim() - 2) + (R // 2,)
+        cs, sn = cs.view(shp), sn.view(shp)
+        tf = t.float().unflatten(-1, (R // 2, 2))
+        a, b_ = tf[..., 0], tf[..., 1]
+        return torch.stack((a * cs - b_ * sn, a * sn + b_ * cs), -1).flatten(-2).to(t.dtype)
+
+    def rms(t, g):
+        tf = t.float()
+        return (tf * torch.rsqrt(tf.pow(2).mean(-1, keepdim=True) + eps) * g.float()).to(bf)
+
+    def make(cd):
+        Wc = {k: (t.to(cd) if t is not None else None) for k, t in W.items()}
+        kvb = Wc["kv_b"].view(H, n + v, L)
+        w_kc, w_vc = kvb[:, :n, :], kvb[:, n:, :].transpose(1, 2)  # [H, n, L], [H, L, v]
+
+        def step():
+            xc = x.to(cd)
+            qa = rms(F.linear(xc, Wc["q_a"]), W["q_norm"]).to(cd) if Q else xc
+            q = F.linear(qa, Wc["q_b"]).view(B, H, n + R)
+            kv = F.linear(xc, Wc["kv_a"])
+            c_kv = rms(kv[:, :L], W["kv_norm"])
+            k_pe = rope(kv[:, L:].to(bf), pos)
+            pages.index_copy_(0, slot, torch.cat((c_kv, k_pe), -1))
+            q_pe = rope(q[..., n:], pos)
+            q_lat = torch.bmm(q[..., :n].transpose(0, 1), w_kc).transpose(0, 1)  # [B, H, L]
+            qc = torch.cat((q_lat, q_pe.to(cd)), -1)
+            k = pages.view(B * nb, bs, L + R)[bt].reshape(B, nb * bs, L + R)[:, :C + 1].to(cd)
+            sc = torch.bmm(qc, k.transpose(1, 2)) * scale
+            o_lat = torch.bmm(torch.softmax(sc, -1), k[..., :L])  # [B, H, L]
+            o = torch.bmm(o_lat.transpose(0, 1), w_vc).transpose(0, 1).reshape(B, H * v)
+            return F.linear(o, Wc["o"]).to(bf)
+        return step
+
+    best = None
+    for cd in computes:
+        fn = make(torch.float32 if cd == "f32" else bf)
+        got = sample(timer, lambda i: fn(), 1, e.warm, max(e.reps, 9), args.max_call_s, cuda)
+        if "ts" in got and (best is None or median(got["ts"]) < median(best[1]["ts"])):
+            best = (cd, got)
+        print("  %s: %s" % (cd, ("%.3f ms" % (1e3 * median(got["ts"]))) if "ts" in got
+                            else "skipped"), file=sys.stderr)
+    if best is None:
+        print("layer: every variant skipped (--max-call-s)")
+        return 1
+    cd, got = best
+    t = median(got["ts"])
+    print("layer decode step: %s, batch %d, context %d (+1 new token), weights bf16, compute %s"
+          % (c["name"], B, C, cd))
+    print("decode: median step %.3f ms, %.1f tokens/s (batch %d); min %.3f ms over %d reps" % (
+        1e3 * t, B / t, B, 1e3 * min(got["ts"]), len(got["ts"])))
+    return finish(args.json, [dict(op="layer_decode_step", config=c["name"], batch=B, context=C,
+                                   compute=cd, status="ok", median_s=t, min_s=min(got["ts"]),
+                                   reps=len(got["ts"]))],
+                  bench="peer_torch_layer", torch=torch.__version__, device=e.devname,
+                  ceilings=e.ceil)
+
+
 def add_common_args(ap):
     """The options every peer takes: device, timing, ceilings, output."""
     ap.add_argument("--device", default=None, help="cuda (default when available) or cpu")
@@ -720,6 +979,9 @@ def add_common_args(ap):
     ap.add_argument("--no-ceilings", action="store_true")
     ap.add_argument("--threads", type=int, default=None,
                     help="CPU threads for torch (default: every logical CPU, like mla's context)")
+    ap.add_argument("--no-mkldnn", action="store_true",
+                    help="torch.backends.mkldnn.enabled = False: bf16 matmuls on torch's own "
+                         "kernels, as on a CPU without AVX-512 (bench/run_cpu.sh, avx2)")
     ap.add_argument("--seed", type=int, default=0x6d6c61)
     ap.add_argument("--json", default=None)
 
@@ -727,22 +989,37 @@ def add_common_args(ap):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--config", default="DeepSeek-V3", choices=sorted(CONFIGS))
-    ap.add_argument("--tokens", default="1,16,128,1024")
+    ap.add_argument("--tokens", default=None, help="prepare: 1,16,128,1024; prefill: T values")
     ap.add_argument("--ops", default=None, help="comma list of op names (as mla bench)")
     add_common_args(ap)
     ap.add_argument("--compare", nargs=2, metavar=("OURS_JSON", "PEER_JSON"))
     ap.add_argument("--decode", action="store_true",
                     help="the peer of `mla bench decode` (paged MLA decode) instead")
-    ap.add_argument("--batch", default=None, help="decode: batch sizes (a cross product)")
+    ap.add_argument("--prefill", action="store_true",
+                    help="the peer of `mla bench prefill` (torch SDPA, expanded form) instead")
+    ap.add_argument("--layer", action="store_true",
+                    help="one MLA layer decode step, the peer of `mla demo` (--config, --batch B, "
+                         "--contexts C: cached tokens per sequence, default 272)")
+    ap.add_argument("--batch", default=None, help="decode / prefill: batch sizes (a cross product)")
     ap.add_argument("--contexts", default=None, help="decode: context lengths")
-    ap.add_argument("--heads", default=None, help="decode: head counts")
-    ap.add_argument("--quick", action="store_true", help="decode: batch 1 and 4, context 1024")
+    ap.add_argument("--heads", default=None, help="decode / prefill: head counts")
+    ap.add_argument("--quick", action="store_true",
+                    help="decode: batch 1 and 4, context 1024; prefill: T 256 and 512")
+    ap.add_argument("--peer-dtype", default="best", choices=["bf16", "f32", "best"],
+                    help="decode: the compute dtype (best: the faster of bf16 and f32 per row "
+                         "on a CPU, bf16 on a GPU)")
     args = ap.parse_args()
     if args.compare:
         compare(*args.compare)
         return 0
+    args.tokens_given = args.tokens is not None
     if args.decode:
         return decode_main(args)
+    if args.prefill:
+        return prefill_main(args)
+    if args.layer:
+        return layer_main(args)
+    args.tokens = args.tokens or "1,16,128,1024"
 
     c = dict(CONFIGS[args.config], name=args.config)
     tokens = sorted(int(t) for t in args.tokens.split(","))

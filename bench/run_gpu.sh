@@ -6,6 +6,7 @@
 #   bash bench/run_gpu.sh [STAGE ...]      (default: all stages, in order)
 #
 # Stages: info build conformance peer bench mxfp4 indexer decode cpu compare
+#         ceilings sparse prefill
 #   info        nvidia-smi, lscpu, torch version, git commit -> $OUT/machine.txt
 #   build       cmake -G Ninja into build/gpu (kept between calls on a warm machine)
 #   conformance mla conformance --backend hip, then its attention cases with
@@ -13,8 +14,7 @@
 #               indexer logits with MLA_HIP_LOGITS=mma, top-k with MLA_HIP_TOPK_G=1, 2
 #   peer        python3 bench/peer_torch.py --json $OUT/peer.json (its own copy and
 #               bf16 matmul ceilings, then the same table)
-#   bench       mla bench prepare --backend hip --json $OUT/bench_hip.json, with the
-#               peer's bf16 matmul rate (same job) as the device matmul ceiling
+#   bench       mla bench prepare --backend hip --json $OUT/bench_hip.json
 #   mxfp4       mla bench mxfp4 --backend hip --json $OUT/bench_mxfp4_hip.json (a16wfp4 /
 #               a4w4 vs bf16 batched GEMM on W_kc / W_vc, fused flatten quants)
 #   indexer     python3 bench/peer_torch_indexer.py --json $OUT/peer_indexer.json (the
@@ -22,20 +22,30 @@
 #               $OUT/bench_indexer_hip.json (paged MQA logits + top-k vs their roofline,
 #               contexts 4K..128K, batch 1..64), then the ratio table ->
 #               $OUT/indexer_side_by_side.txt
-#               (both take the peer's bf16 matmul rate when peer.json is in $OUT)
 #   decode      attention decode side by side: python3 bench/peer_torch.py --decode (plain
 #               PyTorch paged decode, its own ceilings) -> $OUT/peer_decode.json, then
-#               mla bench decode --backend hip with the peer's bf16 matmul rate ->
-#               $OUT/bench_decode_hip.json, then the ratio table (ours vs PyTorch) ->
-#               $OUT/decode_side_by_side.txt
+#               mla bench decode --backend hip -> $OUT/bench_decode_hip.json, then the
+#               ratio table (ours vs PyTorch) -> $OUT/decode_side_by_side.txt
 #   cpu         mla bench prepare --backend cpu on the GPU host's CPU
 #   compare     the side-by-side table: ours vs the peer
+#   ceilings    mla bench ceilings --backend hip: copy bandwidth, cuBLAS bf16 GEMM and the
+#               theoretical peak -> $OUT/ceilings_hip.json
+#   sparse      mla bench decode --backend hip --sparse (top-k 2048 of a 32K context, bf16 and
+#               FP8_SCALED caches, heads 16/64/128, batch 1..128) -> $OUT/bench_sparse_hip.json
+#   prefill     python3 bench/peer_torch.py --prefill (torch SDPA, expanded 192/128 form,
+#               causal) -> $OUT/peer_prefill.json, then mla bench prefill --backend hip ->
+#               $OUT/bench_prefill_hip.json, then the ratio table -> $OUT/prefill_side_by_side.txt
+# Every mla bench measures its device matmul ceiling itself: cuBLAS's bf16
+# GEMM, loaded at run time from $MLA_BENCH_BLAS, which is set below to the
+# libcublas of the job's python3 (PyTorch's nvidia-cublas wheel) when there
+# is one (bench/ceilings_device.c).
 # Each call of the device tool empties $OUT: run the stages that need each
 # other's files (peer -> bench -> compare) in one call. Logs: $OUT/*.log;
 # the summary tables are printed last. Stage time limits keep one call under
 # the tool's 10 minutes: build 420 s, conformance 300 s, peer 240 s,
 # bench 240 s, mxfp4 120 s, indexer 240 s (peer 120 s, ours 120 s), decode 300 s (peer 150 s, ours 150 s),
-# cpu 120 s (override with RUN_GPU_<STAGE>_S).
+# cpu 120 s, ceilings 90 s, sparse 150 s, prefill 240 s (peer 120 s, ours 120 s)
+# (override with RUN_GPU_<STAGE>_S).
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out/gpu}
@@ -43,7 +53,12 @@ mkdir -p "$OUT"
 BUILD=${BUILD_DIR:-build/gpu}
 MLA=$BUILD/apps/mla
 PY=${PYTHON:-python3}
-STAGES=${*:-info build conformance peer bench mxfp4 indexer decode cpu compare}
+if [ -z "${MLA_BENCH_BLAS:-}" ]; then
+  MLA_BENCH_BLAS=$($PY -c 'import glob, os, nvidia
+print(next(iter(sorted(p for d in nvidia.__path__ for p in glob.glob(os.path.join(d, "*", "lib", "libcublas.so.*")))), ""))' 2>/dev/null)
+  export MLA_BENCH_BLAS
+fi
+STAGES=${*:-info build conformance peer bench mxfp4 indexer decode cpu compare ceilings sparse prefill}
 FAILED=""
 
 note() { printf '\n=== %s (%s)\n' "$*" "$(date -u +%H:%M:%S)"; }
@@ -107,34 +122,16 @@ stage_peer() {
 }
 
 stage_bench() {
-  local mm="" src=""
-  if [ -f "$OUT/peer.json" ]; then
-    mm=$($PY -c "import json,sys; print(json.load(open(sys.argv[1]))['ceilings']['matmul_gflops'])" "$OUT/peer.json" 2>/dev/null)
-    src="torch bf16 F.linear, best of 128x7168x1536, 1024x7168x1536, 8192x8192x8192 (peer_torch.py, this job)"
-  fi
-  local args=(bench prepare --backend hip --json "$OUT/bench_hip.json")
-  [ -n "$mm" ] && args+=(--matmul-gflops "$mm" --matmul-source "$src")
-  timeout "$(limit bench 240)" "$MLA" "${args[@]}" > "$OUT/bench_hip.log" 2> "$OUT/bench_hip.err"
+  timeout "$(limit bench 240)" "$MLA" bench prepare --backend hip --json "$OUT/bench_hip.json" \
+    > "$OUT/bench_hip.log" 2> "$OUT/bench_hip.err"
   local rc=$?
   tail -5 "$OUT/bench_hip.err"
   return $rc
 }
 
-# The peer's bf16 matmul rate (same job) as the device matmul ceiling, when
-# peer.json is there: fills MM_ARGS.
-peer_mm_args() {
-  MM_ARGS=()
-  [ -f "$OUT/peer.json" ] || return 0
-  local mm
-  mm=$($PY -c "import json,sys; print(json.load(open(sys.argv[1]))['ceilings']['matmul_gflops'])" "$OUT/peer.json" 2>/dev/null)
-  [ -n "$mm" ] && MM_ARGS=(--matmul-gflops "$mm" --matmul-source "torch bf16 F.linear (peer_torch.py, this job)")
-  return 0
-}
-
 stage_mxfp4() {
-  peer_mm_args
   timeout "$(limit mxfp4 120)" "$MLA" bench mxfp4 --backend hip --json "$OUT/bench_mxfp4_hip.json" \
-    ${MM_ARGS[@]+"${MM_ARGS[@]}"} > "$OUT/bench_mxfp4_hip.log" 2> "$OUT/bench_mxfp4_hip.err"
+    > "$OUT/bench_mxfp4_hip.log" 2> "$OUT/bench_mxfp4_hip.err"
   local rc=$?
   tail -3 "$OUT/bench_mxfp4_hip.err"
   return $rc
@@ -145,14 +142,8 @@ stage_indexer() {
   timeout "$half" $PY bench/peer_torch_indexer.py --json "$OUT/peer_indexer.json" \
     > "$OUT/peer_indexer.log" 2> "$OUT/peer_indexer.err" || rc=1
   tail -3 "$OUT/peer_indexer.err"
-  peer_mm_args
-  if [ ${#MM_ARGS[@]} -eq 0 ] && [ -f "$OUT/peer_indexer.json" ]; then
-    local mm
-    mm=$($PY -c "import json,sys; print(json.load(open(sys.argv[1]))['ceilings']['matmul_gflops'])" "$OUT/peer_indexer.json" 2>/dev/null)
-    [ -n "$mm" ] && MM_ARGS=(--matmul-gflops "$mm" --matmul-source "torch bf16 F.linear (peer_torch_indexer.py, this job)")
-  fi
   timeout "$half" "$MLA" bench indexer --backend hip --json "$OUT/bench_indexer_hip.json" \
-    ${MM_ARGS[@]+"${MM_ARGS[@]}"} > "$OUT/bench_indexer_hip.log" 2> "$OUT/bench_indexer_hip.err" || rc=1
+    > "$OUT/bench_indexer_hip.log" 2> "$OUT/bench_indexer_hip.err" || rc=1
   tail -3 "$OUT/bench_indexer_hip.err"
   if [ -f "$OUT/bench_indexer_hip.json" ] && [ -f "$OUT/peer_indexer.json" ]; then
     $PY bench/peer_torch_indexer.py --compare "$OUT/bench_indexer_hip.json" "$OUT/peer_indexer.json" \
@@ -164,14 +155,12 @@ stage_indexer() {
 }
 
 stage_decode() {
-  local half=$(( $(limit decode 300) / 2 )) rc=0 mm=""
+  local half=$(( $(limit decode 300) / 2 )) rc=0
   timeout "$half" $PY bench/peer_torch.py --decode --json "$OUT/peer_decode.json" \
     > "$OUT/peer_decode.log" 2> "$OUT/peer_decode.err" || rc=1
   tail -3 "$OUT/peer_decode.err"
-  [ -f "$OUT/peer_decode.json" ] && mm=$($PY -c "import json,sys; print(json.load(open(sys.argv[1]))['ceilings']['matmul_gflops'])" "$OUT/peer_decode.json" 2>/dev/null)
-  local args=(bench decode --backend hip --json "$OUT/bench_decode_hip.json")
-  [ -n "$mm" ] && args+=(--matmul-gflops "$mm" --matmul-source "torch bf16 F.linear (peer_torch.py --decode, this job)")
-  timeout "$half" "$MLA" "${args[@]}" > "$OUT/bench_decode_hip.log" 2> "$OUT/bench_decode_hip.err" || rc=1
+  timeout "$half" "$MLA" bench decode --backend hip --json "$OUT/bench_decode_hip.json" \
+    > "$OUT/bench_decode_hip.log" 2> "$OUT/bench_decode_hip.err" || rc=1
   tail -3 "$OUT/bench_decode_hip.err"
   if [ -f "$OUT/bench_decode_hip.json" ] && [ -f "$OUT/peer_decode.json" ]; then
     $PY bench/peer_torch.py --compare "$OUT/bench_decode_hip.json" "$OUT/peer_decode.json" \
@@ -195,6 +184,39 @@ stage_compare() {
   $PY bench/peer_torch.py --compare "$OUT/bench_hip.json" "$OUT/peer.json" > "$OUT/side_by_side.txt" 2>&1
 }
 
+stage_ceilings() {
+  timeout "$(limit ceilings 90)" "$MLA" bench ceilings --backend hip --json "$OUT/ceilings_hip.json" \
+    > "$OUT/ceilings_hip.log" 2> "$OUT/ceilings_hip.err"
+  local rc=$?
+  cat "$OUT/ceilings_hip.err"
+  return $rc
+}
+
+stage_sparse() {
+  timeout "$(limit sparse 150)" "$MLA" bench decode --backend hip --sparse \
+    --json "$OUT/bench_sparse_hip.json" > "$OUT/bench_sparse_hip.log" 2> "$OUT/bench_sparse_hip.err"
+  local rc=$?
+  tail -3 "$OUT/bench_sparse_hip.err"
+  return $rc
+}
+
+stage_prefill() {
+  local half=$(( $(limit prefill 240) / 2 )) rc=0
+  timeout "$half" $PY bench/peer_torch.py --prefill --json "$OUT/peer_prefill.json" \
+    > "$OUT/peer_prefill.log" 2> "$OUT/peer_prefill.err" || rc=1
+  tail -3 "$OUT/peer_prefill.err"
+  timeout "$half" "$MLA" bench prefill --backend hip --json "$OUT/bench_prefill_hip.json" \
+    > "$OUT/bench_prefill_hip.log" 2> "$OUT/bench_prefill_hip.err" || rc=1
+  tail -3 "$OUT/bench_prefill_hip.err"
+  if [ -f "$OUT/bench_prefill_hip.json" ] && [ -f "$OUT/peer_prefill.json" ]; then
+    $PY bench/peer_torch.py --compare "$OUT/bench_prefill_hip.json" "$OUT/peer_prefill.json" \
+      > "$OUT/prefill_side_by_side.txt" 2>&1 || rc=1
+  else
+    rc=1
+  fi
+  return $rc
+}
+
 for s in $STAGES; do
   note "$s"
   if ! "stage_$s"; then
@@ -210,7 +232,8 @@ for f in bench_cpu.log peer.log; do
   [ -f "$OUT/$f" ] && { note "$f (head; full table in \$OUT/$f)"; head -14 "$OUT/$f"; }
 done
 for f in bench_hip.log side_by_side.txt bench_mxfp4_hip.log bench_indexer_hip.log \
-         indexer_side_by_side.txt bench_decode_hip.log decode_side_by_side.txt; do
+         indexer_side_by_side.txt bench_decode_hip.log decode_side_by_side.txt ceilings_hip.log \
+         bench_sparse_hip.log bench_prefill_hip.log prefill_side_by_side.txt; do
   [ -f "$OUT/$f" ] && { note "$f"; cat "$OUT/$f"; }
 done
 note "done; failed stages:${FAILED:- none}"

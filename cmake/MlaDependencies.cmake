@@ -7,6 +7,12 @@ if(MLA_WITH_OPENMP)
   find_package(OpenMP COMPONENTS C)
   if(OpenMP_C_FOUND)
     set(MLA_HAVE_OPENMP ON)
+    # The name libmla.a's installed link interface refers to; mlaConfig.cmake
+    # defines it again in a consumer project.
+    if(NOT TARGET mla::openmp)
+      add_library(mla::openmp INTERFACE IMPORTED)
+      target_link_libraries(mla::openmp INTERFACE OpenMP::OpenMP_C)
+    endif()
   endif()
 endif()
 

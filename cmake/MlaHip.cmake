@@ -1,7 +1,11 @@
 # The HIP backend's three ways to compile the same .hip sources. Each
 # function compiles them and puts the objects into `mla` (a static library,
-# so libmla.a holds everything), links the GPU runtime, and reports the
-# targets in MLA_GPU_TARGETS_STR.
+# so libmla.a holds everything, and libmla.so is made of it), links the GPU
+# runtime, and reports the targets in MLA_GPU_TARGETS_STR.
+#
+# Like the rest of the library the objects have hidden visibility: only the
+# MLA_API functions they define (mla_gpu_count, mla_gpu_name) are exported
+# from libmla.so, so they are compiled without MLA_STATIC_DEFINE.
 #
 # Device code is compiled without FMA contraction and without flushing
 # denormals: the format kernels must match the host reference bit for bit,
@@ -12,10 +16,15 @@
 set(_mla_hip_dir ${CMAKE_CURRENT_LIST_DIR})
 
 # The objects join `mla`; the GPU runtime becomes part of its link interface
-# because a static libmla.a needs it at the final link.
-function(_mla_hip_attach objects runtime platform targets_str)
+# because a static libmla.a needs it at the final link. pc_libs is the same
+# for mla.pc's Libs.private (generator expressions allowed), config_dep the
+# find_dependency() arguments mlaConfig.cmake needs for the runtime's target
+# ("" when the runtime is a plain file).
+function(_mla_hip_attach objects runtime platform targets_str pc_libs config_dep)
   target_sources(mla PRIVATE ${objects})
   target_link_libraries(mla PUBLIC ${runtime})
+  set_property(GLOBAL PROPERTY MLA_GPU_PC_LIBS "${pc_libs}")
+  set_property(GLOBAL PROPERTY MLA_GPU_CONFIG_DEP "${config_dep}")
   target_compile_definitions(mla PRIVATE MLA_HAVE_HIP=1 "MLA_HIP_PLATFORM_NAME=\"${platform}\""
                                          "MLA_GPU_TARGETS_STR=\"${targets_str}\"")
 endfunction()
@@ -65,7 +74,8 @@ function(mla_hip_build_amd sources)
   set(flags -x hip --rocm-path=${MLA_HIP_ROCM_PATH} --rocm-device-lib-path=${devlib}
       -mcode-object-version=5 -D__AMDGCN_WAVEFRONT_SIZE=64 -std=c++17 -O3 -fPIC -fno-exceptions
       -ffp-contract=off -fno-gpu-flush-denormals-to-zero -Wall -Wextra -Wshadow
-      -DMLA_STATIC_DEFINE -I${PROJECT_SOURCE_DIR}/include -I${PROJECT_SOURCE_DIR})
+      -fvisibility=hidden -fvisibility-inlines-hidden
+      -I${PROJECT_SOURCE_DIR}/include -I${PROJECT_SOURCE_DIR})
   if(MLA_WERROR)
     list(APPEND flags -Werror)
   endif()
@@ -99,7 +109,9 @@ function(mla_hip_build_amd sources)
   set_source_files_properties(${objects} TARGET_DIRECTORY mla PROPERTIES
                               EXTERNAL_OBJECT TRUE GENERATED TRUE)
   _mla_hip_targets_string(targets_str ${MLA_GPU_TARGETS})
-  _mla_hip_attach("${objects}" ${MLA_AMDHIP64_LIBRARY} amd "${targets_str}")
+  get_filename_component(libdir ${MLA_AMDHIP64_LIBRARY} DIRECTORY)
+  _mla_hip_attach("${objects}" ${MLA_AMDHIP64_LIBRARY} amd "${targets_str}"
+                  "-L${libdir} -lamdhip64" "")
 
   add_custom_target(mla_hip_isa
     COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/isa_report.sh ${CMAKE_CURRENT_BINARY_DIR}
@@ -113,13 +125,14 @@ endfunction()
 function(mla_hip_build_rocm sources)
   add_library(mla_hip OBJECT ${sources})
   target_include_directories(mla_hip PRIVATE ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR})
-  target_compile_definitions(mla_hip PRIVATE MLA_STATIC_DEFINE)
   target_compile_options(mla_hip PRIVATE -fno-exceptions -ffp-contract=off
                                          -fno-gpu-flush-denormals-to-zero
                                          -Wall -Wextra $<$<BOOL:${MLA_WERROR}>:-Werror>)
-  set_target_properties(mla_hip PROPERTIES HIP_STANDARD 17 HIP_ARCHITECTURES "${MLA_GPU_TARGETS}")
+  set_target_properties(mla_hip PROPERTIES HIP_STANDARD 17 HIP_ARCHITECTURES "${MLA_GPU_TARGETS}"
+                                           HIP_VISIBILITY_PRESET hidden VISIBILITY_INLINES_HIDDEN ON)
   _mla_hip_targets_string(targets_str ${MLA_GPU_TARGETS})
-  _mla_hip_attach($<TARGET_OBJECTS:mla_hip> hip::host amd "${targets_str}")
+  _mla_hip_attach($<TARGET_OBJECTS:mla_hip> hip::host amd "${targets_str}"
+                  "-L$<TARGET_FILE_DIR:hip::amdhip64> -lamdhip64" "hip CONFIG")
 endfunction()
 
 # --- NVIDIA: nvcc compiles the .hip files as CUDA --------------------------
@@ -128,12 +141,13 @@ function(mla_hip_build_nvidia sources cuda_archs)
   set_source_files_properties(${sources} PROPERTIES LANGUAGE CUDA)
   add_library(mla_hip OBJECT ${sources})
   target_include_directories(mla_hip PRIVATE ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR})
-  target_compile_definitions(mla_hip PRIVATE MLA_STATIC_DEFINE)
   target_compile_options(mla_hip PRIVATE --fmad=false -ftz=false -prec-div=true -prec-sqrt=true
                                          -Xcompiler=-Wall,-Wextra
                                          $<$<BOOL:${MLA_WERROR}>:-Werror=all-warnings>)
   set_target_properties(mla_hip PROPERTIES CUDA_STANDARD 17 CUDA_STANDARD_REQUIRED ON
-                                           CUDA_ARCHITECTURES "${cuda_archs}")
+                                           CUDA_ARCHITECTURES "${cuda_archs}"
+                                           CUDA_VISIBILITY_PRESET hidden
+                                           VISIBILITY_INLINES_HIDDEN ON)
   set(names "")
   foreach(a IN LISTS cuda_archs)
     string(REGEX REPLACE "-(real|virtual)$" "" a "${a}")
@@ -142,7 +156,8 @@ function(mla_hip_build_nvidia sources cuda_archs)
   _mla_hip_targets_string(targets_str ${names})
   # nvcc's host stubs use C++ runtime pieces (guarded statics, unwinding),
   # which a C program linking libmla.a does not pull in by itself.
-  _mla_hip_attach($<TARGET_OBJECTS:mla_hip> "CUDA::cudart;stdc++" nvidia "${targets_str}")
+  _mla_hip_attach($<TARGET_OBJECTS:mla_hip> "CUDA::cudart;stdc++" nvidia "${targets_str}"
+                  "-L${CUDAToolkit_LIBRARY_DIR} -lcudart -lstdc++" "CUDAToolkit")
   # CMake counts the object library's CUDA among mla's languages; mla itself
   # is C, archived and linked as C (no device link: no relocatable device code).
   set_target_properties(mla PROPERTIES LINKER_LANGUAGE C CUDA_ARCHITECTURES "${cuda_archs}")

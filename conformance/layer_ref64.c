@@ -189,7 +189,8 @@ static void attend(const ref64_model *m, const ref64_cache *c, const double *q, 
     for (int64_t i = 0; i < n; ++i)
         for (int64_t l = 0; l < L; ++l) {
             const double k = c->row[rows[i] * D + l];
-            vo[l] += sq(p[i]) * (vs[i] * sq(k - o[l]) + c->var[rows[i] * D + l]);
+            vo[l] += sq(p[i]) * (vs[i] * sq(k - o[l]) + c->var[rows[i] * D + l]) +
+                     sq(m->u_p * p[i] * k);
         }
     for (int64_t l = 0; l < L; ++l)
         vo[l] += sq(4 * U32 * o[l]) + sq(m->u_act * o[l]);
@@ -263,11 +264,11 @@ static void prepare(const ref64_model *m, ref64_cache *cache, int64_t T, const d
                     acc += qn[i] * w, a += fabs(qn[i] * w), v += sq(w) * vqn[i];
                 }
                 qc[l] = acc;
-                vqc[l] = v + sq(U32 * sqrt((double)c->nope) * a) + sq(u * acc);
+                vqc[l] = v + sq(U32 * sqrt((double)c->nope) * a) + sq(m->u_q * acc);
             }
             memcpy(qc + L, s->q + (t * H + h) * qk + c->nope, (size_t)R * 8);
             memcpy(vqc + L, s->vq + (t * H + h) * qk + c->nope, (size_t)R * 8);
-            rope(qc + L, vqc + L, R, m, pos[t], u);
+            rope(qc + L, vqc + L, R, m, pos[t], m->u_q);
         }
     for (int64_t t = 0; t < T; ++t) {
         /* k_pe is rotated from the act-rounded value and rounded once to the cache

@@ -10,28 +10,40 @@
  *
  * Error scale (sigma) of the library's result, propagated alongside the
  * values. The library rounds every intermediate to the activation dtype
- * (unit roundoff u_act: 2^-8 for bf16), accumulates in fp32 (2^-24) and
- * rounds the output once to y's dtype. Each rounding of a value v
+ * (unit roundoff u_act: 2^-8 for bf16), accumulates in fp32 (u = 2^-24) and
+ * rounds the output once to y's dtype (u_out). Each rounding of a value v
  * contributes an error of size up to u|v|; errors are propagated to first
  * order through every stage and composed as independent (root-sum-square),
  * the probabilistic model of rounding error (Higham and Mary, SIAM J. Sci.
  * Comput. 41(5), 2019: dot products of length n lose sqrt(n) u, not n u,
- * with overwhelming probability):
- *   linear y = W x:   var(y_j) = sum_i (w_ji sd(x_i))^2 + (2^-24 sqrt(K) sum_i
- * |w_ji x_i|)^2
- *                                + (u_out y_j)^2
- *   RMSNorm:          r = rsqrt(mean x^2 + eps); var(r)/r^2 = sum_i (x_i
- * sd(x_i))^2 / (sum x^2 + n eps)^2; var(y_i) = (w_i r)^2 (var(x_i) + x_i^2
- * var(r)/r^2) + (u_out y_i)^2 RoPE:             var(a') = (c sd(a))^2 + (s
- * sd(b))^2 + (2^-24 (|ac| + |bs|))^2 + (u_out a')^2 cache rows:       the
- * stored value Q(k) against the reference's Q(k64): var += 2 ulp_Q(k) sd(k) (a
- * rounding boundary between the two flips one ulp with probability about sd(k)
- * / ulp) attention:        var(s_t) = scale^2 sum_d ((q_d sd(k_td))^2 + (k_td
- * sd(q_d))^2) + accumulation; o_l = sum_t p_t k_tl: var(o_l) = sum_t p_t^2
- * (var(s_t) (k_tl - o_l)^2 + var(k_tl))
- *                     + (2^-22 o_l)^2 (fp32 exp and normalization) + (u_out
- * o_l)^2 The tests accept |y_lib - y_ref| <= LAYER_REF64_LAMBDA * sd(y) per
- * element (6 standard deviations: a Gaussian tail of 2e-9 per element). */
+ * with overwhelming probability). Per stage, sd(x) = sqrt(var(x)):
+ *
+ *   linear y = W x (K terms):
+ *       var(y_j) = sum_i (w_ji sd(x_i))^2 + (2^-24 sqrt(K) sum_i |w_ji x_i|)^2
+ *                  + (u_out y_j)^2
+ *   RMSNorm, r = rsqrt(mean x^2 + eps) over n values:
+ *       var(r) / r^2 = sum_i (x_i sd(x_i))^2 / (sum_i x_i^2 + n eps)^2
+ *       var(y_i)     = (w_i r)^2 (var(x_i) + x_i^2 var(r) / r^2)
+ *                      + (4u y_i)^2 + (u_out y_i)^2
+ *   RoPE, a' = a c - b s (and b' alike):
+ *       var(a') = (c sd(a))^2 + (s sd(b))^2 + (2^-24 (|ac| + |bs|))^2 + (u_out a')^2
+ *   cache rows, the stored value Q(k) against the reference's Q(k64):
+ *       var += 2 ulp_Q(k) sd(k)
+ *       (a rounding boundary between the two flips one ulp with probability
+ *       about sd(k) / ulp)
+ *   q_cat (the absorbed q_nope and the rotated q_pe) rounds with u_q, the
+ *   plan's q dtype, also under f32 activations.
+ *   attention, score s_t over D = L + R dims, p_t its probability:
+ *       var(s_t) = scale^2 (sum_d ((q_d sd(k_td))^2 + (k_td sd(q_d))^2)
+ *                  + (2^-24 sqrt(D) sum_d |q_d k_td|)^2) + (4u s_t)^2
+ *       o_l = sum_t p_t k_tl:
+ *       var(o_l) = sum_t p_t^2 (var(s_t) (k_tl - o_l)^2 + var(k_tl))
+ *                  + sum_t (u_p p_t k_tl)^2   (P rounded; row sums of the unrounded P)
+ *                  + (2^-22 o_l)^2            (fp32 exp and normalization)
+ *                  + (u_act o_l)^2            (o_lat rounded to the activation dtype)
+ *
+ * The tests accept |y_lib - y_ref| <= LAYER_REF64_LAMBDA * sd(y) per element
+ * (6 standard deviations: a Gaussian tail of 2e-9 per element). */
 #ifndef MLA_CONFORMANCE_LAYER_REF64_H
 #define MLA_CONFORMANCE_LAYER_REF64_H
 
@@ -61,6 +73,8 @@ typedef struct ref64_model {
                                semantics) */
     float k_scale;
     double u_act; /* unit roundoff of the intermediates (2^-8 bf16, 2^-24 f32) */
+    double u_q;   /* of q_cat, the plan's q dtype (2^-8 bf16), whatever the activations */
+    double u_p;   /* of the attention's probabilities (2^-8: bf16 for the matrix units) */
     double u_out; /* of y */
 } ref64_model;
 

@@ -159,7 +159,10 @@ static mla_status load_stream(FILE *f, mla_npy *a, char *err, size_t errlen)
         early = a->nbytes;
     if (early)
         memcpy(a->data, pre_buf + pre + hl, early);
-    st = read_exact(f, (char *)a->data + early, a->nbytes - early, "data", err, errlen);
+    /* an empty array has no data pointer to offset */
+    st = a->nbytes > early
+             ? read_exact(f, (char *)a->data + early, a->nbytes - early, "data", err, errlen)
+             : MLA_OK;
     if (st == MLA_OK && getc(f) != EOF)
         st = size_mismatch(a, a->nbytes + 1, err, errlen);
     return st;

@@ -13,6 +13,7 @@
 #include "core/attention_check.h"
 #include "core/attention_plan.h"
 #include "core/attention_planner.h"
+#include "core/dump_ops.h"
 #include "core/validate.h"
 
 mla_status mla_attention_desc_default(const mla_model_config *cfg, const mla_cache_desc *cache,
@@ -77,10 +78,8 @@ static mla_status plan_fill(mla_context *ctx, mla_attention_plan *p, const mla_a
                             const mla_attn_shape *sh)
 {
     const int64_t S = p->S;
-    int64_t *len = malloc((size_t)(S + 1) * sizeof *len), max_q = 0;
-    if (!len)
-        return mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, "plan", "no memory for %lld lengths",
-                        (long long)S);
+    int64_t *len, max_q = 0; /* S + 1 fits: the plan's S + 1 row starts do */
+    MLA_TRY(mla_alloc_array(ctx, (void **)&len, S + 1, 1, sizeof *len, "context_lens"));
     mla_status st = mla_attn_check_values(ctx, &p->desc, a, sh, len, &max_q, p->cu_q_host);
     if (st == MLA_OK) {
         p->max_q_len = max_q;
@@ -110,6 +109,14 @@ mla_status mla_attention_plan_create(mla_context *ctx, const mla_attention_desc 
     MLA_TRY(mla_attn_check_args(ctx, desc, args, &sh, 0));
     mla_variant v = mla_attn_variant(desc, sh.T);
     MLA_TRY(mla_check_supported(ctx, &v));
+    /* capacity: every split count stays within max_splits (fixed here) */
+    const int64_t cap = desc->num_splits >= 1 ? desc->num_splits : MLA_ATTN_AUTO_SPLITS;
+    const int64_t work = mla_sz_mul(sh.S, cap);
+    size_t wb, sb;
+    if (!mla_ck_bytes(work > 0 ? work : 1, 1, sizeof(mla_attention_work), &wb) ||
+        !mla_ck_bytes(sh.S + 1, 1, 4, &sb))
+        return mla_fail_field(ctx, MLA_ERR_OVERFLOW, "context_lens", "shape[0]",
+                              "the work list of %lld sequences overflows", (long long)sh.S);
     mla_attention_plan *p = calloc(1, sizeof *p);
     if (!p)
         return mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, "plan", "no memory for the plan");
@@ -122,22 +129,19 @@ mla_status mla_attention_plan_create(mla_context *ctx, const mla_attention_desc 
     p->Tk = args->rope ? sh.Tk : 0;
     p->has_rope = args->rope != NULL;
     p->has_cu_q = args->cu_q_lens != NULL;
-    /* capacity: every split count stays within max_splits (fixed here) */
-    const int64_t cap = desc->num_splits >= 1 ? desc->num_splits : MLA_ATTN_AUTO_SPLITS;
-    p->work_capacity = sh.S * cap > 0 ? sh.S * cap : 1;
-    p->work_host = calloc((size_t)p->work_capacity, sizeof *p->work_host);
-    p->cu_q_host = calloc((size_t)sh.S + 1, sizeof *p->cu_q_host);
-    p->splits_host = calloc((size_t)sh.S + 1, sizeof *p->splits_host);
+    p->work_capacity = work > 0 ? work : 1;
+    p->work_host = calloc(1, wb);
+    p->cu_q_host = calloc(1, sb);
+    p->splits_host = calloc(1, sb);
     mla_status st = MLA_OK;
     if (!p->work_host || !p->cu_q_host || !p->splits_host)
         st = mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, "plan", "no memory for the work list");
     if (st == MLA_OK)
-        st = twin(ctx, p->work_host, (size_t)p->work_capacity * sizeof *p->work_host,
-                  (void **)&p->work_dev);
+        st = twin(ctx, p->work_host, wb, (void **)&p->work_dev);
     if (st == MLA_OK)
-        st = twin(ctx, p->cu_q_host, ((size_t)sh.S + 1) * 4, (void **)&p->cu_q_dev);
+        st = twin(ctx, p->cu_q_host, sb, (void **)&p->cu_q_dev);
     if (st == MLA_OK)
-        st = twin(ctx, p->splits_host, ((size_t)sh.S + 1) * 4, (void **)&p->splits_dev);
+        st = twin(ctx, p->splits_host, sb, (void **)&p->splits_dev);
     if (st == MLA_OK)
         st = plan_fill(ctx, p, args, &sh);
     if (st == MLA_OK && mla_attention_layout_workspace(p) != MLA_OK)
@@ -191,6 +195,12 @@ mla_status mla_attention_plan_update(mla_context *ctx, mla_attention_plan *plan,
     mla_attn_shape sh;
     MLA_TRY(mla_attn_check_args(ctx, &plan->desc, args, &sh, 0));
     MLA_TRY(same_shapes(ctx, plan, args, &sh));
+    if (ctx->dry_run) { /* a composite's check: the values, the plan untouched */
+        int64_t max_q;
+        return mla_check_values(ctx, MLA_TRUST_INDICES)
+                   ? mla_attn_check_values(ctx, &plan->desc, args, &sh, NULL, &max_q, NULL)
+                   : MLA_OK;
+    }
     /* validated into a copy: a refused update leaves the plan as it was */
     mla_attention_plan next = *plan;
     const size_t wb = (size_t)plan->work_capacity * sizeof *plan->work_host;
@@ -302,6 +312,7 @@ static mla_status rope_inside(mla_context *ctx, const mla_attention_plan *p,
 mla_status mla_attention_run(mla_context *ctx, const mla_attention_plan *plan,
                              const mla_attention_args *args)
 {
+    MLA_DUMP_HOOK(ctx, MLA_OP_ATTENTION, mla_dump_attention(ctx, plan, args));
     MLA_TRY(mla_begin(ctx));
     MLA_TRY(check_plan(ctx, plan));
     mla_attn_shape sh;
@@ -324,9 +335,11 @@ mla_status mla_attention_run(mla_context *ctx, const mla_attention_plan *plan,
     /* Host memory: the values are re-checked in place (no copy, no
      * allocation), so a kernel never follows an index changed since the plan
      * outside the tensors. Device memory: the plan's validation stands. */
-    if (ctx->ops->memory == MLA_MEMORY_HOST)
+    if (ctx->ops->memory == MLA_MEMORY_HOST && mla_check_values(ctx, MLA_TRUST_INDICES))
         MLA_TRY(mla_attn_recheck_host(ctx, &plan->desc, args, &sh));
     MLA_TRY(mla_attn_check_supported(ctx, &plan->desc, args, &sh));
+    if (ctx->dry_run)
+        return MLA_OK;
     uint8_t *ws = args->workspace ? (uint8_t *)args->workspace->data : NULL;
     mla_attention_op_args op;
     memset(&op, 0, sizeof op);

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 
 #include "core/cache_checks.h"
+#include "core/checked.h"
+#include "core/dump_ops.h"
 #include "core/indices.h"
 #include "core/validate.h"
 
@@ -28,7 +30,8 @@ static mla_status desc_block_bytes(mla_context *ctx, const mla_cache_desc *d, in
         return mla_fail(ctx, MLA_ERR_SHAPE, "cache_desc",
                         "num_blocks >= 0, block_size >= 1, kv_lora >= 1, even rope >= 0");
     const int64_t L = d->kv_lora, R = d->rope, bs = d->block_size;
-    int64_t per_token; /* bytes */
+    const int64_t es = (int64_t)mla_dtype_size(d->dtype);
+    int64_t per_token; /* bytes; -1 when they do not fit */
     switch (d->layout) {
     case MLA_CACHE_FP8_SCALED:
         if (d->dtype == MLA_DTYPE_BF16)
@@ -37,7 +40,7 @@ static mla_status desc_block_bytes(mla_context *ctx, const mla_cache_desc *d, in
         if (L % FP8_SCALE_GROUP)
             return mla_fail(ctx, MLA_ERR_SHAPE, "cache_desc.kv_lora",
                             "the fp8_scaled layout needs kv_lora %% 128 == 0");
-        per_token = L + L / FP8_SCALE_GROUP * 4 + R * 2;
+        per_token = mla_sz_add(mla_sz_add(L, L / FP8_SCALE_GROUP * 4), mla_sz_mul(R, 2));
         break;
     case MLA_CACHE_SHUFFLED:
         if (bs % SHUFFLE_TOKENS)
@@ -48,23 +51,31 @@ static mla_status desc_block_bytes(mla_context *ctx, const mla_cache_desc *d, in
             return mla_fail(ctx, MLA_ERR_SHAPE, "cache_desc.kv_lora",
                             "the shuffled layout needs kv_lora and rope multiples of %lld",
                             (long long)shuffle_k(d->dtype));
-        per_token = (L + R) * (int64_t)mla_dtype_size(d->dtype); /* NORMAL's bytes, reordered */
+        per_token = mla_sz_mul(mla_sz_add(L, R), es); /* NORMAL's bytes, reordered */
         break;
     default:
-        per_token = (L + R) * (int64_t)mla_dtype_size(d->dtype);
+        per_token = mla_sz_mul(mla_sz_add(L, R), es);
         break;
     }
+    if (per_token < 0)
+        return mla_fail(ctx, MLA_ERR_OVERFLOW, "cache_desc.kv_lora",
+                        "the bytes of a token (kv_lora %lld, rope %lld) overflow", (long long)L,
+                        (long long)R);
     if (d->layout != MLA_CACHE_FP8_SCALED && d->dtype != MLA_DTYPE_BF16 &&
         (!(d->k_scale > 0.0f) || !isfinite(d->k_scale)))
         return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "cache_desc.k_scale",
                         "an fp8 cache needs a finite k_scale > 0");
-    if (__builtin_mul_overflow(per_token, bs, bytes))
+    if (!mla_ck_mul(per_token, bs, bytes))
         return mla_fail(ctx, MLA_ERR_OVERFLOW, "cache_desc.block_size", "block bytes overflow");
     int64_t total;
-    if (__builtin_mul_overflow(*bytes, d->num_blocks, &total))
+    if (!mla_ck_mul(*bytes, d->num_blocks, &total))
         return mla_fail(ctx, MLA_ERR_OVERFLOW, "cache_desc.num_blocks", "cache bytes overflow");
     return MLA_OK;
 }
+
+/* Slots in the cache: num_blocks * block_size, which fits (the cache's
+ * bytes do, and a token takes at least one byte). */
+static int64_t capacity(const mla_cache_desc *d) { return d->num_blocks * d->block_size; }
 
 mla_status mla_cache_block_bytes(const mla_cache_desc *desc, int64_t *block_bytes)
 {
@@ -115,25 +126,15 @@ mla_status mla_check_cache_slots(mla_context *ctx, const mla_cache_desc *d,
     MLA_TRY(mla_check_tensor(ctx, slots, "slots", 1));
     MLA_TRY(mla_check_dtype(ctx, slots, "slots", MLA_DT(MLA_DTYPE_I32) | MLA_DT(MLA_DTYPE_I64)));
     MLA_TRY(mla_check_extent(ctx, slots, "slots", 0, T));
-    int64_t *v = NULL;
-    MLA_TRY(mla_read_indices(ctx, slots, "slots", &v));
-    mla_status st = mla_check_index_range(ctx, v, T, 0, d->num_blocks * d->block_size, 1, "slots");
-    if (st == MLA_OK && T > 1) {
-        const int64_t dup = mla_find_duplicate(v, T);
-        if (dup == -2)
-            st = mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, "slots", "slots: cannot check duplicates");
-        else if (dup >= 0)
-            st = mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "slots", "slot %lld is written twice",
-                          (long long)dup);
-    }
-    free(v);
-    return st;
+    return mla_check_slot_values(ctx, slots, T, capacity(d), "slots");
 }
 
 mla_status mla_cache_write(mla_context *ctx, const mla_cache_desc *desc, mla_tensor *cache,
                            const mla_tensor *k_nope, const mla_tensor *k_pe,
                            const mla_tensor *slots)
 {
+    MLA_DUMP_HOOK(ctx, MLA_OP_CACHE_WRITE,
+                  mla_dump_cache_write(ctx, desc, cache, k_nope, k_pe, slots));
     MLA_TRY(mla_begin(ctx));
     int64_t block_bytes = 0;
     MLA_TRY(mla_check_cache(ctx, desc, cache, &block_bytes));
@@ -152,13 +153,15 @@ mla_status mla_cache_write(mla_context *ctx, const mla_cache_desc *desc, mla_ten
     if (T == 0)
         return MLA_OK;
     mla_cache_write_args a = {*desc, block_bytes, *cache, *k_nope, *k_pe, *slots};
-    return ctx->ops->cache_write(ctx, &a);
+    return MLA_DISPATCH(ctx, ctx->ops->cache_write(ctx, &a));
 }
 
 mla_status mla_cache_gather(mla_context *ctx, const mla_cache_desc *desc, const mla_tensor *cache,
                             const mla_tensor *block_table, const mla_tensor *seq_lens,
                             mla_tensor *out)
 {
+    MLA_DUMP_HOOK(ctx, MLA_OP_CACHE_GATHER,
+                  mla_dump_cache_gather(ctx, desc, cache, block_table, seq_lens, out));
     MLA_TRY(mla_begin(ctx));
     int64_t block_bytes = 0;
     MLA_TRY(mla_check_cache(ctx, desc, cache, &block_bytes));
@@ -168,19 +171,21 @@ mla_status mla_cache_gather(mla_context *ctx, const mla_cache_desc *desc, const 
     MLA_TRY(mla_check_dtype(ctx, seq_lens, "seq_lens", MLA_DT(MLA_DTYPE_I32)));
     const int64_t S = block_table->shape[0], max_blocks = block_table->shape[1];
     MLA_TRY(mla_check_extent(ctx, seq_lens, "seq_lens", 0, S));
+    /* a table row's capacity */
+    const int64_t cap = mla_sz_mul(max_blocks, desc->block_size);
     int64_t *lens = NULL, *table = NULL;
     mla_status st = mla_read_indices(ctx, seq_lens, "seq_lens", &lens);
     if (st == MLA_OK)
-        st = mla_check_index_range(ctx, lens, S, 0, max_blocks * desc->block_size + 1, 0,
-                                   "seq_lens");
+        st = mla_check_index_range(ctx, lens, S, 0, mla_sz_past(cap), 0, "seq_lens");
     if (st == MLA_OK)
         st = mla_read_indices(ctx, block_table, "block_table", &table);
     int64_t rows = 0;
     for (int64_t s = 0; st == MLA_OK && s < S; ++s) {
-        const int64_t used = (lens[s] + desc->block_size - 1) / desc->block_size;
-        st = mla_check_index_range(ctx, table + s * max_blocks, used, 0, desc->num_blocks, 0,
-                                   "block_table");
-        rows += lens[s];
+        st = mla_check_index_range(ctx, table + s * max_blocks,
+                                   mla_sz_ceil_div(lens[s], desc->block_size), 0, desc->num_blocks,
+                                   0, "block_table");
+        if (st == MLA_OK && !mla_ck_add(rows, lens[s], &rows))
+            st = mla_fail(ctx, MLA_ERR_OVERFLOW, "seq_lens", "the rows to gather overflow");
     }
     free(lens);
     free(table);
@@ -200,7 +205,7 @@ mla_status mla_cache_gather(mla_context *ctx, const mla_cache_desc *desc, const 
     if (rows == 0)
         return MLA_OK;
     mla_cache_gather_args a = {*desc, block_bytes, *cache, *block_table, *seq_lens, *out};
-    return ctx->ops->cache_gather(ctx, &a);
+    return MLA_DISPATCH(ctx, ctx->ops->cache_gather(ctx, &a));
 }
 
 /* q_cat [T, H, L + R]: bf16/f32, or fp8 with a finite q_scale > 0. */
@@ -234,6 +239,7 @@ static int is_q_cat_nope_slice(const mla_tensor *q_nope, const mla_tensor *q_cat
 
 mla_status mla_fused_rope_concat_cache(mla_context *ctx, const mla_rope_cache_args *a)
 {
+    MLA_DUMP_HOOK(ctx, MLA_OP_ROPE_CACHE, mla_dump_rope_cache(ctx, a));
     MLA_TRY(mla_begin(ctx));
     if (!a)
         return mla_fail(ctx, MLA_ERR_NULL_POINTER, "args", "args is NULL");
@@ -308,5 +314,5 @@ mla_status mla_fused_rope_concat_cache(mla_context *ctx, const mla_rope_cache_ar
                                 {0}};
     if (has_kpe_out)
         r.k_pe_out = *a->k_pe_out;
-    return ctx->ops->rope_cache(ctx, &r);
+    return MLA_DISPATCH(ctx, ctx->ops->rope_cache(ctx, &r));
 }

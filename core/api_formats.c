@@ -1,5 +1,7 @@
 /* Entry points of the number-format ops: validate once, ask the backend,
  * dispatch. Nothing is written unless every check passed. */
+#include "core/checked.h"
+#include "core/dump_ops.h"
 #include "core/validate.h"
 
 #define MXFP4_BLOCK 32
@@ -19,8 +21,12 @@ static mla_status check_convert_shapes(mla_context *ctx, const mla_tensor *x, co
                               "packed fp4 needs at least one dimension");
     for (int32_t i = 0; i < x->ndim; ++i) {
         int64_t want = x->shape[i];
-        if (i == x->ndim - 1 && xp != yp)
-            want = xp ? 2 * x->shape[i] : x->shape[i] / 2;
+        if (i == x->ndim - 1 && xp && !yp && !mla_ck_mul(x->shape[i], 2, &want))
+            return mla_fail_field(ctx, MLA_ERR_OVERFLOW, "x", "shape",
+                                  "last extent %lld unpacks to more than 2^63 values",
+                                  (long long)x->shape[i]);
+        if (i == x->ndim - 1 && yp && !xp)
+            want = x->shape[i] / 2;
         if (i == x->ndim - 1 && yp && !xp && x->shape[i] % 2)
             return mla_fail_field(ctx, MLA_ERR_SHAPE, "x", "shape",
                                   "last extent %lld is odd; fp4 packs pairs",
@@ -32,6 +38,7 @@ static mla_status check_convert_shapes(mla_context *ctx, const mla_tensor *x, co
 
 mla_status mla_convert(mla_context *ctx, const mla_tensor *x, mla_tensor *y, mla_saturation mode)
 {
+    MLA_DUMP_HOOK(ctx, MLA_OP_CONVERT, mla_dump_convert(ctx, x, y, mode));
     MLA_TRY(mla_begin(ctx));
     MLA_TRY(mla_check_tensor(ctx, x, "x", -1));
     MLA_TRY(mla_check_tensor(ctx, y, "y", -1));
@@ -51,7 +58,7 @@ mla_status mla_convert(mla_context *ctx, const mla_tensor *x, mla_tensor *y, mla
     if (is_empty(y))
         return MLA_OK;
     mla_convert_args a = {*x, *y, mode};
-    return ctx->ops->convert(ctx, &a);
+    return MLA_DISPATCH(ctx, ctx->ops->convert(ctx, &a));
 }
 
 /* The e8m0 scale tensor of an MXFP4 [M, K] matrix, in the given layout. */
@@ -65,7 +72,12 @@ static mla_status check_mxfp4_scales(mla_context *ctx, const mla_tensor *s,
     if (layout == MLA_SCALE_PRESHUFFLED_GFX950) {
         MLA_TRY(mla_check_tensor(ctx, s, "scales", 1));
         MLA_TRY(mla_check_dtype(ctx, s, "scales", MLA_DT_BYTE_SCALE));
-        MLA_TRY(mla_check_extent(ctx, s, "scales", 0, mla_scale_preshuffled_bytes(M, N)));
+        const int64_t bytes = mla_scale_preshuffled_bytes(M, N);
+        if (bytes < 0)
+            return mla_fail_field(ctx, MLA_ERR_OVERFLOW, "scales", "shape",
+                                  "the pre-shuffled scales of [%lld, %lld] overflow", (long long)M,
+                                  (long long)N);
+        MLA_TRY(mla_check_extent(ctx, s, "scales", 0, bytes));
         if (s->shape[0] > 1 && s->stride[0] != 1)
             return mla_fail_field(ctx, MLA_ERR_STRIDE, "scales", "stride",
                                   "the pre-shuffled layout is a contiguous byte array");
@@ -107,6 +119,8 @@ static mla_status check_fp4_codes(mla_context *ctx, const mla_tensor *c, int64_t
 mla_status mla_mxfp4_quant(mla_context *ctx, const mla_tensor *x, mla_tensor *codes,
                            mla_tensor *scales, mla_scale_layout layout, mla_mxfp4_rule rule)
 {
+    MLA_DUMP_HOOK(ctx, MLA_OP_MXFP4_QUANT,
+                  mla_dump_mxfp4_quant(ctx, x, codes, scales, layout, rule));
     MLA_TRY(mla_begin(ctx));
     int64_t M, K;
     MLA_TRY(check_mxfp4_matrix(ctx, x, "x", &M, &K));
@@ -125,12 +139,13 @@ mla_status mla_mxfp4_quant(mla_context *ctx, const mla_tensor *x, mla_tensor *co
     if (M == 0 || K == 0)
         return MLA_OK;
     mla_mxfp4_quant_args a = {*x, *codes, *scales, layout, rule, M, K};
-    return ctx->ops->mxfp4_quant(ctx, &a);
+    return MLA_DISPATCH(ctx, ctx->ops->mxfp4_quant(ctx, &a));
 }
 
 mla_status mla_mxfp4_dequant(mla_context *ctx, const mla_tensor *codes, const mla_tensor *scales,
                              mla_scale_layout layout, mla_tensor *y)
 {
+    MLA_DUMP_HOOK(ctx, MLA_OP_MXFP4_DEQUANT, mla_dump_mxfp4_dequant(ctx, codes, scales, layout, y));
     MLA_TRY(mla_begin(ctx));
     int64_t M, K;
     MLA_TRY(check_mxfp4_matrix(ctx, y, "y", &M, &K));
@@ -145,7 +160,7 @@ mla_status mla_mxfp4_dequant(mla_context *ctx, const mla_tensor *codes, const ml
     if (M == 0 || K == 0)
         return MLA_OK;
     mla_mxfp4_dequant_args a = {*codes, *scales, *y, layout, M, K};
-    return ctx->ops->mxfp4_dequant(ctx, &a);
+    return MLA_DISPATCH(ctx, ctx->ops->mxfp4_dequant(ctx, &a));
 }
 
 /* The pieces shared by fp8 group quant and dequant: a float [M, K] matrix,
@@ -176,6 +191,8 @@ static mla_status check_fp8_group(mla_context *ctx, const mla_tensor *f, const c
 mla_status mla_fp8_group_quant(mla_context *ctx, const mla_tensor *x, mla_tensor *codes,
                                mla_tensor *scales, int64_t group, mla_fp8_scale_rule rule)
 {
+    MLA_DUMP_HOOK(ctx, MLA_OP_FP8_GROUP_QUANT,
+                  mla_dump_fp8_group_quant(ctx, x, codes, scales, group, rule));
     MLA_TRY(mla_begin(ctx));
     MLA_TRY(check_fp8_group(ctx, x, "x", codes, scales, group));
     if ((int)rule < 0 || rule >= MLA_FP8_SCALE_RULE_COUNT)
@@ -192,12 +209,14 @@ mla_status mla_fp8_group_quant(mla_context *ctx, const mla_tensor *x, mla_tensor
     if (M == 0 || K == 0)
         return MLA_OK;
     mla_fp8_group_quant_args a = {*x, *codes, *scales, group, rule, M, K};
-    return ctx->ops->fp8_group_quant(ctx, &a);
+    return MLA_DISPATCH(ctx, ctx->ops->fp8_group_quant(ctx, &a));
 }
 
 mla_status mla_fp8_group_dequant(mla_context *ctx, const mla_tensor *codes,
                                  const mla_tensor *scales, int64_t group, mla_tensor *y)
 {
+    MLA_DUMP_HOOK(ctx, MLA_OP_FP8_GROUP_DEQUANT,
+                  mla_dump_fp8_group_dequant(ctx, codes, scales, group, y));
     MLA_TRY(mla_begin(ctx));
     MLA_TRY(check_fp8_group(ctx, y, "y", codes, scales, group));
     MLA_TRY(mla_check_output(ctx, y, "y"));
@@ -209,5 +228,5 @@ mla_status mla_fp8_group_dequant(mla_context *ctx, const mla_tensor *codes,
     if (M == 0 || K == 0)
         return MLA_OK;
     mla_fp8_group_dequant_args a = {*codes, *scales, *y, group, M, K};
-    return ctx->ops->fp8_group_dequant(ctx, &a);
+    return MLA_DISPATCH(ctx, ctx->ops->fp8_group_dequant(ctx, &a));
 }

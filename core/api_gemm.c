@@ -2,6 +2,8 @@
  * the W_kc / W_vc absorb. */
 #include <math.h>
 
+#include "core/checked.h"
+#include "core/dump_ops.h"
 #include "core/validate.h"
 
 #define WEIGHT_BLOCK 128
@@ -10,11 +12,10 @@
 #define GEMM_W_DTYPES (MLA_DT(MLA_DTYPE_BF16) | MLA_DT_FP8)
 #define GEMM_Y_DTYPES (MLA_DT(MLA_DTYPE_F32) | MLA_DT(MLA_DTYPE_BF16))
 
-static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 mla_status mla_linear(mla_context *ctx, const mla_tensor *x, const mla_tensor *w,
                       const mla_tensor *w_scale, mla_tensor *y)
 {
+    MLA_DUMP_HOOK(ctx, MLA_OP_LINEAR, mla_dump_linear(ctx, x, w, w_scale, y));
     MLA_TRY(mla_begin(ctx));
     MLA_TRY(mla_check_tensor(ctx, x, "x", 2));
     MLA_TRY(mla_check_dtype(ctx, x, "x", GEMM_X_DTYPES));
@@ -28,8 +29,8 @@ mla_status mla_linear(mla_context *ctx, const mla_tensor *x, const mla_tensor *w
             return mla_fail(ctx, MLA_ERR_NULL_POINTER, "w_scale", "fp8 weights need block scales");
         MLA_TRY(mla_check_tensor(ctx, w_scale, "w_scale", 2));
         MLA_TRY(mla_check_dtype(ctx, w_scale, "w_scale", MLA_DT(MLA_DTYPE_F32)));
-        MLA_TRY(mla_check_extent(ctx, w_scale, "w_scale", 0, ceil_div(N, WEIGHT_BLOCK)));
-        MLA_TRY(mla_check_extent(ctx, w_scale, "w_scale", 1, ceil_div(K, WEIGHT_BLOCK)));
+        MLA_TRY(mla_check_extent(ctx, w_scale, "w_scale", 0, mla_sz_ceil_div(N, WEIGHT_BLOCK)));
+        MLA_TRY(mla_check_extent(ctx, w_scale, "w_scale", 1, mla_sz_ceil_div(K, WEIGHT_BLOCK)));
     } else if (w_scale) {
         return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "w_scale",
                         "bf16 weights take no scales (pass NULL)");
@@ -51,12 +52,13 @@ mla_status mla_linear(mla_context *ctx, const mla_tensor *x, const mla_tensor *w
     mla_linear_args a = {*x, *w, *y, {0}};
     if (fp8)
         a.w_scale = *w_scale;
-    return ctx->ops->linear(ctx, &a);
+    return MLA_DISPATCH(ctx, ctx->ops->linear(ctx, &a));
 }
 
 mla_status mla_batched_gemm(mla_context *ctx, const mla_tensor *x, const mla_tensor *w,
                             float w_scale, mla_tensor *y)
 {
+    MLA_DUMP_HOOK(ctx, MLA_OP_BATCHED_GEMM, mla_dump_batched_gemm(ctx, x, w, w_scale, y));
     MLA_TRY(mla_begin(ctx));
     MLA_TRY(mla_check_tensor(ctx, x, "x", 3));
     MLA_TRY(mla_check_dtype(ctx, x, "x", GEMM_X_DTYPES));
@@ -81,5 +83,5 @@ mla_status mla_batched_gemm(mla_context *ctx, const mla_tensor *x, const mla_ten
     if (B == 0 || M == 0 || N == 0)
         return MLA_OK;
     mla_batched_gemm_args a = {*x, *w, *y, w_scale};
-    return ctx->ops->batched_gemm(ctx, &a);
+    return MLA_DISPATCH(ctx, ctx->ops->batched_gemm(ctx, &a));
 }

@@ -2,6 +2,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "core/dump_ops.h"
 #include "core/indexer_internal.h"
 #include "core/indices.h"
 #include "core/validate.h"
@@ -37,9 +38,10 @@ mla_status mla_idx_check_desc(mla_context *ctx, const mla_indexer_cache_desc *in
         return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "cache_desc.block_size",
                         "the shuffle layout needs block_size and head_dim multiples of 16, "
                         "block_size is %lld", (long long)in->block_size);
-    int64_t per_token = in->head_dim + 4, total;
-    if (__builtin_mul_overflow(per_token, in->block_size, bytes) ||
-        __builtin_mul_overflow(*bytes, in->num_blocks, &total))
+    const int64_t per_token = mla_sz_add(in->head_dim, 4); /* fp8 values, an fp32 scale */
+    int64_t total;
+    if (per_token < 0 || !mla_ck_mul(per_token, in->block_size, bytes) ||
+        !mla_ck_mul(*bytes, in->num_blocks, &total))
         return mla_fail(ctx, MLA_ERR_OVERFLOW, "cache_desc", "cache bytes overflow");
     return MLA_OK;
 }
@@ -67,16 +69,12 @@ static mla_status check_cache(mla_context *ctx, const mla_indexer_cache_desc *in
     return MLA_OK;
 }
 
-static int cmp_i64(const void *x, const void *y)
-{
-    int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
-    return (a > b) - (a < b);
-}
-
 mla_status mla_indexer_k_cache_write(mla_context *ctx, const mla_indexer_cache_desc *desc,
                                      mla_tensor *cache, const mla_tensor *k,
                                      const mla_tensor *slots)
 {
+    MLA_DUMP_HOOK(ctx, MLA_OP_INDEXER_K_CACHE_WRITE,
+                  mla_dump_indexer_k_cache_write(ctx, desc, cache, k, slots));
     MLA_TRY(mla_begin(ctx));
     mla_indexer_cache_args a = {0};
     MLA_TRY(check_cache(ctx, desc, cache, &a));
@@ -90,19 +88,8 @@ mla_status mla_indexer_k_cache_write(mla_context *ctx, const mla_indexer_cache_d
     MLA_TRY(mla_check_output(ctx, cache, "cache"));
     MLA_TRY(mla_check_disjoint(ctx, cache, "cache", k, "k"));
     MLA_TRY(mla_check_disjoint(ctx, cache, "cache", slots, "slots"));
-    int64_t *v = NULL;
-    MLA_TRY(mla_read_indices(ctx, slots, "slots", &v));
-    mla_status st =
-        mla_check_index_range(ctx, v, T, 0, desc->num_blocks * desc->block_size, 1, "slots");
-    if (st == MLA_OK && T > 1) {
-        qsort(v, (size_t)T, sizeof *v, cmp_i64);
-        for (int64_t i = 1; i < T && st == MLA_OK; ++i)
-            if (v[i] >= 0 && v[i] == v[i - 1])
-                st = mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "slots", "slot %lld is written twice",
-                              (long long)v[i]);
-    }
-    free(v);
-    MLA_TRY(st);
+    /* the capacity fits: the cache's bytes do, at 5 or more a token */
+    MLA_TRY(mla_check_slot_values(ctx, slots, T, desc->num_blocks * desc->block_size, "slots"));
     mla_variant var = {MLA_OP_INDEXER_K_CACHE_WRITE, k->dtype, desc->dtype, (int32_t)a.desc.layout,
                        desc->ue8m0, desc->block_size, T, desc->head_dim};
     MLA_TRY(mla_check_supported(ctx, &var));
@@ -111,7 +98,7 @@ mla_status mla_indexer_k_cache_write(mla_context *ctx, const mla_indexer_cache_d
         return MLA_OK;
     a.k = *k;
     a.slots = *slots;
-    return ctx->ops->indexer_k_cache_write(ctx, &a);
+    return MLA_DISPATCH(ctx, ctx->ops->indexer_k_cache_write(ctx, &a));
 }
 
 mla_status mla_idx_check_table_shape(mla_context *ctx, const mla_tensor *table, int64_t S)
@@ -122,20 +109,23 @@ mla_status mla_idx_check_table_shape(mla_context *ctx, const mla_tensor *table, 
 }
 
 /* ... whose first ceil(len_s / block_size) ids of row s are valid blocks.
- * lens: host copy of the S lengths. */
+ * lens: host copy of the S lengths, which came from the parameter lname. */
 static mla_status check_table(mla_context *ctx, const mla_indexer_cache_desc *d,
-                              const mla_tensor *table, const int64_t *lens, int64_t S)
+                              const mla_tensor *table, const int64_t *lens, int64_t S,
+                              const char *lname)
 {
     MLA_TRY(mla_idx_check_table_shape(ctx, table, S));
     const int64_t max_blocks = table->shape[1];
-    MLA_TRY(mla_check_index_range(ctx, lens, S, 0, max_blocks * d->block_size + 1, 0, "lengths"));
+    /* a row's capacity */
+    const int64_t cap = mla_sz_mul(max_blocks, d->block_size);
+    MLA_TRY(mla_check_index_range(ctx, lens, S, 0, mla_sz_past(cap), 0, lname));
     int64_t *ids = NULL;
     MLA_TRY(mla_read_indices(ctx, table, "block_table", &ids));
     mla_status st = MLA_OK;
     for (int64_t s = 0; s < S && st == MLA_OK; ++s)
         st = mla_check_index_range(ctx, ids + s * max_blocks,
-                                   (lens[s] + d->block_size - 1) / d->block_size, 0, d->num_blocks,
-                                   0, "block_table");
+                                   mla_sz_ceil_div(lens[s], d->block_size), 0, d->num_blocks, 0,
+                                   "block_table");
     free(ids);
     return st;
 }
@@ -151,6 +141,8 @@ typedef struct index_check {
 /* On the host: reads the indices back and names the first bad entry. */
 static mla_status host_index_check(mla_context *ctx, const index_check *c)
 {
+    if (!mla_check_values(ctx, MLA_TRUST_INDICES))
+        return MLA_OK;
     const int64_t S = c->lens->shape[0];
     int64_t *lens = NULL;
     MLA_TRY(mla_read_indices(ctx, c->lens, c->table ? "context_lens" : "lengths", &lens));
@@ -164,7 +156,7 @@ static mla_status host_index_check(mla_context *ctx, const index_check *c)
                               "context_lens[%lld] = %lld is outside [next_n, logits.shape[1]]",
                               (long long)b, (long long)lens[b]);
         if (st == MLA_OK)
-            st = check_table(ctx, c->desc, c->table, lens, S);
+            st = check_table(ctx, c->desc, c->table, lens, S, "context_lens");
     }
     free(lens);
     return st;
@@ -202,6 +194,10 @@ typedef mla_status (*gated_op)(mla_context *ctx, void *args, uint32_t gate);
 
 static mla_status run_checked(mla_context *ctx, const index_check *c, gated_op op, void *args)
 {
+    if (ctx->dry_run)
+        return host_index_check(ctx, c);
+    if (!mla_check_values(ctx, MLA_TRUST_INDICES)) /* a composite's checked real pass */
+        return op(ctx, args, 0);
     const uint32_t gate = queue_device_check(ctx, c);
     if (!gate) {
         MLA_TRY(host_index_check(ctx, c));
@@ -236,6 +232,9 @@ mla_status mla_indexer_k_gather(mla_context *ctx, const mla_indexer_cache_desc *
                                 const mla_tensor *cu_seq_lens, mla_tensor *k_fp8,
                                 mla_tensor *k_scale)
 {
+    MLA_DUMP_HOOK(
+        ctx, MLA_OP_INDEXER_K_GATHER,
+        mla_dump_indexer_k_gather(ctx, desc, cache, block_table, cu_seq_lens, k_fp8, k_scale));
     MLA_TRY(mla_begin(ctx));
     mla_indexer_cache_args a = {0};
     MLA_TRY(check_cache(ctx, desc, cache, &a));
@@ -244,19 +243,21 @@ mla_status mla_indexer_k_gather(mla_context *ctx, const mla_indexer_cache_desc *
     if (cu_seq_lens->shape[0] < 1)
         return mla_fail_field(ctx, MLA_ERR_SHAPE, "cu_seq_lens", "shape[0]", "needs S + 1 >= 1");
     const int64_t S = cu_seq_lens->shape[0] - 1;
-    int64_t *cu = NULL;
+    int64_t *cu = NULL, *lens = NULL;
     MLA_TRY(mla_read_indices(ctx, cu_seq_lens, "cu_seq_lens", &cu));
-    int64_t *lens = malloc((size_t)(S > 0 ? S : 1) * sizeof *lens);
-    mla_status st = lens ? MLA_OK : MLA_ERR_OUT_OF_MEMORY;
+    mla_status st = mla_alloc_array(ctx, (void **)&lens, S, 1, sizeof *lens, "cu_seq_lens");
+    if (st == MLA_OK && cu[0] != 0)
+        st = mla_fail(ctx, MLA_ERR_OUT_OF_RANGE, "cu_seq_lens", "cu_seq_lens[0] = %lld, must be 0",
+                      (long long)cu[0]);
     for (int64_t s = 0; st == MLA_OK && s < S; ++s) {
-        lens[s] = cu[s + 1] - cu[s];
-        if (cu[0] != 0 || lens[s] < 0)
-            st = mla_fail(ctx, MLA_ERR_OUT_OF_RANGE, "cu_seq_lens",
-                          "cu_seq_lens must start at 0 and not decrease");
+        lens[s] = cu[s + 1] - cu[s]; /* I32 values: no overflow */
+        if (lens[s] < 0)
+            st = mla_fail(ctx, MLA_ERR_OUT_OF_RANGE, "cu_seq_lens", "cu_seq_lens decreases at %lld",
+                          (long long)(s + 1));
     }
     const int64_t rows = st == MLA_OK ? cu[S] : 0;
     if (st == MLA_OK)
-        st = check_table(ctx, desc, block_table, lens, S);
+        st = check_table(ctx, desc, block_table, lens, S, "cu_seq_lens");
     free(cu);
     free(lens);
     MLA_TRY(st);
@@ -286,7 +287,7 @@ mla_status mla_indexer_k_gather(mla_context *ctx, const mla_indexer_cache_desc *
     a.cu_seq_lens = *cu_seq_lens;
     a.k_fp8 = *k_fp8;
     a.k_scale = *k_scale;
-    return ctx->ops->indexer_k_gather(ctx, &a);
+    return MLA_DISPATCH(ctx, ctx->ops->indexer_k_gather(ctx, &a));
 }
 
 mla_status mla_idx_logits_args(mla_context *ctx, const mla_indexer_cache_desc *desc,
@@ -300,7 +301,11 @@ mla_status mla_idx_logits_args(mla_context *ctx, const mla_indexer_cache_desc *d
         return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "next_n", "next_n must be >= 1");
     MLA_TRY(mla_check_tensor(ctx, context_lens, "context_lens", 1));
     MLA_TRY(mla_check_dtype(ctx, context_lens, "context_lens", MLA_DT(MLA_DTYPE_I32)));
-    const int64_t B = context_lens->shape[0], rows = B * next_n;
+    const int64_t B = context_lens->shape[0], rows = mla_sz_mul(B, next_n);
+    if (rows < 0)
+        return mla_fail_field(ctx, MLA_ERR_OVERFLOW, "context_lens", "shape[0]",
+                              "%lld sequences of next_n = %d rows overflow", (long long)B,
+                              (int)next_n);
     MLA_TRY(mla_check_tensor(ctx, q, "q", 3));
     MLA_TRY(mla_check_dtype(ctx, q, "q", MLA_DT(desc->dtype)));
     MLA_TRY(mla_check_extent(ctx, q, "q", 0, rows));
@@ -333,6 +338,9 @@ mla_status mla_indexer_logits(mla_context *ctx, const mla_indexer_cache_desc *de
                               const mla_tensor *block_table, const mla_tensor *context_lens,
                               int32_t next_n, mla_tensor *logits)
 {
+    MLA_DUMP_HOOK(
+        ctx, MLA_OP_INDEXER_LOGITS,
+        mla_dump_indexer_logits(ctx, desc, cache, q, w, block_table, context_lens, next_n, logits));
     MLA_TRY(mla_begin(ctx));
     mla_indexer_logits_args a;
     MLA_TRY(mla_idx_logits_args(ctx, desc, cache, q, w, block_table, context_lens, next_n, logits,
@@ -373,6 +381,7 @@ mla_status mla_idx_topk_args(mla_context *ctx, const mla_tensor *logits, const m
 mla_status mla_topk(mla_context *ctx, const mla_tensor *logits, const mla_tensor *lengths,
                     int64_t k, mla_tensor *indices)
 {
+    MLA_DUMP_HOOK(ctx, MLA_OP_TOPK, mla_dump_topk(ctx, logits, lengths, k, indices));
     MLA_TRY(mla_begin(ctx));
     mla_topk_args a;
     MLA_TRY(mla_idx_topk_args(ctx, logits, lengths, k, indices, &a));
@@ -385,6 +394,7 @@ mla_status mla_topk(mla_context *ctx, const mla_tensor *logits, const mla_tensor
 mla_status mla_layernorm(mla_context *ctx, const mla_tensor *x, const mla_tensor *w,
                          const mla_tensor *b, float eps, mla_tensor *y)
 {
+    MLA_DUMP_HOOK(ctx, MLA_OP_LAYERNORM, mla_dump_layernorm(ctx, x, w, b, eps, y));
     MLA_TRY(mla_begin(ctx));
     MLA_TRY(mla_check_tensor(ctx, x, "x", 2));
     MLA_TRY(mla_check_dtype(ctx, x, "x", MLA_DT_FLOAT));
@@ -412,11 +422,12 @@ mla_status mla_layernorm(mla_context *ctx, const mla_tensor *x, const mla_tensor
     if (T == 0 || D == 0)
         return MLA_OK;
     mla_layernorm_args a = {*x, *w, *b, *y, eps};
-    return ctx->ops->layernorm(ctx, &a);
+    return MLA_DISPATCH(ctx, ctx->ops->layernorm(ctx, &a));
 }
 
 mla_status mla_hadamard(mla_context *ctx, const mla_tensor *x, mla_tensor *y)
 {
+    MLA_DUMP_HOOK(ctx, MLA_OP_HADAMARD, mla_dump_hadamard(ctx, x, y));
     MLA_TRY(mla_begin(ctx));
     MLA_TRY(mla_check_tensor(ctx, x, "x", -1));
     if (x->ndim != 2 && x->ndim != 3)
@@ -440,12 +451,14 @@ mla_status mla_hadamard(mla_context *ctx, const mla_tensor *x, mla_tensor *y)
     if (mla_tensor_numel(x) == 0)
         return MLA_OK;
     mla_hadamard_args a = {mla_as_3d(x), mla_as_3d(y)};
-    return ctx->ops->hadamard(ctx, &a);
+    return MLA_DISPATCH(ctx, ctx->ops->hadamard(ctx, &a));
 }
 
 mla_status mla_indexer_head_weights(mla_context *ctx, const mla_tensor *w, const mla_tensor *s_q,
                                     mla_tensor *w_out)
 {
+    MLA_DUMP_HOOK(ctx, MLA_OP_INDEXER_HEAD_WEIGHTS,
+                  mla_dump_indexer_head_weights(ctx, w, s_q, w_out));
     MLA_TRY(mla_begin(ctx));
     MLA_TRY(mla_check_tensor(ctx, w, "w", 2));
     MLA_TRY(mla_check_dtype(ctx, w, "w", MLA_DT(MLA_DTYPE_F32) | MLA_DT(MLA_DTYPE_BF16)));
@@ -467,5 +480,5 @@ mla_status mla_indexer_head_weights(mla_context *ctx, const mla_tensor *w, const
     if (T == 0 || Hi == 0)
         return MLA_OK;
     mla_head_weights_args a = {*w, *s_q, *w_out};
-    return ctx->ops->indexer_head_weights(ctx, &a);
+    return MLA_DISPATCH(ctx, ctx->ops->indexer_head_weights(ctx, &a));
 }

@@ -2,6 +2,8 @@
  * a4w4 GEMMs through any output strides, and the fused flatten + quant. */
 #include <stdio.h>
 
+#include "core/checked.h"
+#include "core/dump_ops.h"
 #include "core/validate.h"
 
 #define MX_BLOCK 32
@@ -37,7 +39,12 @@ static mla_status check_operand(mla_context *ctx, const mla_mxfp4_operand *op, c
         MLA_TRY(mla_check_tensor(ctx, s, sname, 2));
         MLA_TRY(mla_check_dtype(ctx, s, sname, MLA_DT_BYTE_SCALE));
         MLA_TRY(mla_check_extent(ctx, s, sname, 0, B));
-        MLA_TRY(mla_check_extent(ctx, s, sname, 1, mla_scale_preshuffled_bytes(R, N)));
+        const int64_t bytes = mla_scale_preshuffled_bytes(R, N);
+        if (bytes < 0)
+            return mla_fail_field(ctx, MLA_ERR_OVERFLOW, sname, "shape",
+                                  "the pre-shuffled scales of [%lld, %lld] overflow", (long long)R,
+                                  (long long)N);
+        MLA_TRY(mla_check_extent(ctx, s, sname, 1, bytes));
         if (s->shape[1] > 1 && s->stride[1] != 1)
             return mla_fail_field(ctx, MLA_ERR_STRIDE, sname, "stride",
                                   "pre-shuffled scales are contiguous bytes per batch");
@@ -87,6 +94,7 @@ mla_status mla_batched_gemm_a16wfp4(mla_context *ctx, const mla_tensor *x,
                                     const mla_mxfp4_operand *w, int32_t prequant,
                                     mla_mxfp4_rule rule, mla_tensor *y)
 {
+    MLA_DUMP_HOOK(ctx, MLA_OP_GEMM_A16WFP4, mla_dump_gemm_a16wfp4(ctx, x, w, prequant, rule, y));
     MLA_TRY(mla_begin(ctx));
     MLA_TRY(mla_check_tensor(ctx, x, "x", 3));
     MLA_TRY(mla_check_dtype(ctx, x, "x", MLA_DT(MLA_DTYPE_F32) | MLA_DT(MLA_DTYPE_BF16)));
@@ -110,19 +118,24 @@ mla_status mla_batched_gemm_a16wfp4(mla_context *ctx, const mla_tensor *x,
     if (B == 0 || M == 0 || N == 0)
         return MLA_OK;
     mla_mxfp4_gemm_args a = {*x, {{0}, {0}, 0}, *w, *y, prequant, rule, B, M, N, K};
-    return ctx->ops->gemm_a16wfp4(ctx, &a);
+    return MLA_DISPATCH(ctx, ctx->ops->gemm_a16wfp4(ctx, &a));
 }
 
 mla_status mla_batched_gemm_a4w4(mla_context *ctx, const mla_mxfp4_operand *x,
                                  const mla_mxfp4_operand *w, mla_tensor *y)
 {
+    MLA_DUMP_HOOK(ctx, MLA_OP_GEMM_A4W4, mla_dump_gemm_a4w4(ctx, x, w, y));
     MLA_TRY(mla_begin(ctx));
     if (!x || !w)
         return mla_fail(ctx, MLA_ERR_NULL_POINTER, x ? "w" : "x", "operand is NULL");
     if (x->codes.ndim != 3)
         return mla_fail_field(ctx, MLA_ERR_SHAPE, "x.codes", "ndim", "rank %d, expected 3",
                               (int)x->codes.ndim);
-    const int64_t B = x->codes.shape[0], M = x->codes.shape[1], K = 2 * x->codes.shape[2];
+    const int64_t B = x->codes.shape[0], M = x->codes.shape[1];
+    int64_t K;
+    if (!mla_ck_mul(x->codes.shape[2], 2, &K))
+        return mla_fail_field(ctx, MLA_ERR_OVERFLOW, "x.codes", "shape", "K = 2 * %lld overflows",
+                              (long long)x->codes.shape[2]);
     MLA_TRY(check_k(ctx, K, "x.codes.shape[2]"));
     MLA_TRY(check_operand(ctx, x, "x", B, M, K));
     const int64_t N = w->codes.ndim == 3 ? w->codes.shape[1] : -1;
@@ -136,7 +149,7 @@ mla_status mla_batched_gemm_a4w4(mla_context *ctx, const mla_mxfp4_operand *x,
     if (B == 0 || M == 0 || N == 0)
         return MLA_OK;
     mla_mxfp4_gemm_args a = {{0}, *x, *w, *y, 0, MLA_MXFP4_PRODUCTION, B, M, N, K};
-    return ctx->ops->gemm_a4w4(ctx, &a);
+    return MLA_DISPATCH(ctx, ctx->ops->gemm_a4w4(ctx, &a));
 }
 
 /* x [T, H, v] float, flattened to rows of H*v that must split into groups. */
@@ -146,7 +159,7 @@ static mla_status check_flatten_input(mla_context *ctx, const mla_tensor *x, int
     MLA_TRY(mla_check_tensor(ctx, x, "x", 3));
     MLA_TRY(mla_check_dtype(ctx, x, "x", MLA_DT_FLOAT));
     *T = x->shape[0];
-    if (__builtin_mul_overflow(x->shape[1], x->shape[2], HV))
+    if (!mla_ck_mul(x->shape[1], x->shape[2], HV))
         return mla_fail_field(ctx, MLA_ERR_OVERFLOW, "x", "shape", "H * v overflows");
     if (*HV % group)
         return mla_fail_field(ctx, MLA_ERR_SHAPE, "x", "shape",
@@ -169,6 +182,8 @@ mla_status mla_fused_flatten_mxfp4_quant(mla_context *ctx, const mla_tensor *x,
                                          mla_tensor *codes, mla_tensor *scales,
                                          mla_mxfp4_rule rule)
 {
+    MLA_DUMP_HOOK(ctx, MLA_OP_FLATTEN_MXFP4_QUANT,
+                  mla_dump_flatten_mxfp4_quant(ctx, x, codes, scales, rule));
     MLA_TRY(mla_begin(ctx));
     int64_t T, HV;
     MLA_TRY(check_flatten_input(ctx, x, MX_BLOCK, &T, &HV));
@@ -190,12 +205,13 @@ mla_status mla_fused_flatten_mxfp4_quant(mla_context *ctx, const mla_tensor *x,
     if (T == 0 || HV == 0)
         return MLA_OK;
     mla_flatten_quant_args a = {*x, *codes, *scales, rule};
-    return ctx->ops->flatten_mxfp4_quant(ctx, &a);
+    return MLA_DISPATCH(ctx, ctx->ops->flatten_mxfp4_quant(ctx, &a));
 }
 
 mla_status mla_fused_flatten_fp8_group_quant(mla_context *ctx, const mla_tensor *x,
                                              mla_tensor *codes, mla_tensor *scales)
 {
+    MLA_DUMP_HOOK(ctx, MLA_OP_FLATTEN_FP8_QUANT, mla_dump_flatten_fp8_quant(ctx, x, codes, scales));
     MLA_TRY(mla_begin(ctx));
     int64_t T, HV;
     MLA_TRY(check_flatten_input(ctx, x, FP8_GROUP, &T, &HV));
@@ -215,5 +231,5 @@ mla_status mla_fused_flatten_fp8_group_quant(mla_context *ctx, const mla_tensor 
     if (T == 0 || HV == 0)
         return MLA_OK;
     mla_flatten_quant_args a = {*x, *codes, *scales, MLA_MXFP4_PRODUCTION};
-    return ctx->ops->flatten_fp8_quant(ctx, &a);
+    return MLA_DISPATCH(ctx, ctx->ops->flatten_fp8_quant(ctx, &a));
 }

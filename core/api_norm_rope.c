@@ -2,6 +2,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "core/dump_ops.h"
 #include "core/indices.h"
 #include "core/validate.h"
 
@@ -41,6 +42,7 @@ static mla_status check_norm_output(mla_context *ctx, const mla_tensor *y, const
 mla_status mla_rmsnorm(mla_context *ctx, const mla_tensor *x, const mla_tensor *w, float eps,
                        mla_tensor *y)
 {
+    MLA_DUMP_HOOK(ctx, MLA_OP_RMSNORM, mla_dump_rmsnorm(ctx, x, w, eps, y));
     MLA_TRY(mla_begin(ctx));
     MLA_TRY(check_norm_input(ctx, x, "x", w, "w"));
     MLA_TRY(check_eps(ctx, eps, "eps"));
@@ -52,7 +54,7 @@ mla_status mla_rmsnorm(mla_context *ctx, const mla_tensor *x, const mla_tensor *
     if (x->shape[0] == 0 || x->shape[1] == 0)
         return MLA_OK;
     mla_rmsnorm_args a = {*x, *w, *y, eps};
-    return ctx->ops->rmsnorm(ctx, &a);
+    return MLA_DISPATCH(ctx, ctx->ops->rmsnorm(ctx, &a));
 }
 
 /* q_out in its quantized forms, with the scales that go with it. */
@@ -98,6 +100,9 @@ mla_status mla_fused_qk_rmsnorm(mla_context *ctx, const mla_tensor *q, const mla
                                 float kv_eps, mla_tensor *q_out, mla_tensor *q_scales,
                                 mla_tensor *kv_out)
 {
+    MLA_DUMP_HOOK(
+        ctx, MLA_OP_QK_RMSNORM,
+        mla_dump_qk_rmsnorm(ctx, q, q_w, q_eps, kv, kv_w, kv_eps, q_out, q_scales, kv_out));
     MLA_TRY(mla_begin(ctx));
     MLA_TRY(check_norm_input(ctx, q, "q", q_w, "q_w"));
     MLA_TRY(check_norm_input(ctx, kv, "kv", kv_w, "kv_w"));
@@ -130,7 +135,7 @@ mla_status mla_fused_qk_rmsnorm(mla_context *ctx, const mla_tensor *q, const mla
     mla_qk_rmsnorm_args a = {*q, *q_w, *kv, *kv_w, *q_out, *kv_out, {0}, q_eps, kv_eps};
     if (q_scales)
         a.q_scales = *q_scales;
-    return ctx->ops->qk_rmsnorm(ctx, &a);
+    return MLA_DISPATCH(ctx, ctx->ops->qk_rmsnorm(ctx, &a));
 }
 
 /* cos and sin [P, R/2] F32, identical shapes. */
@@ -144,6 +149,10 @@ static mla_status check_rope_table(mla_context *ctx, const mla_tensor *cos, cons
     MLA_TRY(mla_check_extent(ctx, sin, "sin", 1, cos->shape[1]));
     if (cos->shape[1] == 0)
         return mla_fail_field(ctx, MLA_ERR_SHAPE, "cos", "shape[1]", "the rope dim is 0");
+    /* every caller forms R = 2 * shape[1] */
+    if (cos->shape[1] > INT64_MAX / 2)
+        return mla_fail_field(ctx, MLA_ERR_OVERFLOW, "cos", "shape[1]",
+                              "the rope dim 2 * %lld overflows", (long long)cos->shape[1]);
     return MLA_OK;
 }
 
@@ -153,6 +162,8 @@ mla_status mla_check_positions(mla_context *ctx, const mla_tensor *pos, const ch
     MLA_TRY(mla_check_tensor(ctx, pos, name, 1));
     MLA_TRY(mla_check_dtype(ctx, pos, name, MLA_DT(MLA_DTYPE_I32) | MLA_DT(MLA_DTYPE_I64)));
     MLA_TRY(mla_check_extent(ctx, pos, name, 0, T));
+    if (!mla_check_values(ctx, MLA_TRUST_INDICES))
+        return MLA_OK;
     int64_t *v = NULL;
     MLA_TRY(mla_read_indices(ctx, pos, name, &v));
     mla_status st = mla_check_index_range(ctx, v, T, 0, table_rows, 0, name);
@@ -169,6 +180,7 @@ mla_status mla_rope(mla_context *ctx, const mla_tensor *cos, const mla_tensor *s
                     const mla_tensor *positions, const mla_tensor *x, mla_tensor *y,
                     mla_rope_style style)
 {
+    MLA_DUMP_HOOK(ctx, MLA_OP_ROPE, mla_dump_rope(ctx, cos, sin, positions, x, y, style));
     MLA_TRY(mla_begin(ctx));
     MLA_TRY(check_rope_table(ctx, cos, sin));
     MLA_TRY(mla_check_tensor(ctx, x, "x", -1));
@@ -201,5 +213,5 @@ mla_status mla_rope(mla_context *ctx, const mla_tensor *cos, const mla_tensor *s
     if (mla_tensor_numel(x) == 0)
         return MLA_OK;
     mla_rope_args a = {*cos, *sin, *positions, mla_as_3d(x), mla_as_3d(y), style, R};
-    return ctx->ops->rope(ctx, &a);
+    return MLA_DISPATCH(ctx, ctx->ops->rope(ctx, &a));
 }

@@ -139,6 +139,9 @@ mla_status mla_attn_check_args(mla_context *ctx, const mla_attention_desc *d,
     MLA_TRY(mla_check_extent(ctx, a->q, "q", 2, L + R));
     MLA_TRY(check_i32(ctx, a->context_lens, "context_lens", 1));
     sh->S = a->context_lens->shape[0];
+    if (sh->S == INT64_MAX) /* S + 1 row starts */
+        return mla_fail_field(ctx, MLA_ERR_OVERFLOW, "context_lens", "shape[0]",
+                              "%lld sequences overflow the row starts", (long long)sh->S);
     if (d->paged) {
         MLA_TRY(check_i32(ctx, a->block_table, "block_table", 2));
         MLA_TRY(mla_check_extent(ctx, a->block_table, "block_table", 0, sh->S));
@@ -160,7 +163,12 @@ mla_status mla_attn_check_args(mla_context *ctx, const mla_attention_desc *d,
         if (d->next_n < 1)
             return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "desc.next_n",
                             "next_n must be >= 1 without cu_q_lens");
-        MLA_TRY(mla_check_extent(ctx, a->q, "q", 0, sh->S * d->next_n));
+        const int64_t rows = mla_sz_mul(sh->S, d->next_n);
+        if (rows < 0)
+            return mla_fail_field(ctx, MLA_ERR_OVERFLOW, "context_lens", "shape[0]",
+                                  "%lld sequences of next_n = %d rows overflow", (long long)sh->S,
+                                  (int)d->next_n);
+        MLA_TRY(mla_check_extent(ctx, a->q, "q", 0, rows));
     }
     if (d->topk > 0) {
         MLA_TRY(check_i32(ctx, a->topk_indices, "topk_indices", 2));
@@ -259,7 +267,9 @@ static mla_status check_values(mla_context *ctx, const mla_attention_desc *d,
                                int64_t *max_q)
 {
     const int64_t S = sh->S, T = sh->T, bs = d->cache.block_size;
-    const int64_t cap = d->paged ? sh->max_blocks * bs : bs;
+    const int check_topk = d->topk > 0 && mla_check_values(ctx, MLA_TRUST_TOPK);
+    /* a sequence's capacity; past int64 it bounds nothing (lengths are I32) */
+    const int64_t cap = mla_sz_sat(d->paged ? mla_sz_mul(sh->max_blocks, bs) : bs);
     *max_q = 0;
     if (v->cu_q.t) {
         if (ix_at(&v->cu_q, 0, 0) != 0 || ix_at(&v->cu_q, S, 0) != T)
@@ -285,7 +295,7 @@ static mla_status check_values(mla_context *ctx, const mla_attention_desc *d,
                             (long long)s, (long long)c, (long long)n);
         *max_q = n > *max_q ? n : *max_q;
         if (d->paged)
-            for (int64_t b = 0; b < (c + bs - 1) / bs; ++b) {
+            for (int64_t b = 0; b < mla_sz_ceil_div(c, bs); ++b) {
                 const int64_t id = ix_at(&v->table, s, b);
                 if (id < 0 || id >= d->cache.num_blocks)
                     return mla_fail(ctx, MLA_ERR_OUT_OF_RANGE, "block_table",
@@ -293,7 +303,7 @@ static mla_status check_values(mla_context *ctx, const mla_attention_desc *d,
                                     (long long)s, (long long)b, (long long)id,
                                     (long long)d->cache.num_blocks);
             }
-        for (int64_t r = cu_at(v, d, s); d->topk > 0 && r < cu_at(v, d, s + 1); ++r)
+        for (int64_t r = cu_at(v, d, s); check_topk && r < cu_at(v, d, s + 1); ++r)
             for (int64_t i = 0; i < d->topk; ++i) {
                 const int64_t k = ix_at(&v->topk, r, i);
                 if (k < -1 || k >= c)
@@ -330,7 +340,7 @@ static mla_status read_and_check(mla_context *ctx, const mla_attention_desc *d,
         st = ix_open(ctx, a->cu_q_lens, "cu_q_lens", &v.cu_q);
     if (st == MLA_OK && d->paged)
         st = ix_open(ctx, a->block_table, "block_table", &v.table);
-    if (st == MLA_OK && d->topk > 0)
+    if (st == MLA_OK && d->topk > 0 && mla_check_values(ctx, MLA_TRUST_TOPK))
         st = ix_open(ctx, a->topk_indices, "topk_indices", &v.topk);
     if (st == MLA_OK)
         st = check_values(ctx, d, sh, &v, len, max_q);

@@ -1,8 +1,9 @@
 /* The split-KV planner: how many splits each sequence gets, the work list,
  * and the workspace carve-up (core/attention_plan.h).
  *
- * Split counts, from the actual lengths and ctx->compute_units U (threads on
- * the host, SMs / CUs on a GPU):
+ * Split counts, from the actual lengths and ctx->compute_units U (SMs / CUs
+ * on a GPU; on the host the fixed MLA_HOST_COMPUTE_UNITS, not the thread
+ * count, so that a result's bits do not depend on the threads option):
  * - desc.num_splits == 1: no split; > 1: exactly that many items per
  *   non-padding sequence, chunk = ceil(len / n) rounded up to 64, so the
  *   trailing items may be empty (forced splits test the zero-weight path);

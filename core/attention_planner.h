@@ -12,6 +12,12 @@
     64                        /* largest split count the plan picks itself                         \
                                */
 #define MLA_ATTN_WS_ALIGN 256 /* workspace regions start 256-byte aligned */
+/* The compute units the host backends plan for, whatever their thread count:
+ * the automatic split count must not depend on the threads option (the bits
+ * of a split attention depend on the split count). 8 units give a lone
+ * sequence about 16 items: both cores of a small host busy with dynamic
+ * scheduling, and full occupancy up to 16 threads. */
+#define MLA_HOST_COMPUTE_UNITS 8
 
 /* Split counts and the work list from the per-sequence work lengths len[s]
  * (dense: c_s keys; sparse: topk columns, 0 for a padding sequence), into

@@ -243,6 +243,11 @@ typedef struct mla_backend_ops {
                                     int64_t hi, const mla_tensor *table, int64_t block_size,
                                     int64_t num_blocks, uint32_t *gate);
     mla_status (*paged_check_verdict)(mla_context *ctx, uint32_t gate, int *ok);
+
+    /* Optional, both or neither (NULL: a host backend, no stream): the
+     * stream the context queues its work on (mla_context_set_stream). */
+    mla_status (*set_stream)(mla_context *ctx, void *stream);
+    void *(*get_stream)(const mla_context *ctx);
 } mla_backend_ops;
 
 struct mla_context {
@@ -256,6 +261,13 @@ struct mla_context {
     char device_name[128];
     char err_param[64];
     char err_detail[256];
+    struct mla_dump_state *dump; /* NULL unless calls are dumped (core/dump.h) */
+    /* The composite ops' two passes (mla_run_composite, core/validate.h):
+     * dry_run 1: every entry point validates, then returns before its
+     * backend slot; trusted: MLA_TRUST_* bits, what an entry point need not
+     * check again. Both 0 outside a composite. */
+    int32_t dry_run;
+    uint32_t trusted;
 };
 
 /* The tables. Each is complete (no NULL slot). */

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/backend.h"
+#include "core/dump.h"
 
 static void copy_string(char *dst, size_t len, const char *src)
 {
@@ -52,6 +53,7 @@ mla_status mla_context_create_with_ops(const mla_backend_ops *ops,
         free(ctx);
         return st;
     }
+    mla_dump_init(ctx);
     *out = ctx;
     return MLA_OK;
 }
@@ -76,6 +78,7 @@ static mla_status create_hip(const mla_context_options *options, mla_context **o
         free(ctx);
         return st;
     }
+    mla_dump_init(ctx);
     *out = ctx;
     return MLA_OK;
 }
@@ -118,6 +121,7 @@ void mla_context_destroy(mla_context *ctx)
     if (!ctx)
         return;
     ctx->ops->fini(ctx);
+    mla_dump_fini(ctx);
     free(ctx);
 }
 
@@ -159,6 +163,26 @@ mla_status mla_context_synchronize(mla_context *ctx)
         return MLA_ERR_NULL_POINTER;
     mla_clear_error(ctx);
     return ctx->ops->synchronize(ctx);
+}
+
+mla_status mla_context_set_stream(mla_context *ctx, void *stream)
+{
+    if (!ctx)
+        return MLA_ERR_NULL_POINTER;
+    mla_clear_error(ctx);
+    if (ctx->ops->set_stream)
+        return ctx->ops->set_stream(ctx, stream);
+    if (stream)
+        return mla_fail(ctx, MLA_ERR_UNSUPPORTED, "stream",
+                        "the %s backend runs on the calling thread and has no stream; "
+                        "only NULL is accepted",
+                        ctx->ops->name);
+    return MLA_OK;
+}
+
+void *mla_context_get_stream(const mla_context *ctx)
+{
+    return ctx && ctx->ops->get_stream ? ctx->ops->get_stream(ctx) : NULL;
 }
 
 mla_status mla_supports(const mla_context *ctx, const mla_variant *variant, const char **param)

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/attention_planner.h"
 #include "core/backend.h"
 
 #if defined(MLA_HAVE_OPENMP)
@@ -20,7 +21,7 @@ mla_status mla_host_init(mla_context *ctx, const mla_context_options *opt, char 
         threads = omp_get_max_threads();
 #endif
     ctx->num_threads = threads > 0 ? threads : 1;
-    ctx->compute_units = ctx->num_threads;
+    ctx->compute_units = MLA_HOST_COMPUTE_UNITS; /* not the threads: same splits, same bits */
     snprintf(ctx->device_name, sizeof ctx->device_name, "host CPU, %d thread%s", ctx->num_threads,
              ctx->num_threads == 1 ? "" : "s");
     return MLA_OK;

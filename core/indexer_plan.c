@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/dump_ops.h"
 #include "core/indexer_internal.h"
 #include "core/indices.h"
 #include "core/validate.h"
@@ -19,6 +20,16 @@ struct mla_indexer_plan {
 };
 
 int64_t mla_indexer_plan_max_len(const mla_indexer_plan *plan) { return plan ? plan->max_len : 0; }
+
+void mla_indexer_plan_index_views(const mla_indexer_plan *p, mla_indexer_cache_desc *desc,
+                                  int32_t *next_n, mla_tensor *table, mla_tensor *lens)
+{
+    const mla_memory mem = mla_context_memory(p->ctx);
+    *desc = p->desc;
+    *next_n = p->next_n;
+    mla_tensor_init(table, p->dev, MLA_DTYPE_I32, mem, 2, (int64_t[]){p->B, p->max_blocks});
+    mla_tensor_init(lens, p->dev + p->B * p->max_blocks, MLA_DTYPE_I32, mem, 1, &p->B);
+}
 
 void mla_indexer_plan_destroy(mla_indexer_plan *plan)
 {
@@ -52,7 +63,7 @@ static mla_status plan_image(mla_context *ctx, const mla_indexer_plan *p, const 
                           (long long)mb, (long long)bs);
             break;
         }
-        st = mla_check_index_range(ctx, ids + b * mb, (len[b] + bs - 1) / bs, 0,
+        st = mla_check_index_range(ctx, ids + b * mb, mla_sz_ceil_div(len[b], bs), 0,
                                    p->desc.num_blocks, 0, "block_table");
         *max_len = len[b] > *max_len ? len[b] : *max_len;
     }
@@ -102,8 +113,9 @@ mla_status mla_indexer_plan_create(mla_context *ctx, const mla_indexer_cache_des
         return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "next_n", "next_n must be >= 1");
     MLA_TRY(index_shapes(ctx, block_table, context_lens));
     const int64_t B = context_lens->shape[0], mb = block_table->shape[1];
-    int64_t n;
-    if (__builtin_mul_overflow(B, mb + 1 + (int64_t)next_n, &n) || n > (int64_t)(SIZE_MAX / 8))
+    /* int32 values: the table, the lengths, next_n bounds per sequence */
+    const int64_t n = mla_sz_mul(B, mla_sz_add(mb, 1 + (int64_t)next_n));
+    if (n < 0 || n > INT64_MAX / 8)
         return mla_fail(ctx, MLA_ERR_OVERFLOW, "block_table", "the plan's size overflows");
     mla_indexer_plan *p = calloc(1, sizeof *p);
     if (!p)
@@ -178,6 +190,8 @@ mla_status mla_indexer_search(mla_context *ctx, const mla_indexer_plan *plan,
                               const mla_tensor *cache, const mla_tensor *q, const mla_tensor *w,
                               mla_tensor *logits, int64_t k, mla_tensor *indices)
 {
+    MLA_DUMP_HOOK(ctx, MLA_DUMP_INDEXER_SEARCH,
+                  mla_dump_indexer_search(ctx, plan, cache, q, w, logits, k, indices));
     MLA_TRY(mla_begin(ctx));
     MLA_TRY(check_plan(ctx, plan));
     mla_tensor table, lens, bounds;
@@ -195,7 +209,7 @@ mla_status mla_indexer_search(mla_context *ctx, const mla_indexer_plan *plan,
     const char *names[3] = {"cache", "q", "w"};
     for (int i = 0; i < 3; ++i)
         MLA_TRY(mla_check_disjoint(ctx, indices, "indices", ins[i], names[i]));
-    if (plan->B == 0)
+    if (plan->B == 0 || ctx->dry_run)
         return MLA_OK;
     MLA_TRY(ctx->ops->indexer_logits(ctx, &la));
     ta.after_logits = 1;

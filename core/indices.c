@@ -15,10 +15,11 @@ mla_status mla_read_indices(mla_context *ctx, const mla_tensor *t, const char *n
     /* A contiguous I64 tensor (positions, slots) lands in vals directly: one
      * copy, no staging buffer and no per-element walk. */
     const int direct = t->dtype == MLA_DTYPE_I64 && mla_tensor_is_contiguous(t);
+    /* n values (a broadcast view may hold more than fit in memory) */
+    int64_t *vals;
+    MLA_TRY(mla_alloc_array(ctx, (void **)&vals, n, 1, sizeof *vals, name));
     uint8_t *raw = direct ? NULL : malloc((size_t)span);
-    int64_t *vals = malloc((size_t)n * sizeof *vals);
-    if ((!direct && !raw) || !vals) {
-        free(raw);
+    if (!direct && !raw) {
         free(vals);
         return mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, name, "%s: cannot stage indices", name);
     }
@@ -61,26 +62,48 @@ int64_t mla_find_duplicate(const int64_t *v, int64_t n)
     /* Open addressing over 2n..4n slots (a power of two), -1 = empty: O(n)
      * where the sort it replaces cost tens of microseconds per 1024 slots
      * on every cache write. */
-    size_t cap = 16;
-    while (cap < 2 * (size_t)n)
+    int64_t cap = 8; /* then doubled: at least 16 and 2 n */
+    while (cap < n && cap <= INT64_MAX / 4)
         cap *= 2;
-    int64_t *set = malloc(cap * sizeof *set);
+    cap *= 2;
+    size_t bytes;
+    int64_t *set = mla_ck_bytes(cap, 1, sizeof *set, &bytes) ? malloc(bytes) : NULL;
     if (!set)
         return -2;
-    memset(set, 0xFF, cap * sizeof *set);
+    memset(set, 0xFF, bytes);
     int64_t dup = -1;
     for (int64_t i = 0; i < n && dup < 0; ++i) {
         if (v[i] < 0)
             continue;
-        size_t h = (size_t)(((uint64_t)v[i] * 0x9E3779B97F4A7C15ull) >> 17) & (cap - 1);
+        size_t h = (size_t)(((uint64_t)v[i] * 0x9E3779B97F4A7C15ull) >> 17) & (size_t)(cap - 1);
         while (set[h] >= 0 && set[h] != v[i])
-            h = (h + 1) & (cap - 1);
+            h = (h + 1) & (size_t)(cap - 1);
         if (set[h] == v[i])
             dup = v[i];
         set[h] = v[i];
     }
     free(set);
     return dup;
+}
+
+mla_status mla_check_slot_values(mla_context *ctx, const mla_tensor *slots, int64_t T,
+                                 int64_t capacity, const char *name)
+{
+    if (!mla_check_values(ctx, MLA_TRUST_INDICES))
+        return MLA_OK;
+    int64_t *v = NULL;
+    MLA_TRY(mla_read_indices(ctx, slots, name, &v));
+    mla_status st = mla_check_index_range(ctx, v, T, 0, capacity, 1, name);
+    if (st == MLA_OK && T > 1) {
+        const int64_t dup = mla_find_duplicate(v, T);
+        if (dup == -2)
+            st = mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, name, "%s: cannot check duplicates", name);
+        else if (dup >= 0)
+            st = mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, name, "slot %lld is written twice",
+                          (long long)dup);
+    }
+    free(v);
+    return st;
 }
 
 mla_status mla_check_index_range(mla_context *ctx, const int64_t *v, int64_t n, int64_t lo,

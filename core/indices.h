@@ -19,4 +19,11 @@ mla_status mla_check_index_range(mla_context *ctx, const int64_t *v, int64_t n, 
  * repeats an earlier one; -1 when none does, -2 when out of memory. */
 int64_t mla_find_duplicate(const int64_t *v, int64_t n);
 
+/* Cache slots: slots (a validated [T] I32 / I64 tensor) each < capacity
+ * (negative: "do not write"), no slot twice (two writers of one slot would
+ * race on a GPU). Reads the values (a synchronous copy for device memory),
+ * unless a composite's pass trusts them (MLA_TRUST_INDICES). */
+mla_status mla_check_slot_values(mla_context *ctx, const mla_tensor *slots, int64_t T,
+                                 int64_t capacity, const char *name);
+
 #endif

@@ -7,6 +7,7 @@
  * view too: nothing is copied between the two GEMMs. */
 #include <string.h>
 
+#include "core/dump_ops.h"
 #include "core/layer_internal.h"
 #include "core/prepare_internal.h"
 #include "core/validate.h"
@@ -110,17 +111,6 @@ mla_status mla_layer_plan_attention(mla_context *ctx, mla_layer_plan *lp, int up
 
 /* -------------------------------------------------------------- checks */
 
-/* The indexer's projections run through mla_linear (bf16 or fp8 blocks). */
-static mla_status check_indexer_weight(mla_context *ctx, const mla_weight *w, const char *name,
-                                       int64_t rows, int64_t cols)
-{
-    MLA_TRY(mla_check_projection(ctx, w, name, rows, cols));
-    if (w->w.dtype == MLA_DTYPE_FP4X2)
-        return mla_fail_field(ctx, MLA_ERR_UNSUPPORTED, name, "w.dtype",
-                              "the indexer's projections take bf16 or fp8 blocks");
-    return MLA_OK;
-}
-
 /* What the stages after the prepare read, checked before the prepare
  * writes anything (the prepare checks its own inputs first). */
 static mla_status check_forward(mla_context *ctx, const mla_layer_plan *lp,
@@ -140,28 +130,74 @@ static mla_status check_forward(mla_context *ctx, const mla_layer_plan *lp,
     MLA_TRY(mla_check_extent(ctx, y, "y", 0, lp->T));
     MLA_TRY(mla_check_extent(ctx, y, "y", 1, c->hidden));
     MLA_TRY(mla_check_output(ctx, y, "y"));
-    MLA_TRY(mla_check_disjoint(ctx, y, "y", &lp->workspace, "workspace"));
-    MLA_TRY(mla_check_disjoint(ctx, y, "y", &lp->cache, "cache"));
-    MLA_TRY(mla_check_disjoint(ctx, x, "x", &lp->workspace, "workspace"));
     MLA_TRY(
         mla_check_projection(ctx, &p->base.o_proj, "weights.o_proj", c->hidden, c->heads * c->v));
     if (p->base.o_proj.w.dtype == MLA_DTYPE_FP4X2 && (c->heads * c->v) % 32)
         return mla_fail(ctx, MLA_ERR_UNSUPPORTED, "weights.o_proj",
                         "MXFP4 o_proj needs H * v to be a multiple of 32");
-    if (!lp->ws.sparse)
-        return MLA_OK;
     const mla_indexer_weights *iw = &p->indexer;
-    if (!p->has_indexer)
-        return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "weights.has_indexer",
-                        "the layer is sparse: it needs the indexer weights");
-    const int64_t Hi = c->index_heads, D = c->index_head_dim;
-    MLA_TRY(check_indexer_weight(ctx, &iw->wq_b, "indexer.wq_b", Hi * D, c->q_lora));
-    MLA_TRY(check_indexer_weight(ctx, &iw->wk, "indexer.wk", D, c->hidden));
-    MLA_TRY(check_indexer_weight(ctx, &iw->weights_proj, "indexer.weights_proj", Hi, c->hidden));
-    MLA_TRY(mla_check_tensor(ctx, &iw->k_norm_weight, "indexer.k_norm_weight", 1));
-    MLA_TRY(mla_check_extent(ctx, &iw->k_norm_weight, "indexer.k_norm_weight", 0, D));
-    MLA_TRY(mla_check_tensor(ctx, &iw->k_norm_bias, "indexer.k_norm_bias", 1));
-    return mla_check_extent(ctx, &iw->k_norm_bias, "indexer.k_norm_bias", 0, D);
+    if (lp->ws.sparse) {
+        if (!p->has_indexer)
+            return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "weights.has_indexer",
+                            "the layer is sparse: it needs the indexer weights");
+        const int64_t Hi = c->index_heads, D = c->index_head_dim;
+        MLA_TRY(mla_check_linear_weight(ctx, &iw->wq_b, "indexer.wq_b", Hi * D, c->q_lora));
+        MLA_TRY(mla_check_linear_weight(ctx, &iw->wk, "indexer.wk", D, c->hidden));
+        MLA_TRY(
+            mla_check_linear_weight(ctx, &iw->weights_proj, "indexer.weights_proj", Hi, c->hidden));
+        const mla_tensor *nb[2] = {&iw->k_norm_weight, &iw->k_norm_bias};
+        const char *nbn[2] = {"indexer.k_norm_weight", "indexer.k_norm_bias"};
+        for (int i = 0; i < 2; ++i) {
+            MLA_TRY(mla_check_tensor(ctx, nb[i], nbn[i], 1));
+            MLA_TRY(mla_check_dtype(ctx, nb[i], nbn[i], MLA_DT(MLA_DTYPE_F32)));
+            MLA_TRY(mla_check_extent(ctx, nb[i], nbn[i], 0, D));
+        }
+    }
+    /* y apart from x (like every op's output from its input), and every
+     * buffer the layer writes apart from everything it reads */
+    MLA_TRY(mla_check_disjoint(ctx, y, "y", x, "x"));
+    const mla_tensor *outs[4] = {y, &lp->workspace, &lp->cache,
+                                 lp->ws.sparse ? &lp->index_cache : NULL};
+    const char *onames[4] = {"y", "workspace", "cache", "index_cache"};
+    const mla_tensor *ins[8 + MLA_WEIGHT_TENSORS + 12] = {x,
+                                                          &lp->positions,
+                                                          &lp->slots,
+                                                          &lp->block_table,
+                                                          &lp->context_lens,
+                                                          lp->has_cu_q ? &lp->cu_q : NULL,
+                                                          &lp->cos,
+                                                          &lp->sin};
+    const char *inames[8 + MLA_WEIGHT_TENSORS + 12] = {"x",
+                                                       "batch.positions",
+                                                       "batch.slots",
+                                                       "batch.block_table",
+                                                       "batch.context_lens",
+                                                       "batch.cu_q_lens",
+                                                       "cos",
+                                                       "sin"};
+    int n = 8 + mla_weight_tensors(&p->base, c->q_lora != 0, 1, ins + 8, inames + 8);
+    if (p->base.kv_b_proj.w.dtype == MLA_DTYPE_FP4X2) {
+        const mla_tensor *mx[4] = {&p->w_kc_fp4.codes, &p->w_kc_fp4.scales, &p->w_vc_fp4.codes,
+                                   &p->w_vc_fp4.scales};
+        const char *mxn[4] = {"w_kc_fp4.codes", "w_kc_fp4.scales", "w_vc_fp4.codes",
+                              "w_vc_fp4.scales"};
+        for (int i = 0; i < 4; ++i)
+            ins[n] = mx[i], inames[n++] = mxn[i];
+    }
+    if (lp->ws.sparse) {
+        const mla_weight *iws[3] = {&iw->wq_b, &iw->wk, &iw->weights_proj};
+        const char *iwn[3][2] = {{"indexer.wq_b.w", "indexer.wq_b.scale"},
+                                 {"indexer.wk.w", "indexer.wk.scale"},
+                                 {"indexer.weights_proj.w", "indexer.weights_proj.scale"}};
+        for (int i = 0; i < 3; ++i) {
+            ins[n] = &iws[i]->w, inames[n++] = iwn[i][0];
+            if (iws[i]->w.dtype != MLA_DTYPE_BF16)
+                ins[n] = &iws[i]->scale, inames[n++] = iwn[i][1];
+        }
+        ins[n] = &iw->k_norm_weight, inames[n++] = "indexer.k_norm_weight";
+        ins[n] = &iw->k_norm_bias, inames[n++] = "indexer.k_norm_bias";
+    }
+    return mla_check_apart(ctx, outs, onames, 4, ins, inames, n);
 }
 
 /* -------------------------------------------------------------- stages */
@@ -188,7 +224,7 @@ static mla_status run_indexer(mla_context *ctx, mla_layer_plan *lp, const mla_in
 {
     const mla_model_config *c = cfg_of(lp);
     const int64_t T = lp->T, Hi = c->index_heads, D = c->index_head_dim, K = c->index_topk;
-    const int64_t M = lp->max_context;
+    const int64_t M = mla_layer_logits_cols(c, lp->max_context);
     mla_tensor q = ws_view(lp, lp->ws.idx_q, lp->opt.indexer.fp8, 3, (int64_t[]){T, Hi, D},
                            (int64_t[]){Hi * D, D, 1});
     mla_tensor w =
@@ -289,18 +325,20 @@ static mla_status o_proj(mla_context *ctx, const mla_layer_plan *lp, const mla_w
     return mla_batched_gemm_a4w4(ctx, &xq, &w, &y3);
 }
 
-mla_status mla_layer_forward(mla_context *ctx, const mla_layer_plan *lpc,
-                             const mla_layer_weights_ex *p, const mla_tensor *x, mla_tensor *y)
+typedef struct layer_call {
+    mla_layer_plan *lp;
+    const mla_layer_weights_ex *p;
+    const mla_tensor *x;
+    mla_tensor *y;
+} layer_call;
+
+/* MLA.md section 2 for the planned step, through the public entry points. */
+static mla_status layer_steps(mla_context *ctx, void *args)
 {
-    MLA_TRY(mla_begin(ctx));
-    if (!lpc)
-        return mla_fail(ctx, MLA_ERR_NULL_POINTER, "lp", "NULL argument");
-    /* the plan is the caller's const object; only the sparse re-plan of the
-     * attention (its own buffers) changes through it */
-    mla_layer_plan *lp = (mla_layer_plan *)lpc;
-    MLA_TRY(check_forward(ctx, lp, p, x, y));
-    if (lp->T == 0)
-        return MLA_OK;
+    const layer_call *lc = args;
+    mla_layer_plan *lp = lc->lp;
+    const mla_layer_weights_ex *p = lc->p;
+    const mla_tensor *x = lc->x;
     mla_tensor q_cat = q_cat_view(lp);
     mla_tensor prep = ws_view(lp, lp->ws.prep, MLA_DTYPE_U8, 1,
                               (int64_t[]){lp->ws.q_cat - lp->ws.prep}, (int64_t[]){1});
@@ -320,5 +358,29 @@ mla_status mla_layer_forward(mla_context *ctx, const mla_layer_plan *lpc,
     attention_call(lp, &k);
     MLA_TRY(mla_attention_run(ctx, lp->attn, &k.a));
     MLA_TRY(w_vc(ctx, lp, p));
-    return o_proj(ctx, lp, &p->base.o_proj, y);
+    return o_proj(ctx, lp, &p->base.o_proj, lc->y);
+}
+
+mla_status mla_layer_forward(mla_context *ctx, const mla_layer_plan *lpc,
+                             const mla_layer_weights_ex *p, const mla_tensor *x, mla_tensor *y)
+{
+    MLA_DUMP_HOOK(ctx, MLA_DUMP_LAYER, mla_dump_layer(ctx, lpc, p, x, y));
+    MLA_TRY(mla_begin(ctx));
+    if (!lpc)
+        return mla_fail(ctx, MLA_ERR_NULL_POINTER, "lp", "NULL argument");
+    /* the plan is the caller's const object; only the sparse re-plan of the
+     * attention (its own buffers) changes through it */
+    mla_layer_plan *lp = (mla_layer_plan *)lpc;
+    MLA_TRY(check_forward(ctx, lp, p, x, y));
+    if (lp->T == 0)
+        return MLA_OK;
+    /* Every stage's checks first (the dry pass), then the stages. The top-k
+     * indices the attention reads are the indexer's, written in the real
+     * pass. Index values in device memory stand as the plan validated them
+     * (mla_layer_plan_create; as mla_attention_run); on the host they are
+     * checked again, in place or by a copy, before anything is written. */
+    layer_call lc = {lp, p, x, y};
+    const uint32_t trust =
+        MLA_TRUST_TOPK | (mla_context_memory(ctx) == MLA_MEMORY_HOST ? 0u : MLA_TRUST_INDICES);
+    return mla_run_composite(ctx, layer_steps, &lc, trust);
 }

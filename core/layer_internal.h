@@ -42,9 +42,14 @@ struct mla_layer_plan {
                               bug) */
 };
 
-mla_status mla_layer_layout(const mla_context *ctx, const mla_plan *plan,
-                            const mla_layer_options *opt, int64_t T, int64_t S, int64_t max_context,
+/* The workspace carve-up for T tokens (tname: the parameter T came from);
+ * a refusal is recorded on ctx. */
+mla_status mla_layer_layout(mla_context *ctx, const mla_plan *plan, const mla_layer_options *opt,
+                            int64_t T, int64_t S, int64_t max_context, const char *tname,
                             mla_layer_ws *w);
+/* Columns of the sparse layer's logits rows: max_context, at least the
+ * top-k's k (mla_topk takes k <= the row; the lengths bound what is read). */
+int64_t mla_layer_logits_cols(const mla_model_config *c, int64_t max_context);
 /* The attention (re)plan over the planned buffers (core/layer.c). */
 mla_status mla_layer_plan_attention(mla_context *ctx, mla_layer_plan *lp, int update);
 

@@ -11,10 +11,18 @@
 #define WS_ALIGN 256
 #define DEFAULT_SPLITS 8
 
+int64_t mla_layer_logits_cols(const mla_model_config *c, int64_t max_context)
+{
+    const int64_t n = max_context > c->index_topk ? max_context : c->index_topk;
+    return n > 0 ? n : 1;
+}
+
+/* The region's offset; the cursor moves past it, 256-byte aligned (to -1,
+ * for good, when a size is -1: an overflowed mla_sz_ product). */
 static int64_t place(int64_t *cursor, int64_t bytes)
 {
     int64_t at = *cursor;
-    *cursor += (bytes + WS_ALIGN - 1) / WS_ALIGN * WS_ALIGN;
+    *cursor = mla_sz_add(*cursor, mla_sz_round_up(bytes, WS_ALIGN));
     return at;
 }
 
@@ -44,48 +52,59 @@ static int64_t attention_bytes(const mla_context *ctx, const mla_plan *plan, int
     p.has_rope = 1;
     if (mla_attention_layout_workspace(&p) != MLA_OK)
         return -1;
-    return p.workspace_bytes + WS_ALIGN;
+    return mla_sz_add(p.workspace_bytes, WS_ALIGN);
 }
 
-mla_status mla_layer_layout(const mla_context *ctx, const mla_plan *plan,
-                            const mla_layer_options *opt, int64_t T, int64_t S, int64_t max_context,
+mla_status mla_layer_layout(mla_context *ctx, const mla_plan *plan, const mla_layer_options *opt,
+                            int64_t T, int64_t S, int64_t max_context, const char *tname,
                             mla_layer_ws *w)
 {
     const mla_model_config *c = mla_plan_config(plan);
     const mla_plan_options *po = mla_plan_options_get(plan);
-    if (T < 0 || S < 0 || max_context < 0 || T > ((int64_t)1 << 24) ||
-        max_context > ((int64_t)1 << 31))
-        return MLA_ERR_OVERFLOW;
+    if (T < 0 || S < 0 || max_context < 0)
+        return mla_fail(ctx, MLA_ERR_SHAPE,
+                        T < 0   ? tname
+                        : S < 0 ? "S"
+                                : "max_context",
+                        "T, S and max_context are counts (>= 0)");
+    if (T > ((int64_t)1 << 24) || max_context > ((int64_t)1 << 31))
+        return mla_fail(ctx, MLA_ERR_OVERFLOW, T > ((int64_t)1 << 24) ? tname : "max_context",
+                        "a step holds at most 2^24 tokens, a context at most 2^31");
     if (opt->act != MLA_DTYPE_BF16 && opt->act != MLA_DTYPE_F32)
-        return MLA_ERR_DTYPE;
+        return mla_fail(ctx, MLA_ERR_DTYPE, "opt.act", "activations are bf16 or f32");
+    /* the config's widths fit (mla_plan_create); the T-scaled sizes are checked */
     const int64_t es = (int64_t)mla_dtype_size(opt->act), H = c->heads, L = c->kv_lora;
+    const int64_t THv = mla_sz_mul3(T, H, c->v);
     int64_t prep = 0, cur = 0;
-    MLA_TRY(mla_prepare_workspace_bytes(plan, T, opt->act, &prep));
+    mla_status st = mla_prepare_workspace_bytes(plan, T, opt->act, &prep);
     memset(w, 0, sizeof *w);
     w->prep = place(&cur, prep);
-    w->q_cat = place(&cur, T * H * (L + c->rope) * (int64_t)mla_dtype_size(po->q_dtype));
-    w->o_lat = place(&cur, T * H * L * es);
-    w->o = place(&cur, T * H * c->v * es);
-    w->oq = place(&cur, T * H * c->v / 2);
-    w->oq_scales = place(&cur, T * H * c->v / 32 + 1);
+    w->q_cat = place(&cur, mla_sz_mul4(T, H, L + c->rope, (int64_t)mla_dtype_size(po->q_dtype)));
+    w->o_lat = place(&cur, mla_sz_mul4(T, H, L, es));
+    w->o = place(&cur, mla_sz_mul(THv, es));
+    w->oq = place(&cur, THv < 0 ? -1 : THv / 2);
+    w->oq_scales = place(&cur, THv < 0 ? -1 : THv / 32 + 1);
     w->sparse = c->index_heads > 0 && c->q_lora > 0 && !opt->dense;
     if (w->sparse) {
         const int64_t Hi = c->index_heads, D = c->index_head_dim;
         int64_t iws = 0;
-        MLA_TRY(mla_indexer_workspace_bytes(c, T, &iws));
+        if (st == MLA_OK)
+            st = mla_indexer_workspace_bytes(c, T, &iws);
         w->idx_ws = place(&cur, iws);
-        w->idx_q = place(&cur, T * Hi * D);
-        w->idx_w = place(&cur, T * Hi * 4);
-        w->idx_k = place(&cur, T * D * es);
-        w->logits = place(&cur, T * (max_context > 0 ? max_context : 1) * 4);
-        w->topk = place(&cur, T * c->index_topk * 4);
-        w->topk_len = place(&cur, T * 4);
+        w->idx_q = place(&cur, mla_sz_mul3(T, Hi, D));
+        w->idx_w = place(&cur, mla_sz_mul3(T, Hi, 4));
+        w->idx_k = place(&cur, mla_sz_mul3(T, D, es));
+        w->logits = place(&cur, mla_sz_mul3(T, mla_layer_logits_cols(c, max_context), 4));
+        w->topk = place(&cur, mla_sz_mul3(T, c->index_topk, 4));
+        w->topk_len = place(&cur, mla_sz_mul(T, 4));
     }
     w->attn_cap = attention_bytes(ctx, plan, T, splits_of(opt));
-    if (w->attn_cap < 0)
-        return MLA_ERR_OVERFLOW;
     w->attn = place(&cur, w->attn_cap);
     w->bytes = cur;
+    if (st == MLA_OK && cur < 0)
+        st = MLA_ERR_OVERFLOW;
+    if (st != MLA_OK) /* T and act are in range: the config's sizes times T do not fit */
+        return mla_fail(ctx, st, tname, "the workspace for %lld tokens overflows", (long long)T);
     return MLA_OK;
 }
 
@@ -108,14 +127,19 @@ void mla_layer_options_default(const mla_model_config *cfg, const mla_cache_desc
     }
 }
 
-mla_status mla_layer_workspace_bytes(const mla_context *ctx, const mla_plan *plan,
+mla_status mla_layer_workspace_bytes(mla_context *ctx, const mla_plan *plan,
                                      const mla_layer_options *opt, int64_t T, int64_t S,
                                      int64_t max_context, int64_t *bytes)
 {
-    if (!ctx || !plan || !opt || !bytes)
-        return MLA_ERR_NULL_POINTER;
+    MLA_TRY(mla_begin(ctx));
+    if (!plan || !opt || !bytes)
+        return mla_fail(ctx, MLA_ERR_NULL_POINTER,
+                        !plan  ? "plan"
+                        : !opt ? "opt"
+                               : "bytes",
+                        "NULL argument");
     mla_layer_ws w;
-    MLA_TRY(mla_layer_layout(ctx, plan, opt, T, S, max_context, &w));
+    MLA_TRY(mla_layer_layout(ctx, plan, opt, T, S, max_context, "T", &w));
     *bytes = w.bytes;
     return MLA_OK;
 }
@@ -204,7 +228,49 @@ static mla_status write_topk_rows(mla_context *ctx, mla_layer_plan *lp)
     return st;
 }
 
-static mla_status take_batch(mla_context *ctx, mla_layer_plan *lp, const mla_layer_batch *b)
+/* The batch's index values, before anything is written: positions within
+ * the RoPE table, slots within the cache (and the index cache) and none
+ * twice, and on a sparse layer the block table's ids in use within the
+ * index cache. (The attention plan checks the lengths, cu_q_lens and the
+ * ids against the latent cache.) */
+static mla_status check_batch_values(mla_context *ctx, const mla_layer_plan *lp)
+{
+    MLA_TRY(mla_check_positions(ctx, &lp->positions, "batch.positions", lp->T, lp->cos.shape[0]));
+    MLA_TRY(mla_check_dtype(ctx, &lp->slots, "batch.slots",
+                            MLA_DT(MLA_DTYPE_I32) | MLA_DT(MLA_DTYPE_I64)));
+    /* capacities fit: the caches' bytes do (take_buffers) */
+    const mla_indexer_cache_desc *id = &lp->opt.index_cache;
+    int64_t cap = lp->cache_desc.num_blocks * lp->cache_desc.block_size;
+    if (lp->ws.sparse && id->num_blocks * id->block_size < cap)
+        cap = id->num_blocks * id->block_size;
+    MLA_TRY(mla_check_slot_values(ctx, &lp->slots, lp->T, cap, "batch.slots"));
+    if (!lp->ws.sparse)
+        return MLA_OK;
+    MLA_TRY(mla_check_dtype(ctx, &lp->block_table, "batch.block_table", MLA_DT(MLA_DTYPE_I32)));
+    int64_t *ids = NULL;
+    MLA_TRY(mla_read_indices(ctx, &lp->block_table, "batch.block_table", &ids));
+    const int64_t mb = lp->block_table.shape[1];
+    mla_status st = MLA_OK;
+    for (int64_t s = 0; st == MLA_OK && s < lp->S; ++s) {
+        const int64_t used = mla_sz_ceil_div(lp->ctx_host[s], id->block_size);
+        if (used > mb)
+            st = mla_fail(ctx, MLA_ERR_OUT_OF_RANGE, "batch.context_lens",
+                          "context_lens[%lld] = %d needs %lld index-cache blocks, the table "
+                          "has %lld",
+                          (long long)s, (int)lp->ctx_host[s], (long long)used, (long long)mb);
+        else
+            st = mla_check_index_range(ctx, ids + s * mb, used, 0, id->num_blocks, 0,
+                                       "batch.block_table");
+    }
+    free(ids);
+    return st;
+}
+
+/* Takes the batch: checks every index value, then (re)plans the attention
+ * over it, and only then writes (the top-k rows of the workspace): a
+ * refused call leaves the plan and the workspace as they were. */
+static mla_status take_batch(mla_context *ctx, mla_layer_plan *lp, const mla_layer_batch *b,
+                             int update)
 {
     if (!b)
         return mla_fail(ctx, MLA_ERR_NULL_POINTER, "batch", "NULL argument");
@@ -229,7 +295,19 @@ static mla_status take_batch(mla_context *ctx, mla_layer_plan *lp, const mla_lay
         return mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, "batch", "no host memory");
     next.ctx_host = next.cu_host + lp->S + 1;
     mla_status st = read_batch(ctx, &next);
+    if (st == MLA_OK)
+        st = check_batch_values(ctx, &next);
+    if (st == MLA_OK) {
+        /* the top-k rows are written below (all absent until the first
+         * forward's top-k): no value the plan could check is there yet */
+        const uint32_t trusted = ctx->trusted;
+        ctx->trusted |= MLA_TRUST_TOPK;
+        st = mla_layer_plan_attention(ctx, &next, update);
+        ctx->trusted = trusted;
+    }
     if (st != MLA_OK) {
+        if (next.attn != lp->attn)
+            mla_attention_plan_destroy(next.attn);
         free(next.cu_host);
         return st;
     }
@@ -280,11 +358,10 @@ static mla_status create(mla_context *ctx, mla_layer_plan *lp, const mla_layer_b
     MLA_TRY(mla_check_tensor(ctx, batch->context_lens, "batch.context_lens", 1));
     lp->T = batch->positions->shape[0];
     lp->S = batch->context_lens->shape[0];
-    if (mla_layer_layout(ctx, lp->plan, &lp->opt, lp->T, lp->S, lp->max_context, &lp->ws) != MLA_OK)
-        return mla_fail(ctx, MLA_ERR_OVERFLOW, "max_context", "sizes out of range");
+    MLA_TRY(mla_layer_layout(ctx, lp->plan, &lp->opt, lp->T, lp->S, lp->max_context,
+                             "batch.positions", &lp->ws));
     MLA_TRY(take_buffers(ctx, lp, buffers));
-    MLA_TRY(take_batch(ctx, lp, batch));
-    return mla_layer_plan_attention(ctx, lp, 0);
+    return take_batch(ctx, lp, batch, 0);
 }
 
 mla_status mla_layer_plan_create(mla_context *ctx, const mla_plan *plan,
@@ -332,8 +409,7 @@ mla_status mla_layer_plan_update(mla_context *ctx, mla_layer_plan *lp, const mla
     MLA_TRY(mla_begin(ctx));
     if (!lp)
         return mla_fail(ctx, MLA_ERR_NULL_POINTER, "lp", "NULL argument");
-    MLA_TRY(take_batch(ctx, lp, batch));
-    return mla_layer_plan_attention(ctx, lp, 1);
+    return take_batch(ctx, lp, batch, 1);
 }
 
 mla_status mla_layer_test_rotate_twice(mla_context *ctx, mla_layer_plan *lp)

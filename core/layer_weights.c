@@ -1,7 +1,9 @@
 /* The DeepSeek attention-layer loader (MLA.md section 2 names, section 5
  * formats, section 7 MXFP4 operands): find and check every tensor first,
- * then one allocation in context memory, then the reads. The only
- * transform is the MXFP4 W_kc re-quantization along nope. */
+ * then one allocation in context memory, then the reads. With tensor
+ * parallelism each projection of the heads is read as its rank's rows or
+ * columns (include/mla/mla_weights.h). The only transforms are the opt-in
+ * fp8 kv_b_proj conversions and the MXFP4 W_kc re-quantization along nope. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,14 +13,25 @@
 #include "core/validate.h"
 
 enum { NAME_LEN = 192, ALIGN = 256 };
+/* Device loads go through host buffers of about this size. */
+#define CHUNK_BYTES ((int64_t)16 << 20)
 
 typedef enum slot_kind { SLOT_PROJ, SLOT_VEC } slot_kind;
 
+/* A rectangle of a 2-D tensor in the file: rows [r0, r0 + nr), bytes
+ * [cb0, cb0 + ncb) of each row. */
+typedef struct region {
+    int64_t r0, nr, cb0, ncb;
+} region;
+
 typedef struct slot {
     slot_kind kind;
-    char base[NAME_LEN];  /* PROJ: name without ".weight"; VEC: the full name */
-    int64_t out, in;      /* PROJ: [out, in]; VEC: [out] */
+    char base[NAME_LEN]; /* PROJ: name without ".weight"; VEC: the full name */
+    int64_t out, in;     /* PROJ: the whole [out, in] in the file; VEC: [out] */
+    int64_t row0, col0;  /* PROJ: the slice loaded, [out_l, in_l] at (row0, col0) */
+    int64_t out_l, in_l;
     int force_f32;        /* VEC: converted to F32 at load */
+    int per_tensor_ok;    /* PROJ: a [1, 1] fp8 scale is read as FP8_TENSOR (kv_b_proj) */
     mla_kv_b_fp8 convert; /* PROJ: an FP8_BLOCK weight converted at load */
     mla_weight *w;        /* PROJ destination */
     mla_weight_format *fmt;
@@ -26,6 +39,7 @@ typedef struct slot {
     /* resolved by the check pass */
     mla_safetensors_info wi, si;
     mla_safetensors *wf, *sf; /* the shards holding the weight and its scale */
+    region wr, sr;            /* what is read of each */
     mla_dtype w_dtype, s_dtype, v_dtype;
     int64_t w_shape[2], s_shape[2];
     int64_t w_off, s_off, w_bytes, s_bytes;
@@ -53,12 +67,10 @@ void mla_layer_load_options_default(mla_layer_load_options *out)
         return;
     memset(out, 0, sizeof *out);
     out->kc_rule = MLA_MXFP4_PRODUCTION;
+    out->world_size = 1;
 }
 
-static int64_t ceil_div(int64_t a, int64_t b)
-{
-    return (a + b - 1) / b;
-}
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 static int name_of(char *dst, const char *prefix, const char *base, const char *suffix)
 {
@@ -66,20 +78,24 @@ static int name_of(char *dst, const char *prefix, const char *base, const char *
     return n > 0 && n < NAME_LEN;
 }
 
-/* The files of a checkpoint; a tensor comes from the first that holds it. */
-typedef struct shard_set {
+/* Where tensors come from: shard files (the first holding a name), or a
+ * checkpoint directory's index. */
+typedef struct source {
     mla_safetensors *const *f;
     int32_t n;
-} shard_set;
+    mla_checkpoint *ck;
+} source;
 
-/* Finds a tensor in the shards, naming it when absent. */
-static mla_status need(mla_context *ctx, const shard_set *fs, const char *name,
+/* Finds a tensor, naming it when absent. */
+static mla_status need(mla_context *ctx, const source *src, const char *name,
                        mla_safetensors_info *out, mla_safetensors **owner)
 {
-    for (int32_t i = 0; i < fs->n; ++i)
-        if (mla_safetensors_has(fs->f[i], name)) {
-            *owner = fs->f[i];
-            return mla_safetensors_find(ctx, fs->f[i], name, out);
+    if (src->ck)
+        return mla_checkpoint_find(ctx, src->ck, name, owner, out);
+    for (int32_t i = 0; i < src->n; ++i)
+        if (mla_safetensors_has(src->f[i], name)) {
+            *owner = src->f[i];
+            return mla_safetensors_find(ctx, src->f[i], name, out);
         }
     return mla_fail(ctx, MLA_ERR_FORMAT, name, "the checkpoint has no tensor '%s'", name);
 }
@@ -92,34 +108,67 @@ static mla_status check_2d(mla_context *ctx, const mla_safetensors_info *i, int6
     return MLA_OK;
 }
 
-/* A projection: its format from the weight's file dtype, and its scale. */
-static mla_status check_proj(mla_context *ctx, const shard_set *f, slot *s)
+/* A slice [a, a + n) of an extent split in blocks of b is whole blocks. */
+static mla_status check_blocks(mla_context *ctx, const slot *s, const char *what, int64_t a,
+                               int64_t n, int64_t full, int64_t b)
+{
+    if (a % b == 0 && ((a + n) % b == 0 || a + n == full))
+        return MLA_OK;
+    return mla_fail(ctx, MLA_ERR_SHAPE, s->wi.name,
+                    "tensor '%s': the rank's %s [%lld, %lld) cut its %lld-wide blocks (their "
+                    "scales cannot be split)",
+                    s->wi.name, what, (long long)a, (long long)(a + n), (long long)b);
+}
+
+/* The weight's region: its rows, and its columns at es_num / es_den bytes each. */
+static region weight_region(const slot *s, int64_t es_num, int64_t es_den)
+{
+    return (region){s->row0, s->out_l, s->col0 * es_num / es_den, s->in_l * es_num / es_den};
+}
+
+/* A projection: its format from the weight's file dtype, its scale, and
+ * what of both this rank reads. */
+static mla_status check_proj(mla_context *ctx, const source *f, slot *s)
 {
     char nm[NAME_LEN];
     if (!name_of(nm, "", s->base, ".weight"))
         return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "prefix", "tensor name too long");
     MLA_TRY(need(ctx, f, nm, &s->wi, &s->wf));
     const char *fd = s->wi.file_dtype;
+    s->w_shape[0] = s->out_l, s->w_shape[1] = s->in_l;
     if (!strcmp(fd, "BF16")) {
         *s->fmt = MLA_WEIGHT_BF16;
         MLA_TRY(check_2d(ctx, &s->wi, s->out, s->in));
         s->w_dtype = MLA_DTYPE_BF16;
-        s->w_shape[0] = s->out, s->w_shape[1] = s->in;
+        s->wr = weight_region(s, 2, 1);
         return MLA_OK;
     }
     if (!strcmp(fd, "F8_E4M3")) {
         *s->fmt = MLA_WEIGHT_FP8_BLOCK;
         MLA_TRY(check_2d(ctx, &s->wi, s->out, s->in));
         s->w_dtype = MLA_DTYPE_FP8_E4M3FN;
-        s->w_shape[0] = s->out, s->w_shape[1] = s->in;
+        s->wr = weight_region(s, 1, 1);
         name_of(nm, "", s->base, ".weight_scale_inv");
         MLA_TRY(need(ctx, f, nm, &s->si, &s->sf));
         if (s->si.dtype != MLA_DTYPE_F32)
             return mla_fail(ctx, MLA_ERR_DTYPE, s->si.name, "tensor '%s' is %s, expected F32",
                             s->si.name, s->si.file_dtype);
+        const int64_t bo = ceil_div(s->out, 128), bi = ceil_div(s->in, 128);
+        if (s->per_tensor_ok && s->si.ndim == 2 && s->si.shape[0] == 1 && s->si.shape[1] == 1 &&
+            bo * bi > 1) { /* one scale for the tensor: the FP8_TENSOR form, as written */
+            *s->fmt = MLA_WEIGHT_FP8_TENSOR;
+            s->s_dtype = MLA_DTYPE_F32;
+            s->s_shape[0] = s->s_shape[1] = 1;
+            s->sr = (region){0, 1, 0, 4};
+            return MLA_OK;
+        }
+        MLA_TRY(check_blocks(ctx, s, "rows", s->row0, s->out_l, s->out, 128));
+        MLA_TRY(check_blocks(ctx, s, "columns", s->col0, s->in_l, s->in, 128));
+        MLA_TRY(check_2d(ctx, &s->si, bo, bi));
         s->s_dtype = MLA_DTYPE_F32;
-        s->s_shape[0] = ceil_div(s->out, 128), s->s_shape[1] = ceil_div(s->in, 128);
-        return check_2d(ctx, &s->si, s->s_shape[0], s->s_shape[1]);
+        s->s_shape[0] = ceil_div(s->out_l, 128), s->s_shape[1] = ceil_div(s->in_l, 128);
+        s->sr = (region){s->row0 / 128, s->s_shape[0], s->col0 / 128 * 4, s->s_shape[1] * 4};
+        return MLA_OK;
     }
     if (!strcmp(fd, "U8")) { /* Quark MXFP4: packed codes and e8m0 scales as bytes */
         *s->fmt = MLA_WEIGHT_MXFP4;
@@ -128,16 +177,20 @@ static mla_status check_proj(mla_context *ctx, const shard_set *f, slot *s)
                             "tensor '%s': MXFP4 needs in (%lld) a multiple of 32", s->wi.name,
                             (long long)s->in);
         MLA_TRY(check_2d(ctx, &s->wi, s->out, s->in / 2));
+        MLA_TRY(check_blocks(ctx, s, "columns", s->col0, s->in_l, s->in, 32));
         s->w_dtype = MLA_DTYPE_FP4X2;
-        s->w_shape[0] = s->out, s->w_shape[1] = s->in / 2;
+        s->w_shape[1] = s->in_l / 2;
+        s->wr = weight_region(s, 1, 2);
         name_of(nm, "", s->base, ".weight_scale");
         MLA_TRY(need(ctx, f, nm, &s->si, &s->sf));
         if (s->si.dtype != MLA_DTYPE_U8 && s->si.dtype != MLA_DTYPE_E8M0)
             return mla_fail(ctx, MLA_ERR_DTYPE, s->si.name, "tensor '%s' is %s, expected U8 (e8m0)",
                             s->si.name, s->si.file_dtype);
+        MLA_TRY(check_2d(ctx, &s->si, s->out, s->in / 32));
         s->s_dtype = MLA_DTYPE_E8M0;
-        s->s_shape[0] = s->out, s->s_shape[1] = s->in / 32;
-        return check_2d(ctx, &s->si, s->s_shape[0], s->s_shape[1]);
+        s->s_shape[0] = s->out_l, s->s_shape[1] = s->in_l / 32;
+        s->sr = (region){s->row0, s->out_l, s->col0 / 32, s->in_l / 32};
+        return MLA_OK;
     }
     return mla_fail(ctx, MLA_ERR_DTYPE, s->wi.name,
                     "tensor '%s' is %s: expected BF16, F8_E4M3 (+weight_scale_inv) or U8 "
@@ -145,7 +198,7 @@ static mla_status check_proj(mla_context *ctx, const shard_set *f, slot *s)
                     s->wi.name, fd);
 }
 
-static mla_status check_vec(mla_context *ctx, const shard_set *f, slot *s)
+static mla_status check_vec(mla_context *ctx, const source *f, slot *s)
 {
     MLA_TRY(need(ctx, f, s->base, &s->wi, &s->wf));
     mla_dtype d = s->wi.dtype;
@@ -178,6 +231,60 @@ static mla_tensor tensor2(void *data, mla_dtype dt, mla_memory mem, int32_t ndim
     return t;
 }
 
+/* Rows [r0 + first, r0 + first + n) of a region into host memory, packed
+ * (ncb bytes a row): one read when the rows are whole, else one a row. */
+static mla_status read_rows(mla_context *ctx, mla_safetensors *f, const mla_safetensors_info *i,
+                            const region *g, int64_t first, int64_t n, unsigned char *dst)
+{
+    const int64_t row_bytes = i->shape[0] ? i->bytes / i->shape[0] : 0;
+    const int64_t at = i->offset + (g->r0 + first) * row_bytes + g->cb0;
+    if (g->ncb == row_bytes)
+        return mla_st_read_at(ctx, f, at, dst, (size_t)(n * row_bytes), i->name);
+    for (int64_t r = 0; r < n; ++r)
+        MLA_TRY(
+            mla_st_read_at(ctx, f, at + r * row_bytes, dst + r * g->ncb, (size_t)g->ncb, i->name));
+    return MLA_OK;
+}
+
+/* A region into memory of the context: straight into host memory, through
+ * bounded host buffers into device memory. */
+static mla_status read_region(mla_context *ctx, mla_safetensors *f, const mla_safetensors_info *i,
+                              const region *g, void *dst)
+{
+    if (mla_context_memory(ctx) == MLA_MEMORY_HOST || g->ncb == 0)
+        return read_rows(ctx, f, i, g, 0, g->nr, dst);
+    const int64_t rows = CHUNK_BYTES / g->ncb > 0 ? CHUNK_BYTES / g->ncb : 1;
+    const int64_t step = rows < g->nr ? rows : g->nr;
+    unsigned char *buf = malloc((size_t)(step * g->ncb) + 1);
+    if (!buf)
+        return mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, i->name, "out of memory");
+    mla_status st = MLA_OK;
+    for (int64_t r = 0; r < g->nr && st == MLA_OK; r += step) {
+        const int64_t n = g->nr - r < step ? g->nr - r : step;
+        st = read_rows(ctx, f, i, g, r, n, buf);
+        if (st == MLA_OK)
+            st = mla_memcpy(ctx, (unsigned char *)dst + r * g->ncb, buf, (size_t)(n * g->ncb),
+                            MLA_COPY_HOST_TO_CONTEXT);
+    }
+    free(buf);
+    return st;
+}
+
+/* A region into a fresh host buffer (free() it). */
+static mla_status read_host(mla_context *ctx, mla_safetensors *f, const mla_safetensors_info *i,
+                            const region *g, unsigned char **out)
+{
+    *out = malloc((size_t)(g->nr * g->ncb) + 1);
+    if (!*out)
+        return mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, i->name, "out of memory");
+    mla_status st = read_rows(ctx, f, i, g, 0, g->nr, *out);
+    if (st != MLA_OK) {
+        free(*out);
+        *out = NULL;
+    }
+    return st;
+}
+
 /* Reads a VEC slot, converting bf16 / f16 to f32 on the host when asked. */
 static mla_status read_vec(mla_context *ctx, slot *s, unsigned char *base, mla_memory mem)
 {
@@ -203,30 +310,31 @@ static mla_status read_vec(mla_context *ctx, slot *s, unsigned char *base, mla_m
     return st;
 }
 
-/* W_kc in MXFP4 along nope: kv_b_proj's rows h*(nope+v) + i (i < nope) are
- * dequantized and, for each latent column l, the nope values re-quantized
- * in blocks of 32 -> codes [H, L, nope/2], scales [H, L, nope/32]. The
- * checkpoint packs along L, the absorb contracts over nope: there is no
- * view that serves, so this is made once at load. */
+/* W_kc in MXFP4 along nope: kv_b_proj's rows h*(nope+v) + i (i < nope) of
+ * the loaded heads are dequantized and, for each latent column l, the nope
+ * values re-quantized in blocks of 32 -> codes [H, L, nope/2], scales
+ * [H, L, nope/32]. The checkpoint packs along L, the absorb contracts over
+ * nope: there is no view that serves, so this is made once at load. The
+ * one read of kv_b_proj serves both: its bytes go to w (and scale) too. */
 static mla_status make_w_kc(mla_context *ctx, const slot *kvb, const mla_model_config *cfg,
-                            mla_mxfp4_rule rule, void *codes_dst, void *scales_dst)
+                            int64_t H, mla_mxfp4_rule rule, void *codes_dst, void *scales_dst)
 {
-    const int64_t H = cfg->heads, L = cfg->kv_lora, nope = cfg->nope, dv = cfg->nope + cfg->v;
-    size_t cb = (size_t)kvb->w_bytes, sb = (size_t)kvb->s_bytes;
+    const int64_t L = cfg->kv_lora, nope = cfg->nope, dv = cfg->nope + cfg->v;
     size_t ob = (size_t)(H * L * nope / 2), osb = (size_t)(H * L * nope / 32);
-    uint8_t *codes = malloc(cb + 1), *scales = malloc(sb + 1);
+    uint8_t *codes = NULL, *scales = NULL;
     uint8_t *oc = malloc(ob + 1), *os = malloc(osb + 1);
-    mla_status st = MLA_OK;
-    if (!codes || !scales || !oc || !os)
-        st = mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, "kv_b_proj", "out of memory for W_kc");
-    if (st == MLA_OK) {
-        mla_tensor t = tensor2(codes, MLA_DTYPE_U8, MLA_MEMORY_HOST, 2, kvb->w_shape);
-        st = mla_safetensors_read(ctx, kvb->wf, kvb->wi.name, &t);
-    }
-    if (st == MLA_OK) {
-        mla_tensor t = tensor2(scales, MLA_DTYPE_U8, MLA_MEMORY_HOST, 2, kvb->s_shape);
-        st = mla_safetensors_read(ctx, kvb->sf, kvb->si.name, &t);
-    }
+    mla_status st =
+        oc && os ? MLA_OK
+                 : mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, "kv_b_proj", "out of memory for W_kc");
+    if (st == MLA_OK)
+        st = read_host(ctx, kvb->wf, &kvb->wi, &kvb->wr, &codes);
+    if (st == MLA_OK)
+        st = read_host(ctx, kvb->sf, &kvb->si, &kvb->sr, &scales);
+    if (st == MLA_OK)
+        st = mla_memcpy(ctx, kvb->w->w.data, codes, (size_t)kvb->w_bytes, MLA_COPY_HOST_TO_CONTEXT);
+    if (st == MLA_OK)
+        st = mla_memcpy(ctx, kvb->w->scale.data, scales, (size_t)kvb->s_bytes,
+                        MLA_COPY_HOST_TO_CONTEXT);
     for (int64_t h = 0; st == MLA_OK && h < H; ++h) {
         for (int64_t l = 0; l < L; ++l) {
             for (int64_t b = 0; b < nope / 32; ++b) {
@@ -254,27 +362,26 @@ static mla_status make_w_kc(mla_context *ctx, const slot *kvb, const mla_model_c
     return st;
 }
 
-/* An FP8_BLOCK weight dequantized (code * block scale, fp32) and stored as
- * bf16 or re-quantized per tensor (see mla_kv_b_fp8 for the exact rule). */
+/* An FP8_BLOCK weight (the rank's slice) dequantized (code * block scale,
+ * fp32) and stored as bf16 or re-quantized per tensor (see mla_kv_b_fp8 for
+ * the exact rule). */
 static mla_status convert_fp8(mla_context *ctx, const slot *t, void *w_dst, void *s_dst,
                               float *tensor_scale)
 {
-    const int64_t out = t->out, in = t->in, sb = t->si.shape[1];
+    const int64_t out = t->out_l, in = t->in_l, sb = t->sr.ncb / 4; /* the blocks read */
     const size_t n = (size_t)(out * in);
-    uint8_t *codes = malloc(n + 1);
-    float *scales = malloc((size_t)t->si.bytes + 1), *x = malloc(n * sizeof *x + 1);
+    uint8_t *codes = NULL;
+    unsigned char *sraw = NULL;
+    float *x = malloc(n * sizeof *x + 1);
     void *res = malloc(n * 2 + 1);
-    mla_status st = MLA_OK;
-    if (!codes || !scales || !x || !res)
-        st = mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, t->wi.name, "out of memory converting it");
-    if (st == MLA_OK) {
-        mla_tensor c = tensor2(codes, MLA_DTYPE_FP8_E4M3FN, MLA_MEMORY_HOST, 2, t->wi.shape);
-        st = mla_safetensors_read(ctx, t->wf, t->wi.name, &c);
-    }
-    if (st == MLA_OK) {
-        mla_tensor c = tensor2(scales, MLA_DTYPE_F32, MLA_MEMORY_HOST, 2, t->si.shape);
-        st = mla_safetensors_read(ctx, t->sf, t->si.name, &c);
-    }
+    mla_status st =
+        x && res ? MLA_OK
+                 : mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, t->wi.name, "out of memory converting it");
+    if (st == MLA_OK)
+        st = read_host(ctx, t->wf, &t->wi, &t->wr, &codes);
+    if (st == MLA_OK)
+        st = read_host(ctx, t->sf, &t->si, &t->sr, &sraw);
+    const float *scales = (const float *)sraw;
     float amax = 0.0f;
     for (int64_t r = 0; st == MLA_OK && r < out; ++r)
         for (int64_t c = 0; c < in; ++c) {
@@ -301,7 +408,7 @@ static mla_status convert_fp8(mla_context *ctx, const slot *t, void *w_dst, void
     if (st == MLA_OK)
         st = mla_memcpy(ctx, w_dst, res, bytes, MLA_COPY_HOST_TO_CONTEXT);
     free(codes);
-    free(scales);
+    free(sraw);
     free(x);
     free(res);
     return st;
@@ -324,35 +431,41 @@ mla_status mla_st_check_config(mla_context *ctx, const mla_model_config *c)
     return MLA_OK;
 }
 
-mla_status mla_layer_weights_load_shards(mla_context *ctx, mla_safetensors *const *files,
-                                         int32_t count, const mla_model_config *cfg, int64_t layer,
-                                         const mla_layer_load_options *options,
-                                         mla_layer_weights_ex *out)
+/* The options, their defaults filled in and checked. */
+static mla_status check_options(mla_context *ctx, const mla_layer_load_options *options,
+                                const mla_model_config *cfg, mla_layer_load_options *opt)
 {
-    if (!ctx)
-        return MLA_ERR_NULL_POINTER;
-    mla_clear_error(ctx);
-    if (!files || !cfg || !out)
-        return mla_fail(ctx, MLA_ERR_NULL_POINTER,
-                        !files ? "files"
-                        : !cfg ? "cfg"
-                               : "out",
-                        "null argument");
-    if (count < 1)
-        return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "count", "no file");
-    for (int32_t i = 0; i < count; ++i)
-        if (!files[i])
-            return mla_fail(ctx, MLA_ERR_NULL_POINTER, "files", "file %d is NULL", (int)i);
-    const shard_set fs = {files, count};
+    mla_layer_load_options_default(opt);
+    if (options)
+        *opt = *options;
+    if (opt->world_size == 0)
+        opt->world_size = 1;
+    if ((unsigned)opt->kc_rule >= MLA_MXFP4_RULE_COUNT)
+        return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "options.kc_rule", "unknown rule");
+    if ((unsigned)opt->kv_b_fp8 >= MLA_KV_B_FP8_COUNT)
+        return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "options.kv_b_fp8", "unknown conversion");
+    if (opt->world_size < 1)
+        return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "options.world_size",
+                        "world_size %d: at least 1", (int)opt->world_size);
+    if (opt->rank < 0 || opt->rank >= opt->world_size)
+        return mla_fail(ctx, MLA_ERR_OUT_OF_RANGE, "options.rank", "rank %d outside [0, %d)",
+                        (int)opt->rank, (int)opt->world_size);
+    if (cfg->heads % opt->world_size != 0)
+        return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "options.world_size",
+                        "%lld heads do not split evenly over %d ranks", (long long)cfg->heads,
+                        (int)opt->world_size);
+    return MLA_OK;
+}
+
+static mla_status load(mla_context *ctx, const source *src, const mla_model_config *cfg,
+                       int64_t layer, const mla_layer_load_options *options,
+                       mla_layer_weights_ex *out)
+{
     if (layer < 0)
         return mla_fail(ctx, MLA_ERR_OUT_OF_RANGE, "layer", "negative layer index");
-    mla_layer_load_options opt;
-    mla_layer_load_options_default(&opt);
-    if (options)
-        opt = *options;
-    if ((unsigned)opt.kc_rule >= MLA_MXFP4_RULE_COUNT)
-        return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "options.kc_rule", "unknown rule");
     MLA_TRY(mla_st_check_config(ctx, cfg));
+    mla_layer_load_options opt;
+    MLA_TRY(check_options(ctx, options, cfg, &opt));
 
     char prefix[NAME_LEN];
     if (opt.prefix)
@@ -362,34 +475,47 @@ mla_status mla_layer_weights_load_shards(mla_context *ctx, mla_safetensors *cons
     if (strlen(prefix) > NAME_LEN - 48)
         return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "options.prefix", "prefix too long");
 
-    if ((unsigned)opt.kv_b_fp8 >= MLA_KV_B_FP8_COUNT)
-        return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "options.kv_b_fp8", "unknown conversion");
     mla_layer_weights_ex w;
     memset(&w, 0, sizeof w);
     w.kv_b_tensor_scale = 1.0f;
     mla_layer_weights *b = &w.base;
-    const int64_t H = cfg->heads, L = cfg->kv_lora, R = cfg->rope, hid = cfg->hidden;
-    const int64_t qk = cfg->nope + R, Hi = cfg->index_heads, Di = cfg->index_head_dim;
+    const int64_t H = cfg->heads, Hl = H / opt.world_size, h0 = opt.rank * Hl;
+    const int64_t L = cfg->kv_lora, R = cfg->rope, hid = cfg->hidden;
+    const int64_t qk = cfg->nope + R, dv = cfg->nope + cfg->v;
+    const int64_t Hi = cfg->index_heads, Di = cfg->index_head_dim;
     slot s[12];
     int n = 0;
-#define PROJ(nm, o, i, dst, fm)                                                                    \
-    s[n] = (slot){.kind = SLOT_PROJ, .out = (o), .in = (i), .w = (dst), .fmt = (fm)};              \
+    /* A replicated projection, and one whose rows (heads) or columns are the rank's. */
+#define PROJ_AT(nm, o, i, r0, ol, c0, il, dst, fm)                                                 \
+    s[n] = (slot){.kind = SLOT_PROJ,                                                               \
+                  .out = (o),                                                                      \
+                  .in = (i),                                                                       \
+                  .row0 = (r0),                                                                    \
+                  .out_l = (ol),                                                                   \
+                  .col0 = (c0),                                                                    \
+                  .in_l = (il),                                                                    \
+                  .w = (dst),                                                                      \
+                  .fmt = (fm)};                                                                    \
     name_of(s[n++].base, prefix, nm, "")
+#define PROJ(nm, o, i, dst, fm) PROJ_AT(nm, o, i, 0, o, 0, i, dst, fm)
 #define VEC(nm, o, f32, dst)                                                                       \
     s[n] = (slot){.kind = SLOT_VEC, .out = (o), .force_f32 = (f32), .v = (dst)};                   \
     name_of(s[n++].base, prefix, nm, "")
     if (cfg->q_lora > 0) {
         PROJ("q_a_proj", cfg->q_lora, hid, &b->q_a_proj, &w.formats.q_a_proj);
         VEC("q_a_layernorm.weight", cfg->q_lora, 0, &b->q_a_layernorm);
-        PROJ("q_b_proj", H * qk, cfg->q_lora, &b->q_b_proj, &w.formats.q_b_proj);
+        PROJ_AT("q_b_proj", H * qk, cfg->q_lora, h0 * qk, Hl * qk, 0, cfg->q_lora, &b->q_b_proj,
+                &w.formats.q_b_proj);
     } else {
-        PROJ("q_proj", H * qk, hid, &b->q_b_proj, &w.formats.q_b_proj);
+        PROJ_AT("q_proj", H * qk, hid, h0 * qk, Hl * qk, 0, hid, &b->q_b_proj, &w.formats.q_b_proj);
     }
     PROJ("kv_a_proj_with_mqa", L + R, hid, &b->kv_a_proj_with_mqa, &w.formats.kv_a_proj_with_mqa);
     VEC("kv_a_layernorm.weight", L, 0, &b->kv_a_layernorm);
     slot *kvb = &s[n];
-    PROJ("kv_b_proj", H * (cfg->nope + cfg->v), L, &b->kv_b_proj, &w.formats.kv_b_proj);
-    PROJ("o_proj", hid, H * cfg->v, &b->o_proj, &w.formats.o_proj);
+    PROJ_AT("kv_b_proj", H * dv, L, h0 * dv, Hl * dv, 0, L, &b->kv_b_proj, &w.formats.kv_b_proj);
+    kvb->per_tensor_ok = 1;
+    PROJ_AT("o_proj", hid, H * cfg->v, 0, hid, h0 * cfg->v, Hl * cfg->v, &b->o_proj,
+            &w.formats.o_proj);
     if (Hi > 0) {
         mla_indexer_weights *x = &w.indexer;
         PROJ("indexer.wq_b", Hi * Di, cfg->q_lora, &x->wq_b, &w.formats.idx_wq_b);
@@ -399,6 +525,7 @@ mla_status mla_layer_weights_load_shards(mla_context *ctx, mla_safetensors *cons
         PROJ("indexer.weights_proj", Hi, hid, &x->weights_proj, &w.formats.idx_weights_proj);
         w.has_indexer = 1;
     }
+#undef PROJ_AT
 #undef PROJ
 #undef VEC
 
@@ -407,12 +534,12 @@ mla_status mla_layer_weights_load_shards(mla_context *ctx, mla_safetensors *cons
     for (int i = 0; i < n; ++i) {
         slot *t = &s[i];
         if (t->kind == SLOT_VEC) {
-            MLA_TRY(check_vec(ctx, &fs, t));
+            MLA_TRY(check_vec(ctx, src, t));
             MLA_TRY(mla_st_bytes(t->v_dtype, 1, &t->out, &t->w_bytes));
             MLA_TRY(place(ctx, &total, t->w_bytes, &t->w_off));
             continue;
         }
-        MLA_TRY(check_proj(ctx, &fs, t));
+        MLA_TRY(check_proj(ctx, src, t));
         if (t == kvb && *t->fmt == MLA_WEIGHT_FP8_BLOCK && opt.kv_b_fp8 != MLA_KV_B_FP8_KEEP) {
             t->convert = opt.kv_b_fp8;
             if (t->convert == MLA_KV_B_FP8_TO_BF16) {
@@ -437,17 +564,39 @@ mla_status mla_layer_weights_load_shards(mla_context *ctx, mla_safetensors *cons
             return mla_fail(ctx, MLA_ERR_SHAPE, kvb->wi.name,
                             "MXFP4 kv_b_proj needs nope (%lld) a multiple of 32 for W_kc",
                             (long long)cfg->nope);
-        MLA_TRY(place(ctx, &total, H * L * cfg->nope / 2, &kc_codes_off));
-        MLA_TRY(place(ctx, &total, H * L * cfg->nope / 32, &kc_scales_off));
+        MLA_TRY(place(ctx, &total, Hl * L * cfg->nope / 2, &kc_codes_off));
+        MLA_TRY(place(ctx, &total, Hl * L * cfg->nope / 32, &kc_scales_off));
     }
     if ((uint64_t)total > (uint64_t)SIZE_MAX)
         return mla_fail(ctx, MLA_ERR_OVERFLOW, "weights", "layer storage beyond size_t");
+    w.config = *cfg;
+    w.config.heads = Hl;
+    w.tp_rank = opt.rank;
+    w.tp_world_size = opt.world_size;
+    w.kc_rule = opt.kc_rule;
+    const mla_memory mem = mla_context_memory(ctx);
+    if (opt.check_only) {
+        for (int i = 0; i < n; ++i) {
+            slot *t = &s[i];
+            if (t->kind == SLOT_VEC) {
+                *t->v = tensor2(NULL, t->v_dtype, mem, 1, &t->out);
+                continue;
+            }
+            t->w->w = tensor2(NULL, t->w_dtype, mem, 2, t->w_shape);
+            int64_t zero[2] = {0, 0};
+            t->w->scale = tensor2(NULL, MLA_DTYPE_F32, mem, 2, zero);
+            if (*t->fmt != MLA_WEIGHT_BF16)
+                t->w->scale = tensor2(NULL, t->s_dtype, mem, 2, t->s_shape);
+        }
+        w.storage_bytes = total;
+        *out = w;
+        return MLA_OK;
+    }
 
     /* Pass 2: one allocation, then the reads. */
     void *storage = NULL;
     MLA_TRY(mla_malloc(ctx, (size_t)(total ? total : 1), &storage));
     unsigned char *base = storage;
-    mla_memory mem = mla_context_memory(ctx);
     /* Zeroed so the alignment gaps hold defined bytes (storage compares). */
     mla_status st = mla_memset(ctx, storage, 0, (size_t)(total ? total : 1));
     for (int i = 0; i < n && st == MLA_OK; ++i) {
@@ -467,10 +616,16 @@ mla_status mla_layer_weights_load_shards(mla_context *ctx, mla_safetensors *cons
             st = convert_fp8(ctx, t, t->w->w.data, t->w->scale.data, &w.kv_b_tensor_scale);
             continue;
         }
-        st = mla_safetensors_read(ctx, t->wf, t->wi.name, &t->w->w);
+        const int by_w_kc = t == kvb && kc_fp4; /* read by make_w_kc */
+        if (!by_w_kc)
+            st = read_region(ctx, t->wf, &t->wi, &t->wr, t->w->w.data);
         if (st == MLA_OK && *t->fmt != MLA_WEIGHT_BF16) {
             t->w->scale = tensor2(base + t->s_off, t->s_dtype, mem, 2, t->s_shape);
-            st = mla_safetensors_read(ctx, t->sf, t->si.name, &t->w->scale);
+            if (!by_w_kc)
+                st = read_region(ctx, t->sf, &t->si, &t->sr, t->w->scale.data);
+            if (st == MLA_OK && *t->fmt == MLA_WEIGHT_FP8_TENSOR) /* w_scale on the host too */
+                st = read_rows(ctx, t->sf, &t->si, &t->sr, 0, 1,
+                               (unsigned char *)&w.kv_b_tensor_scale);
         } else if (st == MLA_OK) {
             /* No scale: a descriptor with NULL data, as mla_weight documents. */
             int64_t zero[2] = {0, 0};
@@ -478,21 +633,20 @@ mla_status mla_layer_weights_load_shards(mla_context *ctx, mla_safetensors *cons
         }
     }
     if (st == MLA_OK && kc_fp4)
-        st = make_w_kc(ctx, kvb, cfg, opt.kc_rule, base + kc_codes_off, base + kc_scales_off);
+        st = make_w_kc(ctx, kvb, cfg, Hl, opt.kc_rule, base + kc_codes_off, base + kc_scales_off);
     if (st != MLA_OK) {
         mla_free(ctx, storage);
         return st;
     }
 
     const mla_weight *kv = &b->kv_b_proj;
-    const int64_t dv = cfg->nope + cfg->v;
     if (kc_fp4) {
-        int64_t cs[3] = {H, L, cfg->nope / 2}, ss[3] = {H, L, cfg->nope / 32};
+        int64_t cs[3] = {Hl, L, cfg->nope / 2}, ss[3] = {Hl, L, cfg->nope / 32};
         w.w_kc_fp4.codes = tensor2(base + kc_codes_off, MLA_DTYPE_FP4X2, mem, 3, cs);
         w.w_kc_fp4.scales = tensor2(base + kc_scales_off, MLA_DTYPE_E8M0, mem, 3, ss);
         w.w_kc_fp4.layout = MLA_SCALE_ROW_MAJOR;
-        int64_t vc[3] = {H, cfg->v, L / 2}, vcs[3] = {dv * L / 2, L / 2, 1};
-        int64_t vs[3] = {H, cfg->v, L / 32}, vss[3] = {dv * L / 32, L / 32, 1};
+        int64_t vc[3] = {Hl, cfg->v, L / 2}, vcs[3] = {dv * L / 2, L / 2, 1};
+        int64_t vs[3] = {Hl, cfg->v, L / 32}, vss[3] = {dv * L / 32, L / 32, 1};
         w.w_vc_fp4.codes = mla_view((unsigned char *)kv->w.data + cfg->nope * L / 2,
                                     MLA_DTYPE_FP4X2, mem, 3, vc, vcs);
         w.w_vc_fp4.scales = mla_view((unsigned char *)kv->scale.data + cfg->nope * L / 32,
@@ -500,8 +654,8 @@ mla_status mla_layer_weights_load_shards(mla_context *ctx, mla_safetensors *cons
         w.w_vc_fp4.layout = MLA_SCALE_ROW_MAJOR;
     } else {
         size_t es = mla_dtype_size(kv->w.dtype);
-        int64_t kc[3] = {H, cfg->nope, L}, kcs[3] = {dv * L, L, 1};
-        int64_t vc[3] = {H, L, cfg->v}, vcs[3] = {dv * L, 1, L};
+        int64_t kc[3] = {Hl, cfg->nope, L}, kcs[3] = {dv * L, L, 1};
+        int64_t vc[3] = {Hl, L, cfg->v}, vcs[3] = {dv * L, 1, L};
         w.w_kc = mla_view(kv->w.data, kv->w.dtype, mem, 3, kc, kcs);
         w.w_vc = mla_view((unsigned char *)kv->w.data + (size_t)(cfg->nope * L) * es, kv->w.dtype,
                           mem, 3, vc, vcs);
@@ -510,6 +664,29 @@ mla_status mla_layer_weights_load_shards(mla_context *ctx, mla_safetensors *cons
     w.storage_bytes = total;
     *out = w;
     return MLA_OK;
+}
+
+mla_status mla_layer_weights_load_shards(mla_context *ctx, mla_safetensors *const *files,
+                                         int32_t count, const mla_model_config *cfg, int64_t layer,
+                                         const mla_layer_load_options *options,
+                                         mla_layer_weights_ex *out)
+{
+    if (!ctx)
+        return MLA_ERR_NULL_POINTER;
+    mla_clear_error(ctx);
+    if (!files || !cfg || !out)
+        return mla_fail(ctx, MLA_ERR_NULL_POINTER,
+                        !files ? "files"
+                        : !cfg ? "cfg"
+                               : "out",
+                        "null argument");
+    if (count < 1)
+        return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "count", "no file");
+    for (int32_t i = 0; i < count; ++i)
+        if (!files[i])
+            return mla_fail(ctx, MLA_ERR_NULL_POINTER, "files", "file %d is NULL", (int)i);
+    const source src = {files, count, NULL};
+    return load(ctx, &src, cfg, layer, options, out);
 }
 
 mla_status mla_layer_weights_load(mla_context *ctx, mla_safetensors *file,
@@ -523,6 +700,32 @@ mla_status mla_layer_weights_load(mla_context *ctx, mla_safetensors *file,
         return mla_fail(ctx, MLA_ERR_NULL_POINTER, "file", "null argument");
     }
     return mla_layer_weights_load_shards(ctx, &file, 1, cfg, layer, options, out);
+}
+
+mla_status mla_layer_weights_load_checkpoint(mla_context *ctx, mla_checkpoint *ck, int64_t layer,
+                                             const mla_layer_load_options *options,
+                                             mla_layer_weights_ex *out)
+{
+    if (!ctx)
+        return MLA_ERR_NULL_POINTER;
+    mla_clear_error(ctx);
+    if (!ck || !out)
+        return mla_fail(ctx, MLA_ERR_NULL_POINTER, !ck ? "ck" : "out", "null argument");
+    const mla_hf_config *hc = mla_checkpoint_config(ck);
+    if (layer >= hc->num_layers && !(options && options->prefix)) {
+        /* Past num_hidden_layers only a layer the index holds (the MTP layer). */
+        char nm[NAME_LEN];
+        snprintf(nm, sizeof nm, "model.layers.%lld.self_attn.kv_a_proj_with_mqa.weight",
+                 (long long)layer);
+        const int found = mla_ck_has(ck, nm);
+        if (!found)
+            return mla_fail(ctx, MLA_ERR_OUT_OF_RANGE, "layer",
+                            "layer %lld: the checkpoint has %lld layers (num_hidden_layers) and "
+                            "no attention tensors of layer %lld",
+                            (long long)layer, (long long)hc->num_layers, (long long)layer);
+    }
+    const source src = {NULL, 0, ck};
+    return load(ctx, &src, &hc->model, layer, options, out);
 }
 
 void mla_layer_weights_free(mla_context *ctx, mla_layer_weights_ex *weights)

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "core/checked.h"
 #include "mla/mla.h"
 
 struct mla_plan {
@@ -34,6 +35,17 @@ static mla_status check_config(const mla_model_config *c)
         c->nope < 1 || c->rope < 2 || c->rope % 2 || c->v < 1 || c->max_pos < 1 ||
         c->rope_cfg.dim != c->rope)
         return MLA_ERR_INVALID_ARGUMENT;
+    if (c->index_heads < 0 || c->index_topk < 0 || (c->index_heads > 0 && c->index_head_dim < 1))
+        return MLA_ERR_INVALID_ARGUMENT;
+    /* the widths the stages derive (weight rows, q_cat rows, per-token
+     * bytes) fit in int64, so every later size is checked on T alone */
+    const int64_t per_token_max = 8; /* the widest activation or cache element */
+    if (mla_sz_mul3(c->heads, mla_sz_add(c->nope, mla_sz_add(c->rope, c->v)), per_token_max) < 0 ||
+        mla_sz_mul3(c->heads, mla_sz_add(c->kv_lora, c->rope), per_token_max) < 0 ||
+        mla_sz_mul(mla_sz_add(c->hidden, c->q_lora), per_token_max) < 0 ||
+        mla_sz_mul3(c->index_heads, mla_sz_add(c->index_head_dim, 4), per_token_max) < 0 ||
+        mla_sz_mul(c->index_topk, per_token_max) < 0)
+        return MLA_ERR_OVERFLOW;
     return MLA_OK;
 }
 

@@ -39,6 +39,16 @@ mla_status mla_prepare_run(mla_context *ctx, const mla_plan *plan, const mla_lay
 int64_t mla_weight_in(const mla_weight *w); /* the logical input width */
 mla_status mla_check_projection(mla_context *ctx, const mla_weight *w, const char *name,
                                 int64_t rows, int64_t cols);
+/* A projection mla_linear takes (the indexer's): bf16 or fp8 blocks. */
+mla_status mla_check_linear_weight(mla_context *ctx, const mla_weight *w, const char *name,
+                                   int64_t rows, int64_t cols);
+/* The tensors of w the prepare (and, with_o, the layer) reads, named
+ * "weights.<projection>.w" / ".scale", for the composites' aliasing checks:
+ * q_a_proj and q_a_layernorm only with q_lora, scales only beside fp8 or
+ * MXFP4 weights. Returns the count, at most MLA_WEIGHT_TENSORS. */
+#define MLA_WEIGHT_TENSORS 12
+int mla_weight_tensors(const mla_layer_weights *w, int q_lora, int with_o, const mla_tensor **t,
+                       const char **names);
 /* y [T, N] = x [T, K] @ W^T (MXFP4: the a16wfp4 GEMM, x quantized first). */
 mla_status mla_project(mla_context *ctx, const mla_tensor *x, const mla_weight *w, mla_tensor *y);
 

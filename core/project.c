@@ -35,6 +35,39 @@ mla_status mla_check_projection(mla_context *ctx, const mla_weight *w, const cha
     return MLA_OK;
 }
 
+mla_status mla_check_linear_weight(mla_context *ctx, const mla_weight *w, const char *name,
+                                   int64_t rows, int64_t cols)
+{
+    MLA_TRY(mla_check_projection(ctx, w, name, rows, cols));
+    if (w->w.dtype == MLA_DTYPE_FP4X2)
+        return mla_fail_field(ctx, MLA_ERR_UNSUPPORTED, name, "w.dtype",
+                              "the indexer's projections take bf16 or fp8 blocks");
+    return MLA_OK;
+}
+
+int mla_weight_tensors(const mla_layer_weights *w, int q_lora, int with_o, const mla_tensor **t,
+                       const char **names)
+{
+    const mla_weight *ws[5] = {&w->q_a_proj, &w->q_b_proj, &w->kv_a_proj_with_mqa, &w->kv_b_proj,
+                               &w->o_proj};
+    static const char *const wn[5][2] = {
+        {"weights.q_a_proj.w", "weights.q_a_proj.scale"},
+        {"weights.q_b_proj.w", "weights.q_b_proj.scale"},
+        {"weights.kv_a_proj_with_mqa.w", "weights.kv_a_proj_with_mqa.scale"},
+        {"weights.kv_b_proj.w", "weights.kv_b_proj.scale"},
+        {"weights.o_proj.w", "weights.o_proj.scale"}};
+    int n = 0;
+    for (int i = q_lora ? 0 : 1; i < (with_o ? 5 : 4); ++i) {
+        t[n] = &ws[i]->w, names[n++] = wn[i][0];
+        if (ws[i]->w.dtype != MLA_DTYPE_BF16)
+            t[n] = &ws[i]->scale, names[n++] = wn[i][1];
+    }
+    if (q_lora)
+        t[n] = &w->q_a_layernorm, names[n++] = "weights.q_a_layernorm";
+    t[n] = &w->kv_a_layernorm, names[n++] = "weights.kv_a_layernorm";
+    return n;
+}
+
 /* [r, c] seen as [1, r, c]. */
 static mla_tensor batch1(const mla_tensor *t)
 {

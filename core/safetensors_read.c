@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "core/json_mini.h"
 #include "core/safetensors.h"
@@ -20,6 +21,7 @@ typedef struct st_entry {
 
 struct mla_safetensors {
     FILE *fp;
+    int64_t bytes_read; /* headers included: what loading a layer really read */
     int64_t data_start, data_bytes;
     int64_t count, cap;
     st_entry *entries;
@@ -127,32 +129,33 @@ static int grow(void **arr, int64_t *cap, int64_t count, size_t elem)
 }
 
 /* param names the refused part: "header", "__metadata__" or a tensor. */
-static mla_status json_fail(mla_context *ctx, json_result r, const char *param, const char *what)
+static mla_status json_fail(mla_context *ctx, mla_json_result r, const char *param,
+                            const char *what)
 {
-    if (r == JSON_NOMEM)
+    if (r == MLA_JSON_NOMEM)
         return mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, param, "out of memory reading %s", what);
-    if (r == JSON_OVERFLOW)
+    if (r == MLA_JSON_OVERFLOW)
         return mla_fail(ctx, MLA_ERR_OVERFLOW, param, "%s: an integer beyond int64", what);
     return mla_fail(ctx, MLA_ERR_FORMAT, param, "malformed JSON in %s", what);
 }
 
-static mla_status parse_metadata(mla_context *ctx, mla_safetensors *f, json_cursor *c)
+static mla_status parse_metadata(mla_context *ctx, mla_safetensors *f, mla_json_cursor *c)
 {
-    if (!json_take(c, '{'))
+    if (!mla_json_take(c, '{'))
         return mla_fail(ctx, MLA_ERR_FORMAT, "__metadata__", "__metadata__ is not an object");
-    if (json_take(c, '}'))
+    if (mla_json_take(c, '}'))
         return MLA_OK;
     do {
         char *k = NULL, *v = NULL;
-        json_result r = json_string(c, &k);
-        if (r == JSON_OK && !json_take(c, ':'))
-            r = JSON_BAD;
-        if (r == JSON_OK)
-            r = json_string(c, &v); /* safetensors: metadata values are strings */
-        if (r == JSON_OK &&
+        mla_json_result r = mla_json_string(c, &k);
+        if (r == MLA_JSON_OK && !mla_json_take(c, ':'))
+            r = MLA_JSON_BAD;
+        if (r == MLA_JSON_OK)
+            r = mla_json_string(c, &v); /* safetensors: metadata values are strings */
+        if (r == MLA_JSON_OK &&
             !grow((void **)&f->meta, &f->meta_cap, 2 * f->meta_count + 1, sizeof *f->meta))
-            r = JSON_NOMEM;
-        if (r != JSON_OK) {
+            r = MLA_JSON_NOMEM;
+        if (r != MLA_JSON_OK) {
             free(k);
             free(v);
             return json_fail(ctx, r, "__metadata__", "__metadata__");
@@ -160,86 +163,86 @@ static mla_status parse_metadata(mla_context *ctx, mla_safetensors *f, json_curs
         f->meta[2 * f->meta_count] = k;
         f->meta[2 * f->meta_count + 1] = v;
         ++f->meta_count;
-    } while (json_take(c, ','));
-    if (!json_take(c, '}'))
-        return json_fail(ctx, JSON_BAD, "__metadata__", "__metadata__");
+    } while (mla_json_take(c, ','));
+    if (!mla_json_take(c, '}'))
+        return json_fail(ctx, MLA_JSON_BAD, "__metadata__", "__metadata__");
     return MLA_OK;
 }
 
 /* An array of non-negative integers, at most max of them. */
-static json_result parse_uint_array(json_cursor *c, int64_t *vals, int32_t max, int32_t *n)
+static mla_json_result parse_uint_array(mla_json_cursor *c, int64_t *vals, int32_t max, int32_t *n)
 {
     *n = 0;
-    if (!json_take(c, '['))
-        return JSON_BAD;
-    if (json_take(c, ']'))
-        return JSON_OK;
+    if (!mla_json_take(c, '['))
+        return MLA_JSON_BAD;
+    if (mla_json_take(c, ']'))
+        return MLA_JSON_OK;
     do {
         int64_t v;
-        json_result r = json_uint(c, &v);
-        if (r != JSON_OK)
+        mla_json_result r = mla_json_uint(c, &v);
+        if (r != MLA_JSON_OK)
             return r;
         if (*n >= max)
-            return JSON_BAD;
+            return MLA_JSON_BAD;
         vals[(*n)++] = v;
-    } while (json_take(c, ','));
-    return json_take(c, ']') ? JSON_OK : JSON_BAD;
+    } while (mla_json_take(c, ','));
+    return mla_json_take(c, ']') ? MLA_JSON_OK : MLA_JSON_BAD;
 }
 
 /* One tensor's {dtype, shape, data_offsets}; e->name is set. */
-static mla_status parse_entry(mla_context *ctx, json_cursor *c, st_entry *e)
+static mla_status parse_entry(mla_context *ctx, mla_json_cursor *c, st_entry *e)
 {
     const char *nm = e->name;
     int have_dtype = 0, have_shape = 0, have_offsets = 0;
-    if (!json_take(c, '{'))
+    if (!mla_json_take(c, '{'))
         return mla_fail(ctx, MLA_ERR_FORMAT, nm, "tensor '%s': entry is not an object", nm);
-    if (!json_take(c, '}')) {
+    if (!mla_json_take(c, '}')) {
         do {
             char *key = NULL;
-            json_result r = json_string(c, &key);
-            if (r == JSON_OK && !json_take(c, ':'))
-                r = JSON_BAD;
-            if (r == JSON_OK && !strcmp(key, "dtype")) {
+            mla_json_result r = mla_json_string(c, &key);
+            if (r == MLA_JSON_OK && !mla_json_take(c, ':'))
+                r = MLA_JSON_BAD;
+            if (r == MLA_JSON_OK && !strcmp(key, "dtype")) {
                 char *s = NULL;
-                r = json_string(c, &s);
-                if (r == JSON_OK && !mla_st_dtype_parse(s, &e->dtype)) {
+                r = mla_json_string(c, &s);
+                if (r == MLA_JSON_OK && !mla_st_dtype_parse(s, &e->dtype)) {
                     mla_status st = mla_fail(ctx, MLA_ERR_DTYPE, nm,
                                              "tensor '%s': unknown dtype '%.16s'", nm, s);
                     free(s);
                     free(key);
                     return st;
                 }
-                if (r == JSON_OK)
+                if (r == MLA_JSON_OK)
                     snprintf(e->file_dtype, sizeof e->file_dtype, "%s", s);
                 free(s);
                 have_dtype = 1;
-            } else if (r == JSON_OK && !strcmp(key, "shape")) {
+            } else if (r == MLA_JSON_OK && !strcmp(key, "shape")) {
                 int32_t n = 0;
                 r = parse_uint_array(c, e->shape, MLA_MAX_DIMS, &n);
                 e->ndim = n;
                 have_shape = 1;
-            } else if (r == JSON_OK && !strcmp(key, "data_offsets")) {
+            } else if (r == MLA_JSON_OK && !strcmp(key, "data_offsets")) {
                 int64_t off[2];
                 int32_t n = 0;
                 r = parse_uint_array(c, off, 2, &n);
-                if (r == JSON_OK && n != 2)
-                    r = JSON_BAD;
+                if (r == MLA_JSON_OK && n != 2)
+                    r = MLA_JSON_BAD;
                 e->begin = off[0];
                 e->end = off[1];
                 have_offsets = 1;
-            } else if (r == JSON_OK) {
-                r = json_skip(c); /* fields a later format version may add */
+            } else if (r == MLA_JSON_OK) {
+                r = mla_json_skip(c); /* fields a later format version may add */
             }
             free(key);
-            if (r != JSON_OK) {
-                if (r != JSON_BAD)
+            if (r != MLA_JSON_OK) {
+                if (r != MLA_JSON_BAD)
                     return json_fail(ctx, r, nm, "a tensor entry");
                 return mla_fail(ctx, MLA_ERR_FORMAT, nm,
                                 "tensor '%s': malformed entry (or more than %d dims)", nm,
                                 MLA_MAX_DIMS);
             }
-        } while (json_take(c, ','));
-        if (!json_take(c, '}'))
+        } while (mla_json_take(c, ','));
+        if (!mla_json_take(c, '}'))
             return mla_fail(ctx, MLA_ERR_FORMAT, nm, "tensor '%s': malformed entry", nm);
     }
     if (!have_dtype || !have_shape || !have_offsets)
@@ -262,20 +265,26 @@ static mla_status parse_entry(mla_context *ctx, json_cursor *c, st_entry *e)
 
 static mla_status parse_header(mla_context *ctx, mla_safetensors *f, const char *text, int64_t len)
 {
-    json_cursor c = {text, text + len, 0};
-    if (!json_take(&c, '{'))
+    mla_json_cursor c = {text, text + len, 0};
+    if (!mla_json_take(&c, '{'))
         return mla_fail(ctx, MLA_ERR_FORMAT, "header", "the header is not a JSON object");
-    if (!json_take(&c, '}')) {
+    if (!mla_json_take(&c, '}')) {
         do {
             char *name = NULL;
-            json_result r = json_string(&c, &name);
-            if (r == JSON_OK && !json_take(&c, ':'))
-                r = JSON_BAD;
-            if (r != JSON_OK) {
+            mla_json_result r = mla_json_string(&c, &name);
+            if (r == MLA_JSON_OK && !mla_json_take(&c, ':'))
+                r = MLA_JSON_BAD;
+            if (r != MLA_JSON_OK) {
                 free(name);
                 return json_fail(ctx, r, "header", "the header");
             }
             mla_status st;
+            if (!*name) {
+                free(name);
+                return mla_fail(ctx, MLA_ERR_FORMAT, "header",
+                                "tensor %lld of the header has an empty name",
+                                (long long)f->count);
+            }
             if (!strcmp(name, "__metadata__")) {
                 free(name);
                 st = parse_metadata(ctx, f, &c);
@@ -290,11 +299,11 @@ static mla_status parse_header(mla_context *ctx, mla_safetensors *f, const char 
             }
             if (st != MLA_OK)
                 return st;
-        } while (json_take(&c, ','));
-        if (!json_take(&c, '}'))
-            return json_fail(ctx, JSON_BAD, "header", "the header");
+        } while (mla_json_take(&c, ','));
+        if (!mla_json_take(&c, '}'))
+            return json_fail(ctx, MLA_JSON_BAD, "header", "the header");
     }
-    json_skip_ws(&c); /* writers pad the header with spaces */
+    mla_json_skip_ws(&c); /* writers pad the header with spaces */
     if (c.p != c.end)
         return mla_fail(ctx, MLA_ERR_FORMAT, "header", "bytes after the header's JSON object");
     return MLA_OK;
@@ -354,14 +363,26 @@ static mla_status check_layout(mla_context *ctx, const mla_safetensors *f)
     return st;
 }
 
-static mla_status read_at(mla_context *ctx, const mla_safetensors *f, int64_t offset, void *dst,
+static mla_status read_at(mla_context *ctx, mla_safetensors *f, int64_t offset, void *dst,
                           size_t bytes, const char *what)
 {
     if (bytes == 0)
         return MLA_OK;
     if (fseeko(f->fp, (off_t)offset, SEEK_SET) != 0 || fread(dst, 1, bytes, f->fp) != bytes)
         return mla_fail(ctx, MLA_ERR_IO, what, "could not read %zu bytes of '%s'", bytes, what);
+    f->bytes_read += (int64_t)bytes;
     return MLA_OK;
+}
+
+mla_status mla_st_read_at(mla_context *ctx, mla_safetensors *f, int64_t offset, void *dst,
+                          size_t bytes, const char *what)
+{
+    return read_at(ctx, f, offset, dst, bytes, what);
+}
+
+int64_t mla_safetensors_bytes_read(const mla_safetensors *f)
+{
+    return f ? f->bytes_read : 0;
 }
 
 mla_status mla_safetensors_open(mla_context *ctx, const char *path, mla_safetensors **out)
@@ -378,6 +399,15 @@ mla_status mla_safetensors_open(mla_context *ctx, const char *path, mla_safetens
     f->fp = fopen(path, "rb");
     if (!f->fp) {
         st = mla_fail(ctx, MLA_ERR_IO, "path", "cannot open '%s'", path);
+        goto done;
+    }
+    struct stat sb;
+    const int stat_ok = fstat(fileno(f->fp), &sb) == 0;
+    if (!stat_ok || !S_ISREG(sb.st_mode)) {
+        st = mla_fail(ctx, MLA_ERR_IO, "path", "'%s' is %s", path,
+                      !stat_ok               ? "not stat-able"
+                      : S_ISDIR(sb.st_mode) ? "a directory (a checkpoint: mla_checkpoint_open)"
+                                            : "not a regular file");
         goto done;
     }
     int64_t size = -1;

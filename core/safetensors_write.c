@@ -20,6 +20,9 @@ typedef struct wr_entry {
 } wr_entry;
 
 struct mla_safetensors_writer {
+    mla_progress_fn progress; /* after each tensor: done0 + bytes so far, of total */
+    void *progress_user;
+    int64_t done0, total;
     wr_entry *entries;
     int64_t count, cap;
     char **meta; /* key, value pairs */
@@ -254,6 +257,23 @@ static mla_status build_header(mla_context *ctx, const mla_safetensors_writer *w
     return MLA_OK;
 }
 
+void mla_st_writer_progress(mla_safetensors_writer *w, mla_progress_fn fn, void *user,
+                            int64_t done0, int64_t total)
+{
+    w->progress = fn;
+    w->progress_user = user;
+    w->done0 = done0;
+    w->total = total;
+}
+
+int64_t mla_st_writer_data_bytes(const mla_safetensors_writer *w)
+{
+    int64_t n = 0;
+    for (int64_t i = 0; i < w->count; ++i)
+        n += w->entries[i].bytes;
+    return n;
+}
+
 mla_status mla_safetensors_writer_save(mla_context *ctx, mla_safetensors_writer *w,
                                        const char *path)
 {
@@ -278,6 +298,7 @@ mla_status mla_safetensors_writer_save(mla_context *ctx, mla_safetensors_writer 
     if (fwrite(len, 1, 8, fp) != 8 || fwrite(b.p, 1, b.len, fp) != b.len)
         st = mla_fail(ctx, MLA_ERR_IO, "path", "cannot write '%s'", path);
     free(b.p);
+    int64_t done = 0;
     for (int64_t i = 0; i < w->count && st == MLA_OK; ++i) {
         const wr_entry *e = &w->entries[i];
         if (e->bytes == 0)
@@ -296,6 +317,9 @@ mla_status mla_safetensors_writer_save(mla_context *ctx, mla_safetensors_writer 
             st = mla_fail(ctx, MLA_ERR_IO, "path", "cannot write '%s'", path);
         if (buf != e->data)
             free(buf);
+        done += e->bytes;
+        if (st == MLA_OK && w->progress)
+            w->progress(w->progress_user, w->done0 + done, w->total);
     }
     if (fclose(fp) != 0 && st == MLA_OK)
         st = mla_fail(ctx, MLA_ERR_IO, "path", "cannot write '%s'", path);

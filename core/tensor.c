@@ -1,6 +1,7 @@
 /* Tensor descriptor helpers. */
 #include <string.h>
 
+#include "core/checked.h"
 #include "mla/mla.h"
 
 mla_status mla_tensor_init(mla_tensor *t, void *data, mla_dtype dtype, mla_memory memory,
@@ -24,7 +25,7 @@ mla_status mla_tensor_init(mla_tensor *t, void *data, mla_dtype dtype, mla_memor
         t->stride[i] = stride;
         /* An overflowing product leaves a wrong stride that validation
          * refuses as an overflowing span; no wrap in the arithmetic here. */
-        if (__builtin_mul_overflow(stride, shape[i] > 0 ? shape[i] : 1, &stride))
+        if (!mla_ck_mul(stride, shape[i] > 0 ? shape[i] : 1, &stride))
             return MLA_ERR_OVERFLOW;
     }
     return MLA_OK;
@@ -36,7 +37,7 @@ int64_t mla_tensor_numel(const mla_tensor *t)
         return -1;
     int64_t n = 1;
     for (int32_t i = 0; i < t->ndim; ++i)
-        if (t->shape[i] < 0 || __builtin_mul_overflow(n, t->shape[i], &n))
+        if (t->shape[i] < 0 || !mla_ck_mul(n, t->shape[i], &n))
             return -1;
     return n;
 }
@@ -47,9 +48,11 @@ int mla_tensor_is_contiguous(const mla_tensor *t)
         return 0;
     int64_t expected = 1;
     for (int32_t i = t->ndim - 1; i >= 0; --i) {
-        if (t->shape[i] != 1 && t->stride[i] != expected)
+        if (t->shape[i] == 0)
+            return 1; /* empty: no element is out of place */
+        if ((t->shape[i] != 1 && t->stride[i] != expected) ||
+            !mla_ck_mul(expected, t->shape[i], &expected))
             return 0;
-        expected *= t->shape[i];
     }
     return 1;
 }

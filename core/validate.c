@@ -1,5 +1,7 @@
 #include "core/validate.h"
 
+#include "core/checked.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,20 +21,8 @@ mla_status mla_fail_field(mla_context *ctx, mla_status status, const char *name,
 
 int64_t mla_tensor_span_bytes(const mla_tensor *t)
 {
-    int64_t last = 0; /* offset of the last element, in elements */
-    for (int32_t i = 0; i < t->ndim; ++i) {
-        if (t->shape[i] == 0)
-            return 0;
-        int64_t step;
-        if (__builtin_mul_overflow(t->stride[i], t->shape[i] - 1, &step) ||
-            __builtin_add_overflow(last, step, &last))
-            return -1;
-    }
     int64_t bytes;
-    if (__builtin_add_overflow(last, 1, &last) ||
-        __builtin_mul_overflow(last, (int64_t)mla_dtype_size(t->dtype), &bytes))
-        return -1;
-    return bytes;
+    return mla_ck_span(t, &bytes) ? bytes : -1;
 }
 
 mla_status mla_check_tensor(mla_context *ctx, const mla_tensor *t, const char *name, int32_t ndim)
@@ -58,7 +48,7 @@ mla_status mla_check_tensor(mla_context *ctx, const mla_tensor *t, const char *n
         if (t->stride[i] < 0)
             return mla_fail_field(ctx, MLA_ERR_STRIDE, name, "stride", "stride %d is negative",
                                   (int)i);
-        if (__builtin_mul_overflow(numel, t->shape[i], &numel))
+        if (!mla_ck_mul(numel, t->shape[i], &numel))
             return mla_fail_field(ctx, MLA_ERR_OVERFLOW, name, "shape",
                                   "element count overflows 64 bits");
     }
@@ -104,6 +94,17 @@ static int by_stride(const void *a, const void *b)
 {
     const dim_pair *x = a, *y = b;
     return (x->stride > y->stride) - (x->stride < y->stride);
+}
+
+mla_status mla_check_workspace(mla_context *ctx, const mla_tensor *t, const char *name,
+                               int64_t bytes)
+{
+    MLA_TRY(mla_check_tensor(ctx, t, name, 1));
+    if (t->shape[0] < bytes || mla_dtype_size(t->dtype) != 1)
+        return mla_fail(ctx, MLA_ERR_SHAPE, name, "%s needs %lld bytes", name, (long long)bytes);
+    if (t->shape[0] > 1 && t->stride[0] != 1)
+        return mla_fail_field(ctx, MLA_ERR_STRIDE, name, "stride", "the bytes must be contiguous");
+    return MLA_OK;
 }
 
 mla_status mla_check_plan_of(mla_context *ctx, int has, const mla_context *owner)
@@ -179,6 +180,44 @@ mla_status mla_check_inplace_or_disjoint(mla_context *ctx, const mla_tensor *out
     return same_elements(out, in) ? MLA_OK : mla_check_disjoint(ctx, out, oname, in, iname);
 }
 
+mla_status mla_check_apart(mla_context *ctx, const mla_tensor *const *outs,
+                           const char *const *onames, int nout, const mla_tensor *const *ins,
+                           const char *const *inames, int nin)
+{
+    for (int o = 0; o < nout; ++o) {
+        if (!outs[o])
+            continue;
+        for (int i = 0; i < nin; ++i)
+            if (ins[i])
+                MLA_TRY(mla_check_disjoint(ctx, outs[o], onames[o], ins[i], inames[i]));
+        for (int p = o + 1; p < nout; ++p)
+            if (outs[p])
+                MLA_TRY(mla_check_disjoint(ctx, outs[o], onames[o], outs[p], onames[p]));
+    }
+    return MLA_OK;
+}
+
+mla_status mla_run_composite(mla_context *ctx, mla_steps_fn steps, void *args, uint32_t dry_trust)
+{
+    const int32_t dry = ctx->dry_run;
+    const uint32_t trusted = ctx->trusted;
+    mla_status st;
+    if (dry || (trusted & MLA_TRUST_VALIDATED)) { /* within an outer composite's pass */
+        ctx->trusted = trusted | (dry ? dry_trust : 0);
+        st = steps(ctx, args);
+    } else {
+        ctx->dry_run = 1;
+        ctx->trusted = trusted | dry_trust;
+        st = steps(ctx, args);
+        ctx->dry_run = 0;
+        ctx->trusted = trusted | MLA_TRUST_VALIDATED;
+        if (st == MLA_OK)
+            st = steps(ctx, args);
+    }
+    ctx->trusted = trusted;
+    return st;
+}
+
 mla_status mla_begin(mla_context *ctx)
 {
     if (!ctx)
@@ -210,8 +249,8 @@ mla_tensor mla_as_3d(const mla_tensor *t)
         r.ndim = 3;
         r.shape[2] = t->shape[1];
         r.stride[2] = t->stride[1];
-        r.shape[1] = 1;
-        r.stride[1] = t->shape[1] * t->stride[1];
+        r.shape[1] = 1; /* its stride is never stepped; any value past int64 will do */
+        r.stride[1] = mla_sz_sat(mla_sz_mul(t->shape[1], t->stride[1]));
     }
     return r;
 }

@@ -2,10 +2,13 @@
  * DeepSeek's names. Values come from a counter-based generator, so each
  * tensor is produced on demand (the writer's fill callbacks) and a file of
  * any size needs one tensor in memory at a time. */
+#define _POSIX_C_SOURCE 200809L /* mkdir */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "core/safetensors.h"
 #include "core/validate.h"
@@ -133,20 +136,18 @@ static int fill(void *user, const char *name, void *buf, size_t bytes)
 
 typedef struct gen_state {
     mla_context *ctx;
-    mla_safetensors_writer *w;
+    mla_safetensors_writer **w; /* one a shard; NULL: count only */
+    int32_t nw;
     uint64_t seed;
     gen_tensor *t;
-    int64_t n, cap;
+    int64_t n, cap; /* tensors added; cap: all of them (the counting pass) */
+    char **names;   /* the index's names, [cap] */
     char prefix[64];
 } gen_state;
 
 /* The writer keeps pointers to these records until the save: the array is
- * sized once for every tensor of every layer and never moves. */
-static gen_tensor *next_tensor(gen_state *s)
-{
-    return s->n < s->cap ? &s->t[s->n++] : NULL;
-}
-
+ * sized once for every tensor of every layer and never moves. Tensor k of
+ * the cap goes to shard k * nw / cap, so a layer may straddle two shards. */
 static mla_status add_one(gen_state *s, const char *base, const char *suffix, gen_tensor g,
                           mla_dtype dt, int32_t ndim, const int64_t *shape)
 {
@@ -154,13 +155,20 @@ static mla_status add_one(gen_state *s, const char *base, const char *suffix, ge
     int k = snprintf(nm, sizeof nm, "%s%s%s", s->prefix, base, suffix);
     if (k < 0 || k >= (int)sizeof nm)
         return mla_fail(s->ctx, MLA_ERR_INVALID_ARGUMENT, base, "tensor name too long");
-    gen_tensor *t = next_tensor(s);
-    if (!t)
-        return mla_fail(s->ctx, MLA_ERR_OUT_OF_MEMORY, nm, "out of memory");
+    if (!s->w) {
+        ++s->n;
+        return MLA_OK;
+    }
+    const int64_t i = s->n++;
+    gen_tensor *t = &s->t[i];
     *t = g;
-    return mla_safetensors_writer_add_fill(s->ctx, s->w, nm, dt, ndim, shape, fill, t);
+    s->names[i] = malloc(strlen(nm) + 1);
+    if (!s->names[i])
+        return mla_fail(s->ctx, MLA_ERR_OUT_OF_MEMORY, nm, "out of memory");
+    memcpy(s->names[i], nm, strlen(nm) + 1);
+    return mla_safetensors_writer_add_fill(s->ctx, s->w[i * s->nw / s->cap], nm, dt, ndim, shape,
+                                           fill, t);
 }
-
 static mla_status add_proj(gen_state *s, const char *base, int64_t out, int64_t in,
                            mla_weight_format fmt)
 {
@@ -238,7 +246,66 @@ static void formats_text(const mla_layer_weight_formats *f, char *buf, size_t le
              mla_weight_format_name(f->idx_wk), mla_weight_format_name(f->idx_weights_proj));
 }
 
-enum { TENSORS_PER_LAYER = 24 }; /* at most 22: 8 projections x 2 + 4 vectors */
+/* What mla_weights_generate and mla_checkpoint_generate share: the layer
+ * range and formats checked, every tensor declared to nw writers (made
+ * here, with the metadata). */
+static mla_status gen_begin(mla_context *ctx, gen_state *s, const mla_model_config *cfg,
+                            int64_t first, int64_t count, uint64_t seed,
+                            const mla_layer_weight_formats *formats, int32_t nw)
+{
+    memset(s, 0, sizeof *s);
+    s->ctx = ctx;
+    s->seed = seed;
+    if (first < 0 || first > INT32_MAX - 1)
+        return mla_fail(ctx, MLA_ERR_OUT_OF_RANGE, "first", "first layer %lld outside [0, 2^31)",
+                        (long long)first);
+    if (count < 1 || count > 100000 || first > INT32_MAX - count)
+        return mla_fail(ctx, MLA_ERR_OUT_OF_RANGE, "count", "bad layer count %lld after %lld",
+                        (long long)count, (long long)first);
+    MLA_TRY(mla_st_check_config(ctx, cfg));
+    mla_layer_weight_formats bf16 = {0};
+    if (!formats)
+        formats = &bf16;
+    for (int pass = 0; pass < 2; ++pass) { /* count, then declare */
+        s->n = 0;
+        for (int64_t l = first; l < first + count; ++l) {
+            snprintf(s->prefix, sizeof s->prefix, "model.layers.%lld.self_attn.", (long long)l);
+            MLA_TRY(add_layer(s, cfg, formats));
+        }
+        if (pass == 1)
+            break;
+        s->cap = s->n;
+        s->t = calloc((size_t)s->cap, sizeof *s->t);
+        s->names = calloc((size_t)s->cap, sizeof *s->names);
+        s->w = calloc((size_t)nw, sizeof *s->w);
+        if (!s->t || !s->names || !s->w)
+            return mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, "writer", "out of memory");
+        s->nw = nw;
+        char text[320];
+        formats_text(formats, text, sizeof text);
+        char seed_text[32];
+        snprintf(seed_text, sizeof seed_text, "%llu", (unsigned long long)seed);
+        for (int32_t i = 0; i < nw; ++i) {
+            MLA_TRY(mla_safetensors_writer_create(ctx, &s->w[i]));
+            MLA_TRY(mla_safetensors_writer_metadata(ctx, s->w[i], "format", "pt"));
+            MLA_TRY(mla_safetensors_writer_metadata(ctx, s->w[i], "mla.config", cfg->name));
+            MLA_TRY(mla_safetensors_writer_metadata(ctx, s->w[i], "mla.seed", seed_text));
+            MLA_TRY(mla_safetensors_writer_metadata(ctx, s->w[i], "mla.formats", text));
+        }
+    }
+    return MLA_OK;
+}
+
+static void gen_end(gen_state *s)
+{
+    for (int32_t i = 0; s->w && i < s->nw; ++i)
+        mla_safetensors_writer_destroy(s->w[i]);
+    for (int64_t i = 0; s->names && i < s->cap; ++i)
+        free(s->names[i]);
+    free(s->w);
+    free(s->names);
+    free(s->t);
+}
 
 mla_status mla_weights_generate(mla_context *ctx, const char *path, const mla_model_config *cfg,
                                 int64_t first, int64_t count, uint64_t seed,
@@ -248,40 +315,148 @@ mla_status mla_weights_generate(mla_context *ctx, const char *path, const mla_mo
         mla_clear_error(ctx);
     if (!path || !cfg)
         return mla_fail(ctx, MLA_ERR_NULL_POINTER, !path ? "path" : "cfg", "null argument");
-    if (first < 0 || count < 1 || count > 100000 || first > INT32_MAX - count)
-        return mla_fail(ctx, MLA_ERR_OUT_OF_RANGE, "count", "bad layer range %lld + %lld",
-                        (long long)first, (long long)count);
-    MLA_TRY(mla_st_check_config(ctx, cfg));
-    mla_layer_weight_formats bf16 = {0};
-    if (!formats)
-        formats = &bf16;
+    gen_state s;
+    mla_status st = gen_begin(ctx, &s, cfg, first, count, seed, formats, 1);
+    if (st == MLA_OK)
+        st = mla_safetensors_writer_save(ctx, s.w[0], path);
+    gen_end(&s);
+    return st;
+}
 
-    gen_state s = {0};
-    s.ctx = ctx;
-    s.seed = seed;
-    s.cap = count * TENSORS_PER_LAYER;
-    s.t = calloc((size_t)s.cap, sizeof *s.t);
-    if (!s.t)
-        return mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, "writer", "out of memory");
-    mla_status st = mla_safetensors_writer_create(ctx, &s.w);
-    char text[320];
-    if (st == MLA_OK)
-        st = mla_safetensors_writer_metadata(ctx, s.w, "format", "pt");
-    if (st == MLA_OK)
-        st = mla_safetensors_writer_metadata(ctx, s.w, "mla.config", cfg->name);
-    snprintf(text, sizeof text, "%llu", (unsigned long long)seed);
-    if (st == MLA_OK)
-        st = mla_safetensors_writer_metadata(ctx, s.w, "mla.seed", text);
-    formats_text(formats, text, sizeof text);
-    if (st == MLA_OK)
-        st = mla_safetensors_writer_metadata(ctx, s.w, "mla.formats", text);
-    for (int64_t l = first; l < first + count && st == MLA_OK; ++l) {
-        snprintf(s.prefix, sizeof s.prefix, "model.layers.%lld.self_attn.", (long long)l);
-        st = add_layer(&s, cfg, formats);
+void mla_generate_options_default(mla_generate_options *out)
+{
+    if (!out)
+        return;
+    memset(out, 0, sizeof *out);
+    out->count = 1;
+    out->shards = 1;
+}
+
+static mla_status write_text(mla_context *ctx, const char *path, const char *name,
+                             const char *text)
+{
+    FILE *fp = fopen(path, "wb");
+    if (!fp)
+        return mla_fail(ctx, MLA_ERR_IO, name, "cannot create '%s'", path);
+    const size_t n = strlen(text);
+    const int ok = fwrite(text, 1, n, fp) == n;
+    if (fclose(fp) != 0 || !ok) {
+        remove(path);
+        return mla_fail(ctx, MLA_ERR_IO, name, "cannot write '%s'", path);
     }
-    if (st == MLA_OK)
-        st = mla_safetensors_writer_save(ctx, s.w, path);
-    mla_safetensors_writer_destroy(s.w);
-    free(s.t);
+    return MLA_OK;
+}
+
+/* {"metadata": {"total_size": bytes}, "weight_map": {name: shard file}} */
+static char *index_json(const gen_state *s, char (*files)[48], int64_t total)
+{
+    size_t cap = 64;
+    for (int64_t i = 0; i < s->cap; ++i)
+        cap += strlen(s->names[i]) + 64;
+    char *t = malloc(cap);
+    if (!t)
+        return NULL;
+    size_t n = (size_t)snprintf(t, cap, "{\n  \"metadata\": {\"total_size\": %lld},\n"
+                                        "  \"weight_map\": {",
+                                (long long)total);
+    for (int64_t i = 0; i < s->cap; ++i)
+        n += (size_t)snprintf(t + n, cap - n, "%s\n    \"%s\": \"%s\"", i ? "," : "",
+                              s->names[i], files[i * s->nw / s->cap]);
+    snprintf(t + n, cap - n, "\n  }\n}\n");
+    return t;
+}
+
+static const char *quant_of(const mla_layer_weight_formats *f)
+{
+    const mla_weight_format all[] = {f->q_a_proj,  f->q_b_proj, f->kv_a_proj_with_mqa,
+                                     f->kv_b_proj, f->o_proj,   f->idx_wq_b,
+                                     f->idx_wk,    f->idx_weights_proj};
+    int fp8 = 0, mx = 0;
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) {
+        fp8 |= all[i] == MLA_WEIGHT_FP8_BLOCK;
+        mx |= all[i] == MLA_WEIGHT_MXFP4;
+    }
+    return fp8 ? "fp8" : mx ? "quark" : "";
+}
+
+mla_status mla_checkpoint_generate(mla_context *ctx, const char *dir, const mla_model_config *cfg,
+                                   const mla_generate_options *options)
+{
+    if (ctx)
+        mla_clear_error(ctx);
+    if (!dir || !cfg)
+        return mla_fail(ctx, MLA_ERR_NULL_POINTER, !dir ? "dir" : "cfg", "null argument");
+    mla_generate_options o;
+    mla_generate_options_default(&o);
+    if (options)
+        o = *options;
+    if (o.shards < 1 || o.shards > 99999)
+        return mla_fail(ctx, MLA_ERR_OUT_OF_RANGE, "options.shards", "%d shards: 1 to 99999",
+                        (int)o.shards);
+    if (o.num_layers < 0)
+        return mla_fail(ctx, MLA_ERR_OUT_OF_RANGE, "options.num_layers", "negative layer count");
+    const mla_layer_weight_formats bf16 = {0};
+    const mla_layer_weight_formats *fm = o.formats ? o.formats : &bf16;
+    gen_state s;
+    mla_status st = gen_begin(ctx, &s, cfg, o.first, o.count, o.seed, fm, o.shards);
+    if (st == MLA_OK && o.shards > s.cap)
+        st = mla_fail(ctx, MLA_ERR_OUT_OF_RANGE, "options.shards",
+                      "%d shards for %lld tensors: a shard would be empty", (int)o.shards,
+                      (long long)s.cap);
+    if (st == MLA_OK && mkdir(dir, 0777) != 0 && errno != EEXIST)
+        st = mla_fail(ctx, MLA_ERR_IO, "dir", "cannot create directory '%s'", dir);
+    const size_t dl = strlen(dir) + 64;
+    char *path = malloc(dl);
+    char(*files)[48] = calloc((size_t)o.shards, sizeof *files);
+    if (st == MLA_OK && (!path || !files))
+        st = mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, "dir", "out of memory");
+    int64_t total = 0;
+    for (int32_t i = 0; st == MLA_OK && i < o.shards; ++i) {
+        if (o.shards == 1)
+            snprintf(files[i], sizeof files[i], "model.safetensors");
+        else
+            snprintf(files[i], sizeof files[i], "model-%05d-of-%05d.safetensors", (int)i + 1,
+                     (int)o.shards);
+        total += mla_st_writer_data_bytes(s.w[i]);
+    }
+    int64_t done = 0;
+    int32_t written = 0;
+    for (int32_t i = 0; st == MLA_OK && i < o.shards; ++i, ++written) {
+        snprintf(path, dl, "%s/%s", dir, files[i]);
+        mla_st_writer_progress(s.w[i], o.progress, o.progress_user, done, total);
+        st = mla_safetensors_writer_save(ctx, s.w[i], path);
+        done += mla_st_writer_data_bytes(s.w[i]);
+    }
+    if (st == MLA_OK && o.shards == 1) { /* a stale index would win over model.safetensors */
+        snprintf(path, dl, "%s/model.safetensors.index.json", dir);
+        if (remove(path) != 0 && errno != ENOENT)
+            st = mla_fail(ctx, MLA_ERR_IO, "dir", "cannot remove the old '%s'", path);
+    }
+    if (st == MLA_OK && o.shards > 1) {
+        char *text = index_json(&s, files, total);
+        snprintf(path, dl, "%s/model.safetensors.index.json", dir);
+        st = text ? write_text(ctx, path, "model.safetensors.index.json", text)
+                  : mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, "dir", "out of memory");
+        free(text);
+    }
+    if (st == MLA_OK) {
+        char *text = mla_hf_config_json(cfg, o.num_layers ? o.num_layers : o.first + o.count,
+                                        quant_of(fm));
+        snprintf(path, dl, "%s/config.json", dir);
+        st = text ? write_text(ctx, path, "config.json", text)
+                  : mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, "dir", "out of memory");
+        free(text);
+        if (st != MLA_OK && o.shards > 1) {
+            snprintf(path, dl, "%s/model.safetensors.index.json", dir);
+            remove(path);
+        }
+    }
+    for (int32_t i = 0; st != MLA_OK && path && i < written; ++i) {
+        snprintf(path, dl, "%s/%s", dir, files[i]);
+        remove(path);
+    }
+    free(path);
+    free(files);
+    gen_end(&s);
     return st;
 }

@@ -21,7 +21,9 @@
 #include <omp.h>
 #endif
 
+#include "core/checked.h"
 #include "cpu/batched_gemm_kernel.h"
+#include "cpu/cpu_rows.h"
 #include "cpu/linear_kernel.h"
 
 #define NTILE BG_NTILE
@@ -123,22 +125,45 @@ static void task(const bg_plan *pl, int64_t b, int64_t n0, int64_t nc, float *bu
     }
 }
 
+/* K = 0: every y = fl(+0 * w_scale), and x and W (empty: their data may be
+ * NULL) are not touched. */
+static void store_empty_sums(const mla_batched_gemm_args *a)
+{
+    const mla_tensor *y = &a->y;
+    const int64_t ysz = (int64_t)mla_dtype_size(y->dtype);
+    float v[NTILE];
+    for (int c = 0; c < NTILE; ++c)
+        v[c] = 0.0f * a->w_scale;
+    for (int64_t b = 0; b < y->shape[0]; ++b)
+        for (int64_t m = 0; m < y->shape[1]; ++m)
+            for (int64_t n0 = 0; n0 < y->shape[2]; n0 += NTILE) {
+                const int64_t off = b * y->stride[0] + m * y->stride[1] + n0 * y->stride[2];
+                mla_cpu_store_float(v, (char *)y->data + off * ysz, y->dtype, y->stride[2],
+                                    y->shape[2] - n0 < NTILE ? y->shape[2] - n0 : NTILE);
+            }
+}
+
 mla_status mla_cpu_batched_gemm(mla_context *ctx, const mla_batched_gemm_args *a)
 {
     const int64_t B = a->x.shape[0], M = a->x.shape[1], K = a->x.shape[2], N = a->w.shape[2];
+    if (K == 0) {
+        store_empty_sums(a);
+        return MLA_OK;
+    }
     const mla_cpu_isa isa = mla_cpu_isa_of(ctx);
-    bg_plan pl = {a, mla_cpu_bgemm_fns(isa), mla_cpu_linear_fns(isa), 0, 0, M, K, (K + 1) / 2,
-                  N < NC ? N : NC, 0};
+    bg_plan pl = {a, mla_cpu_bgemm_fns(isa), mla_cpu_linear_fns(isa), 0, 0, M,
+                  K, K / 2 + K % 2,          N < NC ? N : NC,         0};
     pl.direct = pl.f->direct && a->w.stride[2] == 1;
     pl.dp = pl.f->ukr_dp && pl.direct && M >= DP_MIN_M && a->x.dtype == MLA_DTYPE_BF16 &&
             a->w.dtype == MLA_DTYPE_BF16;
-    pl.per = M * K + (pl.direct ? 0 : K * pl.nc) + MR * NTILE +
-             (pl.dp ? M * pl.P + pl.P * pl.nc + M : 0);
+    /* M K fits (x's elements); K nc and the sum need not (a broadcast x) */
+    const int64_t w_dp = pl.dp ? mla_sz_add(mla_sz_mul(M + pl.nc, pl.P), M) : 0;
+    pl.per = mla_sz_add(mla_sz_add(M * K, pl.direct ? 0 : mla_sz_mul(K, pl.nc)),
+                        mla_sz_add(MR * NTILE, w_dp));
     const int64_t chunks = (N + pl.nc - 1) / pl.nc, tasks = B * chunks;
-    const int nt = mla_cpu_threads(ctx, tasks, B * M * N * K / 64);
-    float *bufs = malloc((size_t)(nt * pl.per) * sizeof(float));
-    if (!bufs)
-        return mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, "x", "no memory for %d row buffers", nt);
+    const int nt = mla_cpu_threads(ctx, tasks, mla_sz_sat(mla_sz_mul4(B, M, N, K)) / 64);
+    float *bufs;
+    MLA_TRY(mla_alloc_array(ctx, (void **)&bufs, nt, pl.per, sizeof(float), "x"));
 #if defined(MLA_HAVE_OPENMP)
 #pragma omp parallel for num_threads(nt) schedule(dynamic) if (nt > 1)
 #endif

@@ -246,24 +246,13 @@ TARGET_BF16 static void pair_rows(const uint16_t *lo, const uint16_t *hi, int64_
 static const bg_fns fns_avx512_bf16 = {rows_avx512, ukr_avx512, store_avx512, 1, ukr_dp,
                                        pair_rows};
 
-/* vdpbf16ps on this CPU, unless MLA_CPU_ISA=avx512-nobf16. */
-static int has_bf16(void)
-{
-    const char *env = getenv("MLA_CPU_ISA");
-    __builtin_cpu_init();
-    /* Cores with AMX-BF16 (Sapphire Rapids) run 512-bit FMAs on two ports and
-     * vdpbf16ps on one: there the FMA kernels measured faster (one core,
-     * q_a_proj T = 128: 76 vs 57 GFLOP/s; Zen 4, no AMX: 95 vs 135). */
-    return __builtin_cpu_supports("avx512bf16") && !__builtin_cpu_supports("amx-bf16") &&
-           !(env && strcmp(env, "avx512-nobf16") == 0);
-}
 #endif
 
 const bg_fns *mla_cpu_bgemm_fns(mla_cpu_isa isa)
 {
 #if MLA_CPU_X86
     if (isa == MLA_CPU_ISA_AVX512)
-        return has_bf16() ? &fns_avx512_bf16 : &fns_avx512;
+        return mla_cpu_linear_has_bf16() ? &fns_avx512_bf16 : &fns_avx512;
     if (isa == MLA_CPU_ISA_AVX2)
         return &fns_avx2;
 #endif

@@ -17,6 +17,7 @@
 #include <omp.h>
 #endif
 
+#include "core/checked.h"
 #include "core/ref/cache_layout.h"
 #include "cpu/cpu_kernels.h"
 #include "cpu/cpu_rows.h"
@@ -123,12 +124,15 @@ mla_status mla_cpu_cache_gather(mla_context *ctx, const mla_cache_gather_args *a
     const int64_t rows = a->out.shape[0], tasks = (rows + ROWS_PER_TASK - 1) / ROWS_PER_TASK;
     const int nt = mla_cpu_threads(ctx, tasks, rows * D);
     const int64_t per_thread = D + D / 2 + 1; /* fp32 row, then 2 D bytes of scratch */
-    int64_t *start = malloc((size_t)(S + 1) * sizeof *start);
-    float *bufs = malloc((size_t)(nt * per_thread) * sizeof(float));
-    if (!start || !bufs) {
+    int64_t *start = NULL;
+    float *bufs = NULL;
+    mla_status st =
+        mla_alloc_array(ctx, (void **)&start, mla_sz_add(S, 1), 1, sizeof *start, "seq_lens");
+    if (st == MLA_OK)
+        st = mla_alloc_array(ctx, (void **)&bufs, nt, per_thread, sizeof(float), "cache_desc");
+    if (st != MLA_OK) {
         free(start);
-        free(bufs);
-        return mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, "seq_lens", "no memory for row offsets");
+        return st;
     }
     start[0] = 0; /* start[s]: the first out row of sequence s */
     for (int64_t s = 0; s < S; ++s)

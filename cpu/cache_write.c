@@ -22,6 +22,7 @@
 #include <omp.h>
 #endif
 
+#include "core/checked.h"
 #include "core/ref/cache_layout.h"
 #include "cpu/avx512_vec.h"
 #include "cpu/cpu_kernels.h"
@@ -200,14 +201,13 @@ mla_status mla_cpu_cache_write(mla_context *ctx, const mla_cache_write_args *a)
 {
     const int64_t T = a->k_nope.shape[0], D = a->desc.kv_lora + a->desc.rope;
     const int64_t tasks = (T + TOKENS_PER_TASK - 1) / TOKENS_PER_TASK;
-    const int64_t bytes =
-        T * D * (int64_t)(mla_dtype_size(a->k_nope.dtype) + mla_dtype_size(a->desc.dtype));
-    const int nt = mla_cpu_threads(ctx, tasks, bytes < MLA_CPU_ONE_THREAD_BYTES ? 0 : T * D);
+    const int64_t values = mla_sz_sat(mla_sz_mul(T, D));
+    const int64_t bytes = mla_sz_sat(mla_sz_mul(
+        values, (int64_t)(mla_dtype_size(a->k_nope.dtype) + mla_dtype_size(a->desc.dtype))));
+    const int nt = mla_cpu_threads(ctx, tasks, bytes < MLA_CPU_ONE_THREAD_BYTES ? 0 : values);
     /* per thread: the fp32 row, then 2 * D bytes of element scratch */
-    float *bufs = malloc((size_t)nt * (size_t)(D + D / 2 + 1) * sizeof(float));
-    if (!bufs)
-        return mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, "cache_desc",
-                        "no memory for %d rows of %lld values", nt, (long long)D);
+    float *bufs;
+    MLA_TRY(mla_alloc_array(ctx, (void **)&bufs, nt, D + D / 2 + 1, sizeof(float), "cache_desc"));
     tokens_fn run = MLA_CPU_PICK(mla_cpu_isa_of(ctx), tokens);
 #if defined(MLA_HAVE_OPENMP)
 #pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)

@@ -29,12 +29,10 @@ const char *mla_cpu_isa_name(mla_cpu_isa isa)
 static mla_cpu_isa detect_isa(void)
 {
 #if MLA_CPU_X86
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
-        __builtin_cpu_supports("avx512cd"))
+    const unsigned f = mla_cpu_features();
+    if (f & MLA_CPU_HAS_AVX512)
         return MLA_CPU_ISA_AVX512;
-    if (__builtin_cpu_supports("avx2"))
+    if (f & MLA_CPU_HAS_AVX2)
         return MLA_CPU_ISA_AVX2;
 #endif
     return MLA_CPU_ISA_GENERIC;

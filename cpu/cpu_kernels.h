@@ -15,7 +15,11 @@
 
 #include <stdint.h>
 
-#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
+/* MLA_CPU_PORTABLE_ONLY (the fuzz and tsan presets) keeps only the portable
+ * copy: the same C bodies, a third of the code to instrument (sanitizers make
+ * clang's compile of the x86 copies and intrinsic kernels ~10x slower). */
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__) &&                             \
+    !defined(MLA_CPU_PORTABLE_ONLY)
 #define MLA_CPU_X86 1
 #define MLA_AVX512_ISAS "avx512f,avx512bw,avx512dq,avx512vl,avx512cd"
 #if defined(__clang__) /* clang already uses 512-bit vectors for these */
@@ -65,6 +69,21 @@ typedef enum mla_cpu_isa {
 #else
 #define MLA_CPU_PICK(isa, name) ((void)(isa), name##_generic)
 #endif
+
+/* The CPU's x86 features (cpu/cpu_features.c: cpuid + xgetbv, so that gcc
+ * and clang build the same detection); 0 apart from KNOWN off x86. */
+enum {
+    MLA_CPU_HAS_AVX2 = 1u << 0,
+    MLA_CPU_HAS_AVX512 = 1u << 1, /* F, BW, DQ, VL, CD */
+    MLA_CPU_HAS_AVX512_BF16 = 1u << 2,
+    MLA_CPU_HAS_AMX_BF16 = 1u << 3,
+    MLA_CPU_FEATURES_KNOWN = 1u << 31
+};
+unsigned mla_cpu_features(void);
+/* The AVX512-BF16 (vdpbf16ps) copies of the GEMM-like kernels: where the CPU
+ * has AVX512_BF16 and no AMX-BF16, unless MLA_CPU_ISA=avx512-nobf16 (read per
+ * call, so tests can run both paths on one machine). */
+int mla_cpu_linear_has_bf16(void);
 
 /* The ISA the context's kernels use: the best this CPU has, capped by the
  * environment variable MLA_CPU_ISA (generic, avx2, avx512) read when the

@@ -13,6 +13,7 @@
  * Scales of any strides: the quant kernels address them through both. */
 #include <stdlib.h>
 
+#include "core/checked.h"
 #include "cpu/cpu_kernels.h"
 #include "cpu/cpu_rows.h"
 
@@ -67,9 +68,8 @@ static mla_status gathered(const quant_call *q, const mla_flatten_quant_args *a)
     const int64_t tc = GATHER_VALUES / HV > 1 ? GATHER_VALUES / HV : 1;
     const int64_t xsz = (int64_t)mla_dtype_size(a->x.dtype);
     const int64_t ndiv = q->fp8 ? 1 : 2, block = q->fp8 ? FP8_GROUP : MX_BLOCK;
-    float *buf = malloc((size_t)(tc * HV) * sizeof *buf);
-    if (!buf)
-        return mla_fail(q->ctx, MLA_ERR_OUT_OF_MEMORY, NULL, "no memory for the gather buffer");
+    float *buf;
+    MLA_TRY(mla_alloc_array(q->ctx, (void **)&buf, tc, HV, sizeof *buf, "x"));
     mla_status st = MLA_OK;
     for (int64_t t0 = 0; st == MLA_OK && t0 < T; t0 += tc) {
         const int64_t n = T - t0 < tc ? T - t0 : tc;

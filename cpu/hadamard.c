@@ -19,6 +19,7 @@
 #include <omp.h>
 #endif
 
+#include "core/checked.h"
 #include "cpu/cpu_kernels.h"
 #include "cpu/cpu_rows.h"
 
@@ -80,10 +81,8 @@ mla_status mla_cpu_hadamard(mla_context *ctx, const mla_hadamard_args *a)
 {
     const int64_t rows = a->x.shape[0] * a->x.shape[1], D = a->x.shape[2];
     const int nt = mla_cpu_threads(ctx, rows, rows * D);
-    float *bufs = malloc((size_t)(nt * D) * sizeof *bufs);
-    if (!bufs)
-        return mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, "x", "no memory for %d rows of %lld values",
-                        nt, (long long)D);
+    float *bufs;
+    MLA_TRY(mla_alloc_array(ctx, (void **)&bufs, nt, D, sizeof *bufs, "x"));
     const float c = (float)(1.0 / sqrt((double)D));
     const rows_fn run = MLA_CPU_PICK(mla_cpu_isa_of(ctx), rows);
 #if defined(MLA_HAVE_OPENMP)

@@ -24,6 +24,7 @@
 #include <omp.h>
 #endif
 
+#include "core/checked.h"
 #include "core/ref/indexer_layout.h"
 #include "cpu/cpu_kernels.h"
 #include "cpu/cpu_rows.h"
@@ -128,11 +129,9 @@ mla_status mla_cpu_indexer_k_cache_write(mla_context *ctx, const mla_indexer_cac
     const int64_t T = a->k.shape[0], D = a->desc.head_dim;
     const int64_t tasks = (T + TOKENS_PER_TASK - 1) / TOKENS_PER_TASK;
     const int nt = mla_cpu_threads(ctx, tasks, T * D);
-    const int64_t per = D * (int64_t)sizeof(float) + D; /* fp32 row, then the codes */
-    uint8_t *bufs = malloc((size_t)(nt * per));
-    if (!bufs)
-        return mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, "k", "no memory for %d rows of %lld values",
-                        nt, (long long)D);
+    const int64_t per = mla_sz_mul(D, (int64_t)sizeof(float) + 1); /* fp32 row, then the codes */
+    uint8_t *bufs;
+    MLA_TRY(mla_alloc_array(ctx, (void **)&bufs, nt, per, 1, "k"));
     const write_fn run = MLA_CPU_PICK(mla_cpu_isa_of(ctx), write);
 #if defined(MLA_HAVE_OPENMP)
 #pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
@@ -188,10 +187,8 @@ mla_status mla_cpu_indexer_k_gather(mla_context *ctx, const mla_indexer_cache_ar
     const int64_t S = a->cu_seq_lens.shape[0] - 1, D = a->desc.head_dim;
     const int64_t rows = a->k_fp8.shape[0];
     const int64_t tasks = (rows + TOKENS_PER_TASK - 1) / TOKENS_PER_TASK;
-    int64_t *cu = malloc((size_t)(S + 1) * sizeof *cu);
-    if (!cu)
-        return mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, "cu_seq_lens", "no memory for %lld offsets",
-                        (long long)(S + 1));
+    int64_t *cu;
+    MLA_TRY(mla_alloc_array(ctx, (void **)&cu, S + 1, 1, sizeof *cu, "cu_seq_lens"));
     for (int64_t s = 0; s <= S; ++s)
         cu[s] = ((const int32_t *)a->cu_seq_lens.data)[s * a->cu_seq_lens.stride[0]];
     const int nt = mla_cpu_threads(ctx, tasks, rows * D);

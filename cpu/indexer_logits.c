@@ -52,6 +52,7 @@
 #include <omp.h>
 #endif
 
+#include "core/checked.h"
 #include "core/ref/indexer_layout.h"
 #include "cpu/cpu_kernels.h"
 
@@ -572,9 +573,7 @@ static int pick_path(mla_cpu_isa isa)
 {
 #if MLA_CPU_X86
     if (isa == MLA_CPU_ISA_AVX512) {
-        const char *env = getenv("MLA_CPU_ISA");
-        __builtin_cpu_init();
-        if (__builtin_cpu_supports("avx512bf16") && !(env && strcmp(env, "avx512-nobf16") == 0))
+        if (mla_cpu_linear_has_bf16())
             return PATH_BF16;
         return PATH_FMA512;
     }
@@ -610,17 +609,16 @@ mla_status mla_cpu_indexer_logits(mla_context *ctx, const mla_indexer_logits_arg
                                16);
     const row_keys_fn f32 = MLA_CPU_PICK(isa, row_keys);
 
-    int64_t *bound = malloc((size_t)(2 * R + 1) * sizeof *bound);
-    if (!bound)
-        return mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, "logits", "no memory for %lld rows",
-                        (long long)R);
+    int64_t *bound; /* R <= logits' elements / 4: 2 R + 1 fits */
+    MLA_TRY(mla_alloc_array(ctx, (void **)&bound, 2 * R + 1, 1, sizeof *bound, "logits"));
     int64_t *first = bound + R; /* first[r]: row r's first task */
-    int64_t total = 0;
+    int64_t total = 0;          /* <= R * N, logits' elements */
     for (int64_t r = 0; r < R; ++r) {
         bound[r] = row_bound(a, r);
         total += bound[r];
     }
-    const int nt = mla_cpu_threads(ctx, total / CHUNK_MIN + 1, total * jb.Hi * jb.D);
+    const int nt =
+        mla_cpu_threads(ctx, total / CHUNK_MIN + 1, mla_sz_sat(mla_sz_mul3(total, jb.Hi, jb.D)));
     /* about 8 tasks per thread, within [CHUNK_MIN, CHUNK_MAX] keys */
     int64_t chunk = total / (8 * (int64_t)nt) / CHUNK_MIN * CHUNK_MIN;
     chunk = chunk < CHUNK_MIN ? CHUNK_MIN : chunk > CHUNK_MAX ? CHUNK_MAX : chunk;
@@ -631,15 +629,20 @@ mla_status mla_cpu_indexer_logits(mla_context *ctx, const mla_indexer_logits_arg
 
     /* Per thread: q (fp32 path: 2 floats per pair and head), w, NK_MAX keys
      * (fp32 path: 2 floats per pair), lane sums; 64-byte aligned pieces. */
-    const int64_t qb = (jb.G * jb.P * GROUP_HEADS * (bf16 ? 4 : 8) + 63) / 64 * 64;
-    const int64_t wb = (jb.G * GROUP_HEADS * 4 + 63) / 64 * 64;
-    const int64_t kbb = (NK_MAX * jb.KS * (bf16 ? 4 : 8) + 63) / 64 * 64;
-    const int64_t per = qb + wb + kbb + NK_MAX * LANES * 4;
-    uint8_t *mem = aligned_alloc(64, (size_t)(per * nt));
+    const int64_t qb = mla_sz_round_up(mla_sz_mul4(jb.G, jb.P, GROUP_HEADS, bf16 ? 4 : 8), 64);
+    const int64_t wb = mla_sz_round_up(mla_sz_mul(jb.G, GROUP_HEADS * 4), 64);
+    const int64_t kbb = mla_sz_round_up(mla_sz_mul(NK_MAX * (bf16 ? 4 : 8), jb.KS), 64);
+    const int64_t per = mla_sz_add(mla_sz_add(qb, wb), mla_sz_add(kbb, NK_MAX * LANES * 4));
+    size_t bytes; /* a multiple of 64, as aligned_alloc wants */
+    if (!mla_ck_bytes(per, nt, 1, &bytes)) {
+        free(bound);
+        return mla_fail(ctx, MLA_ERR_OVERFLOW, "q", "q: %d x %lld scratch bytes overflow", nt,
+                        (long long)per);
+    }
+    uint8_t *mem = aligned_alloc(64, bytes);
     if (!mem) {
         free(bound);
-        return mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, "logits", "no memory for %lld scratch bytes",
-                        (long long)(per * nt));
+        return mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, "q", "no memory for %zu scratch bytes", bytes);
     }
 
 #if defined(MLA_HAVE_OPENMP)

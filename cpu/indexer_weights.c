@@ -17,6 +17,7 @@
 #include <omp.h>
 #endif
 
+#include "core/checked.h"
 #include "cpu/cpu_kernels.h"
 #include "cpu/cpu_rows.h"
 
@@ -72,10 +73,8 @@ mla_status mla_cpu_indexer_head_weights(mla_context *ctx, const mla_head_weights
 {
     const int64_t T = a->w.shape[0], Hi = a->w.shape[1];
     const int nt = mla_cpu_threads(ctx, T, T * Hi);
-    float *bufs = malloc((size_t)(nt * 2 * Hi) * sizeof *bufs);
-    if (!bufs)
-        return mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, "w", "no memory for %d rows of %lld values",
-                        nt, (long long)Hi);
+    float *bufs;
+    MLA_TRY(mla_alloc_array(ctx, (void **)&bufs, nt, mla_sz_mul(Hi, 2), sizeof *bufs, "w"));
     const float c_d = inv_sqrt_f32(INDEXER_HEAD_DIM), c_h = inv_sqrt_f32(Hi);
     const rows_fn run = MLA_CPU_PICK(mla_cpu_isa_of(ctx), rows);
 #if defined(MLA_HAVE_OPENMP)

@@ -19,6 +19,7 @@
 #include <omp.h>
 #endif
 
+#include "core/checked.h"
 #include "cpu/cpu_kernels.h"
 #include "cpu/cpu_rows.h"
 
@@ -112,10 +113,8 @@ mla_status mla_cpu_layernorm(mla_context *ctx, const mla_layernorm_args *a)
     const int64_t T = a->x.shape[0], D = a->x.shape[1];
     const int nt = mla_cpu_threads(ctx, T, T * D);
     /* w and b as contiguous fp32, then one row buffer per thread */
-    float *mem = malloc((size_t)((2 + nt) * D) * sizeof *mem);
-    if (!mem)
-        return mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, "x", "no memory for %lld row values",
-                        (long long)((2 + nt) * D));
+    float *mem;
+    MLA_TRY(mla_alloc_array(ctx, (void **)&mem, 2 + nt, D, sizeof *mem, "x"));
     float *w = mem, *b = mem + D, *bufs = mem + 2 * D;
     mla_cpu_load_float(a->w.data, MLA_DTYPE_F32, a->w.stride[0], D, w);
     mla_cpu_load_float(a->b.data, MLA_DTYPE_F32, a->b.stride[0], D, b);

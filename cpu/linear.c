@@ -26,8 +26,8 @@
  * KFULL_MAX_K is one chunk). The portable kernels decode a task's NS rows
  * once and sweep all tokens over them.
  *
- * (OpenBLAS: a panel-decode + cblas_sgemm path measured 50-90% of this
- * kernel's rate on DeepSeek-V3 shapes at T >= 128, so it is not used.)
+ * (OpenBLAS is not used: a panel-decode + cblas_sgemm path was slower than
+ * this kernel on DeepSeek-V3 shapes at T >= 128.)
  *
  * x is copied to fp32 rows whose stride is not a multiple of 4 KiB (rows a
  * page apart share L1 sets). */
@@ -39,6 +39,7 @@
 #include <omp.h>
 #endif
 
+#include "core/checked.h"
 #include "core/format_bits.h"
 #include "cpu/linear_kernel.h"
 
@@ -213,7 +214,8 @@ static float *fp8_fold(const mla_linear_args *a)
     const mla_tensor *s = &a->w_scale;
     const int64_t nb = s->shape[0], kb = s->shape[1];
     const mla_v16_kind kind = mla_v16_kind_of(a->w.dtype);
-    float *sp = malloc((size_t)(nb * kb) * sizeof(float));
+    size_t bytes;
+    float *sp = mla_ck_bytes(nb, kb, sizeof(float), &bytes) ? malloc(bytes) : NULL;
     if (!sp)
         return NULL;
     for (int64_t i = 0; i < nb; ++i)
@@ -246,13 +248,15 @@ static mla_status own_path(mla_context *ctx, lin_run *r)
     r->ldw = K + LANES; /* decoded rows: a stride that is no multiple of 4 KiB */
     r->ldw += (r->ldw * 4) % 4096 == 0 ? LANES : 0;
     const int64_t tn = (N + NS - 1) / NS, tasks = r->direct ? (T + TB - 1) / TB * tn : tn;
-    const int nt = mla_cpu_threads(ctx, tasks, T * N * K / 64);
-    const int64_t per = (r->direct ? 0 : NS * r->ldw) + (NS / NR) * (TB / MT) * MT * NR * LANES +
-                        NR * (r->kcs + 2 * LANES) / 2 + 1; /* the dp8 tile */
-    float *bufs = malloc((size_t)(nt * per) * sizeof(float));
-    if (!bufs) {
+    const int nt = mla_cpu_threads(ctx, tasks, mla_sz_sat(mla_sz_mul3(T, N, K)) / 64);
+    const int64_t per = mla_sz_add(
+        mla_sz_add(r->direct ? 0 : mla_sz_mul(NS, r->ldw), (NS / NR) * (TB / MT) * MT * NR * LANES),
+        mla_sz_add(mla_sz_mul(NR, mla_sz_add(r->kcs, 2 * LANES)) / 2, 1)); /* the dp8 tile */
+    float *bufs;
+    const mla_status st = mla_alloc_array(ctx, (void **)&bufs, nt, per, sizeof(float), "w");
+    if (st != MLA_OK) {
         free(sp);
-        return mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, "w", "no memory for %d weight tiles", nt);
+        return st;
     }
 #if defined(MLA_HAVE_OPENMP)
 #pragma omp parallel for num_threads(nt) schedule(dynamic) if (nt > 1)
@@ -280,12 +284,11 @@ mla_status mla_cpu_linear(mla_context *ctx, const mla_linear_args *a)
     }
     lin_run r = {a, mla_cpu_linear_fns(mla_cpu_isa_of(ctx)), NULL, 0, NULL, 0, 0, 0, 0, NULL, 0, NULL, 0, 0};
     /* row stride: K rounded up to LANES, plus LANES when that is a multiple of 4 KiB */
-    int64_t ldx = (K + LANES - 1) / LANES * LANES;
-    ldx += (ldx * 4) % 4096 == 0 ? LANES : 0;
-    float *xf = malloc((size_t)(T * ldx) * sizeof(float));
-    if (!xf)
-        return mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, "x", "no memory for x in fp32");
-    const int nt = mla_cpu_threads(ctx, T, T * K);
+    int64_t ldx = mla_sz_round_up(K, LANES);
+    ldx = ldx >= 0 && ldx % 1024 == 0 ? mla_sz_add(ldx, LANES) : ldx; /* 4 KiB rows */
+    float *xf;
+    MLA_TRY(mla_alloc_array(ctx, (void **)&xf, T, ldx, sizeof(float), "x"));
+    const int nt = mla_cpu_threads(ctx, T, mla_sz_sat(mla_sz_mul(T, K)));
     (void)nt;
 #if defined(MLA_HAVE_OPENMP)
 #pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
@@ -297,10 +300,11 @@ mla_status mla_cpu_linear(mla_context *ctx, const mla_linear_args *a)
     uint8_t *xe = NULL;
     const int wbf16 = a->w.dtype == MLA_DTYPE_BF16;
     if (r.f->ukr_dp && T >= DP_MIN_T && a->x.dtype == MLA_DTYPE_BF16 && a->w.stride[1] == 1) {
-        int64_t ldxb = (K + 2 * LANES - 1) / (2 * LANES) * (2 * LANES);
+        int64_t ldxb = (K + 2 * LANES - 1) / (2 * LANES) * (2 * LANES); /* <= ldx: fits */
         ldxb += (ldxb * 2) % 4096 == 0 ? 2 * LANES : 0;
-        xb = malloc((size_t)(T * ldxb) * sizeof(uint16_t));
-        xe = malloc((size_t)((T + MT - 1) / MT));
+        size_t xbb, xeb;
+        xb = mla_ck_bytes(T, ldxb, sizeof(uint16_t), &xbb) ? malloc(xbb) : NULL;
+        xe = mla_ck_bytes(mla_sz_ceil_div(T, MT), 1, 1, &xeb) ? malloc(xeb) : NULL;
         if (xb && xe) { /* else the fp32 path */
             for (int64_t t = 0; t < T; ++t) {
                 const uint16_t *src = (const uint16_t *)a->x.data + t * a->x.stride[0];

@@ -87,9 +87,8 @@ const lin_fns *mla_cpu_linear_fns(mla_cpu_isa isa);
 /* Shared by the AVX-512 copies (cpu/linear_kernel.c, cpu/linear_kernel_bf16.c):
  * sums[f] = mla_cpu_linear_reduce of the lanes at lanes[f][16], f < n <= 32. */
 void mla_cpu_linear_finish512(const float *lanes, int n, float *sums);
-/* The lin_fns fields of the AVX512-BF16 copy, and whether this CPU (and
- * MLA_CPU_ISA, avx512-nobf16 turns it off) allows it. */
-int mla_cpu_linear_has_bf16(void);
+/* The lin_fns fields of the AVX512-BF16 copy (mla_cpu_linear_has_bf16, in
+ * cpu_kernels.h, says whether to take it). */
 void mla_cpu_linear_ukr_dp(const uint16_t *x, int64_t ldx, int mt, const lin_wtile *w,
                            int64_t kc, float *lanes, int first, float *sums);
 int mla_cpu_linear_min_exp(const uint16_t *p, int64_t n);
@@ -97,6 +96,14 @@ void mla_cpu_linear_fp8_to_bf16(const uint8_t *codes, int64_t n, int fnuz, uint1
 void mla_cpu_linear_ukr_dp8(const uint16_t *x, int64_t ldx, int mt, const uint16_t *w,
                             int64_t ldw, const float *const *s, int64_t ss, int64_t kc,
                             float *lanes, int first, float *sums);
+#else
+/* Portable builds never take a vdpbf16ps path (dp is 0); the generic bodies
+ * still name this. */
+static inline int mla_cpu_linear_min_exp(const uint16_t *p, int64_t n)
+{
+    (void)p, (void)n;
+    return 0;
+}
 #endif
 
 /* The 16 lanes of one output added pairwise: lanes l and l + 8, then the

@@ -190,16 +190,4 @@ TARGET_BF16 void mla_cpu_linear_ukr_dp8(const uint16_t *x, int64_t ldx, int mt, 
     }
 }
 
-/* vdpbf16ps on this CPU (and worth it), unless MLA_CPU_ISA=avx512-nobf16 (read per call, as
- * the indexer does, so tests can run both paths on one machine). */
-int mla_cpu_linear_has_bf16(void)
-{
-    const char *env = getenv("MLA_CPU_ISA");
-    __builtin_cpu_init();
-    /* Cores with AMX-BF16 (Sapphire Rapids) run 512-bit FMAs on two ports and
-     * vdpbf16ps on one: there the FMA kernels measured faster (one core,
-     * q_a_proj T = 128: 76 vs 57 GFLOP/s; Zen 4, no AMX: 95 vs 135). */
-    return __builtin_cpu_supports("avx512bf16") && !__builtin_cpu_supports("amx-bf16") &&
-           !(env && strcmp(env, "avx512-nobf16") == 0);
-}
 #endif

@@ -26,6 +26,7 @@
 #include <cblas.h>
 #endif
 
+#include "core/checked.h"
 #include "cpu/cpu_kernels.h"
 #include "cpu/cpu_rows.h"
 #include "cpu/linear_kernel.h" /* mla_cpu_linear_has_bf16 */
@@ -257,12 +258,14 @@ static int64_t round16(int64_t n) { return (n + 15) / 16 * 16; }
 
 /* One task's scratch, in floats: block scales, A chunk, a row buffer,
  * outputs, weight panel, contiguous code rows (a copy only when needed). */
-static size_t scratch_floats(const plan *p)
+static int64_t scratch_floats(const plan *p)
 {
     const int64_t K = p->g->K, rows = p->nchunk, ldo = round16(rows);
     const int64_t out = p->sgemm ? p->mchunk * p->prows : (p->dp ? DP_MAX_M : MT_MAX) * ldo;
-    return (size_t)(rows * (K / BLOCK) + p->mchunk * K + K + out + (p->sgemm ? p->prows * K : 0) +
-                    (rows * K / 2 + 3) / 4 + (p->dp ? 2 * DP_MAX_M * (K / 2) : 0));
+    int64_t n = mla_sz_add(mla_sz_mul(rows, K / BLOCK), mla_sz_mul(p->mchunk + 1, K));
+    n = mla_sz_add(mla_sz_add(n, out), p->sgemm ? mla_sz_mul(p->prows, K) : 0);
+    n = mla_sz_add(n, mla_sz_ceil_div(mla_sz_mul(rows, K / 2), 4));
+    return mla_sz_add(n, p->dp ? mla_sz_mul(2 * DP_MAX_M, K / 2) : 0);
 }
 
 
@@ -493,11 +496,12 @@ static mla_status run(mla_context *ctx, const mla_mxfp4_gemm_args *g, int a4w4)
     p.prows = round16(PANEL_FLOATS / g->K);
     p.prows = p.prows < p.nchunk ? p.prows : p.nchunk;
     const int64_t tasks = g->B * p.nsplit;
-    const int nt = mla_cpu_threads(ctx, tasks, g->B * g->M * g->N * (g->K / 16));
-    p.scratch = scratch_floats(&p);
-    float *scratch = malloc((size_t)nt * p.scratch * sizeof(float));
-    if (!scratch)
-        return mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, NULL, "no memory for GEMM scratch");
+    const int nt =
+        mla_cpu_threads(ctx, tasks, mla_sz_sat(mla_sz_mul4(g->B, g->M, g->N, g->K / 16)));
+    const int64_t per = scratch_floats(&p);
+    float *scratch;
+    MLA_TRY(mla_alloc_array(ctx, (void **)&scratch, nt, per, sizeof(float), "x"));
+    p.scratch = (size_t)per;
 #if defined(MLA_HAVE_OPENMP)
 #pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
 #endif

@@ -24,6 +24,7 @@
 #include <omp.h>
 #endif
 
+#include "core/checked.h"
 #include "cpu/avx512_vec.h"
 #include "cpu/cpu_kernels.h"
 #include "cpu/cpu_rows.h"
@@ -230,16 +231,17 @@ static mla_status run_jobs(mla_context *ctx, norm_job *jobs, const mla_tensor *c
     for (int i = 0; i < n; ++i) {
         const int64_t D = jobs[i].x->shape[1];
         dmax = D > dmax ? D : dmax;
-        wtot += D;
-        values += T * D;
-        bytes +=
-            T * D * (int64_t)(mla_dtype_size(jobs[i].x->dtype) + mla_dtype_size(jobs[i].y->dtype));
+        wtot = mla_sz_add(wtot, D);
+        values = mla_sz_add(values, mla_sz_mul(T, D));
+        bytes = mla_sz_add(bytes, mla_sz_mul3(T, D,
+                                              (int64_t)(mla_dtype_size(jobs[i].x->dtype) +
+                                                        mla_dtype_size(jobs[i].y->dtype))));
     }
+    values = mla_sz_sat(values), bytes = mla_sz_sat(bytes);
     const int nt = mla_cpu_threads(ctx, T, bytes < MLA_CPU_ONE_THREAD_BYTES ? 0 : values);
-    float *scratch = malloc((size_t)(wtot + (int64_t)nt * dmax) * sizeof(float));
-    if (!scratch)
-        return mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, "x", "no memory for %lld row values",
-                        (long long)(wtot + (int64_t)nt * dmax));
+    float *scratch;
+    MLA_TRY(mla_alloc_array(ctx, (void **)&scratch, mla_sz_add(wtot, mla_sz_mul(nt, dmax)), 1,
+                            sizeof(float), "x"));
     float *wf = scratch;
     for (int i = 0; i < n; ++i) {
         const int64_t D = jobs[i].x->shape[1];

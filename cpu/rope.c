@@ -19,6 +19,7 @@
 #include <omp.h>
 #endif
 
+#include "core/checked.h"
 #include "cpu/cpu_kernels.h"
 #include "cpu/cpu_rows.h"
 
@@ -280,7 +281,7 @@ static task_fn pick_task(const mla_rope_args *a, mla_cpu_isa isa)
     if (isa == MLA_CPU_ISA_AVX2)
         return task_avx2;
 #endif
-    (void)isa;
+    (void)a, (void)isa;
     return task_generic;
 }
 
@@ -293,14 +294,13 @@ mla_status mla_cpu_rope(mla_context *ctx, const mla_rope_args *a)
 {
     const int64_t T = a->x.shape[0], H = a->x.shape[1], D = a->x.shape[2];
     const int64_t per_t = (H + HEADS_PER_TASK - 1) / HEADS_PER_TASK, tasks = T * per_t;
-    const int64_t buf_len = 3 * a->rope_dim + MLA_CPU_CHUNK;
-    const int64_t bytes =
-        T * H * D * (int64_t)(mla_dtype_size(a->x.dtype) + mla_dtype_size(a->y.dtype));
-    const int nt = mla_cpu_threads(ctx, tasks, bytes < MLA_CPU_ONE_THREAD_BYTES ? 0 : T * H * D);
-    float *bufs = malloc((size_t)(nt * buf_len) * sizeof(float));
-    if (!bufs)
-        return mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, "x", "no memory for %lld row values",
-                        (long long)(nt * buf_len));
+    const int64_t buf_len = mla_sz_add(mla_sz_mul(3, a->rope_dim), MLA_CPU_CHUNK);
+    const int64_t values = T * H * D; /* y's elements */
+    const int64_t bytes = mla_sz_sat(
+        mla_sz_mul(values, (int64_t)(mla_dtype_size(a->x.dtype) + mla_dtype_size(a->y.dtype))));
+    const int nt = mla_cpu_threads(ctx, tasks, bytes < MLA_CPU_ONE_THREAD_BYTES ? 0 : values);
+    float *bufs;
+    MLA_TRY(mla_alloc_array(ctx, (void **)&bufs, nt, buf_len, sizeof(float), "x"));
     task_fn run = pick_task(a, mla_cpu_isa_of(ctx));
 #if defined(MLA_HAVE_OPENMP)
 #pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)

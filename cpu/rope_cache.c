@@ -19,6 +19,7 @@
 #include <omp.h>
 #endif
 
+#include "core/checked.h"
 #include "cpu/avx512_vec.h"
 #include "cpu/cpu_kernels.h"
 #include "cpu/cpu_rows.h"
@@ -217,16 +218,15 @@ mla_status mla_cpu_rope_cache(mla_context *ctx, const mla_rope_cache_op_args *a)
     const int64_t per_t = (H + HEADS_PER_TASK - 1) / HEADS_PER_TASK, qtasks = T * per_t;
     const int64_t ktasks = (Tk + KEYS_PER_TASK - 1) / KEYS_PER_TASK;
     /* per thread: q needs 3 R + CHUNK floats; k needs L + 3 R floats + 2 (L + R) bytes */
-    const int64_t per_thread = L + 4 * R + MLA_CPU_CHUNK + (L + R) / 2 + 1;
-    const int64_t values = (T * H + Tk) * (L + R);
-    const int64_t bytes =
-        values * (int64_t)(mla_dtype_size(a->q_nope.dtype) + mla_dtype_size(a->q_cat.dtype));
+    const int64_t per_thread =
+        mla_sz_add(mla_sz_add(L, mla_sz_mul(R, 4)), MLA_CPU_CHUNK + (L + R) / 2 + 1);
+    const int64_t values = mla_sz_sat(mla_sz_mul(mla_sz_add(T * H, Tk), L + R));
+    const int64_t bytes = mla_sz_sat(mla_sz_mul(
+        values, (int64_t)(mla_dtype_size(a->q_nope.dtype) + mla_dtype_size(a->q_cat.dtype))));
     const int nt =
         mla_cpu_threads(ctx, qtasks + ktasks, bytes < MLA_CPU_ONE_THREAD_BYTES ? 0 : values);
-    float *bufs = malloc((size_t)(nt * per_thread) * sizeof(float));
-    if (!bufs)
-        return mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, "cache_desc",
-                        "no memory for %d rows of %lld values", nt, (long long)per_thread);
+    float *bufs;
+    MLA_TRY(mla_alloc_array(ctx, (void **)&bufs, nt, per_thread, sizeof(float), "cache_desc"));
     const mla_cpu_isa isa = mla_cpu_isa_of(ctx);
     rc_job jb = {a, mla_cpu_pick_rotate(isa), mla_cpu_pick_cache_row(isa), NULL, 0};
     q_fn qrun = q_generic;

@@ -27,6 +27,7 @@
 #include <omp.h>
 #endif
 
+#include "core/checked.h"
 #include "core/format_bits.h"
 #include "cpu/cpu_kernels.h"
 
@@ -179,13 +180,17 @@ MLA_TARGET_AVX512 static void row_avx512(const float *x, int64_t xs, int64_t len
 mla_status mla_cpu_topk(mla_context *ctx, const mla_topk_args *a)
 {
     const int64_t R = a->logits.shape[0], N = a->logits.shape[1], k = a->k;
-    /* per thread: the list (N), the histograms */
-    const int64_t words = N + HIST_WAYS * HIST;
+    /* per thread: the list (the longest length: validated <= N, I32, where
+     * N itself may be a broadcast view's), the histograms */
+    int64_t longest = 0;
+    for (int64_t r = 0; r < R; ++r) {
+        const int64_t len = ((const int32_t *)a->lengths.data)[r * a->lengths.stride[0]];
+        longest = len > longest ? len : longest;
+    }
+    const int64_t words = longest + HIST_WAYS * HIST;
     const int nt = mla_cpu_threads(ctx, R, R * N);
-    uint32_t *mem = malloc((size_t)(words * nt) * sizeof *mem);
-    if (!mem)
-        return mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, "logits", "no memory for %lld scratch words",
-                        (long long)(words * nt));
+    uint32_t *mem;
+    MLA_TRY(mla_alloc_array(ctx, (void **)&mem, nt, words, sizeof *mem, "lengths"));
     const row_fn run = MLA_CPU_PICK(mla_cpu_isa_of(ctx), row);
 #if defined(MLA_HAVE_OPENMP)
 #pragma omp parallel num_threads(nt) if (nt > 1)
@@ -198,7 +203,7 @@ mla_status mla_cpu_topk(mla_context *ctx, const mla_topk_args *a)
         uint32_t *p = mem + (int64_t)id * words;
         topk_scratch s;
         s.list = (int32_t *)p;
-        s.hist = p + N;
+        s.hist = p + longest;
 #if defined(MLA_HAVE_OPENMP)
 #pragma omp for schedule(dynamic, 1)
 #endif

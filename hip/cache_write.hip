@@ -38,12 +38,12 @@ __global__ __launch_bounds__(MLA_HIP_BLOCK) void cache_write_kernel(cw_desc d, i
         int n = 0;
         if (slot >= 0 && c < d.nope_chunks) {
             d0 = c * kChunk;
-            n = d.nope ? chunk_len(d.c.L - d0) : 0;
+            n = d.nope ? mode_chunk_len<MODE>(d.c.L - d0) : 0;
             load8<KT, MODE>(d.kn, tok * d.kns0 + d0 * d.kns1, d.kns1, n, v);
         } else if (slot >= 0) {
             const int64_t r0 = ((int64_t)c - d.nope_chunks) * kChunk;
             d0 = d.c.L + r0;
-            n = d.rope ? chunk_len(d.c.R - r0) : 0; /* 0 on FP8_SCALED padding */
+            n = d.rope ? mode_chunk_len<MODE>(d.c.R - r0) : 0; /* 0 on FP8_SCALED padding */
             load8<KT, MODE>(d.kp, tok * d.kps0 + r0 * d.kps1, d.kps1, n, v);
         }
         float s = 0.0f;

@@ -39,6 +39,22 @@ MLA_DEV int chunk_len(int64_t remaining)
     return remaining >= kChunk ? kChunk : (remaining > 0 ? (int)remaining : 0);
 }
 
+/* chunk_len in a MODE launch. A kWide launch has whole chunks (the host
+ * checked), so its counts are constants, and must be: nvcc 13.0's ptxas
+ * compiled a clamp of this kind compared with its upper bound
+ * (`clamp(left, 0, 4) == 4`, rope_piece's full-piece test) into a VIMNMX
+ * whose predicate held only for left <= 4, so every piece whose left was 8
+ * skipped its loads and stored zeros (the fused RoPE + cache write with f32
+ * inputs on the H200). The counts a kWide access tests are never computed
+ * by a clamp. */
+template <int MODE> MLA_DEV int mode_chunk_len(int64_t remaining)
+{
+    if constexpr (MODE == kWide)
+        return remaining > 0 ? kChunk : 0;
+    else
+        return chunk_len(remaining);
+}
+
 /* ------------------------------------------------------------ bytes */
 
 /* nbytes (<= 16) bytes packed little-endian in w, stored at p: one 16- or
@@ -75,6 +91,24 @@ template <int MODE = kAuto> MLA_DEV void store_bytes(uint8_t *p, const uint32_t 
             if (j < nbytes)
                 p[j] = (uint8_t)(w[j / 4] >> (8 * (j % 4)));
     }
+}
+
+/* nbytes (16, 8 or 4) bytes at p, aligned to nbytes (the host checked it:
+ * a kWide launch), into w (the rest 0): one access, no run-time test. */
+MLA_DEV void load_bytes_wide(const uint8_t *p, uint32_t w[4], int nbytes)
+{
+    if (nbytes == 16) {
+        const mla_u32x4 q = *reinterpret_cast<const mla_u32x4 *>(p);
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+            w[j] = q.v[j];
+        return;
+    }
+    const uint64_t q = nbytes == 8 ? *reinterpret_cast<const uint64_t *>(p)
+                                   : (uint64_t)*reinterpret_cast<const uint32_t *>(p);
+    w[0] = (uint32_t)q;
+    w[1] = (uint32_t)(q >> 32);
+    w[2] = w[3] = 0;
 }
 
 /* The load counterpart: nbytes (<= 16) bytes at p into w (the rest 0). */
@@ -164,11 +198,11 @@ MLA_DEV void load8(const void *base, int64_t off, int64_t step, int n, float v[k
     if constexpr (MODE == kWide) { /* n is 8, 4 (f32: a cos/sin half) or 0 */
         uint32_t w[8] = {0, 0, 0, 0, 0, 0, 0, 0};
         if (n == kChunk) {
-            load_bytes(p, w, 8 * eb < 16 ? 8 * eb : 16);
+            load_bytes_wide(p, w, 8 * eb < 16 ? 8 * eb : 16);
             if constexpr (eb == 4)
-                load_bytes(p + 16, w + 4, 16);
+                load_bytes_wide(p + 16, w + 4, 16);
         } else if (eb == 4 && n == kChunk / 2) {
-            load_bytes(p, w, 16);
+            load_bytes_wide(p, w, 16);
         }
 #pragma unroll
         for (int j = 0; j < kChunk; ++j)

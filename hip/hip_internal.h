@@ -13,8 +13,10 @@
 struct mla_hip_state {
     int device;
     int multiprocessors; /* CUs / SMs, to size grid-stride launches */
-    hipStream_t stream;
-    bool own_stream; /* created by init, destroyed by fini */
+    hipStream_t stream;  /* where work is queued now (mla_context_set_stream) */
+    hipStream_t created; /* the stream init created (options.stream NULL), destroyed by fini */
+    bool own_stream;     /* created is valid */
+    hipEvent_t switched; /* recorded on the old stream at a switch (made at the first one) */
     void *scratch;   /* device memory of the ops that need some (mla_hip_scratch); freed by fini */
     size_t scratch_bytes;
     /* the device index check (paged_check.hip): the words its kernel sets to

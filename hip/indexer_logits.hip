@@ -838,9 +838,8 @@ mla_status launch(mla_context *ctx, const mla_indexer_logits_args *a, const lg_d
             return mla_hip_fail(ctx, err, "cudaDeviceGetAttribute (shared memory per block)");
         /* When the blocks are one wave, they all start at once and their
          * first copies are the whole device's requests: with 2 stages the
-         * first tiles land sooner (H200, searches: 47.2 -> 45.6 us at 16 /
-         * 32k, 30.1 -> 28.8 at 1 / 128k); over several waves 4 keep more
-         * in flight (437 -> 445 us with 2 at 64 / 128k). */
+         * first tiles land sooner; over several waves 4 keep more in
+         * flight (both measured on the H200, bench/bench_indexer.c). */
         if (d.R * d.chunks <= (int64_t)mla_hip_state_of(ctx)->multiprocessors)
             stages = 2;
         /* MLA_HIP_LOGITS_STAGES=2|3|4: that many (a measurement of what

@@ -149,9 +149,9 @@ MLA_DEV void emit(const norm_job &j, int64_t r, int64_t c, int n, const float x[
         store8<YT, MODE>(j.y, r * j.ys0 + kChunk * c * j.ys1, j.ys1, n, y);
 }
 
-MLA_DEV int chunk_n(const norm_job &j, int64_t c, int64_t nch)
+template <int MODE> MLA_DEV int chunk_n(const norm_job &j, int64_t c, int64_t nch)
 {
-    return c < nch ? chunk_len(j.D - kChunk * c) : 0;
+    return c < nch ? mode_chunk_len<MODE>(j.D - kChunk * c) : 0;
 }
 
 /* A row of at most kHold steps (bf16 x, wide access, float y: the
@@ -197,7 +197,7 @@ template <int YT> MLA_DEV void norm_row_held(const norm_job &j, int64_t r, int l
 #pragma unroll
         for (int i = 0; i < kChunk; ++i)
             t[i] = unpack_value<MLA_DTYPE_BF16>(raw[k], i);
-        emit<YT, kWide>(j, r, c, chunk_n(j, c, nch), t, inv, lane);
+        emit<YT, kWide>(j, r, c, chunk_n<kWide>(j, c, nch), t, inv, lane);
     }
 }
 
@@ -214,14 +214,14 @@ template <int XT, int YT, int MODE> MLA_DEV void norm_row(const norm_job &j, int
             break;
         const int64_t c = (int64_t)k * W + lane;
         float t[kChunk];
-        load8<XT, MODE>(j.x, xrow + kChunk * c * j.xs1, j.xs1, chunk_n(j, c, nch), t);
+        load8<XT, MODE>(j.x, xrow + kChunk * c * j.xs1, j.xs1, chunk_n<MODE>(j, c, nch), t);
 #pragma unroll
         for (int i = 0; i < kChunk; ++i)
             ss += t[i] * t[i];
     }
     for (int64_t c = (int64_t)kUnroll * W + lane; c < nch; c += W) {
         float t[kChunk];
-        load8<XT, MODE>(j.x, xrow + kChunk * c * j.xs1, j.xs1, chunk_n(j, c, nch), t);
+        load8<XT, MODE>(j.x, xrow + kChunk * c * j.xs1, j.xs1, chunk_n<MODE>(j, c, nch), t);
 #pragma unroll
         for (int i = 0; i < kChunk; ++i)
             ss += t[i] * t[i];
@@ -234,7 +234,7 @@ template <int XT, int YT, int MODE> MLA_DEV void norm_row(const norm_job &j, int
 #pragma unroll 1
     for (int64_t s = 0; s < steps; ++s) {
         const int64_t c = s * W + lane;
-        const int n = chunk_n(j, c, nch);
+        const int n = chunk_n<MODE>(j, c, nch);
         float t[kChunk];
         load8<XT, MODE>(j.x, xrow + kChunk * c * j.xs1, j.xs1, n, t);
         emit<YT, MODE>(j, r, c, n, t, inv, lane);

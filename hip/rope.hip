@@ -50,7 +50,7 @@ __global__ __launch_bounds__(MLA_HIP_BLOCK) void rope_kernel(rope_desc d, item_w
         if (c < d.units) {
             const int64_t pos = load_index(d.pos, d.pos64, t * d.ps);
             const int64_t i0 = (int64_t)c * kPairs;
-            const int np = unit_pairs(d.tb, i0);
+            const int np = mode_pairs<MODE>(d.tb, i0);
             const rope_pieces p = pieces_of(d.tb, i0, np);
             float cs[kChunk], sn[kChunk], v[kRopeHeads<MODE>][2][kChunk];
             rope_table_unit<MODE>(d.tb, pos, i0, np, cs, sn);
@@ -72,7 +72,7 @@ __global__ __launch_bounds__(MLA_HIP_BLOCK) void rope_kernel(rope_desc d, item_w
             }
         } else {
             const int64_t d0 = d.R + (int64_t)(c - d.units) * kChunk;
-            const int n = chunk_len(d.D - d0);
+            const int n = mode_chunk_len<MODE>(d.D - d0);
             float v[kRopeHeads<MODE>][kChunk];
 #pragma unroll
             for (int j = 0; j < kRopeHeads<MODE>; ++j)

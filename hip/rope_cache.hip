@@ -118,9 +118,8 @@ __global__ __launch_bounds__(MLA_HIP_BLOCK) void rope_cache_q_kernel(q_desc d, i
                     rope_piece<IT, MODE>(d.qp, t * d.ps0 + h * d.ps1, d.ps2, d.tb, pos, i0p, piece,
                                          v[j]);
             }
-            const rope_pieces p = pieces_of(d.tb, i0p, unit_pairs(d.tb, i0p));
-            d0 = d.L + (piece ? p.d[1] : p.d[0]);
-            n = piece ? p.n[1] : p.n[0];
+            n = piece_dims<MODE>(d.tb, i0p, piece, d0);
+            d0 += d.L;
         }
 #pragma unroll
         for (int j = 0; j < kQHeads; ++j) {
@@ -171,9 +170,8 @@ __global__ __launch_bounds__(MLA_HIP_BLOCK) void rope_cache_k_rope_kernel(k_desc
         const int64_t pos = load_index(d.pos, d.pos64, j * d.poss);
         float v[kChunk];
         rope_piece<IT, MODE>(d.kp, j * d.ps0, d.ps1, d.tb, pos, i0, piece, v);
-        const rope_pieces p = pieces_of(d.tb, i0, unit_pairs(d.tb, i0));
-        const int64_t d0 = piece ? p.d[1] : p.d[0];
-        const int n = piece ? p.n[1] : p.n[0];
+        int64_t d0;
+        const int n = piece_dims<MODE>(d.tb, i0, piece, d0);
         if (slot >= 0 && n > 0)
             cache_put_rope<CT, MODE>(d.c, slot_pos(d.c, slot), d0, n, v);
     }

@@ -79,6 +79,22 @@ MLA_DEV rope_pieces pieces_of(const rope_table &tb, int64_t i0, int np)
 
 MLA_DEV int unit_pairs(const rope_table &tb, int64_t i0) { return chunk_len(tb.half - i0); }
 
+/* Pairs of the unit at pair i0 in a MODE launch (chunk8.h: mode_chunk_len). */
+template <int MODE> MLA_DEV int mode_pairs(const rope_table &tb, int64_t i0)
+{
+    return mode_chunk_len<MODE>(tb.half - i0);
+}
+
+/* First dim (within the rope part) and value count of piece `piece` of the
+ * unit at pair i0: the slice of a row that rope_piece's output covers. */
+template <int MODE>
+MLA_DEV int piece_dims(const rope_table &tb, int64_t i0, int piece, int64_t &d0)
+{
+    const rope_pieces p = pieces_of(tb, i0, mode_pairs<MODE>(tb, i0));
+    d0 = piece ? p.d[1] : p.d[0];
+    return MODE == kWide ? kChunk : (piece ? p.n[1] : p.n[0]);
+}
+
 MLA_DEV void rotate(float a, float b, float c, float s, float &out_a, float &out_b)
 {
     out_a = mla_fsub_rn(mla_fmul_rn(a, c), mla_fmul_rn(b, s));
@@ -141,7 +157,7 @@ template <int DT, int MODE>
 MLA_DEV void rope_piece(const void *x, int64_t base, int64_t step, const rope_table &tb,
                         int64_t pos, int64_t i0, int piece, float out[kChunk])
 {
-    const int np = unit_pairs(tb, i0);
+    const int np = mode_pairs<MODE>(tb, i0);
     const rope_pieces p = pieces_of(tb, i0, np);
     float c[kChunk], s[kChunk];
     if (tb.neox) { /* pairs i0 + k: a in piece 0, b in piece 1 */
@@ -161,7 +177,8 @@ MLA_DEV void rope_piece(const void *x, int64_t base, int64_t step, const rope_ta
     /* interleaved: the piece is pairs i0 + 4 piece + k, k < 4 */
     const int64_t j0 = i0 + (kPairs / 2) * piece;
     const int left = np - (kPairs / 2) * piece;
-    const int pairs = left < 0 ? 0 : (left > kPairs / 2 ? kPairs / 2 : left);
+    const int pairs =
+        MODE == kWide ? kPairs / 2 : (left < 0 ? 0 : (left > kPairs / 2 ? kPairs / 2 : left));
     float v[kChunk];
     load8<DT, MODE>(x, base + 2 * j0 * step, step, 2 * pairs, v);
     load8<MLA_DTYPE_F32, MODE>(tb.cos, pos * tb.cs0 + j0 * tb.cs1, tb.cs1, pairs, c);

@@ -229,8 +229,9 @@ MLA_DEV uint32_t descend(tk_smem &sm, int b, uint64_t &P, uint64_t &mask, int &s
 
 /* The need-th largest of the keys of kv with prefix P (the bits of mask),
  * which are at most a wave's: one wave ranks each against the others
- * instead of a level per 11 bits (~2.7k cycles each on the H200). buf: a
- * wave's keys in shared memory; sm.nbucket: zero (called once a block). */
+ * instead of a level per 11 bits (a histogram and a block-wide exchange
+ * each). buf: a wave's keys in shared memory; sm.nbucket: zero (called once
+ * a block). */
 MLA_DEV uint64_t rank_in_wave(const uint64_t kv[kL], uint64_t P, uint64_t mask, uint32_t need,
                               uint64_t *buf, tk_smem &sm)
 {
@@ -275,7 +276,7 @@ MLA_DEV uint32_t block_min(uint32_t v, tk_smem &sm)
  * skipped). bits: the window's bitmap; staged: m slots in shared memory,
  * where each thread puts the positions of its words' set bits, so that
  * out is written by contiguous runs (storing them to global memory one by
- * one from the bit loop cost ~100 cycles a store on the H200). A thread
+ * one from the bit loop costs a scattered store per position). A thread
  * owns qn contiguous words of the part of the window the row reaches. */
 MLA_DEV void write_in_index_order(const uint64_t kv[kL], uint64_t P, int32_t m, int32_t len,
                                   int32_t *out, int64_t os, uint32_t *bits, uint32_t *staged,

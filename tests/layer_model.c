@@ -333,6 +333,6 @@ void layer_model_ref(const layer_model *m, ref64_model *r)
         r->mx[i] = m->fmt == 2;
     r->cache_dtype = MLA_DTYPE_BF16;
     r->k_scale = 1.0f;
-    r->u_act = 1.0 / 256.0;
+    r->u_act = r->u_q = r->u_p = 1.0 / 256.0;
     r->u_out = 1.0 / 256.0;
 }

@@ -106,7 +106,12 @@ static mla_status one_step(run_state *s, const step_in *in, mla_layer_plan **lp,
     uint16_t *xb = malloc((size_t)(T * hid) * 2);
     double *xd = malloc((size_t)(T * hid) * 8);
     lm_random_bf16(&s->rng, T * hid, 1.0f, xb, xd);
-    mla_tensor x = lm_tensor(ctx, MLA_DTYPE_BF16, 2, (int64_t[]){T, hid}, xb);
+    /* f32 activations take the same (bf16-representable) values */
+    float *xf = malloc((size_t)(T * hid) * 4);
+    for (int64_t i = 0; i < T * hid; ++i)
+        xf[i] = (float)xd[i];
+    const int f32_act = s->opt.act == MLA_DTYPE_F32;
+    mla_tensor x = lm_tensor(ctx, s->opt.act, 2, (int64_t[]){T, hid}, f32_act ? (void *)xf : xb);
     mla_tensor y = lm_tensor(ctx, s->c->y_dtype, 2, (int64_t[]){T, hid}, NULL);
     mla_tensor pos = lm_tensor(ctx, MLA_DTYPE_I64, 1, &T, in->pos);
     mla_tensor slot = lm_tensor(ctx, MLA_DTYPE_I64, 1, &T, in->slot);
@@ -164,7 +169,7 @@ static mla_status one_step(run_state *s, const step_in *in, mla_layer_plan **lp,
     mla_tensor all[] = {x, y, pos, slot, cl, cu};
     for (int i = 0; i < 6; ++i)
         lm_free_tensor(ctx, &all[i]);
-    free(xb), free(xd);
+    free(xb), free(xd), free(xf);
     return MLA_OK;
 }
 
@@ -196,6 +201,7 @@ static mla_status setup(run_state *s)
     TRY(mla_plan_create(c, &po, &s->plan));
     mla_layer_options_default(c, &s->cd, &s->opt);
     s->opt.dense = k->dense;
+    s->opt.act = k->act;
     if (c->index_heads > 0 && !k->dense) {
         TRY(mla_indexer_cache_block_bytes(&s->opt.index_cache, &bb));
         s->icache = lm_tensor(ctx, MLA_DTYPE_U8, 2, (int64_t[]){NB, bb}, NULL);
@@ -209,6 +215,8 @@ static mla_status setup(run_state *s)
     layer_model_ref(s->m, &s->rm);
     s->rm.cache_dtype = k->cache_dtype;
     s->rm.u_out = k->y_dtype == MLA_DTYPE_F32 ? ldexp(1.0, -24) : ldexp(1.0, -8);
+    if (s->opt.act == MLA_DTYPE_F32)
+        s->rm.u_act = ldexp(1.0, -24);
     ref64_cache_init(&s->rc, c, NB * BS);
     return MLA_OK;
 }

@@ -19,6 +19,7 @@ typedef struct lr_case {
     int decode_steps; /* next_n = 1 steps after the prefill (<= LR_MAX_STEPS - 1)
                        */
     int rotate_twice; /* negative control: the attention rotates too */
+    mla_dtype act;    /* activations x and the intermediates: BF16 or F32 */
 } lr_case;
 
 typedef struct lr_result {

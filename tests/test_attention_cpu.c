@@ -1002,10 +1002,11 @@ int main(void)
          1,
          0},
     };
-    /* avx512: the vdpbf16ps scores where the CPU has AVX512-BF16 (bf16 q and
-     * cache); avx512-nobf16: the FMA scores everywhere */
-    static const char *isas[] = {"avx512", "avx512-nobf16", "avx2", "generic"};
-    for (int k = 0; k < 4; ++k) {
+    /* avx512: the AMX tiles where the CPU has AMX-BF16, else the vdpbf16ps
+     * scores where it has AVX512-BF16 (bf16 q and cache); avx512-noamx: the
+     * vdpbf16ps scores on AMX CPUs too; avx512-nobf16: the FMA scores everywhere */
+    static const char *isas[] = {"avx512", "avx512-noamx", "avx512-nobf16", "avx2", "generic"};
+    for (int k = 0; k < 5; ++k) {
         setenv("MLA_CPU_ISA", isas[k], 1);
         mla_context *ctx = NULL;
         CHECK_STATUS(mla_context_create(MLA_BACKEND_CPU, NULL, &ctx), MLA_OK);

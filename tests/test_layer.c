@@ -9,8 +9,8 @@
  * weights (kv_b_proj bf16, or fp8 with one scale per tensor: the loader's
  * FP8_TENSOR form), and MXFP4 (q_a, q_b, kv_a, kv_b with the loader's W_kc / W_vc
  * operands, o_proj through the fused flatten quant and the a4w4 GEMM); the
- * three RoPE sites; bf16 and fp8 latent caches; f32 and bf16
- * y. Each runs a chunked prefill of two sequences (cu_q_lens) and decode
+ * three RoPE sites; bf16 and fp8 latent caches; bf16 and f32
+ * activations; f32 and bf16 y. Each runs a chunked prefill of two sequences (cu_q_lens) and decode
  * steps (next_n = 1) over a paged cache whose blocks are out of order.
  * Sparse: the reference attends over the library's top-k (the indexer ops
  * have their own conformance cases), which must be a valid causal
@@ -33,24 +33,31 @@ typedef struct layer_case {
 #define F32 MLA_DTYPE_F32
 
 static const layer_case cases[] = {
-    {"test-tiny", 0, {-1, 0, BF, F32, 2, {5, 3}, 2, 0}},
-    {"test-tiny", 0, {MLA_ROPE_SITE_SEPARATE, 0, BF, F32, 2, {5, 3}, 2, 0}},
-    {"test-tiny", 0, {MLA_ROPE_SITE_ATTENTION, 0, BF, F32, 2, {5, 3}, 2, 0}},
-    {"test-tiny", 1, {-1, 0, BF, BF, 2, {6, 1}, 2, 0}},
-    {"test-tiny", 0, {-1, 0, F8, F32, 2, {5, 3}, 2, 0}},
-    {"test-tiny", 1, {MLA_ROPE_SITE_ATTENTION, 0, F8, F32, 2, {4, 4}, 1, 0}},
-    {"test-tiny-noq", 0, {-1, 0, BF, F32, 2, {5, 3}, 2, 0}},
-    {"test-tiny-noq", 1, {MLA_ROPE_SITE_ATTENTION, 0, BF, F32, 2, {2, 7}, 2, 0}},
-    {"test-tiny-indexer", 0, {-1, 1, BF, F32, 2, {5, 3}, 1, 0}},
-    {"test-tiny-indexer", 0, {-1, 0, BF, F32, 2, {70, 4}, 2, 0}},
-    {"test-tiny-indexer", 1, {MLA_ROPE_SITE_ATTENTION, 0, BF, F32, 2, {66, 2}, 1, 0}},
-    {"test-tiny", 2, {-1, 0, BF, F32, 2, {5, 3}, 2, 0}},
-    {"test-tiny", 3, {-1, 0, BF, F32, 2, {5, 3}, 1, 0}},
-    {"test-tiny-noq", 3, {MLA_ROPE_SITE_ATTENTION, 0, F8, BF, 2, {2, 4}, 1, 0}},
-    {"test-tiny", 2, {MLA_ROPE_SITE_ATTENTION, 0, BF, BF, 2, {4, 2}, 1, 0}},
-    {"test-tiny-noq", 2, {-1, 0, F8, F32, 2, {3, 5}, 1, 0}},
-    {"DeepSeek-V2-Lite", 0, {-1, 0, BF, F32, 2, {2, 1}, 1, 0}},
-    {"DeepSeek-V2-Lite", 1, {MLA_ROPE_SITE_ATTENTION, 0, BF, F32, 1, {3}, 1, 0}},
+    {"test-tiny", 0, {-1, 0, BF, F32, 2, {5, 3}, 2, 0, BF}},
+    {"test-tiny", 0, {MLA_ROPE_SITE_SEPARATE, 0, BF, F32, 2, {5, 3}, 2, 0, BF}},
+    {"test-tiny", 0, {MLA_ROPE_SITE_ATTENTION, 0, BF, F32, 2, {5, 3}, 2, 0, BF}},
+    {"test-tiny", 1, {-1, 0, BF, BF, 2, {6, 1}, 2, 0, BF}},
+    {"test-tiny", 0, {-1, 0, F8, F32, 2, {5, 3}, 2, 0, BF}},
+    {"test-tiny", 1, {MLA_ROPE_SITE_ATTENTION, 0, F8, F32, 2, {4, 4}, 1, 0, BF}},
+    {"test-tiny-noq", 0, {-1, 0, BF, F32, 2, {5, 3}, 2, 0, BF}},
+    {"test-tiny-noq", 1, {MLA_ROPE_SITE_ATTENTION, 0, BF, F32, 2, {2, 7}, 2, 0, BF}},
+    {"test-tiny-indexer", 0, {-1, 1, BF, F32, 2, {5, 3}, 1, 0, BF}},
+    {"test-tiny-indexer", 0, {-1, 0, BF, F32, 2, {70, 4}, 2, 0, BF}},
+    {"test-tiny-indexer", 1, {MLA_ROPE_SITE_ATTENTION, 0, BF, F32, 2, {66, 2}, 1, 0, BF}},
+    {"test-tiny", 2, {-1, 0, BF, F32, 2, {5, 3}, 2, 0, BF}},
+    {"test-tiny", 3, {-1, 0, BF, F32, 2, {5, 3}, 1, 0, BF}},
+    {"test-tiny-noq", 3, {MLA_ROPE_SITE_ATTENTION, 0, F8, BF, 2, {2, 4}, 1, 0, BF}},
+    {"test-tiny", 2, {MLA_ROPE_SITE_ATTENTION, 0, BF, BF, 2, {4, 2}, 1, 0, BF}},
+    {"test-tiny-noq", 2, {-1, 0, F8, F32, 2, {3, 5}, 1, 0, BF}},
+    {"DeepSeek-V2-Lite", 0, {-1, 0, BF, F32, 2, {2, 1}, 1, 0, BF}},
+    {"DeepSeek-V2-Lite", 1, {MLA_ROPE_SITE_ATTENTION, 0, BF, F32, 1, {3}, 1, 0, BF}},
+    /* f32 activations at every RoPE site (the HIP fused site once wrote zeros) */
+    {"test-tiny", 0, {MLA_ROPE_SITE_FUSED_CACHE, 0, BF, F32, 2, {5, 3}, 2, 0, F32}},
+    {"test-tiny", 0, {MLA_ROPE_SITE_SEPARATE, 0, F8, BF, 2, {5, 3}, 1, 0, F32}},
+    {"test-tiny", 1, {MLA_ROPE_SITE_ATTENTION, 0, BF, F32, 2, {4, 4}, 1, 0, F32}},
+    {"test-tiny-noq", 0, {-1, 0, F8, F32, 2, {2, 7}, 2, 0, F32}},
+    {"test-tiny-indexer", 0, {-1, 0, BF, F32, 2, {70, 4}, 1, 0, F32}},
+    {"DeepSeek-V2-Lite", 0, {MLA_ROPE_SITE_FUSED_CACHE, 0, BF, F32, 1, {3}, 1, 0, F32}},
 };
 
 static const char *const fmt_names[] = {"bf16", "fp8", "mxfp4", "fp8t"};
@@ -74,10 +81,10 @@ static void run_case(mla_context *ctx, const layer_case *k, int negative)
     CHECK_STATUS(st, MLA_OK);
     if (st == MLA_OK) {
         const int pass = r.max_ratio <= 1.0 && r.topk_bad == 0;
-        printf("%-18s %-5s site %-11s %-7s cache %-11s y %-4s: max |err| %.3g (max "
+        printf("%-18s %-5s act %-4s site %-11s %-7s cache %-11s y %-4s: max |err| %.3g (max "
                "|y| %.3g), "
                "err / (6 sd) %.3f%s%s\n",
-               k->cfg, fmt_names[k->fmt], site_name(c.site),
+               k->cfg, fmt_names[k->fmt], c.act == F32 ? "f32" : "bf16", site_name(c.site),
                m.cfg.index_heads > 0 ? (c.dense ? "dense" : "sparse") : "dense",
                mla_dtype_name(c.cache_dtype), mla_dtype_name(c.y_dtype), r.max_err, r.max_abs_y,
                r.max_ratio, r.topk_bad ? " BAD TOP-K" : "",

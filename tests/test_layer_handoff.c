@@ -89,7 +89,7 @@ static void run(mla_context *ctx, const char *cfg, int fmt)
     }
     /* one decode step of one sequence after a prefill: the o_proj of the
      * last step is the last one seen */
-    lr_case c = {-1, 1, MLA_DTYPE_BF16, MLA_DTYPE_F32, 1, {6}, 1, 0};
+    lr_case c = {-1, 1, MLA_DTYPE_BF16, MLA_DTYPE_F32, 1, {6}, 1, 0, MLA_DTYPE_BF16};
     memset(&seen, 0, sizeof seen);
     lr_result r;
     CHECK_STATUS(lr_run(ctx, &m, &c, 0, &r), MLA_OK);

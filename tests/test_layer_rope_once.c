@@ -49,7 +49,8 @@ static void run_config(mla_context *ctx, const char *cfg)
         return;
     }
     const int sparse = m.cfg.index_heads > 0;
-    lr_case c = {0, 0, MLA_DTYPE_BF16, MLA_DTYPE_F32, 2, {sparse ? 67 : 5, 3}, 2, 0};
+    lr_case c = {0, 0, MLA_DTYPE_BF16, MLA_DTYPE_F32, 2, {sparse ? 67 : 5, 3},
+                 2, 0, MLA_DTYPE_BF16};
     static const int sites[3] = {MLA_ROPE_SITE_FUSED_CACHE, MLA_ROPE_SITE_SEPARATE,
                                  MLA_ROPE_SITE_ATTENTION};
     lr_result r[3], twice;

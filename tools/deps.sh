@@ -1,10 +1,19 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages libmla needs that are not installed yet.
-# Usage: tools/deps.sh [hip]   ("hip" adds clang-22 and the ROCm 5.2 files)
+# Usage: tools/deps.sh [hip|clang|python]   ("hip" adds clang-22 and the ROCm 5.2 files;
+# "clang" adds Debian's clang-14 with libFuzzer, the sanitizers and libomp;
+# "python" what the Python package's tests need)
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build ccache pkg-config libopenblas-openmp-dev libsleef-dev)
 if [[ "${1:-}" == hip ]]; then
   pkgs+=(clang-22 lld-22 llvm-22 libamdhip64-dev rocm-device-libs)
+fi
+if [[ "${1:-}" == clang ]]; then
+  pkgs+=(clang-14 libclang-rt-14-dev libomp-14-dev)
+fi
+# "python": the Python package's tests (python/tests) and its pip install
+if [[ "${1:-}" == python ]]; then
+  pkgs+=(python3-numpy python3-pytest python3-torch python3-setuptools python3-pip python3-venv)
 fi
 missing=()
 for p in "${pkgs[@]}"; do

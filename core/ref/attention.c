@@ -1,19 +1,29 @@
-/* Reference MLA attention (MLA.md section 2, step 7;
- * include/mla/mla_attention.h). For sequence s with c_s keys and n_s query
- * rows, row j (r = cu_q[s] + j) sits at position p = c_s - n_s + j and sees the
- * keys
+/* Reference MLA attention (MLA.md section 2, step 7; include/mla/mla_attention.h).
+ *
+ * This is the absorbed attention: q is q_cat = [q_nope @ W_kc | RoPE(q_pe)]
+ * ([T, H, L + R]), whose first L dims were absorbed into the latent space
+ * before this call (step 4: mla_ref_batched_gemm in core/ref/gemm.c, called
+ * by core/prepare.c), so every head scores directly against the cached
+ * latent rows and no per-head key or value is ever formed. The output stays
+ * latent ([T, H, L]); W_vc (step 8) takes it back to v dims afterwards.
+ *
+ * For sequence s with c_s keys and n_s query rows, row j (r = cu_q[s] + j)
+ * sits at position p = c_s - n_s + j and sees the keys
  *
  *     dense:  t = 0 .. p
- *     sparse: t = topk[r, i] for every i with 0 <= topk[r, i] <= p (listed
- * twice: counted twice)
+ *     sparse: t = topk[r, i] for every i with 0 <= topk[r, i] <= p
+ *             (an index listed twice is counted twice)
  *
  * Key t is the cached row k_t = [k_nope | k_pe] (L + R values, dequantized
- * exactly by mla_ref_cache_read_row), values v_t = k_t[:L]. For head h:
+ * exactly by mla_ref_cache_read_row), and its value is v_t = k_t[:L], the
+ * same latent row (MQA: one KV head shared by all H). For head h:
  *
- *     score_t = softmax_scale * sum_d q[r, h, d] k_t[d]        (fp8 q: code *
- * q_scale) m = max(max_t score_t, sink_h),  w_t = e^(score_t - m) Z = sum_t w_t
- * (+ e^(sink_h - m) with sinks) o[r, h, :] = sum_t w_t v_t / Z,   lse[r, h] = m
- * + ln Z
+ *     score_t    = softmax_scale * sum_d q[r, h, d] k_t[d]     (fp8 q: code * q_scale)
+ *     m          = max(max_t score_t, sink_h)
+ *     w_t        = e^(score_t - m)
+ *     Z          = sum_t w_t   (+ e^(sink_h - m) with sinks)
+ *     o[r, h, :] = sum_t w_t v_t / Z
+ *     lse[r, h]  = m + ln Z
  *
  * every product and sum in float64, the output rounded once to o's dtype
  * and lse once to fp32. No visible key (a padding sequence, c_s == 0, or a
@@ -23,6 +33,7 @@
 #include <stdlib.h>
 
 #include "core/attention_plan.h"
+#include "core/checked.h"
 #include "core/ref/ref_kernels.h"
 #include "core/ref/tensor_access.h"
 
@@ -118,18 +129,21 @@ mla_status mla_ref_attention(mla_context *ctx, const mla_attention_op_args *a)
         const int64_t r0 = mla_ref_load_index(&a->cu_q_lens, s * a->cu_q_lens.stride[0]);
         const int64_t r1 = mla_ref_load_index(&a->cu_q_lens, (s + 1) * a->cu_q_lens.stride[0]);
         const int64_t nmax = d->topk > 0 ? d->topk : c; /* visible keys of a row, at most */
-        seq_scratch w = {malloc((size_t)(nmax * D + 1) * sizeof(double)),
-                         malloc((size_t)(nmax + 1) * sizeof(int64_t)),
-                         malloc((size_t)(nmax + 1) * sizeof(double)),
-                         malloc((size_t)D * sizeof(double))};
-        if (!w.keys || !w.vis || !w.score || !w.q) {
+        seq_scratch w = {NULL, NULL, NULL, NULL};
+        mla_status st =
+            mla_alloc_array(ctx, (void **)&w.keys, nmax, D, sizeof(double), "context_lens");
+        if (st == MLA_OK)
+            st = mla_alloc_array(ctx, (void **)&w.vis, nmax, 1, sizeof(int64_t), "context_lens");
+        if (st == MLA_OK)
+            st = mla_alloc_array(ctx, (void **)&w.score, nmax, 1, sizeof(double), "context_lens");
+        if (st == MLA_OK)
+            st = mla_alloc_array(ctx, (void **)&w.q, D, 1, sizeof(double), "q");
+        if (st != MLA_OK) {
             free(w.keys);
             free(w.vis);
             free(w.score);
             free(w.q);
-            return mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, "context_lens",
-                            "no memory for the %lld keys of sequence %lld", (long long)c,
-                            (long long)s);
+            return st;
         }
         for (int64_t t = 0; d->topk == 0 && t < c; ++t) /* dense: every key, once */
             read_key(a, s, t, w.keys + t * D);

@@ -14,6 +14,7 @@
  * rounded once to out's dtype. Multi-byte fields are little-endian. */
 #include <stdlib.h>
 
+#include "core/checked.h"
 #include "core/ref/cache_layout.h"
 #include "core/ref/ref_kernels.h"
 #include "core/ref/tensor_access.h"
@@ -137,10 +138,8 @@ void mla_ref_cache_write_slot(const mla_cache_desc *d, const mla_tensor *cache, 
 mla_status mla_ref_cache_write(mla_context *ctx, const mla_cache_write_args *a)
 {
     const int64_t L = a->desc.kv_lora, R = a->desc.rope, T = a->k_nope.shape[0];
-    float *row = malloc((size_t)(L + R) * sizeof *row);
-    if (!row)
-        return mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, "cache_desc",
-                        "no memory for a row of %lld values", (long long)(L + R));
+    float *row;
+    MLA_TRY(mla_alloc_array(ctx, (void **)&row, L + R, 1, sizeof *row, "cache_desc"));
     for (int64_t t = 0; t < T; ++t) {
         const int64_t slot = mla_ref_load_index(&a->slots, t * a->slots.stride[0]);
         if (slot < 0) /* "do not write" */

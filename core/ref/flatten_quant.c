@@ -7,6 +7,7 @@
  * writing row t of codes and scales through their strides. */
 #include <stdlib.h>
 
+#include "core/checked.h"
 #include "core/ref/ref_kernels.h"
 #include "core/ref/tensor_access.h"
 
@@ -37,9 +38,8 @@ static mla_tensor gather_row(const mla_tensor *x, int64_t t, float *buf)
 mla_status mla_ref_flatten_mxfp4_quant(mla_context *ctx, const mla_flatten_quant_args *a)
 {
     const int64_t T = a->x.shape[0], HV = a->x.shape[1] * a->x.shape[2];
-    float *buf = malloc((size_t)HV * sizeof *buf + 1);
-    if (!buf)
-        return MLA_ERR_OUT_OF_MEMORY;
+    float *buf;
+    MLA_TRY(mla_alloc_array(ctx, (void **)&buf, HV, 1, sizeof *buf, "x"));
     mla_status st = MLA_OK;
     for (int64_t t = 0; st == MLA_OK && t < T; ++t) {
         /* ROW_MAJOR: the reference quant addresses scales through both strides */
@@ -54,9 +54,8 @@ mla_status mla_ref_flatten_mxfp4_quant(mla_context *ctx, const mla_flatten_quant
 mla_status mla_ref_flatten_fp8_quant(mla_context *ctx, const mla_flatten_quant_args *a)
 {
     const int64_t T = a->x.shape[0], HV = a->x.shape[1] * a->x.shape[2];
-    float *buf = malloc((size_t)HV * sizeof *buf + 1);
-    if (!buf)
-        return MLA_ERR_OUT_OF_MEMORY;
+    float *buf;
+    MLA_TRY(mla_alloc_array(ctx, (void **)&buf, HV, 1, sizeof *buf, "x"));
     mla_status st = MLA_OK;
     for (int64_t t = 0; st == MLA_OK && t < T; ++t) {
         mla_fp8_group_quant_args q = {gather_row(&a->x, t, buf), row_view(&a->codes, t),

@@ -8,7 +8,16 @@
  *
  * Every input value is exact in double and so is each product (at most
  * 24 + 4 + 24 significant bits); only the sums (k ascending) and the final
- * w_scale product round, in double, then the result once to y's dtype. */
+ * w_scale product round, in double, then the result once to y's dtype.
+ *
+ * Where MLA uses them (MLA.md section 2): linear is every projection (steps
+ * 1, 3 and 9). The batched gemm is where absorption happens: with b = head,
+ * x = q_nope seen as [H, T, nope] and W = W_kc seen as [H, nope, L] (a view
+ * of kv_b_proj, no copy), y[h] = q_nope[:, h] @ W_kc[h] is step 4, the
+ * absorb that moves each head's query into the latent space, so attention
+ * scores against the cached latent rows directly (core/prepare.c makes this
+ * call); with x = o_lat [H, T, L] and W = W_vc [H, L, v] it is step 8, which
+ * takes the latent attention output back to v dims (core/layer.c). */
 #include "core/ref/ref_kernels.h"
 #include "core/ref/tensor_access.h"
 

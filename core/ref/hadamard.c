@@ -8,6 +8,7 @@
  * whole before it is written, so y may be x (in place). */
 #include <stdlib.h>
 
+#include "core/checked.h"
 #include "core/ref/ref_kernels.h"
 #include "core/ref/tensor_access.h"
 
@@ -22,10 +23,8 @@ mla_status mla_ref_hadamard(mla_context *ctx, const mla_hadamard_args *a)
 {
     const mla_tensor *x = &a->x, *y = &a->y;
     const int64_t T = x->shape[0], H = x->shape[1], D = x->shape[2];
-    double *row = malloc((size_t)D * sizeof *row);
-    if (!row)
-        return mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, "x", "no memory for a row of %lld values",
-                        (long long)D);
+    double *row;
+    MLA_TRY(mla_alloc_array(ctx, (void **)&row, D, 1, sizeof *row, "x"));
     const double norm = sqrt((double)D);
     for (int64_t t = 0; t < T; ++t) {
         for (int64_t h = 0; h < H; ++h) {

@@ -13,6 +13,7 @@
  * the stored fp32 scales. */
 #include <stdlib.h>
 
+#include "core/checked.h"
 #include "core/ref/indexer_layout.h"
 #include "core/ref/ref_kernels.h"
 #include "core/ref/tensor_access.h"
@@ -39,10 +40,8 @@ mla_status mla_ref_indexer_k_cache_write(mla_context *ctx, const mla_indexer_cac
 {
     const mla_indexer_cache_desc *d = &a->desc;
     const int64_t D = d->head_dim, bs = d->block_size, T = a->k.shape[0];
-    uint8_t *codes = malloc((size_t)D);
-    if (!codes)
-        return mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, "k", "no memory for a row of %lld codes",
-                        (long long)D);
+    uint8_t *codes;
+    MLA_TRY(mla_alloc_array(ctx, (void **)&codes, D, 1, 1, "k"));
     const int64_t shape[2] = {1, D}, one[2] = {1, 1};
     float scale;
     mla_tensor tc, ts;

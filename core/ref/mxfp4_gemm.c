@@ -9,9 +9,15 @@
  * deq(c, s) = fp4(c) * 2^(s - 127) in fp32, what mla_mxfp4_dequant writes to
  * an F32 tensor: exact, inf beyond the fp32 range, NaN for the scale 0xFF.
  * A and W are fp32 values, so every product is exact in double; only the
- * sums (k ascending) round, in double, then the result once to y. */
+ * sums (k ascending) round, in double, then the result once to y.
+ *
+ * In MLA these are the absorb (step 4, y[h] = q_nope[:, h] @ W_kc[h], W_kc
+ * re-quantized along nope at load, core/layer_weights.c) and W_vc (step 8)
+ * when kv_b_proj is an MXFP4 checkpoint; core/ref/gemm.c has the bf16 and
+ * fp8 form of the same two products. */
 #include <stdlib.h>
 
+#include "core/checked.h"
 #include "core/ref/ref_kernels.h"
 #include "core/ref/tensor_access.h"
 
@@ -66,10 +72,8 @@ static void row_times_weights(const mla_mxfp4_gemm_args *g, int64_t b, int64_t m
 
 mla_status mla_ref_gemm_a16wfp4(mla_context *ctx, const mla_mxfp4_gemm_args *g)
 {
-    (void)ctx;
-    float *a = malloc((size_t)g->K * sizeof *a + 1);
-    if (!a)
-        return MLA_ERR_OUT_OF_MEMORY;
+    float *a;
+    MLA_TRY(mla_alloc_array(ctx, (void **)&a, g->K, 1, sizeof *a, "x"));
     for (int64_t b = 0; b < g->B; ++b)
         for (int64_t m = 0; m < g->M; ++m) {
             activation_row(g, b, m, a);
@@ -81,10 +85,8 @@ mla_status mla_ref_gemm_a16wfp4(mla_context *ctx, const mla_mxfp4_gemm_args *g)
 
 mla_status mla_ref_gemm_a4w4(mla_context *ctx, const mla_mxfp4_gemm_args *g)
 {
-    (void)ctx;
-    float *a = malloc((size_t)g->K * sizeof *a + 1);
-    if (!a)
-        return MLA_ERR_OUT_OF_MEMORY;
+    float *a;
+    MLA_TRY(mla_alloc_array(ctx, (void **)&a, g->K, 1, sizeof *a, "x.codes"));
     for (int64_t b = 0; b < g->B; ++b)
         for (int64_t m = 0; m < g->M; ++m) {
             for (int64_t k = 0; k < g->K; ++k)

@@ -7,6 +7,7 @@
  * written, and element d is read before it is overwritten. */
 #include <stdlib.h>
 
+#include "core/checked.h"
 #include "core/ref/ref_kernels.h"
 #include "core/ref/tensor_access.h"
 
@@ -66,10 +67,8 @@ static mla_status quantized_q_rows(mla_context *ctx, const mla_qk_rmsnorm_args *
 {
     const mla_tensor *q = &a->q;
     const int64_t T = q->shape[0], D = q->shape[1];
-    float *row = malloc((size_t)(D > 0 ? D : 1) * sizeof *row);
-    if (!row)
-        return mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, "q", "no memory for a row of %lld values",
-                        (long long)D);
+    float *row;
+    MLA_TRY(mla_alloc_array(ctx, (void **)&row, D, 1, sizeof *row, "q"));
     const int64_t shape[2] = {1, D};
     mla_tensor xf;
     mla_tensor_init(&xf, row, MLA_DTYPE_F32, MLA_MEMORY_HOST, 2, shape);

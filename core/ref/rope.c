@@ -9,6 +9,7 @@
  * the same bits as out of place: a row is read whole before it is written. */
 #include <stdlib.h>
 
+#include "core/checked.h"
 #include "core/ref/ref_kernels.h"
 #include "core/ref/tensor_access.h"
 
@@ -45,10 +46,8 @@ mla_status mla_ref_rope(mla_context *ctx, const mla_rope_args *a)
 {
     const mla_tensor *x = &a->x, *y = &a->y;
     const int64_t T = x->shape[0], H = x->shape[1], D = x->shape[2], R = a->rope_dim;
-    float *rot = malloc((size_t)R * sizeof *rot); /* R >= 2: validated */
-    if (!rot)
-        return mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, "cos", "no memory for a row of %lld values",
-                        (long long)R);
+    float *rot;
+    MLA_TRY(mla_alloc_array(ctx, (void **)&rot, R, 1, sizeof *rot, "cos"));
     for (int64_t t = 0; t < T; ++t) {
         const int64_t pos = mla_ref_load_index(&a->positions, t * a->positions.stride[0]);
         for (int64_t h = 0; h < H; ++h) {

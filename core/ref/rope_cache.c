@@ -5,6 +5,11 @@
  *         k_rot = RoPE(k_pe[j, :], k_pos[j]);  cache[slots[j]] = [k_nope[j, :] | k_rot]
  *         k_pe_out[j, :] = k_rot                                         (if wanted)
  *
+ * q_nope is the absorbed query of MLA.md section 2 step 4 (q_nope @ W_kc, L
+ * dims per head, the output of mla_ref_batched_gemm), so q_cat is the query
+ * the absorbed attention (core/ref/attention.c) scores with. This is one of
+ * the three RoPE sites of the RoPE-once plan (MLA.md section 3).
+ *
  * RoPE is mla_ref_rope_row (the arithmetic of mla_rope) giving fp32 values;
  * each value reaches q_cat and k_pe_out by one rounding from fp32 (BF16 RNE,
  * F32 exact, fp8 sat_fp8(fl(v / q_scale))), and the cache through the one
@@ -12,6 +17,7 @@
  * mla_rope into an F32 buffer followed by mla_cache_write from it. */
 #include <stdlib.h>
 
+#include "core/checked.h"
 #include "core/ref/ref_kernels.h"
 #include "core/ref/tensor_access.h"
 
@@ -48,10 +54,8 @@ static void write_q_cat(const mla_rope_cache_op_args *a, int64_t R, float *rot)
 mla_status mla_ref_rope_cache(mla_context *ctx, const mla_rope_cache_op_args *a)
 {
     const int64_t L = a->desc.kv_lora, R = a->desc.rope, Tk = a->k_nope.shape[0];
-    float *row = malloc((size_t)(L + R) * sizeof *row); /* [k_nope | k_rot]; R: q's rot too */
-    if (!row)
-        return mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, "cache_desc",
-                        "no memory for a row of %lld values", (long long)(L + R));
+    float *row; /* [k_nope | k_rot]; R: q's rot too */
+    MLA_TRY(mla_alloc_array(ctx, (void **)&row, L + R, 1, sizeof *row, "cache_desc"));
     write_q_cat(a, R, row + L);
     for (int64_t j = 0; j < Tk; ++j) {
         const int64_t pos = mla_ref_load_index(&a->k_pos, j * a->k_pos.stride[0]);

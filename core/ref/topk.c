@@ -13,6 +13,7 @@
  * and the sparse attention reads the cache in page order). */
 #include <stdlib.h>
 
+#include "core/checked.h"
 #include "core/ref/ref_kernels.h"
 #include "core/ref/tensor_access.h"
 
@@ -41,11 +42,16 @@ static int by_index(const void *pa, const void *pb)
 
 mla_status mla_ref_topk(mla_context *ctx, const mla_topk_args *a)
 {
-    const int64_t R = a->logits.shape[0], N = a->logits.shape[1];
-    entry *e = malloc((size_t)(N > 0 ? N : 1) * sizeof *e);
-    if (!e)
-        return mla_fail(ctx, MLA_ERR_OUT_OF_MEMORY, "logits", "no memory for a row of %lld",
-                        (long long)N);
+    const int64_t R = a->logits.shape[0];
+    /* a row's candidates: its length (validated <= the row, I32), not the
+     * row, which a broadcast view can make longer than memory */
+    int64_t longest = 0;
+    for (int64_t r = 0; r < R; ++r) {
+        const int64_t len = mla_ref_load_index(&a->lengths, r * a->lengths.stride[0]);
+        longest = len > longest ? len : longest;
+    }
+    entry *e;
+    MLA_TRY(mla_alloc_array(ctx, (void **)&e, longest, 1, sizeof *e, "lengths"));
     for (int64_t r = 0; r < R; ++r) {
         const int64_t len = mla_ref_load_index(&a->lengths, r * a->lengths.stride[0]);
         for (int64_t n = 0; n < len; ++n)

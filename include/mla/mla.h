@@ -136,7 +136,8 @@ typedef struct mla_context mla_context;
 typedef struct mla_context_options {
     int32_t num_threads; /* CPU: OpenMP threads, 0 = library default */
     int32_t device;      /* HIP: device index, default 0 */
-    void *stream;        /* HIP: hipStream_t to run on, NULL = the context's own stream */
+    void *stream;        /* HIP: hipStream_t to run on, NULL = the context's own stream
+                          * (created with it); see mla_context_set_stream */
 } mla_context_options;
 
 /* options may be NULL. For AUTO, *out is a CPU context when no GPU works;
@@ -156,8 +157,51 @@ MLA_API const char *mla_context_device_name(const mla_context *ctx);
  * (e.g. "x.dtype", "block_size", "scales.stride"), and a sentence. "" after success. */
 MLA_API const char *mla_context_error_param(const mla_context *ctx);
 MLA_API const char *mla_context_error_detail(const mla_context *ctx);
+/* Capture for replay (docs/REPLAY.md). Each call of the named ops (the `mla
+ * op` names, comma-separated, or "*") writes its inputs, parameters, backend,
+ * library version and outputs into a new folder under dir (NULL:
+ * "mla-dump"), at most max_calls of them (0: 8), with a replay.sh that
+ * `mla op --replay` reruns. ops NULL or "" turns it off. The environment
+ * does the same at context creation: MLA_DUMP (ops), MLA_DUMP_DIR,
+ * MLA_DUMP_MAX; this call replaces that. Off, an op pays one pointer test;
+ * on, a dumped call synchronizes and writes files (not for graph capture).
+ * The op's result and status are never changed by its dump. */
+MLA_API mla_status mla_context_set_dump(mla_context *ctx, const char *ops, const char *dir,
+                                        int32_t max_calls);
+/* What the dump switch did: "" when off; the ops and folder; the last
+ * folder written; or why nothing was (an unknown op name, a folder that
+ * cannot be made). */
+MLA_API const char *mla_context_dump_status(const mla_context *ctx);
 /* Waits for all work queued on the context (no-op on host backends). */
 MLA_API mla_status mla_context_synchronize(mla_context *ctx);
+
+/* The GPU stream a HIP context queues all its work on: every op, plan
+ * creates and updates, runs and forwards, mla_memcpy / mla_memset and
+ * mla_context_synchronize. stream is a hipStream_t (cudaStream_t on NVIDIA);
+ * NULL is the runtime's default stream (PyTorch's default stream), not the
+ * context's own (mla_context_get_stream right after create returns that one,
+ * to switch back to). Plans hold no stream: they run on the stream set when
+ * they run, so a framework sets its current stream before each call.
+ *
+ * Ordering: work the context queued before the switch is ordered before work
+ * it queues after it: the new stream waits, on the device, for an event
+ * recorded on the old stream at the switch (the host does not wait). It waits
+ * for nothing the old stream gets later. When either stream is being captured
+ * into a graph no dependency is added (a capture cannot wait on work outside
+ * it): the caller orders the two, as torch.cuda.graph does by synchronizing
+ * before it captures. Setting the stream in use is free (no runtime call).
+ * The stream must be one of the context's device and stay valid while it is
+ * in use and until the switch away from it; the context destroys only the
+ * stream it created itself.
+ *
+ * Host backends (reference, CPU) run on the calling thread and have no
+ * stream: NULL is accepted (MLA_OK, nothing changes), anything else is
+ * MLA_ERR_UNSUPPORTED with error_param "stream". */
+MLA_API mla_status mla_context_set_stream(mla_context *ctx, void *stream);
+/* The stream in use (the one set last, else options.stream, else the
+ * context's own); NULL on host backends and for the runtime's default
+ * stream. */
+MLA_API void *mla_context_get_stream(const mla_context *ctx);
 
 /* ------------------------------------------------------------------ memory */
 

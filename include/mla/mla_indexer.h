@@ -63,7 +63,10 @@ MLA_API mla_status mla_indexer_k_cache_write(mla_context *ctx, const mla_indexer
 
 /* The exact inverse for S listed sequences: cu_seq_lens [S + 1] I32 (rows of
  * sequence s are cu[s] .. cu[s+1]-1), block_table [S, max_blocks] I32 ->
- * k_fp8 [cu[S], head_dim] (the cache's fp8 dtype) and k_scale [cu[S]] F32. */
+ * k_fp8 [cu[S], head_dim] (the cache's fp8 dtype) and k_scale [cu[S]] F32.
+ * cu_seq_lens starting elsewhere than 0, decreasing, or giving a sequence
+ * more rows than its table row holds is MLA_ERR_OUT_OF_RANGE naming
+ * "cu_seq_lens"; a block id in use outside the cache names "block_table". */
 MLA_API mla_status mla_indexer_k_gather(mla_context *ctx, const mla_indexer_cache_desc *desc,
                                         const mla_tensor *cache, const mla_tensor *block_table,
                                         const mla_tensor *cu_seq_lens, mla_tensor *k_fp8,
@@ -167,7 +170,12 @@ typedef struct mla_indexer_options {
  * power-of-two scale s_q; w_out = w * s_q * 128^-0.5 * Hi^-0.5 in fp32 in
  * that order. Outputs: q_fp8 [T, Hi, 128], w_out [T, Hi] F32, k [T, 128]
  * (F32 or BF16, ready for mla_indexer_k_cache_write). workspace U8, at least
- * mla_indexer_workspace_bytes. */
+ * mla_indexer_workspace_bytes (MLA_ERR_SHAPE for T < 0, MLA_ERR_OVERFLOW for
+ * T > 2^40 or bytes past int64), its bytes contiguous. Every argument, the
+ * positions and the aliasing (no output or the workspace overlapping an
+ * input or another output: MLA_ERR_ALIAS) are checked, and every step's own
+ * checks made, before the first step writes: a refused call writes nothing.
+ * With options.hadamard the head dim must be a power of two <= 1024. */
 MLA_API mla_status mla_indexer_workspace_bytes(const mla_model_config *cfg, int64_t T,
                                                int64_t *bytes);
 MLA_API mla_status mla_indexer_prepare(mla_context *ctx, const mla_model_config *cfg,

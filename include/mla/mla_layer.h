@@ -44,8 +44,12 @@ typedef struct mla_layer_plan mla_layer_plan;
 /* Workspace bytes for a step of up to T tokens over S sequences whose
  * contexts are at most max_context long, on ctx (one caller buffer holds
  * every intermediate and the attention's scratch, whose size depends on
- * the backend). */
-MLA_API mla_status mla_layer_workspace_bytes(const mla_context *ctx, const mla_plan *plan,
+ * the backend). Like every entry point it records a refusal on ctx
+ * (mla_context_error_param): MLA_ERR_SHAPE names "T", "S" or
+ * "max_context" when one is negative; MLA_ERR_OVERFLOW names "T" (more
+ * than 2^24 tokens, or bytes past int64) or "max_context" (past 2^31);
+ * MLA_ERR_DTYPE names "opt.act". */
+MLA_API mla_status mla_layer_workspace_bytes(mla_context *ctx, const mla_plan *plan,
                                              const mla_layer_options *opt, int64_t T, int64_t S,
                                              int64_t max_context, int64_t *bytes);
 
@@ -62,22 +66,34 @@ typedef struct mla_layer_buffers {
     mla_tensor *workspace;
 } mla_layer_buffers;
 
-/* Plans one step: validates the batch's index data (positions, slots,
- * block table, context lengths, cu_q_lens) and builds the attention plan
- * over the buffers. Allocates (the attention plan's buffers); may
- * synchronize. max_context bounds every context length (the sparse
- * logits rows are that long). */
+/* Plans one step: validates the batch's index data (positions within the
+ * RoPE table, slots within the cache (and the index cache) and none twice,
+ * the block table's ids in use within both caches, context lengths,
+ * cu_q_lens) and builds the attention plan over the buffers; the forward
+ * on device memory relies on this validation (as mla_attention_run does),
+ * on host memory it checks the values again. Nothing is written until
+ * every check passed (then the workspace's top-k rows). Allocates (the
+ * attention plan's buffers); may synchronize. max_context bounds every
+ * context length (the sparse logits rows are that long, and at least the
+ * config's index_topk). */
 MLA_API mla_status mla_layer_plan_create(mla_context *ctx, const mla_plan *plan,
                                          const mla_cache_desc *cache, const mla_layer_options *opt,
                                          const mla_layer_batch *batch, int64_t max_context,
                                          const mla_layer_buffers *buffers, mla_layer_plan **out);
 /* Re-plans for the next step with the same T and S (a decode loop): new
- * positions, slots, lengths; nothing is allocated. */
+ * positions, slots, lengths, validated as by mla_layer_plan_create; nothing
+ * is allocated. A refused update leaves the plan and the workspace as they
+ * were. */
 MLA_API mla_status mla_layer_plan_update(mla_context *ctx, mla_layer_plan *lp,
                                          const mla_layer_batch *batch);
 MLA_API void mla_layer_plan_destroy(mla_layer_plan *lp);
 /* 1 when the forward runs the indexer and sparse attention. */
 MLA_API int mla_layer_plan_sparse(const mla_layer_plan *lp);
+/* Sparse plans: a view of the top-k indices the last forward attended to,
+ * [T, index_topk] I32 (logical positions, -1 padded) in the planned
+ * workspace, valid until the next forward. MLA_ERR_INVALID_ARGUMENT for a
+ * dense plan. */
+MLA_API mla_status mla_layer_plan_topk(const mla_layer_plan *lp, mla_tensor *out);
 
 /* One layer for the planned step: x [T, hidden] (opt.act) -> y [T, hidden]
  * (BF16 or F32), writing every new token's latent row into the planned
@@ -91,7 +107,11 @@ MLA_API int mla_layer_plan_sparse(const mla_layer_plan *lp);
  * not factor into the per-head views); the indexer's weights BF16 or
  * FP8_BLOCK. Allocates nothing; the intermediates live in the planned
  * workspace. Sparse steps re-plan the attention for the fresh top-k
- * indices (a synchronization). */
+ * indices (a synchronization). Every check of every stage runs before the
+ * first stage writes: a refused forward leaves y, the caches and the
+ * workspace as they were. y overlapping x (or any buffer the layer writes
+ * overlapping one it reads: weights, batch tensors, cos / sin) is
+ * MLA_ERR_ALIAS. */
 MLA_API mla_status mla_layer_forward(mla_context *ctx, const mla_layer_plan *lp,
                                      const mla_layer_weights_ex *weights, const mla_tensor *x,
                                      mla_tensor *y);

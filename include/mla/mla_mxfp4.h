@@ -38,14 +38,15 @@ MLA_API mla_status mla_batched_gemm_a16wfp4(mla_context *ctx, const mla_tensor *
 MLA_API mla_status mla_batched_gemm_a4w4(mla_context *ctx, const mla_mxfp4_operand *x,
                                          const mla_mxfp4_operand *w, mla_tensor *y);
 
-/* [T, H, v] (BF16 or F32, any strides) -> MXFP4 of the flattened rows
+/* [T, H, v] (F32, BF16 or F16, any strides) -> MXFP4 of the flattened rows
  * [T, H*v]: codes [T, H*v/2] FP4X2, scales [T, H*v/32] e8m0 row-major or
  * transposed (per the strides), in one pass. H*v % 32 == 0. */
 MLA_API mla_status mla_fused_flatten_mxfp4_quant(mla_context *ctx, const mla_tensor *x,
                                                  mla_tensor *codes, mla_tensor *scales,
                                                  mla_mxfp4_rule rule);
 
-/* [T, H, v] -> fp8 of [T, H*v] in groups of 128 (MLA_FP8_SCALE_AITER):
+/* [T, H, v] (F32, BF16 or F16, any strides) -> fp8 of [T, H*v] in groups
+ * of 128 (MLA_FP8_SCALE_AITER):
  * codes [T, H*v] FP8_E4M3FN or FP8_E4M3FNUZ, scales F32 [T, H*v/128] with
  * any strides (row-major or transposed), in one pass. H*v % 128 == 0. */
 MLA_API mla_status mla_fused_flatten_fp8_group_quant(mla_context *ctx, const mla_tensor *x,

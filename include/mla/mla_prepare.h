@@ -63,8 +63,11 @@ MLA_API double mla_softmax_scale(const mla_model_config *cfg);
 /* ------------------------------------------------------------------ RoPE */
 
 /* Builds the cos and sin tables, each [max_pos, R/2] fp32 row-major, on the
- * host: float64 math, every entry rounded once to fp32 (MLA.md section 3).
- * Every backend uses these exact bits. */
+ * host: every entry the correctly rounded fp32 of the exact formula (MLA.md
+ * section 3), the same bits on every host. Every backend uses these bits.
+ * INVALID_ARGUMENT: dim odd or <= 0, base not finite or <= 1, factor not
+ * finite, max_pos < 0; with YaRN (factor > 1) also original_max_pos <= 0,
+ * beta_fast or beta_slow not finite and > 0, mscale(_all_dim) not finite. */
 MLA_API mla_status mla_rope_table_build(const mla_rope_config *cfg, int64_t max_pos, float *cos_out,
                                         float *sin_out);
 
@@ -222,6 +225,9 @@ typedef struct mla_plan mla_plan;
 
 /* Defaults for a target: bf16 weights and q, NORMAL bf16 cache, plan decides. */
 MLA_API void mla_plan_options_default(mla_target target, mla_plan_options *out);
+/* MLA_ERR_INVALID_ARGUMENT for a config out of its ranges; MLA_ERR_OVERFLOW
+ * when the widths the stages derive from it (H (nope + R + v), H (L + R),
+ * hidden + q_lora, Hi (head_dim + 4), each in 8-byte elements) pass int64. */
 MLA_API mla_status mla_plan_create(const mla_model_config *cfg, const mla_plan_options *options,
                                    mla_plan **out);
 MLA_API void mla_plan_destroy(mla_plan *plan);
@@ -253,7 +259,9 @@ typedef struct mla_layer_weights {
 } mla_layer_weights;
 
 /* Bytes of scratch mla_prepare needs for T tokens whose activations (x) have
- * dtype act (F32 or BF16): the intermediates are kept in that dtype. */
+ * dtype act (F32 or BF16): the intermediates are kept in that dtype.
+ * MLA_ERR_SHAPE for T < 0, MLA_ERR_DTYPE for another act, MLA_ERR_OVERFLOW
+ * for T > 2^40 or bytes past int64. */
 MLA_API mla_status mla_prepare_workspace_bytes(const mla_plan *plan, int64_t T, mla_dtype act,
                                                int64_t *bytes);
 
@@ -262,7 +270,13 @@ MLA_API mla_status mla_prepare_workspace_bytes(const mla_plan *plan, int64_t T, 
  * RoPE applied exactly once at the plan's site (when the site is ATTENTION,
  * q_cat's rope part and the cached k_pe are left unrotated for the attention
  * call to rotate). workspace: U8 [>= mla_prepare_workspace_bytes] in context
- * memory. */
+ * memory, its bytes contiguous. Everything is checked before the first
+ * stage writes, so a refused call leaves q_cat, the cache and the workspace
+ * as they were: the arguments, every stage's own checks, the index values
+ * (positions < cos rows, slots < the cache's capacity and none listed twice:
+ * MLA_ERR_INVALID_ARGUMENT "slots"), and that no output (q_cat, cache,
+ * workspace) overlaps an input (x, positions, slots, cos, sin, a weight) or
+ * another output (MLA_ERR_ALIAS). */
 MLA_API mla_status mla_prepare(mla_context *ctx, const mla_plan *plan,
                                const mla_layer_weights *weights, const mla_tensor *x,
                                const mla_tensor *positions, const mla_tensor *slots,

@@ -66,6 +66,8 @@ MLA_API mla_status mla_safetensors_find(mla_context *ctx, const mla_safetensors 
                                         const char *name, mla_safetensors_info *out);
 /* The __metadata__ value of key, NULL when absent. */
 MLA_API const char *mla_safetensors_metadata(const mla_safetensors *file, const char *key);
+/* Bytes read from the file so far, its header included. */
+MLA_API int64_t mla_safetensors_bytes_read(const mla_safetensors *file);
 
 /* Reads tensor `name` into dst: a contiguous tensor of the same shape whose
  * dtype is the read-as dtype, or any dtype of the same byte size with the
@@ -114,8 +116,10 @@ typedef enum mla_weight_format {
     MLA_WEIGHT_BF16 = 0,
     MLA_WEIGHT_FP8_BLOCK = 1,
     MLA_WEIGHT_MXFP4 = 2,
-    /* Only made by the loader from an FP8_BLOCK kv_b_proj on request
-     * (MLA_KV_B_FP8_TO_TENSOR): w FP8_E4M3FN [out, in], scale F32 [1, 1]. */
+    /* Made by the loader from an FP8_BLOCK kv_b_proj on request
+     * (MLA_KV_B_FP8_TO_TENSOR), or read as such: w FP8_E4M3FN [out, in],
+     * scale F32 [1, 1] (a kv_b_proj whose `*.weight_scale_inv` is [1, 1], as
+     * per-tensor fp8 checkpoints and the dump of a converted layer store it). */
     MLA_WEIGHT_FP8_TENSOR = 3,
     MLA_WEIGHT_FORMAT_COUNT
 } mla_weight_format;
@@ -163,6 +167,11 @@ typedef struct mla_layer_weights_ex {
     int64_t storage_bytes;
     float kv_b_tensor_scale; /* FP8_TENSOR kv_b_proj: its scale on the host (mla_batched_gemm's
                                 w_scale); 1 otherwise */
+    /* The config these weights are for: the loader's cfg with heads = cfg->heads /
+     * world_size (what mla_plan_create takes for this rank). */
+    mla_model_config config;
+    int32_t tp_rank, tp_world_size; /* the slice loaded (0 of 1: the whole layer) */
+    mla_mxfp4_rule kc_rule;         /* the rule w_kc_fp4 was made with */
 } mla_layer_weights_ex;
 
 /* What the loader does with an FP8_BLOCK kv_b_proj. W_kc and W_vc are
@@ -184,10 +193,31 @@ typedef enum mla_kv_b_fp8 {
     MLA_KV_B_FP8_COUNT
 } mla_kv_b_fp8;
 
+/* Tensor parallelism (docs/CHECKPOINTS.md): with world_size W > 1, rank r
+ * loads heads [r H/W, (r+1) H/W): the rows of those heads in q_b_proj (or
+ * q_proj) and kv_b_proj, the columns of o_proj that read their v outputs,
+ * and the matching rows / columns of their fp8 block scales or MXFP4 scales.
+ * q_a_proj, kv_a_proj_with_mqa, the norms and the V3.2 indexer are
+ * replicated (every rank writes the same latent cache and picks the same
+ * top-k). mla_layer_forward on the slice gives rank r's partial o_proj
+ * output; their sum over the ranks is the whole layer's y (the caller's
+ * all-reduce). Refused: W < 1 or rank outside [0, W) (options.world_size,
+ * options.rank), H % W != 0 (options.world_size), an fp8 projection whose
+ * slice does not start and end on its 128 x 128 blocks or an MXFP4 o_proj
+ * whose column slice does not on its 32-value blocks (the tensor's name,
+ * MLA_ERR_SHAPE): a block scale cannot be split between ranks. An FP8_BLOCK
+ * kv_b_proj converted TO_TENSOR gets one scale per rank's slice. */
 typedef struct mla_layer_load_options {
     mla_mxfp4_rule kc_rule; /* rule of the W_kc re-quantization; PRODUCTION by default */
     const char *prefix;     /* NULL: "model.layers.<layer>.self_attn."; else used as given */
     mla_kv_b_fp8 kv_b_fp8;  /* KEEP by default */
+    int32_t rank;           /* tensor-parallel rank, 0 by default */
+    int32_t world_size;     /* tensor-parallel ranks; 0 or 1: the whole layer */
+    /* 1: find and check every tensor and fill out's descriptors, formats and
+     * config (data NULL, no storage, the W_kc / W_vc views empty) without
+     * allocating or reading any tensor's bytes: what `mla weights inspect` shows.
+     * Free nothing after it. */
+    int32_t check_only;
 } mla_layer_load_options;
 
 MLA_API void mla_layer_load_options_default(mla_layer_load_options *out);
@@ -215,7 +245,87 @@ MLA_API mla_status mla_layer_weights_load_shards(mla_context *ctx, mla_safetenso
                                                  mla_layer_weights_ex *out);
 MLA_API void mla_layer_weights_free(mla_context *ctx, mla_layer_weights_ex *weights);
 
+/* ------------------------------------------------ Hugging Face checkpoints */
+
+/* config.json of a DeepSeek-V2 / V3 / V3.2 or Kimi-K2 checkpoint
+ * (docs/CHECKPOINTS.md). model: the attention layer's config, all heads
+ * (name: the model_type, or the directory's name when read by
+ * mla_checkpoint_open). Required: hidden_size, num_attention_heads,
+ * q_lora_rank (null: no q compression), kv_lora_rank, qk_nope_head_dim,
+ * qk_rope_head_dim, v_head_dim, rope_theta (or rope_parameters.rope_theta),
+ * rms_norm_eps, max_position_embeddings, num_hidden_layers; rope_scaling
+ * (or rope_parameters) null, "default", or of type yarn / deepseek_yarn with
+ * factor and original_max_position_embeddings (beta_fast 32, beta_slow 1,
+ * mscale 1, mscale_all_dim 0 when absent, as DeepSeek's and transformers'
+ * code agree); the V3.2 index_n_heads, index_head_dim, index_topk all or
+ * none (deepseek_v32 needs them); quantization_config optional (fp8: fmt
+ * e4m3, weight_block_size [128, 128]). Unknown keys are ignored (a config
+ * has dozens the attention does not read). Refused, param naming the field
+ * ("rope_scaling.factor"): a missing or mistyped field (MLA_ERR_FORMAT), a
+ * value out of range (MLA_ERR_OUT_OF_RANGE), fields that contradict each
+ * other (qk_head_dim, an indexer without q_lora, mscale without
+ * mscale_all_dim: MLA_ERR_FORMAT), what the library cannot honour (another
+ * rope type, rope_interleave false, YaRN without truncation, another fp8
+ * block: MLA_ERR_UNSUPPORTED); malformed JSON or a duplicate key
+ * (MLA_ERR_FORMAT, param "config.json"). */
+typedef struct mla_hf_config {
+    mla_model_config model;
+    int64_t num_layers;      /* num_hidden_layers */
+    char model_type[32];     /* "deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", ... */
+    char quant_method[16];   /* quantization_config.quant_method; "" without one */
+    int64_t fp8_block[2];    /* fp8: weight_block_size; 0, 0 otherwise */
+} mla_hf_config;
+
+MLA_API mla_status mla_hf_config_parse(mla_context *ctx, const char *text, size_t len,
+                                       mla_hf_config *out);
+/* Reads and parses a config.json file (MLA_ERR_IO, param "path", when it
+ * cannot be read). */
+MLA_API mla_status mla_hf_config_load(mla_context *ctx, const char *path, mla_hf_config *out);
+/* config.json text of a preset (mla_model_config_preset): the published
+ * model's fields for the real models, the same form for the test configs;
+ * NULL for an unknown name. Parsing it gives the preset (tests/test_hf_config.c). */
+MLA_API const char *mla_model_config_preset_json(const char *name);
+
+/* A checkpoint directory as Hugging Face publishes it: config.json, and
+ * either model.safetensors.index.json ({"weight_map": {tensor: shard}})
+ * with its shards, or one model.safetensors. Open reads config.json and the
+ * index and checks that every shard the index names exists; a shard is
+ * opened (its header read) only when a tensor of it is asked for, and only
+ * the asked tensors' bytes are read, so loading layer N of a 700 GB
+ * checkpoint reads layer N. Refused: dir not a directory, config.json or
+ * both index and model.safetensors missing (MLA_ERR_IO, the file named), a
+ * malformed index (MLA_ERR_FORMAT, "model.safetensors.index.json"), a shard
+ * named in it absent (MLA_ERR_IO, the shard's name), a shard name with ".."
+ * or starting with '/' (MLA_ERR_FORMAT), config.json refused as above. */
+typedef struct mla_checkpoint mla_checkpoint;
+
+MLA_API mla_status mla_checkpoint_open(mla_context *ctx, const char *dir, mla_checkpoint **out);
+MLA_API void mla_checkpoint_close(mla_checkpoint *ck);
+MLA_API const mla_hf_config *mla_checkpoint_config(const mla_checkpoint *ck);
+/* The index's tensors, sorted by name; shard: the file name within dir. */
+MLA_API int64_t mla_checkpoint_tensor_count(const mla_checkpoint *ck);
+MLA_API mla_status mla_checkpoint_tensor_at(const mla_checkpoint *ck, int64_t index,
+                                            const char **name, const char **shard);
+/* The shard holding tensor `name` (opened on first use) and the tensor's
+ * entry there. MLA_ERR_FORMAT (param: the name) when the index has no such
+ * tensor or its shard does not hold it. */
+MLA_API mla_status mla_checkpoint_find(mla_context *ctx, mla_checkpoint *ck, const char *name,
+                                       mla_safetensors **file, mla_safetensors_info *info);
+/* Bytes read from the shards so far (their headers included). */
+MLA_API int64_t mla_checkpoint_bytes_read(const mla_checkpoint *ck);
+/* mla_layer_weights_load for layer `layer` of the checkpoint with its own
+ * config: layer < num_hidden_layers, or a layer the index holds attention
+ * tensors of (DeepSeek-V3's multi-token-prediction layer 61). */
+MLA_API mla_status mla_layer_weights_load_checkpoint(mla_context *ctx, mla_checkpoint *ck,
+                                                     int64_t layer,
+                                                     const mla_layer_load_options *options,
+                                                     mla_layer_weights_ex *out);
+
 /* -------------------------------------------------------------- generator */
+
+/* Progress of a long call: done of total units (bytes), called from the
+ * caller's thread between pieces of work. */
+typedef void (*mla_progress_fn)(void *user, int64_t done, int64_t total);
 
 /* Writes seeded random weights of layers first .. first + count - 1 of cfg
  * to a safetensors file with DeepSeek's names, each projection in its
@@ -230,6 +340,29 @@ MLA_API void mla_layer_weights_free(mla_context *ctx, mla_layer_weights_ex *weig
 MLA_API mla_status mla_weights_generate(mla_context *ctx, const char *path,
                                         const mla_model_config *cfg, int64_t first, int64_t count,
                                         uint64_t seed, const mla_layer_weight_formats *formats);
+
+typedef struct mla_generate_options {
+    int64_t first, count; /* layers first .. first + count - 1; 0 and 1 by default */
+    uint64_t seed;
+    const mla_layer_weight_formats *formats; /* NULL: all BF16 */
+    int32_t shards;     /* 1: one model.safetensors; n > 1: n shards and the index */
+    int64_t num_layers; /* config.json's num_hidden_layers; 0: first + count */
+    mla_progress_fn progress; /* NULL, or called after each tensor (bytes written, of all) */
+    void *progress_user;
+} mla_generate_options;
+
+MLA_API void mla_generate_options_default(mla_generate_options *out);
+/* The same weights as a checkpoint directory in the Hugging Face layout
+ * (mla_checkpoint_open reads it back): dir (created when absent) gets
+ * config.json (cfg's fields, with quantization_config fp8 when a weight is
+ * FP8_BLOCK), and the tensors in model.safetensors, or spread in order over
+ * model-0000k-of-0000n.safetensors with model.safetensors.index.json (tensor
+ * k of N in shard k * n / N: a layer may straddle two shards); one file
+ * removes an index left in dir by an earlier call. A failed call removes
+ * the files it wrote. */
+MLA_API mla_status mla_checkpoint_generate(mla_context *ctx, const char *dir,
+                                           const mla_model_config *cfg,
+                                           const mla_generate_options *options);
 
 #ifdef __cplusplus
 }

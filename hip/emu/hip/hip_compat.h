@@ -168,6 +168,17 @@ static inline hipError_t hipEventDestroy(hipEvent_t e)
 }
 static inline hipError_t hipEventRecord(hipEvent_t, hipStream_t) { return hipSuccess; }
 static inline hipError_t hipEventSynchronize(hipEvent_t) { return hipSuccess; }
+static inline hipError_t hipStreamWaitEvent(hipStream_t, hipEvent_t, unsigned)
+{
+    return hipSuccess;
+}
+/* Nothing is ever captured here. */
+typedef enum hipStreamCaptureStatus { hipStreamCaptureStatusNone = 0 } hipStreamCaptureStatus;
+static inline hipError_t hipStreamIsCapturing(hipStream_t, hipStreamCaptureStatus *status)
+{
+    *status = hipStreamCaptureStatusNone;
+    return hipSuccess;
+}
 
 static inline int mla_hip_is_device_pointer(const void *ptr, int device)
 {
