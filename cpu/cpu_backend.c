@@ -3,15 +3,9 @@
  * per op), host memory. */
 #include <stdatomic.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "core/ref/ref_kernels.h"
 #include "cpu/cpu_kernels.h"
-
-/* ctx->impl of a CPU context points at one of these: the ISA its kernels use. */
-static const mla_cpu_isa isa_levels[MLA_CPU_ISA_COUNT] = {
-    MLA_CPU_ISA_GENERIC, MLA_CPU_ISA_AVX2, MLA_CPU_ISA_AVX512};
 
 const char *mla_cpu_isa_name(mla_cpu_isa isa)
 {
@@ -38,22 +32,14 @@ static mla_cpu_isa detect_isa(void)
     return MLA_CPU_ISA_GENERIC;
 }
 
-/* MLA_CPU_ISA=generic|avx2|avx512 lowers the level (never raises it). */
-static mla_cpu_isa isa_cap(void)
-{
-    const char *env = getenv("MLA_CPU_ISA");
-    if (!env)
-        return MLA_CPU_ISA_AVX512;
-    if (strcmp(env, "generic") == 0)
-        return MLA_CPU_ISA_GENERIC;
-    if (strcmp(env, "avx2") == 0)
-        return MLA_CPU_ISA_AVX2;
-    return MLA_CPU_ISA_AVX512;
-}
-
+/* tuning.cpu_isa generic or avx2 lowers the level (never raises it). */
 mla_cpu_isa mla_cpu_isa_of(const mla_context *ctx)
 {
-    return ctx->impl ? *(const mla_cpu_isa *)ctx->impl : MLA_CPU_ISA_GENERIC;
+    const mla_cpu_isa isa = detect_isa();
+    const mla_cpu_isa cap = ctx->tuning.cpu_isa == MLA_TUNE_CPU_ISA_GENERIC ? MLA_CPU_ISA_GENERIC
+                            : ctx->tuning.cpu_isa == MLA_TUNE_CPU_ISA_AVX2  ? MLA_CPU_ISA_AVX2
+                                                                            : MLA_CPU_ISA_AVX512;
+    return isa < cap ? isa : cap;
 }
 
 int mla_cpu_threads(const mla_context *ctx, int64_t tasks, int64_t values)
@@ -67,25 +53,22 @@ int mla_cpu_threads(const mla_context *ctx, int64_t tasks, int64_t values)
     return nt < 1 ? 1 : (int)nt;
 }
 
+/* The device name says which kernel copies the tuning leaves. */
+static void name_device(mla_context *ctx)
+{
+    snprintf(ctx->device_name, sizeof ctx->device_name, "host CPU, %d thread%s, %s",
+             ctx->num_threads, ctx->num_threads == 1 ? "" : "s",
+             mla_cpu_isa_name(mla_cpu_isa_of(ctx)));
+}
+
 static mla_status cpu_init(mla_context *ctx, const mla_context_options *opt, char *reason,
                            size_t reason_len)
 {
     mla_status st = mla_host_init(ctx, opt, reason, reason_len);
     if (st != MLA_OK)
         return st;
-    mla_cpu_isa isa = detect_isa(), cap = isa_cap();
-    if (isa > cap)
-        isa = cap;
-    ctx->impl = (void *)&isa_levels[isa]; /* read-only through mla_cpu_isa_of */
-    snprintf(ctx->device_name, sizeof ctx->device_name, "host CPU, %d thread%s, %s",
-             ctx->num_threads, ctx->num_threads == 1 ? "" : "s", mla_cpu_isa_name(isa));
+    name_device(ctx);
     return MLA_OK;
-}
-
-static void cpu_fini(mla_context *ctx)
-{
-    ctx->impl = NULL;
-    mla_host_fini(ctx);
 }
 
 /* The format and prepare-path ops run here for every variant the API
@@ -139,9 +122,12 @@ const mla_backend_ops *mla_cpu_ops(void)
         ops = mla_reference_ops;
         ops.name = "cpu";
         ops.backend = MLA_BACKEND_CPU;
+        ops.target = MLA_TARGET_CPU;
+        ops.auto_order = 1;
         ops.init = cpu_init;
-        ops.fini = cpu_fini;
         ops.supports = cpu_supports;
+        ops.attention_scratch = mla_cpu_attention_scratch;
+        ops.tuning_changed = name_device;
         ops.convert = mla_cpu_convert;
         ops.mxfp4_quant = mla_cpu_mxfp4_quant;
         ops.mxfp4_dequant = mla_cpu_mxfp4_dequant;
