@@ -65,7 +65,7 @@ static const knob knobs[] = {
     {"hip_logits", "MLA_HIP_LOGITS", "auto|mma|generic", FIELD(hip_logits), logits_names, 0, 0},
     {"hip_logits_stages", "MLA_HIP_LOGITS_STAGES", "auto|2|3|4", FIELD(hip_logits_stages),
      stage_names, 0, 0},
-    {"hip_topk_blocks", "MLA_HIP_TOPK_G", "auto|1..1024", FIELD(hip_topk_blocks), NULL, 1, 1024},
+    {"hip_topk_blocks", "MLA_HIP_TOPK_G", "auto|1..64", FIELD(hip_topk_blocks), NULL, 1, 64},
     {"hip_topk_pdl", "MLA_HIP_TOPK_PDL", "on|off", FIELD(hip_topk_pdl), switch_names, 0, 0},
     {"hip_gemm", "MLA_HIP_GEMM", "auto|fma|tile", FIELD(hip_gemm), gemm_names, 0, 0},
     {"hip_gemm_splits", "MLA_HIP_GEMM_SPLITS", "auto|1..64", FIELD(hip_gemm_splits), NULL, 1, 64},
