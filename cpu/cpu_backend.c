@@ -1,6 +1,5 @@
-/* The CPU backend: the reference table with the number-format and
- * prepare-path ops replaced by OpenMP-parallel, vectorized kernels (one file
- * per op), host memory. */
+/* The CPU backend: the reference table with its op slots replaced by
+ * OpenMP-parallel, vectorized kernels (one file per op), host memory. */
 #include <stdatomic.h>
 #include <stdio.h>
 
@@ -71,45 +70,9 @@ static mla_status cpu_init(mla_context *ctx, const mla_context_options *opt, cha
     return MLA_OK;
 }
 
-/* The format and prepare-path ops run here for every variant the API
- * accepts; every other slot is the reference's, so the reference's answer
- * is the CPU's answer. */
-static const char *cpu_supports(const mla_context *ctx, const mla_variant *v)
-{
-    switch (v->op) {
-    case MLA_OP_CONVERT:
-    case MLA_OP_MXFP4_QUANT:
-    case MLA_OP_MXFP4_DEQUANT:
-    case MLA_OP_FP8_GROUP_QUANT:
-    case MLA_OP_FP8_GROUP_DEQUANT:
-    case MLA_OP_RMSNORM:
-    case MLA_OP_QK_RMSNORM:
-    case MLA_OP_ROPE:
-    case MLA_OP_LINEAR:
-    case MLA_OP_BATCHED_GEMM:
-    case MLA_OP_CACHE_WRITE:
-    case MLA_OP_CACHE_GATHER:
-    case MLA_OP_ROPE_CACHE:
-    case MLA_OP_GEMM_A16WFP4:
-    case MLA_OP_GEMM_A4W4:
-    case MLA_OP_FLATTEN_MXFP4_QUANT:
-    case MLA_OP_FLATTEN_FP8_QUANT:
-    case MLA_OP_LAYERNORM:
-    case MLA_OP_HADAMARD:
-    case MLA_OP_INDEXER_K_CACHE_WRITE:
-    case MLA_OP_INDEXER_K_GATHER:
-    case MLA_OP_INDEXER_LOGITS:
-    case MLA_OP_TOPK:
-    case MLA_OP_INDEXER_HEAD_WEIGHTS:
-    case MLA_OP_ATTENTION:
-        return NULL;
-    default:
-        return mla_reference_ops.supports(ctx, v);
-    }
-}
-
 /* The table is built once, on first use, from the reference table (so a slot
- * added there is inherited). The first caller builds it; concurrent first
+ * added there is inherited, and so is supports(): the CPU runs every variant
+ * the API accepts, as the reference does). The first caller builds it; concurrent first
  * callers wait for it: contexts may be created from several threads. */
 const mla_backend_ops *mla_cpu_ops(void)
 {
@@ -125,7 +88,6 @@ const mla_backend_ops *mla_cpu_ops(void)
         ops.target = MLA_TARGET_CPU;
         ops.auto_order = 1;
         ops.init = cpu_init;
-        ops.supports = cpu_supports;
         ops.attention_scratch = mla_cpu_attention_scratch;
         ops.tuning_changed = name_device;
         ops.convert = mla_cpu_convert;
