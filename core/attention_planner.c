@@ -131,7 +131,8 @@ mla_status mla_attention_layout_workspace(mla_attention_plan *plan)
     int64_t cur = 0;
     ok = ok && place(&cur, part_o, &plan->part_o_offset) &&
          place(&cur, part_lse, &plan->part_lse_offset) && place(&cur, q_rot, &plan->q_rot_offset) &&
-         place(&cur, k_rot, &plan->k_rot_offset) && place(&cur, scratch, &plan->kernel_scratch_offset);
+         place(&cur, k_rot, &plan->k_rot_offset) &&
+         place(&cur, scratch, &plan->kernel_scratch_offset);
     plan->workspace_bytes = cur;
     return ok ? MLA_OK : MLA_ERR_OVERFLOW;
 }

@@ -109,7 +109,11 @@ static mla_status create_auto(const mla_context_options *options, mla_context **
             return MLA_OK;
         }
         const size_t n = strlen(why);
-        snprintf(why + n, sizeof why - n, "%s%s", n ? "; " : "", reason);
+        if (reason[0])
+            snprintf(why + n, sizeof why - n, "%s%s", n ? "; " : "", reason);
+        else
+            snprintf(why + n, sizeof why - n, "%sthe %s backend: %s", n ? "; " : "", next->name,
+                     mla_status_name(st));
     }
 }
 

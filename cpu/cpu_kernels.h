@@ -4,8 +4,8 @@
  * function written in plain C (the bit logic of core/format_bits.h, no
  * intrinsics) and wraps it three times: with MLA_TARGET_AVX512, with
  * MLA_TARGET_AVX2 and without a target attribute. The compiler vectorizes each
- * copy for its ISA; mla_cpu_isa() picks one per call (cpuid, capped by the
- * context). This is target_clones by hand: gcc 12 does not give its
+ * copy for its ISA; mla_cpu_isa_of() picks one per call (mla_cpu_features,
+ * capped by the context's tuning). This is target_clones by hand: gcc 12 does not give its
  * target_clones copies 512-bit vectors, an explicit target attribute with
  * prefer-vector-width=512 does. Non-x86 builds get the portable copy only. */
 #ifndef MLA_CPU_CPU_KERNELS_H
