@@ -113,8 +113,9 @@ MLA_API mla_status mla_tuning_set(mla_tuning *t, const char *key, const char *va
  * convention; written truncated to len). */
 MLA_API int mla_tuning_format(const mla_tuning *t, int all, char *buf, size_t len);
 /* Knob i (0, 1, ...): its key, and (each may be NULL) its environment
- * variable and its values ('|'-separated, auto first; "auto|1..64" for a
- * range). NULL past the last knob. */
+ * variable and its values ('|'-separated, the default first; "auto|1..64"
+ * for a range). NULL past the last knob. A key starts with the name of the
+ * backend that reads it ("cpu_", "hip_"). */
 MLA_API const char *mla_tuning_knob(int i, const char **env, const char **values);
 /* Replaces the context's tuning (every field: start from
  * mla_context_get_tuning or mla_tuning_init) for the calls that follow; an
