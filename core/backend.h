@@ -289,8 +289,11 @@ struct mla_context {
 /* The reference table: every op slot filled; the CPU table starts from it,
  * and the tests build deliberately wrong backends from it. */
 extern const mla_backend_ops mla_reference_ops;
-/* The CPU table (cpu/cpu_backend.c), which negative controls start from too. */
+/* The CPU and HIP tables, for the tests that start from them (mla_hip_ops
+ * is NULL in a build without HIP); the core finds tables only through the
+ * registry below. */
 const mla_backend_ops *mla_cpu_ops(void);
+const mla_backend_ops *mla_hip_ops(void);
 
 /* The backends of this build: the getters each backend's CMakeLists.txt
  * registers (mla_register_backend), NULL-terminated, in a source the build

@@ -1,5 +1,7 @@
-/* The GPU queries of a build without the HIP backend. */
+/* The HIP entry points of a build without the HIP backend. */
 #include "core/backend.h"
+
+const mla_backend_ops *mla_hip_ops(void) { return NULL; }
 
 int mla_gpu_count(void) { return 0; }
 
