@@ -52,6 +52,8 @@ typedef struct mla_conformance_options {
     int verbose;                   /* one line per case */
     int repeat;                    /* run every case twice, require identical bits */
     int32_t num_threads;           /* host contexts' threads, 0 = library default */
+    const mla_tuning *tuning;      /* the tested contexts' kernel paths (docs/TUNING.md); NULL:
+                                      their own (the environment's) */
 } mla_conformance_options;
 
 typedef struct mla_conformance_summary {
