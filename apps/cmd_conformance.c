@@ -129,8 +129,7 @@ static int run_paths(mla_conformance_options *opt, const mla_tuning *base)
             if (n < 64)
                 snprintf(lines[n++], sizeof lines[0],
                          "%.40s=%.15s: %d case runs, %d failed, %d unsupported", key, vals[i],
-                         sum.cases,
-                         sum.failed, sum.unsupported);
+                         sum.cases, sum.failed, sum.unsupported);
         }
     }
     opt->tuning = base;
