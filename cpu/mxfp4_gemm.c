@@ -29,7 +29,7 @@
 #include "core/checked.h"
 #include "cpu/cpu_kernels.h"
 #include "cpu/cpu_rows.h"
-#include "cpu/linear_kernel.h"
+#include "cpu/linear_kernel.h" /* mla_cpu_dp_safe */
 #include "cpu/mxfp4_gemm.h"
 
 #define BLOCK MLA_MX_BLOCK
