@@ -70,10 +70,12 @@ static mla_status cpu_init(mla_context *ctx, const mla_context_options *opt, cha
     return MLA_OK;
 }
 
-/* The table is built once, on first use, from the reference table (so a slot
- * added there is inherited, and so is supports(): the CPU runs every variant
- * the API accepts, as the reference does). The first caller builds it; concurrent first
- * callers wait for it: contexts may be created from several threads. */
+/* The table is built once, on first use, from the reference table, so a slot
+ * added there is inherited, and so is supports(): every op runs here for
+ * every variant the API accepts (any dtype and view of each tensor argument,
+ * at every ISA level), as on the reference. The first caller builds it;
+ * concurrent first callers wait for it: contexts may be created from several
+ * threads. */
 const mla_backend_ops *mla_cpu_ops(void)
 {
     static mla_backend_ops ops;
