@@ -17,6 +17,10 @@
 #include "bench/bench_prepare.h"
 #include "bench/ceilings.h"
 
+_Static_assert(BENCH_EXIT_OK == MLA_EXIT_OK && BENCH_EXIT_FAIL == MLA_EXIT_FAIL &&
+                   BENCH_EXIT_USAGE == MLA_EXIT_USAGE,
+               "the bench commands' exit codes are the tool's");
+
 void usage_bench(FILE *out)
 {
     fprintf(out,

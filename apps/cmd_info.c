@@ -1,4 +1,5 @@
 /* mla info: what this build contains and what it sees at run time. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "apps/cmd.h"
@@ -8,8 +9,9 @@ void usage_info(FILE *out)
     fprintf(out, "usage: mla info [--json]\n\n"
                  "Prints the version, the build options (compiler, OpenMP, OpenBLAS, SLEEF,\n"
                  "HIP platform and GPU targets), the backends compiled in, the GPUs the HIP\n"
-                 "backend sees, which backend AUTO picks (with the reason it fell back), and\n"
-                 "what the dump switch (MLA_DUMP, docs/REPLAY.md) is set to. --json: the same\n"
+                 "backend sees, which backend AUTO picks (with the reason it fell back), what\n"
+                 "the dump switch (MLA_DUMP, docs/REPLAY.md) is set to, and the active tuning\n"
+                 "knobs with their environment variables (docs/TUNING.md). --json: the same\n"
                  "as one JSON object.\n");
 }
 
@@ -22,6 +24,62 @@ static void json_str(const char *key, const char *v, const char *sep)
     printf("\"%s\": ", key);
     mla_app_json_string(stdout, v);
     printf("%s", sep);
+}
+
+/* The context's tuning, every knob: "key=value key=value ..." */
+static void tuning_text(const mla_context *ctx, char *buf, size_t len)
+{
+    mla_tuning t;
+    mla_tuning_init(&t);
+    if (mla_context_get_tuning(ctx, &t) != MLA_OK)
+        mla_tuning_init(&t);
+    mla_tuning_format(&t, 1, buf, len);
+}
+
+/* The value of knob key in a tuning_text ("" when absent). */
+static const char *knob_value(const char *text, const char *key, char *buf, size_t len)
+{
+    const size_t n = strlen(key);
+    buf[0] = '\0';
+    for (const char *p = text; p && *p; p = strchr(p, ' ') ? strchr(p, ' ') + 1 : NULL)
+        if (!strncmp(p, key, n) && p[n] == '=') {
+            const char *v = p + n + 1;
+            const size_t m = strcspn(v, " ");
+            snprintf(buf, len, "%.*s", (int)m, v);
+            break;
+        }
+    return buf;
+}
+
+static void print_tuning(const mla_context *ctx, int json)
+{
+    char text[1024], v[64];
+    tuning_text(ctx, text, sizeof text);
+    const char *env, *ignored = NULL;
+    mla_tuning scratch;
+    mla_tuning_init(&scratch);
+    (void)mla_tuning_from_env(&scratch, &ignored);
+    if (json) {
+        printf("\"tuning\": {");
+        for (int i = 0; mla_tuning_knob(i, &env, NULL); ++i) {
+            const char *key = mla_tuning_knob(i, NULL, NULL);
+            printf("%s\"%s\": ", i ? ", " : "", key);
+            mla_app_json_string(stdout, knob_value(text, key, v, sizeof v));
+        }
+        printf("}, ");
+        json_str("tuning_ignored", ignored ? ignored : "", ", ");
+        return;
+    }
+    printf("\ntuning (docs/TUNING.md)\n");
+    const char *values;
+    for (int i = 0; mla_tuning_knob(i, &env, &values); ++i) {
+        const char *key = mla_tuning_knob(i, NULL, NULL);
+        const char *set = getenv(env);
+        printf("  %-18s : %-13s %s%s%s\n", key, knob_value(text, key, v, sizeof v), env,
+               set ? "=" : " unset; ", set ? set : values);
+    }
+    if (ignored)
+        printf("  %s: not one of its values, ignored\n", ignored);
 }
 
 static int info_json(void)
@@ -55,6 +113,7 @@ static int info_json(void)
         json_str("auto", mla_backend_name(mla_context_backend(ctx)), ", ");
         json_str("auto_device", mla_context_device_name(ctx), ", ");
         json_str("fallback_reason", mla_context_fallback_reason(ctx), ", ");
+        print_tuning(ctx, 1);
         json_str("dump", mla_context_dump_status(ctx), "}\n");
         mla_context_destroy(ctx);
         return MLA_EXIT_OK;
@@ -111,6 +170,7 @@ int cmd_info(int argc, char **argv)
         printf("fallback reason   : %s\n", why);
     const char *dump = mla_context_dump_status(ctx);
     printf("dump (MLA_DUMP)   : %s\n", *dump ? dump : "off");
+    print_tuning(ctx, 0);
     mla_context_destroy(ctx);
     return MLA_EXIT_OK;
 }

@@ -34,7 +34,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "apps/cmd.h"
 #include "bench/bench_attention.h"
 
 #define DC_MAX_ROWS 64
@@ -162,28 +161,28 @@ int bench_decode_cmd(int argc, char **argv)
     o.topk = DC_TOPK;
     char **av = malloc((size_t)(argc + 1) * sizeof *av);
     if (!av)
-        return MLA_EXIT_FAIL;
+        return BENCH_EXIT_FAIL;
     memcpy(av, argv, (size_t)argc * sizeof *av);
     int ac = argc;
     if (ba_strip_args(&ac, av, 1, &o)) {
         fprintf(stderr, "mla bench decode: bad --heads (a list of 1..128), --caches (of bf16, "
                         "fp8, fp8_scaled) or --topk\n");
         free(av);
-        return MLA_EXIT_USAGE;
+        return BENCH_EXIT_USAGE;
     }
     bench_mx_args a;
     int rc = bench_mx_parse(ac, av, "decode", "--contexts", "--batch", &a);
     free(av);
-    if (rc != MLA_EXIT_OK)
+    if (rc != BENCH_EXIT_OK)
         return rc;
     dc_row *rows = calloc(DC_MAX_ROWS, sizeof *rows);
     if (!rows)
-        return MLA_EXIT_FAIL;
+        return BENCH_EXIT_FAIL;
     bench_ceilings c;
     mla_context *ctx = bench_mx_open(&a, &c);
     if (!ctx) {
         free(rows);
-        return MLA_EXIT_FAIL;
+        return BENCH_EXIT_FAIL;
     }
     const int n = dc_rows(&a, &o, a.device, rows);
     const int sparse = o.sparse;
@@ -223,8 +222,8 @@ int bench_decode_cmd(int argc, char **argv)
                                : "FLOPs = 2 B H C (576 + 512), bytes = cache (B C bytes per token) "
                                  "+ q + o; roof = max(bytes / copy BW, FLOPs / matmul rate); "
                                  "roof% = roof / median (docs/PERFORMANCE.md)",
-                        errors) != MLA_EXIT_OK)
-        rc = MLA_EXIT_FAIL;
+                        errors) != BENCH_EXIT_OK)
+        rc = BENCH_EXIT_FAIL;
     free(rows);
     mla_context_destroy(ctx);
     return rc;

@@ -28,7 +28,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "apps/cmd.h"
 #include "bench/bench_mxfp4.h"
 
 #define IX_HI 64
@@ -286,7 +285,7 @@ int bench_indexer_cmd(int argc, char **argv)
 {
     bench_mx_args a;
     int rc = bench_mx_parse(argc, argv, "indexer", "--contexts", "--batch", &a);
-    if (rc != MLA_EXIT_OK)
+    if (rc != BENCH_EXIT_OK)
         return rc;
     if (!a.n_list[0]) {
         const int64_t c[3] = {4096, 32768, 131072};
@@ -301,7 +300,7 @@ int bench_indexer_cmd(int argc, char **argv)
     bench_ceilings c;
     mla_context *ctx = bench_mx_open(&a, &c);
     if (!ctx)
-        return MLA_EXIT_FAIL;
+        return BENCH_EXIT_FAIL;
     printf("indexer   : Hi %d, head_dim %d, block %d (%s), next_n 1, e4m3fn, top-k %d\n\n", IX_HI,
            IX_D, IX_BLOCK, mla_indexer_layout_name(mla_indexer_layout_for(IX_BLOCK)), IX_TOPK);
     fflush(stdout);
@@ -310,7 +309,7 @@ int bench_indexer_cmd(int argc, char **argv)
     ix_row *rows = calloc((size_t)n, sizeof *rows);
     if (!rows) {
         mla_context_destroy(ctx);
-        return MLA_EXIT_FAIL;
+        return BENCH_EXIT_FAIL;
     }
     bench_rng rng;
     bench_rng_seed(&rng, a.seed);
@@ -402,8 +401,8 @@ int bench_indexer_cmd(int argc, char **argv)
             "top-k); plan_us = the plan's update, once per step; copy_us = mla_memcpy of half the "
             "cache's bytes (read + written = the roofline's bytes) at this size, %copy = copy_us / "
             "search_us (docs/PERFORMANCE.md)",
-            errors) != MLA_EXIT_OK)
-        rc = MLA_EXIT_FAIL;
+            errors) != BENCH_EXIT_OK)
+        rc = BENCH_EXIT_FAIL;
     free(rows);
     mla_context_destroy(ctx);
     return rc;

@@ -23,7 +23,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "apps/cmd.h"
 
 /* ------------------------------------------------------------- shared */
 
@@ -37,7 +36,7 @@ static int parse_list(const char *s, int64_t *out, int *n)
         if (e)
             *e = '\0';
         int64_t v;
-        if (*n == BENCH_MX_MAX_LIST || mla_app_parse_i64(p, &v) || v < 1 || v > ((int64_t)1 << 24))
+        if (*n == BENCH_MX_MAX_LIST || bench_parse_int(p, 1, (int64_t)1 << 24, &v))
             return -1;
         out[(*n)++] = v;
         p = e ? e + 1 : NULL;
@@ -59,7 +58,7 @@ static int parse_pos(const char *s, double *out)
 static int bad(const char *sub, const char *what, const char *v)
 {
     fprintf(stderr, "mla bench %s: bad %s '%s' (see mla bench --help)\n", sub, what, v);
-    return MLA_EXIT_USAGE;
+    return BENCH_EXIT_USAGE;
 }
 
 int bench_mx_parse(int argc, char **argv, const char *sub, const char *list0, const char *list1,
@@ -83,7 +82,7 @@ int bench_mx_parse(int argc, char **argv, const char *sub, const char *list0, co
         int64_t n;
         double d;
         if (!strcmp(k, "--backend")) {
-            if (mla_app_parse_backend(v, &a->backend))
+            if (bench_parse_backend(v, &a->backend))
                 return bad(sub, "--backend", v);
         } else if (!strcmp(k, list0)) {
             if (parse_list(v, a->list[0], &a->n_list[0]))
@@ -92,15 +91,15 @@ int bench_mx_parse(int argc, char **argv, const char *sub, const char *list0, co
             if (parse_list(v, a->list[1], &a->n_list[1]))
                 return bad(sub, k, v);
         } else if (!strcmp(k, "--reps")) {
-            if (mla_app_parse_i64(v, &n) || n < 1 || n > 100000)
+            if (bench_parse_int(v, 1, 100000, &n))
                 return bad(sub, k, v);
             a->reps = (int)n;
         } else if (!strcmp(k, "--warmup")) {
-            if (mla_app_parse_i64(v, &n) || n < 1 || n > 100000)
+            if (bench_parse_int(v, 1, 100000, &n))
                 return bad(sub, k, v);
             a->warmup = (int)n;
         } else if (!strcmp(k, "--threads")) {
-            if (mla_app_parse_i64(v, &n) || n < 0 || n > 4096)
+            if (bench_parse_int(v, 0, 4096, &n))
                 return bad(sub, k, v);
             a->threads = (int)n;
         } else if (!strcmp(k, "--max-call-s")) {
@@ -110,11 +109,11 @@ int bench_mx_parse(int argc, char **argv, const char *sub, const char *list0, co
             if (parse_pos(v, &a->row_budget_s))
                 return bad(sub, k, v);
         } else if (!strcmp(k, "--rotate-mib")) {
-            if (mla_app_parse_i64(v, &n) || n < 0 || n > ((int64_t)1 << 20))
+            if (bench_parse_int(v, 0, ((int64_t)1 << 20), &n))
                 return bad(sub, k, v);
             a->rotate_bytes = n << 20;
         } else if (!strcmp(k, "--copy-mib")) {
-            if (mla_app_parse_i64(v, &n) || n < 1 || n > ((int64_t)1 << 20))
+            if (bench_parse_int(v, 1, ((int64_t)1 << 20), &n))
                 return bad(sub, k, v);
             a->c.copy_bytes = n << 20;
         } else if (!strcmp(k, "--matmul-gflops")) {
@@ -124,17 +123,17 @@ int bench_mx_parse(int argc, char **argv, const char *sub, const char *list0, co
         } else if (!strcmp(k, "--matmul-source")) {
             a->c.given_how = v;
         } else if (!strcmp(k, "--seed")) {
-            if (mla_app_parse_i64(v, &n))
+            if (bench_parse_int(v, 0, INT64_MAX, &n))
                 return bad(sub, k, v);
             a->seed = (uint64_t)n;
         } else if (!strcmp(k, "--json")) {
             a->json = v;
         } else {
             fprintf(stderr, "mla bench %s: unknown option '%s' (see mla bench --help)\n", sub, k);
-            return MLA_EXIT_USAGE;
+            return BENCH_EXIT_USAGE;
         }
     }
-    return MLA_EXIT_OK;
+    return BENCH_EXIT_OK;
 }
 
 mla_context *bench_mx_open(bench_mx_args *a, bench_ceilings *c)
@@ -499,13 +498,13 @@ int bench_mx_write_json(const bench_mx_args *a, mla_context *ctx, const bench_ce
                         void (*rows_json)(bench_json *, const void *, int), const void *rows, int n,
                         double seconds)
 {
-    int rc = MLA_EXIT_OK;
+    int rc = BENCH_EXIT_OK;
     if (!a->json)
         return rc;
     FILE *f = fopen(a->json, "w");
     if (!f) {
         fprintf(stderr, "mla bench %s: cannot write %s\n", a->sub, a->json);
-        return MLA_EXIT_FAIL;
+        return BENCH_EXIT_FAIL;
     }
     const mla_build_info *bi = mla_build_info_get();
     bench_json j;
@@ -525,7 +524,7 @@ int bench_mx_write_json(const bench_mx_args *a, mla_context *ctx, const bench_ce
     bench_json_num(&j, "loadavg_end", bench_loadavg());
     bench_json_end(&j);
     if (fclose(f) != 0)
-        rc = MLA_EXIT_FAIL;
+        rc = BENCH_EXIT_FAIL;
     return rc;
 }
 
@@ -540,7 +539,7 @@ int bench_mx_finish(const bench_mx_args *a, mla_context *ctx, const bench_ceilin
     print(stdout, rows, n);
     printf("\nsweep: %.1f s; %s\n", seconds, note);
     const int rc = bench_mx_write_json(a, ctx, c, rows_json, rows, n, seconds);
-    return errors ? MLA_EXIT_FAIL : rc;
+    return errors ? BENCH_EXIT_FAIL : rc;
 }
 
 static void mx_json_cb(bench_json *j, const void *rows, int n) { mx_json(j, rows, n); }
@@ -549,7 +548,7 @@ int bench_mxfp4_cmd(int argc, char **argv)
 {
     bench_mx_args a;
     int rc = bench_mx_parse(argc, argv, "mxfp4", "--tokens", NULL, &a);
-    if (rc != MLA_EXIT_OK)
+    if (rc != BENCH_EXIT_OK)
         return rc;
     if (!a.n_list[0]) {
         const int64_t t[4] = {1, 16, 128, 1024};
@@ -559,7 +558,7 @@ int bench_mxfp4_cmd(int argc, char **argv)
     bench_ceilings c;
     mla_context *ctx = bench_mx_open(&a, &c);
     if (!ctx)
-        return MLA_EXIT_FAIL;
+        return BENCH_EXIT_FAIL;
     const double start = bench_now();
 
     struct {
@@ -570,7 +569,7 @@ int bench_mxfp4_cmd(int argc, char **argv)
     mx_row *rows = calloc((size_t)nrows, sizeof *rows);
     if (!rows) {
         mla_context_destroy(ctx);
-        return MLA_EXIT_FAIL;
+        return BENCH_EXIT_FAIL;
     }
     int n = 0, errors = 0;
     bench_rng rng;
@@ -631,8 +630,8 @@ int bench_mxfp4_cmd(int argc, char **argv)
             "128 heads, M = T); GB/s counts each input once and each output once; %copyBW and "
             "%matmul are achieved over the ceilings above; vs bf16 = time / bf16 time of the "
             "same shape and T (docs/PERFORMANCE.md)",
-            errors) != MLA_EXIT_OK)
-        rc = MLA_EXIT_FAIL;
+            errors) != BENCH_EXIT_OK)
+        rc = BENCH_EXIT_FAIL;
     free(rows);
     mla_context_destroy(ctx);
     return rc;

@@ -26,7 +26,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "apps/cmd.h"
 #include "bench/bench_attention.h"
 
 #define PF_MAX_ROWS 64
@@ -115,22 +114,22 @@ int bench_prefill_cmd(int argc, char **argv)
     memset(&o, 0, sizeof o);
     char **av = malloc((size_t)(argc + 1) * sizeof *av);
     if (!av)
-        return MLA_EXIT_FAIL;
+        return BENCH_EXIT_FAIL;
     memcpy(av, argv, (size_t)argc * sizeof *av);
     int ac = argc;
     if (ba_strip_args(&ac, av, 0, &o) || (o.caches & ~(1u << BA_BF16))) {
         fprintf(stderr, "mla bench prefill: bad --heads (a list of 1..128) or --caches (bf16)\n");
         free(av);
-        return MLA_EXIT_USAGE;
+        return BENCH_EXIT_USAGE;
     }
     bench_mx_args a;
     int rc = bench_mx_parse(ac, av, "prefill", "--tokens", "--batch", &a);
     free(av);
-    if (rc != MLA_EXIT_OK)
+    if (rc != BENCH_EXIT_OK)
         return rc;
     pf_row *rows = calloc(PF_MAX_ROWS, sizeof *rows);
     if (!rows)
-        return MLA_EXIT_FAIL;
+        return BENCH_EXIT_FAIL;
     const pf_form *f = &forms[0];
     int n = 0;
     if (a.n_list[0] || a.n_list[1] || o.n_heads) {
@@ -159,7 +158,7 @@ int bench_prefill_cmd(int argc, char **argv)
     mla_context *ctx = bench_mx_open(&a, &c);
     if (!ctx) {
         free(rows);
-        return MLA_EXIT_FAIL;
+        return BENCH_EXIT_FAIL;
     }
     printf("prefill   : DeepSeek-V3 MLA (L %d, R %d, softmax scale of the preset), T new tokens "
            "per sequence attending causally (context = next_n = T), paged block %d, bf16 cache, "
@@ -189,8 +188,8 @@ int bench_prefill_cmd(int argc, char **argv)
                         "xGFLOP/s = the expanded form's 2 B H P (192 + 128) per second, the "
                         "count of the PyTorch SDPA peer; roof = max(bytes / copy BW, FLOPs / "
                         "matmul rate); roof% = roof / median (docs/PERFORMANCE.md)",
-                        errors) != MLA_EXIT_OK)
-        rc = MLA_EXIT_FAIL;
+                        errors) != BENCH_EXIT_OK)
+        rc = BENCH_EXIT_FAIL;
     free(rows);
     mla_context_destroy(ctx);
     return rc;

@@ -3,6 +3,7 @@
 
 #include "bench/bench_util.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -341,4 +342,27 @@ void bench_json_int(bench_json *j, const char *key, int64_t value)
 {
     json_key(j, key);
     fprintf(j->f, "%lld", (long long)value);
+}
+
+int bench_parse_int(const char *s, int64_t lo, int64_t hi, int64_t *out)
+{
+    if (!s || *s < '0' || *s > '9')
+        return -1;
+    char *end;
+    errno = 0;
+    const long long v = strtoll(s, &end, 10);
+    if (errno || *end || v < lo || v > hi)
+        return -1;
+    *out = (int64_t)v;
+    return 0;
+}
+
+int bench_parse_backend(const char *s, mla_backend *out)
+{
+    for (int b = 0; b < MLA_BACKEND_COUNT; ++b)
+        if (!strcmp(s, mla_backend_name((mla_backend)b))) {
+            *out = (mla_backend)b;
+            return 0;
+        }
+    return -1;
 }

@@ -21,6 +21,15 @@ extern "C" {
             return bench_try_status_;                                                             \
     } while (0)
 
+/* What the bench commands return: the mla tool's exit codes (apps/cmd.h
+ * checks that they agree; bench/ does not include apps/). */
+enum { BENCH_EXIT_OK = 0, BENCH_EXIT_FAIL = 1, BENCH_EXIT_USAGE = 2 };
+
+/* A decimal integer in [lo, hi], the whole of s: 0 and *out, else -1. */
+int bench_parse_int(const char *s, int64_t lo, int64_t hi, int64_t *out);
+/* A backend by its mla_backend_name: 0 and *out, else -1. */
+int bench_parse_backend(const char *s, mla_backend *out);
+
 /* CLOCK_MONOTONIC in seconds. */
 double bench_now(void);
 /* CPU time of the whole process (all threads), seconds. */

@@ -56,6 +56,8 @@ typedef struct mla_conformance_options {
     int32_t num_threads;           /* host contexts' threads, 0 = library default */
     const char *repro;             /* run only the case this description names (a REPRO
                                       line's); op_pattern, case_id and suite are ignored */
+    const mla_tuning *tuning;      /* the tested contexts' kernel paths (docs/TUNING.md); NULL:
+                                      their own (the environment's) */
 } mla_conformance_options;
 
 typedef struct mla_conformance_summary {

@@ -377,6 +377,30 @@ static void repro_args(target *t, const char *backend, const mla_conformance_opt
         snprintf(t->repro + n, sizeof t->repro - n, " --data %s", opt->data_dir);
 }
 
+/* opt->tuning on a target's new context, and every knob it has off its
+ * default in the REPRO options, so that a failure reruns on the same kernel
+ * paths whether --tuning or the environment chose them. */
+static void apply_tuning(target *t, const mla_conformance_options *opt)
+{
+    if (opt->tuning && mla_context_set_tuning(t->ctx, opt->tuning) != MLA_OK) {
+        snprintf(t->skip_reason, sizeof t->skip_reason, "tuning: %s",
+                 mla_context_error_detail(t->ctx));
+        mla_context_destroy(t->ctx);
+        t->ctx = NULL;
+        return;
+    }
+    mla_tuning tu;
+    mla_tuning_init(&tu);
+    char knobs[256];
+    if (mla_context_get_tuning(t->ctx, &tu) != MLA_OK ||
+        mla_tuning_format(&tu, 0, knobs, sizeof knobs) == 0)
+        return;
+    for (char *c = knobs; *c; ++c)
+        *c = *c == ' ' ? ',' : *c;
+    const size_t n = strlen(t->repro);
+    snprintf(t->repro + n, sizeof t->repro - n, " --tuning %s", knobs);
+}
+
 /* A context for backend b, or a skip reason. */
 static void open_target(mla_backend b, const mla_conformance_options *opt, target *t)
 {
@@ -398,6 +422,7 @@ static void open_target(mla_backend b, const mla_conformance_options *opt, targe
     if (b == MLA_BACKEND_AUTO)
         snprintf(t->label, sizeof t->label, "auto=%s",
                  mla_backend_name(mla_context_backend(t->ctx)));
+    apply_tuning(t, opt);
 }
 
 int mla_conformance_run(const mla_conformance_options *opt, FILE *out,
@@ -460,6 +485,8 @@ int mla_conformance_run_ops_swap(const mla_conformance_options *opt, const mla_b
     if (st != MLA_OK) {
         t.ctx = NULL;
         snprintf(t.skip_reason, sizeof t.skip_reason, "%s", mla_status_name(st));
+    } else {
+        apply_tuning(&t, opt);
     }
     int rc = run_targets(opt, &t, 1, out, summary);
     mla_context_destroy(t.ctx);

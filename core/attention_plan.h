@@ -46,9 +46,9 @@ struct mla_attention_plan {
      * the rotated k_pe F32 [Tk, R] (rope inside attention) and what the plan
      * was made for, so that a run with other shapes is refused. */
     int64_t k_rot_offset;
-    /* CPU backend: its kernel's per-thread tiles, ctx->num_threads x
-     * mla_cpu_attention_scratch_bytes(L, R) (cpu/cpu_kernels.h); -1 elsewhere. */
-    int64_t host_scratch_offset;
+    /* The backend's attention_scratch bytes (core/backend.h; the CPU's
+     * per-thread tiles); -1 when it wants none. */
+    int64_t kernel_scratch_offset;
     int64_t Tk;       /* rope: new key tokens; 0 without rope */
     int32_t has_rope; /* planned with args->rope */
     int32_t has_cu_q; /* planned with cu_q_lens (else next_n rows each) */

@@ -17,7 +17,6 @@
  *   under 64 keys) and the split capacity; then chunk_s = ceil(len_s / n_s) rounded up to 64 and
  *   n_s = ceil(len_s / chunk_s), so no automatic item is empty. */
 #include "core/attention_planner.h"
-#include "cpu/cpu_kernels.h" /* mla_cpu_attention_scratch_bytes */
 
 #include <math.h>
 
@@ -127,14 +126,13 @@ mla_status mla_attention_layout_workspace(mla_attention_plan *plan)
         plan->has_rope ? product(T, H, L + R, (int64_t)mla_dtype_size(d->q_dtype), &ok) : 0;
     const int64_t k_rot = plan->has_rope ? product(plan->Tk, R, 4, 1, &ok) : 0;
     const mla_context *ctx = plan->ctx;
-    const int64_t host =
-        ctx->backend == MLA_BACKEND_CPU
-            ? product(ctx->num_threads, mla_cpu_attention_scratch_bytes(L, R), 1, 1, &ok)
-            : 0;
+    const int64_t scratch = ctx->ops->attention_scratch ? ctx->ops->attention_scratch(ctx, d) : 0;
+    ok = ok && scratch >= 0;
     int64_t cur = 0;
     ok = ok && place(&cur, part_o, &plan->part_o_offset) &&
          place(&cur, part_lse, &plan->part_lse_offset) && place(&cur, q_rot, &plan->q_rot_offset) &&
-         place(&cur, k_rot, &plan->k_rot_offset) && place(&cur, host, &plan->host_scratch_offset);
+         place(&cur, k_rot, &plan->k_rot_offset) &&
+         place(&cur, scratch, &plan->kernel_scratch_offset);
     plan->workspace_bytes = cur;
     return ok ? MLA_OK : MLA_ERR_OVERFLOW;
 }

@@ -183,6 +183,12 @@ typedef struct mla_backend_ops {
     const char *name;
     mla_backend backend;
     mla_memory memory;
+    /* The context's target before init; MLA_TARGET_COUNT: init names it
+     * (a device backend reads it off the device). */
+    mla_target target;
+    /* AUTO tries the registered backends from the highest auto_order down
+     * and takes the first whose init succeeds; 0: never picked by AUTO. */
+    int32_t auto_order;
 
     /* Lifecycle. init may fail (no device); it writes a reason. */
     mla_status (*init)(mla_context *ctx, const mla_context_options *opt, char *reason,
@@ -248,6 +254,15 @@ typedef struct mla_backend_ops {
      * stream the context queues its work on (mla_context_set_stream). */
     mla_status (*set_stream)(mla_context *ctx, void *stream);
     void *(*get_stream)(const mla_context *ctx);
+
+    /* Optional (NULL: none): bytes of scratch the attention kernel wants in
+     * the plan's workspace (core/attention_planner.c carves it at
+     * kernel_scratch_offset), -1 when the size does not fit in int64. */
+    int64_t (*attention_scratch)(const mla_context *ctx, const mla_attention_desc *d);
+    /* Optional: called after mla_context_set_tuning changed ctx->tuning,
+     * for a backend that derives state from it (NULL: it reads the fields
+     * where it uses them). */
+    void (*tuning_changed)(mla_context *ctx);
 } mla_backend_ops;
 
 struct mla_context {
@@ -268,13 +283,28 @@ struct mla_context {
      * check again. Both 0 outside a composite. */
     int32_t dry_run;
     uint32_t trusted;
+    mla_tuning tuning; /* the kernel-path knobs, validated (core/tuning.c) */
 };
 
-/* The tables. Each is complete (no NULL slot). */
+/* The reference table: every op slot filled; the CPU table starts from it,
+ * and the tests build deliberately wrong backends from it. */
 extern const mla_backend_ops mla_reference_ops;
+/* The CPU and HIP tables, for the tests that start from them (mla_hip_ops
+ * is NULL in a build without HIP); the core finds tables only through the
+ * registry below. */
 const mla_backend_ops *mla_cpu_ops(void);
-/* NULL when HIP is not compiled in. */
 const mla_backend_ops *mla_hip_ops(void);
+
+/* The backends of this build: the getters each backend's CMakeLists.txt
+ * registers (mla_register_backend), NULL-terminated, in a source the build
+ * writes (core/backend_registry.c.in). */
+extern const mla_backend_ops *(*const mla_backend_registry[])(void);
+/* The registered table of a backend; NULL when it is not compiled in. */
+const mla_backend_ops *mla_backend_find(mla_backend backend);
+
+/* A caller's tuning (its struct_size and version) over the defaults, every
+ * field in range, into *out; refused with the field named otherwise. */
+mla_status mla_tuning_check(mla_context *ctx, const mla_tuning *in, mla_tuning *out);
 
 /* Creates a context around any table: the public create uses it, and the
  * tests use it to run deliberately wrong backends (negative controls). */

@@ -1,5 +1,5 @@
 /* What this build contains. MLA_HAVE_* and the HIP strings come from CMake. */
-#include "mla/mla.h"
+#include "core/backend.h"
 #include "mla_build_config.h"
 
 #ifndef MLA_HIP_PLATFORM_NAME
@@ -54,14 +54,5 @@ const char *mla_version_string(void) { return MLA_VERSION_STRING; }
 
 int mla_backend_compiled(mla_backend backend)
 {
-    switch (backend) {
-    case MLA_BACKEND_AUTO:
-    case MLA_BACKEND_REFERENCE:
-    case MLA_BACKEND_CPU:
-        return 1;
-    case MLA_BACKEND_HIP:
-        return HAS_HIP;
-    default:
-        return 0;
-    }
+    return backend == MLA_BACKEND_AUTO || mla_backend_find(backend) != NULL;
 }

@@ -1,5 +1,7 @@
-/* Context creation, AUTO selection, error recording. */
+/* Context creation over the registered backends, AUTO selection, tuning,
+ * error recording. */
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,12 +32,16 @@ void mla_clear_error(mla_context *ctx)
     ctx->err_detail[0] = '\0';
 }
 
-mla_status mla_context_create_with_ops(const mla_backend_ops *ops,
-                                       const mla_context_options *options, mla_context **out)
+/* A context around ops: the options checked, the tuning from the
+ * environment (read here only), then the backend's init, which may fail and
+ * say why in reason. */
+static mla_status create(const mla_backend_ops *ops, const mla_context_options *options,
+                         mla_context **out, char *reason, size_t reason_len)
 {
     if (!ops || !out)
         return MLA_ERR_NULL_POINTER;
     *out = NULL;
+    reason[0] = '\0';
     static const mla_context_options defaults = {0, 0, NULL};
     if (!options)
         options = &defaults;
@@ -46,9 +52,10 @@ mla_status mla_context_create_with_ops(const mla_backend_ops *ops,
         return MLA_ERR_OUT_OF_MEMORY;
     ctx->ops = ops;
     ctx->backend = ops->backend;
-    ctx->target = ops->backend == MLA_BACKEND_REFERENCE ? MLA_TARGET_REFERENCE : MLA_TARGET_CPU;
-    char reason[sizeof ctx->fallback_reason] = "";
-    mla_status st = ops->init(ctx, options, reason, sizeof reason);
+    ctx->target = ops->target;
+    mla_tuning_init(&ctx->tuning);
+    (void)mla_tuning_from_env(&ctx->tuning, NULL); /* a value it does not know stays auto */
+    mla_status st = ops->init(ctx, options, reason, reason_len);
     if (st != MLA_OK) {
         free(ctx);
         return st;
@@ -58,29 +65,56 @@ mla_status mla_context_create_with_ops(const mla_backend_ops *ops,
     return MLA_OK;
 }
 
-/* Tries the HIP backend; on failure writes why into reason. */
-static mla_status create_hip(const mla_context_options *options, mla_context **out, char *reason,
-                             size_t len)
+mla_status mla_context_create_with_ops(const mla_backend_ops *ops,
+                                       const mla_context_options *options, mla_context **out)
 {
-    const mla_backend_ops *hip = mla_hip_ops();
-    if (!hip) {
-        copy_string(reason, len, "the HIP backend is not compiled into this build");
-        return MLA_ERR_NOT_COMPILED;
+    char reason[sizeof((mla_context *)0)->fallback_reason];
+    return create(ops, options, out, reason, sizeof reason);
+}
+
+const mla_backend_ops *mla_backend_find(mla_backend backend)
+{
+    for (int i = 0; mla_backend_registry[i]; ++i) {
+        const mla_backend_ops *ops = mla_backend_registry[i]();
+        if (ops && ops->backend == backend)
+            return ops;
     }
-    mla_context *ctx = calloc(1, sizeof *ctx);
-    if (!ctx)
-        return MLA_ERR_OUT_OF_MEMORY;
-    ctx->ops = hip;
-    ctx->backend = MLA_BACKEND_HIP;
-    ctx->target = MLA_TARGET_COUNT; /* the backend's init names the device's target */
-    mla_status st = hip->init(ctx, options, reason, len);
-    if (st != MLA_OK) {
-        free(ctx);
-        return st;
+    return NULL;
+}
+
+/* AUTO: the registered backends by descending auto_order, the first whose
+ * init succeeds; the reasons of those that failed before it are kept. */
+static mla_status create_auto(const mla_context_options *options, mla_context **out)
+{
+    char why[sizeof((mla_context *)0)->fallback_reason] = "";
+    int32_t below = INT32_MAX;
+    mla_status st = MLA_ERR_NOT_COMPILED;
+    for (;;) {
+        const mla_backend_ops *next = NULL;
+        for (int i = 0; mla_backend_registry[i]; ++i) {
+            const mla_backend_ops *ops = mla_backend_registry[i]();
+            if (ops && ops->auto_order > 0 && ops->auto_order < below &&
+                (!next || ops->auto_order > next->auto_order))
+                next = ops;
+        }
+        if (!next)
+            return st;
+        below = next->auto_order;
+        char reason[sizeof why] = "";
+        st = create(next, options, out, reason, sizeof reason);
+        if (st == MLA_OK) {
+            if (next->memory != MLA_MEMORY_DEVICE && !why[0])
+                copy_string(why, sizeof why, "no GPU backend is compiled into this build");
+            copy_string((*out)->fallback_reason, sizeof (*out)->fallback_reason, why);
+            return MLA_OK;
+        }
+        const size_t n = strlen(why);
+        if (reason[0])
+            snprintf(why + n, sizeof why - n, "%s%s", n ? "; " : "", reason);
+        else
+            snprintf(why + n, sizeof why - n, "%sthe %s backend: %s", n ? "; " : "", next->name,
+                     mla_status_name(st));
     }
-    mla_dump_init(ctx);
-    *out = ctx;
-    return MLA_OK;
 }
 
 mla_status mla_context_create(mla_backend backend, const mla_context_options *options,
@@ -89,31 +123,16 @@ mla_status mla_context_create(mla_backend backend, const mla_context_options *op
     if (!out)
         return MLA_ERR_NULL_POINTER;
     *out = NULL;
-    static const mla_context_options defaults = {0, 0, NULL};
-    if (!options)
-        options = &defaults;
-    if (options->num_threads < 0 || options->device < 0)
+    if ((int)backend < 0 || backend >= MLA_BACKEND_COUNT ||
+        (options && (options->num_threads < 0 || options->device < 0)))
         return MLA_ERR_INVALID_ARGUMENT;
-    char reason[256] = "";
-    switch (backend) {
-    case MLA_BACKEND_REFERENCE:
-        return mla_context_create_with_ops(&mla_reference_ops, options, out);
-    case MLA_BACKEND_CPU:
-        return mla_context_create_with_ops(mla_cpu_ops(), options, out);
-    case MLA_BACKEND_HIP:
-        return create_hip(options, out, reason, sizeof reason);
-    case MLA_BACKEND_AUTO: {
-        mla_status st = create_hip(options, out, reason, sizeof reason);
-        if (st == MLA_OK)
-            return MLA_OK;
-        st = mla_context_create_with_ops(mla_cpu_ops(), options, out);
-        if (st == MLA_OK)
-            copy_string((*out)->fallback_reason, sizeof (*out)->fallback_reason, reason);
-        return st;
-    }
-    default:
-        return MLA_ERR_INVALID_ARGUMENT;
-    }
+    if (backend == MLA_BACKEND_AUTO)
+        return create_auto(options, out);
+    const mla_backend_ops *ops = mla_backend_find(backend);
+    if (!ops)
+        return MLA_ERR_NOT_COMPILED;
+    char reason[sizeof((mla_context *)0)->fallback_reason];
+    return create(ops, options, out, reason, sizeof reason);
 }
 
 void mla_context_destroy(mla_context *ctx)
@@ -183,6 +202,32 @@ mla_status mla_context_set_stream(mla_context *ctx, void *stream)
 void *mla_context_get_stream(const mla_context *ctx)
 {
     return ctx && ctx->ops->get_stream ? ctx->ops->get_stream(ctx) : NULL;
+}
+
+mla_status mla_context_set_tuning(mla_context *ctx, const mla_tuning *t)
+{
+    if (!ctx)
+        return MLA_ERR_NULL_POINTER;
+    mla_clear_error(ctx);
+    const mla_status st = mla_tuning_check(ctx, t, &ctx->tuning);
+    if (st != MLA_OK)
+        return st;
+    if (ctx->ops->tuning_changed)
+        ctx->ops->tuning_changed(ctx);
+    return MLA_OK;
+}
+
+mla_status mla_context_get_tuning(const mla_context *ctx, mla_tuning *out)
+{
+    if (!ctx || !out)
+        return MLA_ERR_NULL_POINTER;
+    if (out->struct_size < offsetof(mla_tuning, cpu_isa) || out->struct_size > sizeof *out ||
+        out->struct_size % sizeof(int32_t))
+        return MLA_ERR_INVALID_ARGUMENT;
+    const uint32_t size = out->struct_size, version = out->version;
+    memcpy(out, &ctx->tuning, size);
+    out->struct_size = size, out->version = version;
+    return MLA_OK;
 }
 
 mla_status mla_supports(const mla_context *ctx, const mla_variant *variant, const char **param)

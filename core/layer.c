@@ -7,6 +7,7 @@
  * view too: nothing is copied between the two GEMMs. */
 #include <string.h>
 
+#include "core/attention_plan.h"
 #include "core/dump_ops.h"
 #include "core/layer_internal.h"
 #include "core/prepare_internal.h"
@@ -56,7 +57,7 @@ typedef struct attn_call {
     mla_tensor q, o, work, k_nope, k_pe, topk;
 } attn_call;
 
-static void attention_call(mla_layer_plan *lp, attn_call *k)
+static void attention_call(mla_layer_plan *lp, int rope_inside, attn_call *k)
 {
     memset(k, 0, sizeof *k);
     k->q = q_cat_view(lp);
@@ -76,7 +77,7 @@ static void attention_call(mla_layer_plan *lp, attn_call *k)
             ws_view(lp, lp->ws.topk, MLA_DTYPE_I32, 2, (int64_t[]){lp->T, K}, (int64_t[]){K, 1});
         k->a.topk_indices = &k->topk;
     }
-    if (mla_plan_rotates_at(lp->plan, MLA_ROPE_SITE_ATTENTION) || lp->test_rotate_twice) {
+    if (rope_inside) {
         mla_prepare_key_views(lp->plan, lp->T, lp->opt.act,
                               (uint8_t *)lp->workspace.data + lp->ws.prep, lp->workspace.memory,
                               &k->k_nope, &k->k_pe);
@@ -86,10 +87,11 @@ static void attention_call(mla_layer_plan *lp, attn_call *k)
     }
 }
 
-mla_status mla_layer_plan_attention(mla_context *ctx, mla_layer_plan *lp, int update)
+mla_status mla_layer_plan_attention(mla_context *ctx, mla_layer_plan *lp, int update,
+                                    int rope_inside)
 {
     attn_call k;
-    attention_call(lp, &k);
+    attention_call(lp, update ? lp->attn->has_rope : rope_inside, &k);
     if (update)
         return mla_attention_plan_update(ctx, lp->attn, &k.a);
     const mla_model_config *c = cfg_of(lp);
@@ -265,7 +267,7 @@ static mla_status run_indexer(mla_context *ctx, mla_layer_plan *lp, const mla_in
     MLA_TRY(mla_topk(ctx, &logits, &len, K, &idx));
     /* the attention plan validated the indices it was built with; these are
      * new (in range by construction), so it re-plans over them */
-    return mla_layer_plan_attention(ctx, lp, 1);
+    return mla_layer_plan_attention(ctx, lp, 1, lp->attn->has_rope);
 }
 
 /* o[h] = o_lat[:, h] @ W_vc[h] into [T, H, v] through a [H, T, v] view;
@@ -355,7 +357,7 @@ static mla_status layer_steps(mla_context *ctx, void *args)
     if (lp->ws.sparse)
         MLA_TRY(run_indexer(ctx, lp, &p->indexer, &v.q_lat, x));
     attn_call k;
-    attention_call(lp, &k);
+    attention_call(lp, lp->attn->has_rope, &k);
     MLA_TRY(mla_attention_run(ctx, lp->attn, &k.a));
     MLA_TRY(w_vc(ctx, lp, p));
     return o_proj(ctx, lp, &p->base.o_proj, lc->y);

@@ -38,8 +38,6 @@ struct mla_layer_plan {
     mla_tensor cos, sin, cache, index_cache, workspace;
     int has_index_cache;
     mla_attention_plan *attn;
-    int test_rotate_twice; /* tests only: the attention rotates too (seed 000's
-                              bug) */
 };
 
 /* The workspace carve-up for T tokens (tname: the parameter T came from);
@@ -50,12 +48,12 @@ mla_status mla_layer_layout(mla_context *ctx, const mla_plan *plan, const mla_la
 /* Columns of the sparse layer's logits rows: max_context, at least the
  * top-k's k (mla_topk takes k <= the row; the lengths bound what is read). */
 int64_t mla_layer_logits_cols(const mla_model_config *c, int64_t max_context);
-/* The attention (re)plan over the planned buffers (core/layer.c). */
-mla_status mla_layer_plan_attention(mla_context *ctx, mla_layer_plan *lp, int update);
-
-/* Negative control for the RoPE-once tests: make a plan's attention call
- * rotate q and the new keys as well, whatever the site (plan before the
- * first forward; re-plans the attention). */
-mla_status mla_layer_test_rotate_twice(mla_context *ctx, mla_layer_plan *lp);
+/* The attention (re)plan over the planned buffers (core/layer.c). Create
+ * (update 0) puts RoPE inside the attention call when rope_inside (the
+ * plan's site is ATTENTION; the RoPE-once tests' negative control asks for
+ * it at another site too, rotating twice); an update and the forward keep
+ * what create chose. */
+mla_status mla_layer_plan_attention(mla_context *ctx, mla_layer_plan *lp, int update,
+                                    int rope_inside);
 
 #endif

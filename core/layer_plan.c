@@ -302,7 +302,8 @@ static mla_status take_batch(mla_context *ctx, mla_layer_plan *lp, const mla_lay
          * forward's top-k): no value the plan could check is there yet */
         const uint32_t trusted = ctx->trusted;
         ctx->trusted |= MLA_TRUST_TOPK;
-        st = mla_layer_plan_attention(ctx, &next, update);
+        st = mla_layer_plan_attention(ctx, &next, update,
+                                      mla_plan_rotates_at(next.plan, MLA_ROPE_SITE_ATTENTION));
         ctx->trusted = trusted;
     }
     if (st != MLA_OK) {
@@ -412,10 +413,3 @@ mla_status mla_layer_plan_update(mla_context *ctx, mla_layer_plan *lp, const mla
     return take_batch(ctx, lp, batch, 1);
 }
 
-mla_status mla_layer_test_rotate_twice(mla_context *ctx, mla_layer_plan *lp)
-{
-    lp->test_rotate_twice = 1;
-    mla_attention_plan_destroy(lp->attn);
-    lp->attn = NULL;
-    return mla_layer_plan_attention(ctx, lp, 0);
-}

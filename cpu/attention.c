@@ -31,7 +31,7 @@
  *
  * Scores from bf16 q on CPUs with AMX-BF16 take an attn_dp part on AMX tiles
  * (cpu/attention_amx.c), on CPUs with AVX512-BF16 and no AMX
- * (mla_cpu_linear_has_bf16) one on vdpbf16ps (cpu/attention_bf16.c;
+ * (mla_cpu_has_bf16) one on vdpbf16ps (cpu/attention_bf16.c;
  * MLA_CPU_ISA=avx512-noamx picks it on AMX CPUs, avx512-nobf16 neither):
  * the keys as bf16 pairs, for a tile when the exponents of its keys and of
  * q rule out the instructions' subnormal flush (mla_cpu_dp_safe), else the
@@ -67,9 +67,10 @@
 #endif
 
 #include "core/attention_plan.h"
+#include "core/checked.h"
 #include "cpu/attention_internal.h"
 #include "cpu/cpu_rows.h"
-#include "cpu/linear_kernel.h" /* mla_cpu_dp_safe, mla_cpu_linear_has_bf16 */
+#include "cpu/linear_kernel.h" /* mla_cpu_dp_safe */
 
 MLA_CPU_INLINE int64_t round16(int64_t n) { return (n + VL - 1) / VL * VL; }
 
@@ -86,6 +87,12 @@ static int64_t scratch_floats(int64_t L, int64_t R)
 int64_t mla_cpu_attention_scratch_bytes(int64_t L, int64_t R)
 {
     return (scratch_floats(L, R) * (int64_t)sizeof(float) + 255) / 256 * 256;
+}
+
+int64_t mla_cpu_attention_scratch(const mla_context *ctx, const mla_attention_desc *d)
+{
+    return mla_sz_mul(ctx->num_threads,
+                      mla_cpu_attention_scratch_bytes(d->cache.kv_lora, d->cache.rope));
 }
 
 /* Everything a task needs, fixed for the call. */
@@ -551,16 +558,18 @@ mla_status mla_cpu_attention_with_scratch(mla_context *ctx, const mla_attention_
 #if MLA_CPU_X86
     const mla_cpu_isa isa = mla_cpu_isa_of(ctx);
     if (isa == MLA_CPU_ISA_AVX512) {
-        /* MLA_CPU_ISA=avx512-noamx: vdpbf16ps where AMX would be taken (tests) */
-        const char *env = getenv("MLA_CPU_ISA");
-        const int noamx = env && strcmp(env, "avx512-noamx") == 0;
+        /* tuning avx512-noamx: vdpbf16ps where AMX would be taken (tests);
+         * avx512-nobf16: neither */
+        const int32_t tune = ctx->tuning.cpu_isa;
+        const int noamx = tune == MLA_TUNE_CPU_ISA_AVX512_NOAMX;
         jb.k = &mla_cpu_attn_avx512;
-        if (d->q_dtype == MLA_DTYPE_BF16 && !noamx &&
+        if (d->q_dtype == MLA_DTYPE_BF16 && !noamx && tune != MLA_TUNE_CPU_ISA_AVX512_NOBF16 &&
             mla_cpu_attn_dp_amx_usable(jb.f.KS, round16(jb.f.L)))
             jb.dk = &mla_cpu_attn_dp_amx;
-        else if (mla_cpu_linear_has_bf16() || (noamx && __builtin_cpu_supports("avx512bf16")))
+        else if (mla_cpu_has_bf16(ctx) ||
+                 (noamx && (mla_cpu_features() & MLA_CPU_HAS_AVX512_BF16)))
             jb.dk = &mla_cpu_attn_dp_avx512;
-    } else if (isa == MLA_CPU_ISA_AVX2 && __builtin_cpu_supports("fma")) {
+    } else if (isa == MLA_CPU_ISA_AVX2 && (mla_cpu_features() & MLA_CPU_HAS_FMA)) {
         jb.k = &mla_cpu_attn_avx2;
     }
 #endif
@@ -603,5 +612,5 @@ mla_status mla_cpu_attention_with_scratch(mla_context *ctx, const mla_attention_
 mla_status mla_cpu_attention(mla_context *ctx, const mla_attention_op_args *a)
 {
     return mla_cpu_attention_with_scratch(ctx, a,
-                                          (char *)a->workspace + a->plan->host_scratch_offset);
+                                          (char *)a->workspace + a->plan->kernel_scratch_offset);
 }

@@ -68,16 +68,14 @@ int mla_cpu_attn_dp_amx_usable(int64_t KS, int64_t LS)
     static atomic_int state; /* 0 unknown, 1 usable, -1 not */
     int s = atomic_load_explicit(&state, memory_order_relaxed);
     if (s == 0) {
-        __builtin_cpu_init();
-        s = __builtin_cpu_supports("amx-bf16") && __builtin_cpu_supports("amx-tile") &&
-                    __builtin_cpu_supports("avx512bf16") &&
+        const unsigned need = MLA_CPU_HAS_AMX_BF16 | MLA_CPU_HAS_AVX512_BF16;
+        s = (mla_cpu_features() & need) == need &&
                     syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM_, XFEATURE_XTILEDATA_) == 0
                 ? 1
                 : -1;
         atomic_store_explicit(&state, s, memory_order_relaxed);
     }
-    const char *env = getenv("MLA_CPU_ISA"); /* read per call, as the other bf16 paths */
-    return s > 0 && KS % 32 == 0 && LS % 32 == 0 && !(env && strcmp(env, "avx512-nobf16") == 0);
+    return s > 0 && KS % 32 == 0 && LS % 32 == 0;
 }
 
 /* St for one group of pairs (qp at its first lane) and nkb <= 4 blocks of 16

@@ -1,6 +1,6 @@
 /* The attention core's bf16 dot-product part (attn_dp of
  * cpu/attention_internal.h), for CPUs with AVX512-BF16 (and no AMX,
- * mla_cpu_linear_has_bf16; cpu/attention.c says when it is used).
+ * mla_cpu_has_bf16; cpu/attention.c says when it is used).
  *
  * Scores: vdpbf16ps on q's bf16 pairs and the keys as bf16 (a bf16 cache's
  * bytes as stored; fp8 NORMAL / SHUFFLED: the codes' exact bf16 values,

@@ -155,8 +155,8 @@ extern const attn_dp mla_cpu_attn_dp_amx;    /* when mla_cpu_attn_dp_amx_usable 
 int mla_cpu_attn_copy_key_bf16(const attn_keyfmt *f, const uint8_t *blk, int64_t t, uint32_t *out);
 #endif
 /* AMX-BF16 on this CPU, granted to the process, for key rows of KS and O
- * rows of LS values (multiples of 32), and not turned off by
- * MLA_CPU_ISA=avx512-nobf16 (cpu/attention_amx.c). */
+ * rows of LS values (multiples of 32) (cpu/attention_amx.c; the caller
+ * checks the context's tuning). */
 int mla_cpu_attn_dp_amx_usable(int64_t KS, int64_t LS);
 
 /* ------------------------------------------------------------ key decode */

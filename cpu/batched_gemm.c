@@ -151,7 +151,8 @@ mla_status mla_cpu_batched_gemm(mla_context *ctx, const mla_batched_gemm_args *a
         return MLA_OK;
     }
     const mla_cpu_isa isa = mla_cpu_isa_of(ctx);
-    bg_plan pl = {a, mla_cpu_bgemm_fns(isa), mla_cpu_linear_fns(isa), 0, 0, M,
+    const int bf16 = mla_cpu_has_bf16(ctx);
+    bg_plan pl = {a, mla_cpu_bgemm_fns(isa, bf16), mla_cpu_linear_fns(isa, bf16), 0, 0, M,
                   K, K / 2 + K % 2,          N < NC ? N : NC,         0};
     pl.direct = pl.f->direct && a->w.stride[2] == 1;
     pl.dp = pl.f->ukr_dp && pl.direct && M >= DP_MIN_M && a->x.dtype == MLA_DTYPE_BF16 &&

@@ -248,15 +248,15 @@ static const bg_fns fns_avx512_bf16 = {rows_avx512, ukr_avx512, store_avx512, 1,
 
 #endif
 
-const bg_fns *mla_cpu_bgemm_fns(mla_cpu_isa isa)
+const bg_fns *mla_cpu_bgemm_fns(mla_cpu_isa isa, int bf16)
 {
 #if MLA_CPU_X86
     if (isa == MLA_CPU_ISA_AVX512)
-        return mla_cpu_linear_has_bf16() ? &fns_avx512_bf16 : &fns_avx512;
+        return bf16 ? &fns_avx512_bf16 : &fns_avx512;
     if (isa == MLA_CPU_ISA_AVX2)
         return &fns_avx2;
 #endif
-    (void)isa;
+    (void)isa, (void)bf16;
     return &fns_generic;
 }
 

@@ -51,6 +51,7 @@ typedef struct bg_fns {
     void (*pair_rows)(const uint16_t *lo, const uint16_t *hi, int64_t n, uint32_t *out);
 } bg_fns;
 
-const bg_fns *mla_cpu_bgemm_fns(mla_cpu_isa isa);
+/* bf16: mla_cpu_has_bf16 of the context */
+const bg_fns *mla_cpu_bgemm_fns(mla_cpu_isa isa, int bf16);
 
 #endif

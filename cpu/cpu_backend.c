@@ -1,17 +1,10 @@
-/* The CPU backend: the reference table with the number-format and
- * prepare-path ops replaced by OpenMP-parallel, vectorized kernels (one file
- * per op), host memory. */
+/* The CPU backend: the reference table with its op slots replaced by
+ * OpenMP-parallel, vectorized kernels (one file per op), host memory. */
 #include <stdatomic.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "core/ref/ref_kernels.h"
 #include "cpu/cpu_kernels.h"
-
-/* ctx->impl of a CPU context points at one of these: the ISA its kernels use. */
-static const mla_cpu_isa isa_levels[MLA_CPU_ISA_COUNT] = {
-    MLA_CPU_ISA_GENERIC, MLA_CPU_ISA_AVX2, MLA_CPU_ISA_AVX512};
 
 const char *mla_cpu_isa_name(mla_cpu_isa isa)
 {
@@ -38,22 +31,14 @@ static mla_cpu_isa detect_isa(void)
     return MLA_CPU_ISA_GENERIC;
 }
 
-/* MLA_CPU_ISA=generic|avx2|avx512 lowers the level (never raises it). */
-static mla_cpu_isa isa_cap(void)
-{
-    const char *env = getenv("MLA_CPU_ISA");
-    if (!env)
-        return MLA_CPU_ISA_AVX512;
-    if (strcmp(env, "generic") == 0)
-        return MLA_CPU_ISA_GENERIC;
-    if (strcmp(env, "avx2") == 0)
-        return MLA_CPU_ISA_AVX2;
-    return MLA_CPU_ISA_AVX512;
-}
-
+/* tuning.cpu_isa generic or avx2 lowers the level (never raises it). */
 mla_cpu_isa mla_cpu_isa_of(const mla_context *ctx)
 {
-    return ctx->impl ? *(const mla_cpu_isa *)ctx->impl : MLA_CPU_ISA_GENERIC;
+    const mla_cpu_isa isa = detect_isa();
+    const mla_cpu_isa cap = ctx->tuning.cpu_isa == MLA_TUNE_CPU_ISA_GENERIC ? MLA_CPU_ISA_GENERIC
+                            : ctx->tuning.cpu_isa == MLA_TUNE_CPU_ISA_AVX2  ? MLA_CPU_ISA_AVX2
+                                                                            : MLA_CPU_ISA_AVX512;
+    return isa < cap ? isa : cap;
 }
 
 int mla_cpu_threads(const mla_context *ctx, int64_t tasks, int64_t values)
@@ -67,67 +52,30 @@ int mla_cpu_threads(const mla_context *ctx, int64_t tasks, int64_t values)
     return nt < 1 ? 1 : (int)nt;
 }
 
+/* The device name says which kernel copies the tuning leaves. */
+static void name_device(mla_context *ctx)
+{
+    snprintf(ctx->device_name, sizeof ctx->device_name, "host CPU, %d thread%s, %s",
+             ctx->num_threads, ctx->num_threads == 1 ? "" : "s",
+             mla_cpu_isa_name(mla_cpu_isa_of(ctx)));
+}
+
 static mla_status cpu_init(mla_context *ctx, const mla_context_options *opt, char *reason,
                            size_t reason_len)
 {
     mla_status st = mla_host_init(ctx, opt, reason, reason_len);
     if (st != MLA_OK)
         return st;
-    mla_cpu_isa isa = detect_isa(), cap = isa_cap();
-    if (isa > cap)
-        isa = cap;
-    ctx->impl = (void *)&isa_levels[isa]; /* read-only through mla_cpu_isa_of */
-    snprintf(ctx->device_name, sizeof ctx->device_name, "host CPU, %d thread%s, %s",
-             ctx->num_threads, ctx->num_threads == 1 ? "" : "s", mla_cpu_isa_name(isa));
+    name_device(ctx);
     return MLA_OK;
 }
 
-static void cpu_fini(mla_context *ctx)
-{
-    ctx->impl = NULL;
-    mla_host_fini(ctx);
-}
-
-/* Every op runs here for every variant the API accepts (any dtype and view
- * of each tensor argument, at every ISA level); a slot without a CPU kernel
- * would be the reference's, and so would its answer. */
-static const char *cpu_supports(const mla_context *ctx, const mla_variant *v)
-{
-    switch (v->op) {
-    case MLA_OP_CONVERT:
-    case MLA_OP_MXFP4_QUANT:
-    case MLA_OP_MXFP4_DEQUANT:
-    case MLA_OP_FP8_GROUP_QUANT:
-    case MLA_OP_FP8_GROUP_DEQUANT:
-    case MLA_OP_RMSNORM:
-    case MLA_OP_QK_RMSNORM:
-    case MLA_OP_ROPE:
-    case MLA_OP_LINEAR:
-    case MLA_OP_BATCHED_GEMM:
-    case MLA_OP_CACHE_WRITE:
-    case MLA_OP_CACHE_GATHER:
-    case MLA_OP_ROPE_CACHE:
-    case MLA_OP_GEMM_A16WFP4:
-    case MLA_OP_GEMM_A4W4:
-    case MLA_OP_FLATTEN_MXFP4_QUANT:
-    case MLA_OP_FLATTEN_FP8_QUANT:
-    case MLA_OP_LAYERNORM:
-    case MLA_OP_HADAMARD:
-    case MLA_OP_INDEXER_K_CACHE_WRITE:
-    case MLA_OP_INDEXER_K_GATHER:
-    case MLA_OP_INDEXER_LOGITS:
-    case MLA_OP_TOPK:
-    case MLA_OP_INDEXER_HEAD_WEIGHTS:
-    case MLA_OP_ATTENTION:
-        return NULL;
-    default:
-        return mla_reference_ops.supports(ctx, v);
-    }
-}
-
-/* The table is built once, on first use, from the reference table (so a slot
- * added there is inherited). The first caller builds it; concurrent first
- * callers wait for it: contexts may be created from several threads. */
+/* The table is built once, on first use, from the reference table, so a slot
+ * added there is inherited, and so is supports(): every op runs here for
+ * every variant the API accepts (any dtype and view of each tensor argument,
+ * at every ISA level), as on the reference. The first caller builds it;
+ * concurrent first callers wait for it: contexts may be created from several
+ * threads. */
 const mla_backend_ops *mla_cpu_ops(void)
 {
     static mla_backend_ops ops;
@@ -139,9 +87,11 @@ const mla_backend_ops *mla_cpu_ops(void)
         ops = mla_reference_ops;
         ops.name = "cpu";
         ops.backend = MLA_BACKEND_CPU;
+        ops.target = MLA_TARGET_CPU;
+        ops.auto_order = 1;
         ops.init = cpu_init;
-        ops.fini = cpu_fini;
-        ops.supports = cpu_supports;
+        ops.attention_scratch = mla_cpu_attention_scratch;
+        ops.tuning_changed = name_device;
         ops.convert = mla_cpu_convert;
         ops.mxfp4_quant = mla_cpu_mxfp4_quant;
         ops.mxfp4_dequant = mla_cpu_mxfp4_dequant;

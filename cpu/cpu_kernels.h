@@ -4,8 +4,8 @@
  * function written in plain C (the bit logic of core/format_bits.h, no
  * intrinsics) and wraps it three times: with MLA_TARGET_AVX512, with
  * MLA_TARGET_AVX2 and without a target attribute. The compiler vectorizes each
- * copy for its ISA; mla_cpu_isa() picks one per call (cpuid, capped by the
- * context). This is target_clones by hand: gcc 12 does not give its
+ * copy for its ISA; mla_cpu_isa_of() picks one per call (mla_cpu_features,
+ * capped by the context's tuning). This is target_clones by hand: gcc 12 does not give its
  * target_clones copies 512-bit vectors, an explicit target attribute with
  * prefer-vector-width=512 does. Non-x86 builds get the portable copy only. */
 #ifndef MLA_CPU_CPU_KERNELS_H
@@ -76,18 +76,19 @@ enum {
     MLA_CPU_HAS_AVX2 = 1u << 0,
     MLA_CPU_HAS_AVX512 = 1u << 1, /* F, BW, DQ, VL, CD */
     MLA_CPU_HAS_AVX512_BF16 = 1u << 2,
-    MLA_CPU_HAS_AMX_BF16 = 1u << 3,
+    MLA_CPU_HAS_AMX_BF16 = 1u << 3, /* AMX-BF16 and AMX-TILE */
+    MLA_CPU_HAS_FMA = 1u << 4,
     MLA_CPU_FEATURES_KNOWN = 1u << 31
 };
 unsigned mla_cpu_features(void);
 /* The AVX512-BF16 (vdpbf16ps) copies of the GEMM-like kernels: where the CPU
- * has AVX512_BF16 and no AMX-BF16, unless MLA_CPU_ISA=avx512-nobf16 (read per
- * call, so tests can run both paths on one machine). */
-int mla_cpu_linear_has_bf16(void);
+ * has AVX512_BF16 and no AMX-BF16, unless the context's tuning.cpu_isa is
+ * avx512-nobf16 (so tests can run both paths on one machine). */
+int mla_cpu_has_bf16(const mla_context *ctx);
 
 /* The ISA the context's kernels use: the best this CPU has, capped by the
- * environment variable MLA_CPU_ISA (generic, avx2, avx512) read when the
- * context was created, so that tests can run every copy on one machine. */
+ * context's tuning.cpu_isa (MLA_CPU_ISA; docs/TUNING.md), so that tests can
+ * run every copy on one machine. */
 mla_cpu_isa mla_cpu_isa_of(const mla_context *ctx);
 const char *mla_cpu_isa_name(mla_cpu_isa isa);
 
@@ -147,12 +148,14 @@ mla_status mla_cpu_topk(mla_context *ctx, const mla_topk_args *a);
 mla_status mla_cpu_indexer_head_weights(mla_context *ctx, const mla_head_weights_args *a);
 
 /* Attention core (cpu/attention.c): the slot (scratch from the plan's
- * host_scratch region), and the kernel with each thread's scratch at
+ * kernel_scratch region), and the kernel with each thread's scratch at
  * scratch + thread * mla_cpu_attention_scratch_bytes(L, R). */
 struct mla_attention_op_args;
 mla_status mla_cpu_attention(mla_context *ctx, const struct mla_attention_op_args *a);
 mla_status mla_cpu_attention_with_scratch(mla_context *ctx, const struct mla_attention_op_args *a,
                                           void *scratch);
 int64_t mla_cpu_attention_scratch_bytes(int64_t L, int64_t R);
+/* The backend's attention_scratch slot: ctx->num_threads of those. */
+int64_t mla_cpu_attention_scratch(const mla_context *ctx, const mla_attention_desc *d);
 
 #endif

@@ -564,21 +564,21 @@ MLA_TARGET_AVX512 static void row_keys_fma(const logits_job *jb, int64_t r, int6
 #endif
 
 /* The path this call takes. The AVX-512 copy: vdpbf16ps tiles when the CPU
- * has AVX512_BF16, else fp32 FMA tiles (MLA_CPU_ISA=avx512-nobf16 picks them
- * on a BF16 CPU, so tests can run both there; the backend itself reads any
- * value other than generic / avx2 as avx512). Other copies: the fp32 loop. */
+ * has AVX512_BF16, else fp32 FMA tiles (tuning.cpu_isa avx512-nobf16 picks
+ * them on a BF16 CPU, so tests can run both there). Other copies: the fp32
+ * loop. */
 enum { PATH_F32 = 0, PATH_FMA512 = 1, PATH_BF16 = 2 };
 
-static int pick_path(mla_cpu_isa isa)
+static int pick_path(const mla_context *ctx, mla_cpu_isa isa)
 {
 #if MLA_CPU_X86
     if (isa == MLA_CPU_ISA_AVX512) {
-        if (mla_cpu_linear_has_bf16())
+        if (mla_cpu_has_bf16(ctx))
             return PATH_BF16;
         return PATH_FMA512;
     }
 #endif
-    (void)isa;
+    (void)ctx, (void)isa;
     return PATH_F32;
 }
 
@@ -595,7 +595,7 @@ mla_status mla_cpu_indexer_logits(mla_context *ctx, const mla_indexer_logits_arg
     jb.G = (V + HV_MAX - 1) / HV_MAX;
     jb.hv_last = (int)(V - (jb.G - 1) * HV_MAX);
     const mla_cpu_isa isa = mla_cpu_isa_of(ctx);
-    const int path = pick_path(isa), bf16 = path == PATH_BF16;
+    const int path = pick_path(ctx, isa), bf16 = path == PATH_BF16;
     /* keys per tile: NK x HV accumulators and the q vectors in 32 zmm */
     static const int nk_bf16[HV_MAX + 1] = {0, 16, 12, 8, 6}, nk_fma[HV_MAX + 1] = {0, 12, 8, 5, 4};
     if (path == PATH_FMA512)

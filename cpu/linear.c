@@ -282,7 +282,8 @@ mla_status mla_cpu_linear(mla_context *ctx, const mla_linear_args *a)
                 store_y(&a->y, t, n, 0.0f);
         return MLA_OK;
     }
-    lin_run r = {a, mla_cpu_linear_fns(mla_cpu_isa_of(ctx)), NULL, 0, NULL, 0, 0, 0, 0, NULL, 0, NULL, 0, 0};
+    const lin_fns *fns = mla_cpu_linear_fns(mla_cpu_isa_of(ctx), mla_cpu_has_bf16(ctx));
+    lin_run r = {a, fns, NULL, 0, NULL, 0, 0, 0, 0, NULL, 0, NULL, 0, 0};
     /* row stride: K rounded up to LANES, plus LANES when that is a multiple of 4 KiB */
     int64_t ldx = mla_sz_round_up(K, LANES);
     ldx = ldx >= 0 && ldx % 1024 == 0 ? mla_sz_add(ldx, LANES) : ldx; /* 4 KiB rows */

@@ -81,13 +81,14 @@ static inline int mla_cpu_bf16_min_exp(const uint16_t *p, int64_t n)
     return (int)m;
 }
 
-const lin_fns *mla_cpu_linear_fns(mla_cpu_isa isa);
+/* bf16: mla_cpu_has_bf16 of the context */
+const lin_fns *mla_cpu_linear_fns(mla_cpu_isa isa, int bf16);
 
 #if MLA_CPU_X86
 /* Shared by the AVX-512 copies (cpu/linear_kernel.c, cpu/linear_kernel_bf16.c):
  * sums[f] = mla_cpu_linear_reduce of the lanes at lanes[f][16], f < n <= 32. */
 void mla_cpu_linear_finish512(const float *lanes, int n, float *sums);
-/* The lin_fns fields of the AVX512-BF16 copy (mla_cpu_linear_has_bf16, in
+/* The lin_fns fields of the AVX512-BF16 copy (mla_cpu_has_bf16, in
  * cpu_kernels.h, says whether to take it). */
 void mla_cpu_linear_ukr_dp(const uint16_t *x, int64_t ldx, int mt, const lin_wtile *w,
                            int64_t kc, float *lanes, int first, float *sums);

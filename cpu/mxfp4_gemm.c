@@ -29,7 +29,7 @@
 #include "core/checked.h"
 #include "cpu/cpu_kernels.h"
 #include "cpu/cpu_rows.h"
-#include "cpu/linear_kernel.h" /* mla_cpu_linear_has_bf16 */
+#include "cpu/linear_kernel.h" /* mla_cpu_dp_safe */
 #include "cpu/mxfp4_gemm.h"
 
 #define BLOCK MLA_MX_BLOCK
@@ -480,7 +480,7 @@ static mla_status run(mla_context *ctx, const mla_mxfp4_gemm_args *g, int a4w4)
 #if MLA_CPU_X86
     /* x exact in bf16: a4w4 codes, the round trip, or BF16 x itself */
     p.dp = isa == MLA_CPU_ISA_AVX512 && g->M >= DP_MIN_M && g->M <= DP_MAX_M &&
-           (a4w4 || g->prequant || g->x.dtype == MLA_DTYPE_BF16) && mla_cpu_linear_has_bf16();
+           (a4w4 || g->prequant || g->x.dtype == MLA_DTYPE_BF16) && mla_cpu_has_bf16(ctx);
 #endif
     p.mchunk = g->M < MCHUNK ? g->M : MCHUNK;
     /* Few batches: split the weight rows too (16-row multiples, about

@@ -122,10 +122,9 @@ __global__ __launch_bounds__(kThreads) void attention_kernel(att_desc d)
 
 /* --------------------------------------------------------------- host */
 
-int path_of(const mla_attention_plan *p)
+int path_of(const mla_context *ctx, const mla_attention_plan *p)
 {
-    const char *force = getenv("MLA_HIP_ATTENTION");
-    if (force && !strcmp(force, "fma"))
+    if (ctx->tuning.hip_attention == MLA_TUNE_HIP_ATTENTION_FMA)
         return PATH_FMA;
     return p->desc.cache.kv_lora + p->desc.cache.rope <= kMaxDimsMatrix ? PATH_MATRIX : PATH_FMA;
 }
@@ -195,14 +194,13 @@ mla_status launch_fma(mla_context *ctx, const att_desc &d, int64_t blocks, int s
  * fp8 (f32 q's hi + lo rows would not fit beside two key stages), L + R <=
  * 576, L <= 512, L and R multiples of 8 (fp8 caches: of 16, FP8_SCALED's
  * bf16 rope of 8) with the cache's chunks aligned, a device of compute
- * capability 9.0 whose code has the body, and no MLA_HIP_ATTENTION=mma,
+ * capability 9.0 whose code has the body, and no tuning.hip_attention mma,
  * cpasync or fma (which keep the mma.sync body, its per-chunk copies, the
  * plain body). Every layout, block size, head count, decode, MTP, prefill
  * and sparse run takes it. */
 bool wg_takes(mla_context *ctx, const mla_attention_desc &ds, const mla_attention_op_args *a)
 {
-    const char *force = getenv("MLA_HIP_ATTENTION");
-    if (force && (!strcmp(force, "mma") || !strcmp(force, "cpasync") || !strcmp(force, "fma")))
+    if (ctx->tuning.hip_attention != MLA_TUNE_HIP_ATTENTION_AUTO)
         return false;
     const int64_t L = ds.cache.kv_lora, R = ds.cache.rope;
     if (a->q.dtype == MLA_DTYPE_F32 || L + R > kWgMaxDims || L > kWgMaxL || L % 8 || R % 8)
@@ -276,14 +274,14 @@ static int64_t key_row_values(int64_t D, int path)
  * caches, whose keys cost nothing to stage twice as often, while 64 rows'
  * scores read q and keys from shared memory at one load per mma and leave
  * no registers for q; four over fp8 caches, whose conversion is paid per
- * staging (docs/ATTENTION_ISA.md has the measurements). MLA_HIP_ATT_RG=1|2|4
- * forces a count (bf16 / fp8 q only). */
-static int nv_row_groups(int64_t H, int64_t qcap, bool sparse, bool qsplit, bool bf16_cache)
+ * staging (docs/ATTENTION_ISA.md has the measurements). tuning.hip_att_row_groups
+ * 1, 2 or 4 forces a count (bf16 / fp8 q only). */
+static int nv_row_groups(const mla_context *ctx, int64_t H, int64_t qcap, bool sparse, bool qsplit,
+                         bool bf16_cache)
 {
     const int64_t rows = sparse ? H : H * qcap;
-    const char *force = getenv("MLA_HIP_ATT_RG");
-    if (force && !qsplit && (!strcmp(force, "1") || !strcmp(force, "2") || !strcmp(force, "4")))
-        return atoi(force);
+    if (ctx->tuning.hip_att_row_groups && !qsplit)
+        return ctx->tuning.hip_att_row_groups;
     return qsplit || rows <= 16 ? 1 : rows <= 32 || bf16_cache ? 2 : 4;
 }
 
@@ -395,7 +393,7 @@ mla_status mla_hip_attention(mla_context *ctx, const mla_attention_op_args *a)
     d.ss2 = (float)ss;
     d.kso = cache_fp8 ? ds.cache.k_scale : 1.0f;
 
-    const int path = path_of(p);
+    const int path = path_of(ctx, p);
     /* launch sizes from what the plan fixed at create (an update under a
      * captured graph changes num_work and max_q_len, not these) */
     const int64_t qcap = p->q_len_at_create > 0 ? p->q_len_at_create : 1;
@@ -411,7 +409,7 @@ mla_status mla_hip_attention(mla_context *ctx, const mla_attention_op_args *a)
         if ((int64_t)1 << sh == ds.cache.block_size)
             d.bs_sh = sh;
     const int rg =
-        nv ? nv_row_groups(H, qcap, d.sparse, d.qsplit, ds.cache.dtype == MLA_DTYPE_BF16) : 0;
+        nv ? nv_row_groups(ctx, H, qcap, d.sparse, d.qsplit, ds.cache.dtype == MLA_DTYPE_BF16) : 0;
     d.DP = (int32_t)key_row_values(D, path);
     const int TM = wg ? kWgRows : nv ? 16 * rg : kTM;
 #if !defined(__CUDACC__)
@@ -443,12 +441,11 @@ mla_status mla_hip_attention(mla_context *ctx, const mla_attention_op_args *a)
                              16 * 16);
         }
         /* a whole token by one bulk copy where its bytes are contiguous and
-         * 16-byte multiples: NORMAL and FP8_SCALED (MLA_HIP_ATTENTION=cpasync:
-         * the per-chunk copies, for tests of that path) */
-        const char *force = getenv("MLA_HIP_ATTENTION");
+         * 16-byte multiples: NORMAL and FP8_SCALED (tuning.hip_attention
+         * cpasync: the per-chunk copies, for tests of that path) */
         const int64_t tok = fp8_scaled ? d.tok_bytes : D * (int64_t)mla_dtype_size(ds.cache.dtype);
         d.bulk = d.async && ds.cache.layout != MLA_CACHE_SHUFFLED && tok % 16 == 0 &&
-                         !(force && !strcmp(force, "cpasync"))
+                         ctx->tuning.hip_attention != MLA_TUNE_HIP_ATTENTION_CPASYNC
                      ? (int32_t)tok
                      : 0;
         smem = nv_layout(rg, d.DP, d.rb, d.qsplit).total;

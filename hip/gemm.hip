@@ -942,15 +942,19 @@ enum { PATH_AUTO = 0, PATH_FMA = 1, PATH_TILE = 2 };
 constexpr int64_t kMaxSplits = 64;     /* K splits of one launch, either path */
 constexpr int64_t kMinSplitSteps = 16; /* tile path: K steps per split, at least */
 
-/* MLA_HIP_GEMM=fma: every GEMM by the FMA kernel; =tile: the matrix tiles
- * for every M (the small-M path off). For checking one path against
- * another on a GPU. */
-int path_from_env()
+/* tuning.hip_gemm (MLA_HIP_GEMM) fma: every GEMM by the FMA kernel; tile:
+ * the matrix tiles for every M (the small-M path off). For checking one
+ * path against another on a GPU. */
+int path_of(const mla_context *ctx)
 {
-    const char *p = getenv("MLA_HIP_GEMM");
-    if (!p)
+    switch (ctx->tuning.hip_gemm) {
+    case MLA_TUNE_HIP_GEMM_FMA:
+        return PATH_FMA;
+    case MLA_TUNE_HIP_GEMM_TILE:
+        return PATH_TILE;
+    default:
         return PATH_AUTO;
-    return !strcmp(p, "fma") ? PATH_FMA : !strcmp(p, "tile") ? PATH_TILE : PATH_AUTO;
+    }
 }
 
 bool aligned16(const void *p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
@@ -969,17 +973,7 @@ int32_t vec_flags(const gemm_desc &g)
     return v;
 }
 
-/* MLA_HIP_GEMM_SPLITS=n (1 .. 64): the tile path's K splits for every
- * launch instead of the rule of tile_splits (0: the rule). For exercising
- * the split sums on shapes, or hosts, where the rule would not split. */
-int64_t splits_from_env()
-{
-    const char *p = getenv("MLA_HIP_GEMM_SPLITS");
-    if (!p)
-        return 0;
-    const long v = strtol(p, nullptr, 10);
-    return v < 1 ? 0 : v > kMaxSplits ? kMaxSplits : v;
-}
+static_assert(kMaxSplits == 64, "tuning.hip_gemm_splits takes 1 to 64 (core/tuning.c)");
 
 /* The tile path's K splits: where the output tiles leave resident block
  * slots idle (q_a_proj and kv_a_proj at T <= 1024: K = 7168 in 224 steps on
@@ -1029,7 +1023,10 @@ template <int BT> mla_status launch_matrix(mla_context *ctx, gemm_desc &g, const
     const int per_unit = mode == kModeKK   ? kTileBlocksPerUnit<BT, kModeKK>
                          : mode == kModeKN ? kTileBlocksPerUnit<BT, kModeKN>
                                            : kTileBlocksPerUnit<BT, kModeAny>;
-    const int64_t forced = splits_from_env();
+    /* tuning.hip_gemm_splits (MLA_HIP_GEMM_SPLITS) n: the tile path's K
+     * splits for every launch instead of the rule (0), for exercising the
+     * split sums on shapes, or hosts, where the rule would not split */
+    const int64_t forced = ctx->tuning.hip_gemm_splits;
     const int64_t want =
         forced ? forced : tile_splits((int64_t)st->multiprocessors * per_unit, tiles, steps);
     /* Whole steps per split; the count recomputed so that none is empty. */
@@ -1098,7 +1095,7 @@ mla_status mla_hip_gemm(mla_context *ctx, gemm_desc &g, const char *what)
 {
     if (g.batch == 0 || g.M == 0 || g.N == 0)
         return MLA_OK;
-    const int path = path_from_env();
+    const int path = path_of(ctx);
     hipStream_t stream = mla_hip_state_of(ctx)->stream;
     g.splits = 1; /* the FMA kernel writes y; the other paths choose */
     if (g.adt == MLA_DTYPE_F32 || path == PATH_FMA) {

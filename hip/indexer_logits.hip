@@ -806,12 +806,11 @@ __global__ __launch_bounds__(kThreads, 1) void logits_wg_kernel(const uint8_t *c
     fill_neg_inf(d, k, out);
 }
 
-/* MLA_HIP_LOGITS=mma keeps the mma body where the warpgroup one would run
- * (a check of one against the other). */
-bool wg_wanted()
+/* tuning.hip_logits mma keeps the mma body where the warpgroup one would
+ * run (a check of one against the other). */
+bool wg_wanted(const mla_context *ctx)
 {
-    const char *force = getenv("MLA_HIP_LOGITS");
-    return !force || strcmp(force, "mma") != 0;
+    return ctx->tuning.hip_logits != MLA_TUNE_HIP_LOGITS_MMA;
 }
 #endif
 
@@ -842,18 +841,17 @@ mla_status launch(mla_context *ctx, const mla_indexer_logits_args *a, const lg_d
          * flight (both measured on the H200, bench/bench_indexer.c). */
         if (d.R * d.chunks <= (int64_t)mla_hip_state_of(ctx)->multiprocessors)
             stages = 2;
-        /* MLA_HIP_LOGITS_STAGES=2|3|4: that many (a measurement of what
-         * they buy) */
-        const char *want = getenv("MLA_HIP_LOGITS_STAGES");
-        if (want && want[0] >= '2' && want[0] <= '4' && want[1] == 0)
-            stages = want[0] - '0';
+        /* tuning.hip_logits_stages 2, 3 or 4: that many (a measurement of
+         * what they buy) */
+        if (ctx->tuning.hip_logits_stages)
+            stages = ctx->tuning.hip_logits_stages;
         while (stages > 2 && nv_smem_bytes(MT, stages) > optin)
             --stages;
 #endif
         dl.stages = stages;
         smem = nv_smem_bytes(MT, stages);
         if constexpr (FAST == 2 && FNUZ == 0 && MT == 4) {
-            if (wg_wanted()) {
+            if (wg_wanted(ctx)) {
 #if !MLA_IDX_EMU
                 err = cudaFuncSetAttribute(logits_wg_kernel<LAYOUT>,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
@@ -944,12 +942,11 @@ mla_status dispatch_fmt(mla_context *ctx, const mla_indexer_logits_args *a, cons
 /* The matrix bodies want head_dim 128, at most 64 heads, and key rows
  * aligned to 4 bytes (2: to 16, one vector load per 16 bytes; block_size 1
  * caches, 132-byte blocks, are the 4-byte case); 0: the plain body.
- * MLA_HIP_LOGITS=generic forces the plain body (a check of one against the
- * other). */
-int fast_kind(const mla_indexer_logits_args *a)
+ * tuning.hip_logits generic forces the plain body (a check of one against
+ * the other). */
+int fast_kind(const mla_context *ctx, const mla_indexer_logits_args *a)
 {
-    const char *force = getenv("MLA_HIP_LOGITS");
-    if (force && !strcmp(force, "generic"))
+    if (ctx->tuning.hip_logits == MLA_TUNE_HIP_LOGITS_GENERIC)
         return 0;
     if (a->desc.head_dim != kHeadDimFast || a->q.shape[1] > kMaxHeadsFast ||
         (a->desc.layout != MLA_INDEXER_NORMAL && a->desc.layout != MLA_INDEXER_SHUFFLE))
@@ -1002,7 +999,7 @@ mla_status mla_hip_indexer_logits(mla_context *ctx, const mla_indexer_logits_arg
             d.bs_log2 = s;
     if (d.R == 0 || d.N == 0)
         return MLA_OK;
-    const int fast = fast_kind(a);
+    const int fast = fast_kind(ctx, a);
     /* chunks: a row's keys in equal chunks, each a multiple of the 256 keys
      * one pass of a block covers and at most 32k (a block's q costs one
      * conversion, so long chunks amortize it), as many per row as keep the

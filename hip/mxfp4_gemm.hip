@@ -74,9 +74,10 @@ namespace {
 enum { MODE_PLAIN = 0, MODE_PREQUANT = 1, MODE_A4W4 = 2 };
 
 /* Path of the matrix kernel: the target's own (gfx950: the scaled MFMA for
- * a4w4 and prequant), or MLA_HIP_MXFP4=fma (every tile by FMA: a check of
- * one path against the other on a GPU) or f4 (the CPU emulation's wave64
- * build runs gfx942's bodies, and gfx950's scaled one with f4). */
+ * a4w4 and prequant), or tuning.hip_mxfp4 (MLA_HIP_MXFP4) fma (every tile
+ * by FMA: a check of one path against the other on a GPU) or f4 (the CPU
+ * emulation's wave64 build runs gfx942's bodies, and gfx950's scaled one
+ * with f4). */
 enum { PATH_TARGET = 0, PATH_FMA = 1, PATH_F4 = 2 };
 
 constexpr int kBlk = 32;     /* MXFP4 block */
@@ -876,12 +877,16 @@ __global__ __launch_bounds__(MLA_HIP_BLOCK) void matrix_kernel(gemm_desc d)
 
 /* --------------------------------------------------------------- host */
 
-int32_t path_from_env()
+int32_t path_of(const mla_context *ctx)
 {
-    const char *p = getenv("MLA_HIP_MXFP4");
-    if (!p)
+    switch (ctx->tuning.hip_mxfp4) {
+    case MLA_TUNE_HIP_MXFP4_FMA:
+        return PATH_FMA;
+    case MLA_TUNE_HIP_MXFP4_F4:
+        return PATH_F4;
+    default:
         return PATH_TARGET;
-    return !strcmp(p, "fma") ? PATH_FMA : !strcmp(p, "f4") ? PATH_F4 : PATH_TARGET;
+    }
 }
 
 mx_operand_desc operand_desc(const mla_mxfp4_operand &o)
@@ -959,7 +964,7 @@ mla_status run(mla_context *ctx, const mla_mxfp4_gemm_args *a, int a4w4)
     d.K = a->K;
     d.nblk = a->K / kBlk;
     d.flags = a->rule == MLA_MXFP4_PRODUCTION ? kProduction : 0;
-    d.path = path_from_env();
+    d.path = path_of(ctx);
     d.w = operand_desc(a->w);
     d.y = a->y.data;
     d.y0 = a->y.stride[0];

@@ -629,12 +629,11 @@ mla_status mla_hip_topk(mla_context *ctx, const mla_topk_args *a)
     tk_row *rows = reinterpret_cast<tk_row *>(glob + 1);
     const size_t smem = sizeof(tk_smem);
     const int64_t sms = mla_hip_state_of(ctx)->multiprocessors;
-    /* measurement knobs (docs/PERFORMANCE.md): MLA_HIP_TOPK_G=n, at most n
-     * blocks per row (what cooperating blocks buy); MLA_HIP_TOPK_PDL=0, the
+    /* measurement knobs (docs/TUNING.md): hip_topk_blocks n, at most n
+     * blocks per row (what cooperating blocks buy); hip_topk_pdl off, the
      * search's top-k not a programmatic dependent of its logits */
-    const char *force = getenv("MLA_HIP_TOPK_G"), *no_pdl = getenv("MLA_HIP_TOPK_PDL");
-    const int64_t cap = force ? atoi(force) : 0;
-    [[maybe_unused]] const bool after = a->after_logits && !(no_pdl && no_pdl[0] == '0');
+    const int64_t cap = ctx->tuning.hip_topk_blocks;
+    [[maybe_unused]] const bool after = a->after_logits && ctx->tuning.hip_topk_pdl != MLA_TUNE_OFF;
     for (int64_t row0 = 0; row0 < R; row0 += kRowsPerLaunch) {
         const int64_t nr = R - row0 < kRowsPerLaunch ? R - row0 : kRowsPerLaunch;
         /* blocks per row: one per tile, while the rows alone do not fill

@@ -97,6 +97,15 @@ static void check_step(run_state *s, const step_in *in, int step, lr_result *r, 
     }
 }
 
+/* The RoPE-once negative control: the attention re-planned to rotate q and
+ * the new keys as well, whatever the plan's site. */
+static mla_status rotate_twice(mla_context *ctx, mla_layer_plan *lp)
+{
+    mla_attention_plan_destroy(lp->attn);
+    lp->attn = NULL;
+    return mla_layer_plan_attention(ctx, lp, 0, 1);
+}
+
 static mla_status one_step(run_state *s, const step_in *in, mla_layer_plan **lp, int step,
                            int with_ref, lr_result *r)
 {
@@ -123,7 +132,7 @@ static mla_status one_step(run_state *s, const step_in *in, mla_layer_plan **lp,
     if (!*lp) {
         TRY(mla_layer_plan_create(ctx, s->plan, &s->cd, &s->opt, &b, s->max_ctx, &bufs, lp));
         if (s->c->rotate_twice)
-            TRY(mla_layer_test_rotate_twice(ctx, *lp));
+            TRY(rotate_twice(ctx, *lp));
     } else {
         TRY(mla_layer_plan_update(ctx, *lp, &b));
     }

@@ -17,6 +17,8 @@ const mla_backend_ops mla_reference_ops = {
     .name = "reference",
     .backend = MLA_BACKEND_REFERENCE,
     .memory = MLA_MEMORY_HOST,
+    .target = MLA_TARGET_REFERENCE,
+    .auto_order = 0, /* the oracle, asked for by name only */
     .init = mla_host_init,
     .fini = mla_host_fini,
     .mem_alloc = mla_host_alloc,
@@ -51,3 +53,6 @@ const mla_backend_ops mla_reference_ops = {
     .indexer_head_weights = mla_ref_indexer_head_weights,
     .attention = mla_ref_attention,
 };
+
+const mla_backend_ops *mla_reference_backend(void);
+const mla_backend_ops *mla_reference_backend(void) { return &mla_reference_ops; }

@@ -436,5 +436,6 @@ MLA_API mla_status mla_gpu_name(int device, char *buf, size_t len);
 #include "mla/mla_attention.h"
 #include "mla/mla_weights.h"
 #include "mla/mla_layer.h"
+#include "mla/mla_tuning.h"
 
 #endif /* MLA_MLA_H */

@@ -227,6 +227,14 @@ _PROTOTYPES = {
     "mla_layer_plan_sparse": (c_int, [c_vp]),
     "mla_layer_plan_topk": (ST, [c_vp, PT]),
     "mla_layer_forward": (ST, [CTX, c_vp, P(T.LayerWeightsEx), PT, PT]),
+    # mla_tuning.h
+    "mla_tuning_init": (VOID, [P(T.Tuning)]),
+    "mla_tuning_from_env": (ST, [P(T.Tuning), P(c_str)]),
+    "mla_tuning_set": (ST, [P(T.Tuning), c_str, c_str]),
+    "mla_tuning_format": (c_int, [P(T.Tuning), c_int, c_str, c_sz]),
+    "mla_tuning_knob": (c_str, [c_int, P(c_str), P(c_str)]),
+    "mla_context_set_tuning": (ST, [CTX, P(T.Tuning)]),
+    "mla_context_get_tuning": (ST, [CTX, P(T.Tuning)]),
 }
 
 

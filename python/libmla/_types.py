@@ -541,6 +541,25 @@ class LayerBuffers(Struct):
     ]
 
 
+class Tuning(Struct):
+    """mla_tuning (include/mla/mla_tuning.h, docs/TUNING.md): the kernel-path
+    knobs; 0 is auto in every field."""
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("version", ctypes.c_uint32),
+        ("cpu_isa", c_i32),
+        ("hip_attention", c_i32),
+        ("hip_att_row_groups", c_i32),
+        ("hip_logits", c_i32),
+        ("hip_logits_stages", c_i32),
+        ("hip_topk_blocks", c_i32),
+        ("hip_topk_pdl", c_i32),
+        ("hip_gemm", c_i32),
+        ("hip_gemm_splits", c_i32),
+        ("hip_mxfp4", c_i32),
+    ]
+
+
 # Every struct the C headers declare, by its C name (test_struct_layout).
 C_STRUCTS = {
     "mla_tensor": Tensor,
@@ -570,4 +589,5 @@ C_STRUCTS = {
     "mla_layer_batch": LayerBatch,
     "mla_layer_options": LayerOptions,
     "mla_layer_buffers": LayerBuffers,
+    "mla_tuning": Tuning,
 }

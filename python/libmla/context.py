@@ -210,6 +210,32 @@ class Context(_Closable):
         if lib.mla_context_get_stream(self._h) != (s or None):
             self.check(lib.mla_context_set_stream(self._h, s or None))
 
+    # -- tuning (docs/TUNING.md)
+    @property
+    def tuning(self):
+        """Every kernel-path knob and its value, {"cpu_isa": "auto", ...}
+        (mla_context_get_tuning)."""
+        lib = _lib.lib()
+        t = T.Tuning()
+        lib.mla_tuning_init(ctypes.byref(t))
+        self.check(lib.mla_context_get_tuning(self.handle, ctypes.byref(t)))
+        buf = ctypes.create_string_buffer(1024)
+        lib.mla_tuning_format(ctypes.byref(t), 1, buf, len(buf))
+        return dict(kv.split("=", 1) for kv in buf.value.decode().split())
+
+    def set_tuning(self, **knobs):
+        """Sets knobs by key, values as their environment variables spell them
+        (``ctx.set_tuning(cpu_isa="avx2")``); the others keep their value."""
+        lib = _lib.lib()
+        t = T.Tuning()
+        lib.mla_tuning_init(ctypes.byref(t))
+        self.check(lib.mla_context_get_tuning(self.handle, ctypes.byref(t)))
+        for key, value in knobs.items():
+            st = lib.mla_tuning_set(ctypes.byref(t), key.encode(), str(value).encode())
+            if st:
+                raise Error(st, key, "%r is not a value of tuning knob %r" % (value, key))
+        self.check(lib.mla_context_set_tuning(self.handle, ctypes.byref(t)))
+
     # -- capabilities and memory
     def supports(self, op, in_dtype=0, out_dtype=0, layout=0, rule=0, group=0, rows=0, cols=0):
         """None when the backend runs the variant, else the name of the

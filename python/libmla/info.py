@@ -76,5 +76,12 @@ def info():
     why = _lib.cstr(lib.mla_context_fallback_reason(h))
     if why:
         lines.append("fallback reason   : %s" % why)
+    t = T.Tuning()
+    lib.mla_tuning_init(ctypes.byref(t))
+    lib.mla_context_get_tuning(h, ctypes.byref(t))
+    buf = ctypes.create_string_buffer(1024)
+    lib.mla_tuning_format(ctypes.byref(t), 1, buf, len(buf))
+    lines += ["", "tuning (docs/TUNING.md)"]
+    lines += ["  %-18s : %s" % tuple(kv.split("=", 1)) for kv in buf.value.decode().split()]
     lib.mla_context_destroy(h)
     return "\n".join(lines) + "\n"

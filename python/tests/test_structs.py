@@ -89,3 +89,15 @@ def test_enums_match_the_library_names():
         assert lib.mla_backend_name(b).decode().upper() == b.name
     for op in libmla.Op:
         assert lib.mla_op_name(op).decode() != "unknown"
+
+
+def test_tuning_round_trips_through_the_context(cpu):
+    knobs = cpu.tuning
+    assert len(knobs) == 10 and knobs["hip_attention"] == "auto"
+    cpu.set_tuning(hip_attention="mma", hip_gemm_splits=4)
+    assert cpu.tuning["hip_attention"] == "mma" and cpu.tuning["hip_gemm_splits"] == "4"
+    with pytest.raises(libmla.Error):
+        cpu.set_tuning(hip_att_row_groups=3)
+    assert cpu.tuning["hip_att_row_groups"] == "auto"
+    cpu.set_tuning(hip_attention="auto", hip_gemm_splits="auto")
+    assert cpu.tuning == knobs
