@@ -43,6 +43,8 @@ typedef enum mla_tune_hip_attention {
     MLA_TUNE_HIP_ATTENTION_FMA = 1,     /* "fma": the portable FMA body on every device */
     MLA_TUNE_HIP_ATTENTION_MMA = 2,     /* "mma": NVIDIA: mma.sync where sm_90a's wgmma would run */
     MLA_TUNE_HIP_ATTENTION_CPASYNC = 3, /* "cpasync": mma.sync, keys by per-chunk cp.async */
+    MLA_TUNE_HIP_ATTENTION_WGMMA = 4,   /* "wgmma": NVIDIA: sm_90a's wgmma body wherever it can
+                                           run (auto: only where a sequence has >= 64 rows) */
     MLA_TUNE_HIP_ATTENTION_COUNT
 } mla_tune_hip_attention;
 
