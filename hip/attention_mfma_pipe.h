@@ -40,8 +40,10 @@
  * columns past L read column L - 1 and are never stored.
  *
  * Takes (ap_takes): q bf16 or fp8, L + R <= 576, L <= 512, L and R multiples
- * of 8, every layout, block size, head count, decode, MTP, prefill and sparse
- * run; MLA_HIP_ATTENTION=mfma (the synchronous MFMA body of
+ * of 8 (fp8 caches: L of 16, NORMAL and SHUFFLED's R of 16, at most 40
+ * 16-byte units a key), the cache's base and block stride multiples of 4
+ * bytes; every layout, block size, head count, decode, MTP, prefill and
+ * sparse run; MLA_HIP_ATTENTION=mfma (the synchronous MFMA body of
  * hip/attention_mfma.h) or fma (the plain body) keeps the others. */
 #ifndef MLA_HIP_ATTENTION_MFMA_PIPE_H
 #define MLA_HIP_ATTENTION_MFMA_PIPE_H
@@ -81,9 +83,10 @@ template <int G> struct ap_geom {
     static constexpr int KQ = NK / 32;               /* 32-key blocks of a tile */
     static constexpr int DPART = 2 / KQ;             /* dim parts of S^T */
     static constexpr int NSTEP = kApDims / KW / DPART; /* S^T k-steps per wave */
-    /* key row stride (values): 16-byte reads (gfx950) of 8 consecutive lanes,
-     * 8-byte reads (gfx942) of 16, fall on distinct banks */
-    static constexpr int DP = kApDims + (G == 950 ? 8 : 4);
+    /* key row stride (values): rows 16-byte aligned (the stores are), 16-byte
+     * reads of 8 consecutive lanes fall on distinct banks (gfx942's 8-byte
+     * reads: two lanes a bank pair) */
+    static constexpr int DP = kApDims + 8;
     /* LDS, bytes: block record, key positions [3][NK], key addresses [2][NK],
      * the pair exchange (gfx950: row maxima / sums [4][64] f32, then P [4][8]
      * [64] words; gfx942: partial scores [4][16][64] f32), row factors and
@@ -173,8 +176,9 @@ MLA_DEV void ap_keys(const att_desc &d, const att_blk &b, unsigned char *smem, i
     reinterpret_cast<key_ref *>(smem + GM::KR)[(t & 1) * GM::NK + threadIdx.x] = ref;
 }
 
-/* A key's 16-byte copy units (every one an aligned 16-byte load: the host
- * takes only caches whose chunks are, cache_wide_ok): bf16 caches one
+/* A key's 16-byte copy units (each one load: the host takes caches whose
+ * base and block stride are multiples of 4 bytes, and every unit starts a
+ * multiple of 4 bytes into its token): bf16 caches one
  * 8-value chunk each; fp8 caches 16 codes (two chunks; at most 40 units,
  * ap_takes), or 8 bf16 rope values of FP8_SCALED. */
 template <int CT> constexpr int ap_max_units() { return CT == MLA_DTYPE_BF16 ? 72 : 40; }
@@ -198,6 +202,19 @@ template <int CT> MLA_DEV chunk_at ap_unit(const att_desc &d, int u, bool &bf)
         bf = u >= nu && d.rope_bf16;
         return chunk_of(d, u < nu ? 2 * u : d.nope_chunks + (d.rope_bf16 ? u - nu : 2 * (u - nu)));
     }
+}
+
+/* 16 bytes at p, 4-byte aligned (one dwordx4 load: gfx9 takes global
+ * accesses aligned to 4 bytes). */
+MLA_DEV void ap_load16(const uint8_t *p, uint32_t w[4])
+{
+#if MLA_IDX_EMU
+    std::memcpy(w, p, 16);
+#else
+    typedef unsigned u32x4a4 __attribute__((ext_vector_type(4), aligned(4)));
+    const u32x4a4 v = *reinterpret_cast<const u32x4a4 *>(p);
+    w[0] = v[0], w[1] = v[1], w[2] = v[2], w[3] = v[3];
+#endif
 }
 
 /* v hidden from loop-invariant code motion: what depends only on the
@@ -238,10 +255,11 @@ MLA_DEV void ap_issue(const att_desc &d, const unsigned char *smem, int32_t t, a
         bool bf;
         const chunk_at ch = ap_unit<CT>(d, valid ? u : 0, bf);
         const uint8_t *src = valid ? (ch.nope ? kr.nope : kr.rope) + ch.off : d.c.data;
-        const mla_u32x4 v = *reinterpret_cast<const mla_u32x4 *>(src);
+        uint32_t v[4];
+        ap_load16(src, v);
 #pragma unroll
         for (int j = 0; j < 4; ++j)
-            l.raw[g][j] = valid ? v.v[j] : 0u;
+            l.raw[g][j] = valid ? v[j] : 0u;
         l.sc[g] = 1.0f;
         if constexpr (CT != MLA_DTYPE_BF16) {
             if (cache_fp8s(d.c)) { /* the group's scale (a power of two) */
@@ -580,7 +598,7 @@ int ap_takes(mla_context *ctx, const mla_attention_desc &ds, const mla_attention
         return 0;
     const int64_t L = ds.cache.kv_lora, R = ds.cache.rope;
     if (a->q.dtype == MLA_DTYPE_F32 || L + R > kApDims || L > kApMaxL || L % 8 || R % 8 ||
-        !cache_wide_ok(ds.cache, a->cache))
+        reinterpret_cast<uintptr_t>(a->cache.data) % 4 || a->cache.stride[0] % 4)
         return 0;
     /* fp8 caches: 16-code units (ap_max_units) */
     const bool scaled = ds.cache.layout == MLA_CACHE_FP8_SCALED;
