@@ -217,6 +217,20 @@ MLA_DEV void ap_load16(const uint8_t *p, uint32_t w[4])
 #endif
 }
 
+/* fp8 code byte j of x as fp32, exactly: its 7 magnitude bits put at fp32's
+ * bits 26..20 read as the value times 2^-120 (e4m3fn, bias 7) or 2^-119
+ * (e4m3fnuz, bias 8), subnormal codes included (fp32 denormals are kept);
+ * NaN codes (e4m3fn magnitude 0x7F, e4m3fnuz 0x80) give fp32's quiet NaN, as
+ * unpack_value does. */
+template <int CT> MLA_DEV float ap_fp8(uint32_t x, int j)
+{
+    const uint32_t c = (x >> (8 * j)) & 0xFFu;
+    const float mag =
+        mla_fb_float((c & 0x7Fu) << 20) * (CT == MLA_DTYPE_FP8_E4M3FN ? 0x1p120f : 0x1p119f);
+    const bool nan = CT == MLA_DTYPE_FP8_E4M3FN ? (c & 0x7Fu) == 0x7Fu : c == 0x80u;
+    return mla_fb_float(nan ? MLA_FB_F32_QNAN : mla_fb_bits(mag) | (c & 0x80u) << 24);
+}
+
 /* v hidden from loop-invariant code motion: what depends only on the
  * thread and the call is recomputed per tile instead of held in registers
  * across the record loop. */
@@ -301,13 +315,18 @@ MLA_DEV void ap_store(const att_desc &d, const ap_loads<G, CT> &l, uint16_t *Ks)
                 *reinterpret_cast<mla_u32x4 *>(row + d.c.L + 8 * (u - nn)) = w;
                 continue;
             }
+            const bool scaled = cache_fp8s(d.c);
 #pragma unroll
             for (int half = 0; half < 2; ++half) {
 #pragma unroll
-                for (int j = 0; j < 4; ++j)
-                    w.v[j] = ap_bf16x2(
-                        mla_fb_mul(unpack_value<CT>(l.raw[g], 8 * half + 2 * j), l.sc[g]),
-                        mla_fb_mul(unpack_value<CT>(l.raw[g], 8 * half + 2 * j + 1), l.sc[g]));
+                for (int j = 0; j < 4; ++j) {
+                    const uint32_t x = l.raw[g][2 * half + j / 2];
+                    const float v0 = ap_fp8<CT>(x, 2 * (j % 2)), v1 = ap_fp8<CT>(x, 2 * (j % 2) + 1);
+                    /* unscaled codes are normal fp32 of 4 significant bits (or
+                     * NaN, 0x7FC00000): their upper halves are the bf16 */
+                    w.v[j] = scaled ? ap_bf16x2(v0 * l.sc[g], v1 * l.sc[g])
+                                    : (mla_fb_bits(v0) >> 16) | (mla_fb_bits(v1) & 0xFFFF0000u);
+                }
                 *reinterpret_cast<mla_u32x4 *>(row + 16 * u + 8 * half) = w;
             }
         }

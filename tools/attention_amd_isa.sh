@@ -4,11 +4,12 @@
 #
 #   tools/attention_amd_isa.sh <hip-amd build dir> [gfx942 gfx950]
 #
-# Compiles hip/attention.hip device-only (the build's hip_flags.txt, clang-22)
-# per target into <dir>/isa/attention.<arch>.s and <arch>.co (llvm-objdump -d of
-# the code object beside it), then prints per attention_ap_kernel instance the
-# resource metadata (VGPR, AGPR, SGPR, spills, scratch bytes) and the static
-# instruction mix of its tile loop (the innermost loop holding the MFMAs).
+# Compiles hip/attention.hip device-only for the targets (the build's
+# hip_flags.txt, clang-22, --save-temps: <dir>/isa/attention-hip-amdgcn-amd-
+# amdhsa-<arch>.s and the code object .out, disassembled by llvm-objdump to
+# .dis), then prints per attention_ap_kernel instance the resource metadata
+# (VGPR, AGPR, SGPR, spills, scratch bytes) and the static instruction mix of
+# its tile loop (the innermost loop holding the MFMAs).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 dir=$(cd "$1" && pwd)
@@ -18,13 +19,12 @@ archs=("$@")
 read -r -a cmd <"$dir/hip/hip_flags.txt"
 mkdir -p "$dir/isa"
 objdump=$(dirname "${cmd[0]}")/llvm-objdump
+(cd "$dir/isa" && "${cmd[@]}" "${archs[@]/#/--offload-arch=}" --cuda-device-only -c --save-temps \
+  "$root/hip/attention.hip" -o attention.device.o)
 for arch in "${archs[@]}"; do
-  asm="$dir/isa/attention.$arch.s"
-  "${cmd[@]}" --offload-arch="$arch" --cuda-device-only -S "$root/hip/attention.hip" -o "$asm"
-  "${cmd[@]}" --offload-arch="$arch" --cuda-device-only -c "$root/hip/attention.hip" \
-    -o "$dir/isa/attention.$arch.co"
-  "$objdump" -d --mcpu="$arch" "$dir/isa/attention.$arch.co" >"$dir/isa/attention.$arch.dis"
-  python3 - "$asm" "$arch" <<'PY'
+  base="$dir/isa/attention-hip-amdgcn-amd-amdhsa-$arch"
+  "$objdump" -d --mcpu="$arch" "$base.out" >"$base.dis"
+  python3 - "$base.s" "$arch" <<'PY'
 import collections, re, subprocess, sys
 path, arch = sys.argv[1], sys.argv[2]
 text = open(path).read()
@@ -32,7 +32,8 @@ text = open(path).read()
 meta = {}
 for k in re.split(r'\n  - ', text.split('amdhsa.kernels:')[1])[1:]:
     f = dict(re.findall(r'(?m)^(?:    )?\.(\w+):[ \t]+(\S+)', k))
-    meta[f['name']] = f
+    if 'name' in f:
+        meta[f['name']] = f
 def loop_mix(name):
     body = text.split('\n' + name + ':', 1)[1].split('s_endpgm', 1)[0]
     blocks, cur = [], None
@@ -41,7 +42,7 @@ def loop_mix(name):
         if m:
             cur = [m.group(1), m.group(2), []]
             blocks.append(cur)
-        elif cur and ln.startswith('\t') and not ln.strip().startswith((';', '.')):
+        elif cur and ln.startswith('\t') and ln.strip() and not ln.strip().startswith((';', '.')):
             cur[2].append(ln.split()[0])
     def loop(b):
         m = re.search(r'Loop: Header=(\w+) Depth=(\d+)', b[1])
