@@ -70,18 +70,18 @@
 namespace
 {
 
-constexpr int kApRows = 64;   /* (query row, head) pairs of a record */
-constexpr int kApDims = 576;  /* L + R the body takes */
+constexpr int kApRows = 64;                   /* (query row, head) pairs of a record */
+constexpr int kApDims = 576;                  /* L + R the body takes */
 [[maybe_unused]] constexpr int kApMaxL = 512; /* O columns: two waves x 256 */
-constexpr int kApSmall = 128; /* att_blk */
+constexpr int kApSmall = 128;                 /* att_blk */
 
 template <int G> struct ap_geom {
-    static constexpr int NK = G == 950 ? 64 : 32;    /* keys per tile */
-    static constexpr int STAGES = G == 950 ? 2 : 1;  /* LDS key stages */
-    static constexpr int KW = G == 950 ? 16 : 8;     /* k of one MFMA */
-    static constexpr int QW = KW / 4;                /* operand words per lane */
-    static constexpr int KQ = NK / 32;               /* 32-key blocks of a tile */
-    static constexpr int DPART = 2 / KQ;             /* dim parts of S^T */
+    static constexpr int NK = G == 950 ? 64 : 32;      /* keys per tile */
+    static constexpr int STAGES = G == 950 ? 2 : 1;    /* LDS key stages */
+    static constexpr int KW = G == 950 ? 16 : 8;       /* k of one MFMA */
+    static constexpr int QW = KW / 4;                  /* operand words per lane */
+    static constexpr int KQ = NK / 32;                 /* 32-key blocks of a tile */
+    static constexpr int DPART = 2 / KQ;               /* dim parts of S^T */
     static constexpr int NSTEP = kApDims / KW / DPART; /* S^T k-steps per wave */
     /* key row stride (values): rows 16-byte aligned (the stores are), 16-byte
      * reads of 8 consecutive lanes fall on distinct banks (gfx942's 8-byte
@@ -137,9 +137,8 @@ MLA_DEV mla_f32x16 ap_mfma(const uint32_t (&a)[QW], const uint32_t (&b)[QW], mla
         typedef __bf16 bf16x8 __attribute__((ext_vector_type(8)));
         typedef unsigned u32x4 __attribute__((ext_vector_type(4)));
         const u32x4 av = {a[0], a[1], a[2], a[3]}, bv = {b[0], b[1], b[2], b[3]};
-        return __builtin_amdgcn_mfma_f32_32x32x16_bf16(__builtin_bit_cast(bf16x8, av),
-                                                       __builtin_bit_cast(bf16x8, bv), acc, 0,
-                                                       0, 0);
+        return __builtin_amdgcn_mfma_f32_32x32x16_bf16(
+            __builtin_bit_cast(bf16x8, av), __builtin_bit_cast(bf16x8, bv), acc, 0, 0, 0);
 #else
         return acc; /* not instantiated: gfx942 has no 32x32x16 */
 #endif
@@ -321,7 +320,8 @@ MLA_DEV void ap_store(const att_desc &d, const ap_loads<G, CT> &l, uint16_t *Ks)
 #pragma unroll
                 for (int j = 0; j < 4; ++j) {
                     const uint32_t x = l.raw[g][2 * half + j / 2];
-                    const float v0 = ap_fp8<CT>(x, 2 * (j % 2)), v1 = ap_fp8<CT>(x, 2 * (j % 2) + 1);
+                    const float v0 = ap_fp8<CT>(x, 2 * (j % 2)),
+                                v1 = ap_fp8<CT>(x, 2 * (j % 2) + 1);
                     /* unscaled codes are normal fp32 of 4 significant bits (or
                      * NaN, 0x7FC00000): their upper halves are the bf16 */
                     w.v[j] = scaled ? ap_bf16x2(v0 * l.sc[g], v1 * l.sc[g])
@@ -417,7 +417,8 @@ MLA_DEV void ap_record(const att_desc &d, const att_blk &b, unsigned char *smem)
      * first and the second half of P V; gfx942 all across the tile */
     using LD = ap_loads<G, CT>;
     constexpr int NI = LD::ITEMS;
-    constexpr int H1 = GM::STAGES == 2 ? (NI + 2) / 3 : NI, H2 = GM::STAGES == 2 ? (2 * NI + 2) / 3 : NI;
+    constexpr int H1 = GM::STAGES == 2 ? (NI + 2) / 3 : NI,
+                  H2 = GM::STAGES == 2 ? (2 * NI + 2) / 3 : NI;
     LD ld;
     if (ntiles > 0) {
         ap_issue<G, CT, 0, NI>(d, smem, 0, ld);
@@ -577,7 +578,8 @@ MLA_DEV void ap_record(const att_desc &d, const att_blk &b, unsigned char *smem)
  * zero in every stage, as do the dims D .. 575 (no store writes them). A pass
  * without the geometry compiles an empty kernel (the host never launches
  * it there). */
-template <int G, int CT, int QT> __global__ __launch_bounds__(kThreads) void attention_ap_kernel(att_desc d)
+template <int G, int CT, int QT>
+__global__ __launch_bounds__(kThreads) void attention_ap_kernel(att_desc d)
 {
 #if MLA_AP_942 || MLA_AP_950
     if constexpr ((G == 942 && MLA_AP_942) || (G == 950 && MLA_AP_950)) {
@@ -624,8 +626,8 @@ int ap_takes(mla_context *ctx, const mla_attention_desc &ds, const mla_attention
     if (ds.cache.dtype != MLA_DTYPE_BF16 &&
         (L % 16 || (!scaled && R % 16) || (scaled ? L / 16 + R / 8 : (L + R) / 16) > 40))
         return 0;
-    const bool g950 = MLA_IDX_EMU ? force && !strcmp(force, "mfma950")
-                                  : ctx->target == MLA_TARGET_GFX950;
+    const bool g950 =
+        MLA_IDX_EMU ? force && !strcmp(force, "mfma950") : ctx->target == MLA_TARGET_GFX950;
     return g950 && !(force && !strcmp(force, "mfma942")) ? 950 : 942;
 }
 

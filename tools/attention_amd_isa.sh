@@ -35,13 +35,15 @@ for k in re.split(r'\n  - ', text.split('amdhsa.kernels:')[1])[1:]:
     if 'name' in f:
         meta[f['name']] = f
 def loop_mix(name):
-    body = text.split('\n' + name + ':', 1)[1].split('s_endpgm', 1)[0]
+    body = text.split('\n' + name + ':', 1)[1].split('.Lfunc_end', 1)[0]
     blocks, cur = [], None
     for ln in body.split('\n'):
         m = re.match(r'^(\.LBB\w+|; %bb\.\d+):(.*)', ln)
         if m:
             cur = [m.group(1), m.group(2), []]
             blocks.append(cur)
+        elif cur and not cur[2] and ln.strip().startswith(';'):
+            cur[1] += ln  # the label's loop comment on the next line
         elif cur and ln.startswith('\t') and ln.strip() and not ln.strip().startswith((';', '.')):
             cur[2].append(ln.split()[0])
     def loop(b):
@@ -54,6 +56,8 @@ def loop_mix(name):
     for b in blocks:
         if loop(b)[0]:
             n[loop(b)] += sum(i.startswith('v_mfma') for i in b[2])
+    if not n or max(n.values()) == 0:
+        return 0, None  # an empty instance (a geometry this target lacks)
     hdr = max(n.items(), key=lambda kv: (kv[1], kv[0][1]))[0][0]
     ins = [i for b in blocks if loop(b)[0] == hdr for i in b[2]]
     c = collections.Counter()
@@ -78,6 +82,9 @@ for name, f in sorted(meta.items()):
         arch, '<' + inst + '>', f['vgpr_count'], f.get('agpr_count', '?'), f['sgpr_count'],
         f['vgpr_spill_count'], f['sgpr_spill_count'], f['private_segment_fixed_size']))
     total, c = loop_mix(name)
+    if c is None:
+        print('    (no body on this target)')
+        continue
     print('    tile loop: %d instructions; ' % total +
           ', '.join('%s %d' % kv for kv in sorted(c.items())))
 PY
