@@ -114,25 +114,10 @@ MLA_DEV mla_f32x16 ap_mfma(const uint32_t (&a)[QW], const uint32_t (&b)[QW], mla
         return mla_mfma_bf16_32x32x8(a[0], a[1], b[0], b[1], acc);
     } else {
 #if MLA_IDX_EMU
-        uint32_t mine[8];
-        for (int j = 0; j < 4; ++j)
-            mine[j] = a[j], mine[4 + j] = b[j];
-        const unsigned char(*s)[64] = mla_emu_operands(mine, sizeof mine);
-        const int lane = (int)(threadIdx.x % 64), j = lane % 32, h = lane / 32;
-        mla_f32x16 out;
-        for (int r = 0; r < 16; ++r) {
-            const int i = 8 * (r / 4) + 4 * h + r % 4;
-            double v = acc[r];
-            for (int k = 0; k < 16; ++k) { /* lane i / j + 32 (k / 8), element k % 8 */
-                uint32_t wa, wb;
-                std::memcpy(&wa, s[i + 32 * (k / 8)] + 4 * ((k % 8) / 2), 4);
-                std::memcpy(&wb, s[j + 32 * (k / 8)] + 16 + 4 * ((k % 8) / 2), 4);
-                v += mla_emu_bf16(wa, k % 2) * mla_emu_bf16(wb, k % 2);
-            }
-            out[r] = (float)v;
-        }
-        mla_emu_my_wave->barrier();
-        return out;
+        /* elements 0-3 and 4-7 of each lane as two k = 8 steps: the same
+         * products (A's and B's k orders agree), rounded to fp32 twice */
+        acc = mla_mfma_bf16_32x32x8(a[0], a[1], b[0], b[1], acc);
+        return mla_mfma_bf16_32x32x8(a[2], a[3], b[2], b[3], acc);
 #elif MLA_AP_950
         typedef __bf16 bf16x8 __attribute__((ext_vector_type(8)));
         typedef unsigned u32x4 __attribute__((ext_vector_type(4)));
