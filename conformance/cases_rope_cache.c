@@ -383,10 +383,14 @@ static mla_status setup(const conf_case *c, const conf_env *env, conf_problem *p
         snprintf(err, errlen, "mla_rope_table_build: %s", mla_status_name(st));
         return st;
     }
+    /* Specials go into the copied parts only. A NaN or infinity through the
+     * rotation's arithmetic is NaN (MLA.md: NaN stays NaN), but its sign and
+     * payload are the hardware's (x86 keeps the operand's, GPUs write a
+     * canonical NaN), and the cache bytes are compared as bytes. */
     conf_fill(p, IQN, q->dist, c->seed, L);
-    conf_fill(p, IQP, q->dist, c->seed ^ 1, R);
+    conf_fill(p, IQP, CONF_DIST_ACT, c->seed ^ 1, R);
     conf_fill(p, IKN, q->dist, c->seed ^ 2, L);
-    conf_fill(p, IKP, q->dist, c->seed ^ 3, R);
+    conf_fill(p, IKP, CONF_DIST_ACT, c->seed ^ 3, R);
     conf_fill(p, ICACHE, CONF_DIST_CODES, c->seed ^ 4, 0); /* old contents: random bytes */
     p->arg[ICACHE].bound.raw = 1;
     if (q->q_nope_in_place) /* q_nope's values already in q_cat */

@@ -46,11 +46,9 @@ step() {  # name, seconds, command...
   fi
 }
 
-torchrun() {  # world size, example arguments...
-  local w=$1
-  shift
-  "$PY" -m torch.distributed.run --standalone --nproc_per_node "$w" "$EX" --device gpu "$@"
-}
+# torchrun W ARGS: the example on W processes (a command line, not a shell
+# function, so that step's timeout can run it)
+torchrun_cmd() { echo "$PY -m torch.distributed.run --standalone --nproc_per_node $1 $EX --device gpu"; }
 
 v3_checkpoint() {  # one seeded DeepSeek-V3 attention layer (357 MB), made once
   [[ -f $V3/config.json ]] || TP_ONLY="" step v3_generate 300 "$PY" -c \
@@ -68,10 +66,10 @@ one)
   step pytest 300 "$PY" -m pytest -q -p no:cacheprovider -rs python/tests/test_tp.py
   step sim_bf16 120 "$PY" "$EX" --simulate 1,2,4,8 --device gpu --weights bf16
   step sim_fp8 120 "$PY" "$EX" --simulate 1,2,4,8 --device gpu --weights fp8
-  step nccl_w1 120 torchrun 1 --workdir "$WORK/test-config"
+  step nccl_w1 120 $(torchrun_cmd 1) --workdir "$WORK/test-config"
   v3_checkpoint
   step sim_v3 300 "$PY" "$EX" --simulate 1,2,4,8 --device gpu "${V3_STEPS[@]}"
-  step nccl_w1_v3_bf16 180 torchrun 1 "${V3_STEPS[@]}" --act bf16 --splits 0
+  step nccl_w1_v3_bf16 180 $(torchrun_cmd 1) "${V3_STEPS[@]}" --act bf16 --splits 0
   ;;
 multi)
   n=$("$PY" -c 'import torch; print(torch.cuda.device_count())')
@@ -81,12 +79,12 @@ multi)
   v3_checkpoint
   for w in 2 4 8; do
     [[ $w -le $n ]] || continue
-    step "nccl_w${w}" 120 torchrun "$w" --workdir "$WORK/test-config"
-    step "nccl_w${w}_fp8" 120 torchrun "$w" --workdir "$WORK/test-config-fp8" --weights fp8
-    step "nccl_w${w}_v3" 180 torchrun "$w" "${V3_STEPS[@]}"
-    step "nccl_w${w}_v3_bf16" 180 torchrun "$w" "${V3_STEPS[@]}" --act bf16 --splits 0
+    step "nccl_w${w}" 120 $(torchrun_cmd "$w") --workdir "$WORK/test-config"
+    step "nccl_w${w}_fp8" 120 $(torchrun_cmd "$w") --workdir "$WORK/test-config-fp8" --weights fp8
+    step "nccl_w${w}_v3" 180 $(torchrun_cmd "$w") "${V3_STEPS[@]}"
+    step "nccl_w${w}_v3_bf16" 180 $(torchrun_cmd "$w") "${V3_STEPS[@]}" --act bf16 --splits 0
   done
-  step nccl_w1_v3_bf16 180 torchrun 1 "${V3_STEPS[@]}" --act bf16 --splits 0
+  step nccl_w1_v3_bf16 180 $(torchrun_cmd 1) "${V3_STEPS[@]}" --act bf16 --splits 0
   ;;
 *)
   echo "usage: bash tools/tp_gpu.sh build|one|multi" >&2

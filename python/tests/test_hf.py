@@ -69,7 +69,8 @@ class TinyLM(nn.Module):
             self.seen = 0
         if position_ids is None:
             n = input_ids.shape[1]
-            position_ids = torch.arange(self.seen, self.seen + n)[None].expand(
+            position_ids = torch.arange(self.seen, self.seen + n,
+                                        device=input_ids.device)[None].expand(
                 input_ids.shape[0], n)
         self.seen += input_ids.shape[1]
         h = self.embed(input_ids)
