@@ -267,11 +267,17 @@ def check(model, cfg, prompt, steps, ctx):
     diff = (l_logits.double() - s_logits.double()).abs()
     ratio = (diff / limit).max().item()
     top2 = torch.topk(s_logits.double(), 2, -1).values
-    gap = ((top2[..., 0] - top2[..., 1]) / limit.max(-1).values).min().item()
+    gaps = (top2[..., 0] - top2[..., 1]) / limit.max(-1).values  # [steps + 1, B]
+    gap = gaps.min().item()
+    l_tok, s_tok = l_tok.to(gaps.device), s_tok.to(gaps.device)
     same = torch.equal(l_tok, s_tok)
+    # a greedy token may flip only where stock's top two are within the bound
+    near_tie = gaps[: s_tok.shape[1]].T <= 1.0
+    decided = bool(((l_tok == s_tok) | near_tie).all())
     ms = lambda t: 1e3 * float(np.median(t))  # noqa: E731
     lines = [
-        "  tokens equal          : %s" % same,
+        "  tokens equal          : %s%s" % (
+            same, "" if same or not decided else " (flips only at top-2 gaps within the bound)"),
         "  max |logit diff|      : %.3g (bound at that logit %.3g)" % (
             diff.max().item(), limit.flatten()[diff.argmax()].item()),
         "  max diff / bound      : %.3f (6 sd_lib: max %.3g, 2 d32: max %.3g)" % (
@@ -279,7 +285,7 @@ def check(model, cfg, prompt, steps, ctx):
         "  min top-2 gap / bound : %.1f" % gap,
         "  decode step, median   : stock %.2f ms, libmla %.2f ms" % (ms(s_times), ms(l_times)),
     ]
-    return same and ratio <= 1.0, lines, ratio
+    return decided and ratio <= 1.0, lines, ratio
 
 
 def main(argv=None):

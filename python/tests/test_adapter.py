@@ -96,7 +96,8 @@ class DeepseekV3Attention(nn.Module):
         self.past = (ks, v)
         n = ks.shape[2]
         w = qs @ ks.transpose(2, 3) * self.scaling
-        mask = torch.triu(torch.full((s, n), float("-inf"), dtype=w.dtype), n - s + 1)
+        mask = torch.triu(torch.full((s, n), float("-inf"), dtype=w.dtype, device=w.device),
+                          n - s + 1)
         w = torch.softmax(w + mask, -1)
         o = (w @ v).transpose(1, 2).reshape(b, s, -1)
         return self.o_proj(o), None
