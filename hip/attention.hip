@@ -54,6 +54,7 @@
  *   hip/attention_common.h  rows, keys and outputs every body shares
  *   hip/attention_fma.h     the synchronous body and its plain-FMA ops
  *   hip/attention_mfma.h    gfx9's MFMA ops for that body
+ *   hip/attention_mfma_pipe.h  the pipelined gfx942 / gfx950 body
  *   hip/attention_nv.h      NVIDIA's mma.sync body
  *   hip/attention_finish.h  the split combine (finish_kernel)
  *   hip/attention.hip       the record loop, the kernel, host planning and
@@ -68,6 +69,7 @@
 #include "hip/attention_finish.h"
 #include "hip/attention_fma.h"
 #include "hip/attention_mfma.h"
+#include "hip/attention_mfma_pipe.h"
 #include "hip/attention_nv.h"
 #include "hip/attention_wgmma.h"
 
@@ -256,6 +258,35 @@ mla_status launch_wg(mla_context *ctx, const att_desc &d, int64_t blocks, int ct
 }
 #endif
 
+#if !defined(__CUDACC__)
+template <int G, int CT, int QT>
+mla_status ap_launch_one(mla_context *ctx, const att_desc &d, int64_t blocks)
+{
+    attention_ap_kernel<G, CT, QT><<<(unsigned)blocks, kThreads, (size_t)ap_geom<G>::TOTAL,
+                                     mla_hip_state_of(ctx)->stream>>>(d);
+    return mla_hip_check_launch(ctx, "attention kernel launch");
+}
+
+/* The body of geometry geom for the cache and q (bf16, e4m3fn, e4m3fnuz)
+ * dtypes. */
+mla_status ap_launch(mla_context *ctx, const att_desc &d, int64_t blocks, int geom, int ct, int qt)
+{
+    return with_cache_dtype(ct, [&](auto ctag) {
+        constexpr int CT = decltype(ctag)::value;
+        const auto by_q = [&](auto gtag) {
+            constexpr int G = decltype(gtag)::value;
+            if (qt == MLA_DTYPE_BF16)
+                return ap_launch_one<G, CT, MLA_DTYPE_BF16>(ctx, d, blocks);
+            if (qt == MLA_DTYPE_FP8_E4M3FN)
+                return ap_launch_one<G, CT, MLA_DTYPE_FP8_E4M3FN>(ctx, d, blocks);
+            return ap_launch_one<G, CT, MLA_DTYPE_FP8_E4M3FNUZ>(ctx, d, blocks);
+        };
+        return geom == 950 ? by_q(std::integral_constant<int, 950>{})
+                           : by_q(std::integral_constant<int, 942>{});
+    });
+}
+#endif
+
 } // namespace
 
 /* Key rows in shared memory, values: D rounded up to the body's k-steps
@@ -405,8 +436,10 @@ mla_status mla_hip_attention(mla_context *ctx, const mla_attention_op_args *a)
 #if defined(__CUDACC__)
     const bool wg = path == PATH_MATRIX && wg_takes(ctx, ds, a);
     const bool nv = path == PATH_MATRIX && !wg;
+    const int ap = 0;
 #else
     const bool wg = false, nv = false;
+    const int ap = path == PATH_MATRIX ? ap_takes(ctx, ds, a) : 0; /* gfx942 / gfx950 geometry */
 #endif
     d.qsplit = a->q.dtype == MLA_DTYPE_F32;
     d.bs_sh = -1;
@@ -416,7 +449,7 @@ mla_status mla_hip_attention(mla_context *ctx, const mla_attention_op_args *a)
     const int rg =
         nv ? nv_row_groups(ctx, H, qcap, d.sparse, d.qsplit, ds.cache.dtype == MLA_DTYPE_BF16) : 0;
     d.DP = (int32_t)key_row_values(D, path);
-    const int TM = wg ? kWgRows : nv ? 16 * rg : kTM;
+    const int TM = wg ? kWgRows : nv ? 16 * rg : ap ? kApRows : kTM;
 #if !defined(__CUDACC__)
     d.KS = (int32_t)((D + kTK - 1) / kTK); /* gfx9's k-steps */
 #endif
@@ -454,6 +487,8 @@ mla_status mla_hip_attention(mla_context *ctx, const mla_attention_op_args *a)
                      ? (int32_t)tok
                      : 0;
         smem = nv_layout(rg, d.DP, d.rb, d.qsplit).total;
+    } else if (ap) {
+        smem = ap_smem_bytes(ap);
     } else {
 #if defined(__CUDACC__)
         smem = smem_layout(kTM, kNKFma, 1, d.DP).total;
@@ -463,7 +498,7 @@ mla_status mla_hip_attention(mla_context *ctx, const mla_attention_op_args *a)
                    .total;
 #endif
     }
-    if (smem > kSmemMax)
+    if (!ap && smem > kSmemMax)
         return mla_fail(ctx, MLA_ERR_UNSUPPORTED, "cache_desc.kv_lora",
                         "L + R = %lld: the key tile needs %lld bytes of shared memory",
                         (long long)D, (long long)smem);
@@ -476,12 +511,16 @@ mla_status mla_hip_attention(mla_context *ctx, const mla_attention_op_args *a)
     if (blocks > 0x7FFFFFFF || p->work_capacity * (int64_t)d.NJT * d.NHT * d.NCC > 0x7FFFFFFF)
         return mla_fail(ctx, MLA_ERR_UNSUPPORTED, "q.shape",
                         "%lld attention blocks: beyond one launch", (long long)blocks);
-    if (wg && blocks > cus) /* the sm_90a body: one block per SM walking its records */
+    if ((wg || ap) && blocks > cus) /* sm_90a, gfx942 / gfx950: one block per CU walking records */
         blocks = cus;
     if (blocks > 0) {
 #if defined(__CUDACC__)
         if (wg)
             st = launch_wg(ctx, d, blocks, ds.cache.dtype);
+        else
+#else
+        if (ap)
+            st = ap_launch(ctx, d, blocks, ap, ds.cache.dtype, a->q.dtype);
         else
 #endif
             st = path == PATH_MATRIX
