@@ -36,6 +36,9 @@ static const knob_value attention_names[] = {{"auto", MLA_TUNE_HIP_ATTENTION_AUT
                                              {"mma", MLA_TUNE_HIP_ATTENTION_MMA},
                                              {"cpasync", MLA_TUNE_HIP_ATTENTION_CPASYNC},
                                              {"wgmma", MLA_TUNE_HIP_ATTENTION_WGMMA},
+                                             {"mfma", MLA_TUNE_HIP_ATTENTION_MFMA},
+                                             {"mfma942", MLA_TUNE_HIP_ATTENTION_MFMA942},
+                                             {"mfma950", MLA_TUNE_HIP_ATTENTION_MFMA950},
                                              {NULL, 0}};
 static const knob_value row_group_names[] = {{"auto", 0}, {"1", 1}, {"2", 2}, {"4", 4}, {NULL, 0}};
 static const knob_value logits_names[] = {{"auto", MLA_TUNE_HIP_LOGITS_AUTO},
@@ -59,7 +62,7 @@ static const knob_value mxfp4_names[] = {{"auto", MLA_TUNE_HIP_MXFP4_AUTO},
 static const knob knobs[] = {
     {"cpu_isa", "MLA_CPU_ISA", "auto|generic|avx2|avx512|avx512-nobf16|avx512-noamx",
      FIELD(cpu_isa), cpu_isa_names, 0, 0},
-    {"hip_attention", "MLA_HIP_ATTENTION", "auto|fma|mma|cpasync|wgmma", FIELD(hip_attention),
+    {"hip_attention", "MLA_HIP_ATTENTION", "auto|fma|mma|cpasync|wgmma|mfma|mfma942|mfma950", FIELD(hip_attention),
      attention_names, 0, 0},
     {"hip_att_row_groups", "MLA_HIP_ATT_RG", "auto|1|2|4", FIELD(hip_att_row_groups),
      row_group_names, 0, 0},

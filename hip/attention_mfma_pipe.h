@@ -14,7 +14,7 @@
  *     tile in registers, v_mfma_f32_32x32x8_bf16; wave (rh, pq) computes S^T
  *     over dims 288 pq .. 288 pq + 287, and the pair adds its partial sums
  *     through LDS, so both hold the whole tile's scores (and P) of their rows.
- * Both run on gfx950 (MLA_HIP_ATTENTION=mfma942 forces the second there).
+ * Both run on gfx950 (tuning.hip_attention mfma942 forces the second there).
  *
  * Per tile: every wave first issues the global loads of the next tile's
  * keys (each thread its chunks, in registers), then S^T = K Q^T (A = key
@@ -596,11 +596,11 @@ __global__ __launch_bounds__(kThreads) void attention_ap_kernel(att_desc d)
 #if !defined(__CUDACC__)
 /* The geometry that takes the call (942, 950), or 0: see the file's head.
  * The gfx950 geometry on a gfx950 device (or the emulation, where
- * MLA_HIP_ATTENTION=mfma950 picks it), the gfx942 one elsewhere. */
+ * tuning.hip_attention mfma950 picks it), the gfx942 one elsewhere. */
 int ap_takes(mla_context *ctx, const mla_attention_desc &ds, const mla_attention_op_args *a)
 {
-    const char *force = getenv("MLA_HIP_ATTENTION");
-    if (force && (!strcmp(force, "mfma") || !strcmp(force, "fma")))
+    const int32_t tune = ctx->tuning.hip_attention;
+    if (tune == MLA_TUNE_HIP_ATTENTION_MFMA || tune == MLA_TUNE_HIP_ATTENTION_FMA)
         return 0;
     const int64_t L = ds.cache.kv_lora, R = ds.cache.rope;
     if (a->q.dtype == MLA_DTYPE_F32 || L + R > kApDims || L > kApMaxL || L % 8 || R % 8 ||
@@ -611,9 +611,9 @@ int ap_takes(mla_context *ctx, const mla_attention_desc &ds, const mla_attention
     if (ds.cache.dtype != MLA_DTYPE_BF16 &&
         (L % 16 || (!scaled && R % 16) || (scaled ? L / 16 + R / 8 : (L + R) / 16) > 40))
         return 0;
-    const bool g950 =
-        MLA_IDX_EMU ? force && !strcmp(force, "mfma950") : ctx->target == MLA_TARGET_GFX950;
-    return g950 && !(force && !strcmp(force, "mfma942")) ? 950 : 942;
+    const bool g950 = MLA_IDX_EMU ? tune == MLA_TUNE_HIP_ATTENTION_MFMA950
+                                  : ctx->target == MLA_TARGET_GFX950;
+    return g950 && tune != MLA_TUNE_HIP_ATTENTION_MFMA942 ? 950 : 942;
 }
 
 int ap_smem_bytes(int geom) { return geom == 950 ? ap_geom<950>::TOTAL : ap_geom<942>::TOTAL; }

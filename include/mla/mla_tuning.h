@@ -45,6 +45,12 @@ typedef enum mla_tune_hip_attention {
     MLA_TUNE_HIP_ATTENTION_CPASYNC = 3, /* "cpasync": mma.sync, keys by per-chunk cp.async */
     MLA_TUNE_HIP_ATTENTION_WGMMA = 4,   /* "wgmma": NVIDIA: sm_90a's wgmma body wherever it can
                                            run (auto: only where a sequence has >= 64 rows) */
+    MLA_TUNE_HIP_ATTENTION_MFMA = 5,    /* "mfma": gfx9: the synchronous MFMA body where the
+                                           pipelined one would run */
+    MLA_TUNE_HIP_ATTENTION_MFMA942 = 6, /* "mfma942": gfx9: the pipelined body's gfx942
+                                           geometry (also on gfx950) */
+    MLA_TUNE_HIP_ATTENTION_MFMA950 = 7, /* "mfma950": its gfx950 geometry (a gfx950 device or
+                                           the CPU emulation) */
     MLA_TUNE_HIP_ATTENTION_COUNT
 } mla_tune_hip_attention;
 
