@@ -311,6 +311,7 @@ typedef enum mla_op {
     MLA_OP_TOPK = 22,
     MLA_OP_INDEXER_HEAD_WEIGHTS = 23,
     MLA_OP_ATTENTION = 24, /* dense or sparse MLA attention over the latent cache */
+    MLA_OP_ATTENTION_EXPANDED = 25, /* prefill attention over decompressed K / V */
     MLA_OP_COUNT
 } mla_op;
 
