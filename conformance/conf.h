@@ -176,6 +176,7 @@ extern const conf_suite conf_suite_indexer_search;
 extern const conf_suite conf_suite_topk;
 extern const conf_suite conf_suite_indexer_head_weights;
 extern const conf_suite conf_suite_attention;
+extern const conf_suite conf_suite_attention_expanded;
 
 /* Adds an argument with the given logical shape and layout; inputs get a
  * buffer filled with poison (so a kernel that reads a gap sees NaNs). */
@@ -292,6 +293,11 @@ typedef struct conf_attn_row {
     const double **v;
     int has_sink;
     double sink;
+    /* Optional (NULL: none), for keys and values that are themselves computed
+     * (the expanded form's decompression): each score's own error bound
+     * from its inputs' errors, and each value row's (L values). */
+    const double *score_err;
+    const double *const *v_err;
 } conf_attn_row;
 /* Allowed |got - want| of o[row, h, 0..L) (tol_o) and of lse[row, h]
  * (*tol_lse) before the output roundings (see bounds.c); 0 when n == 0. */

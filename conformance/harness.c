@@ -28,6 +28,7 @@ static const conf_suite *const suites[] = {
     &conf_suite_indexer_k_roundtrip, &conf_suite_indexer_rope_k_cache, &conf_suite_indexer_logits,
     &conf_suite_indexer_search,
     &conf_suite_topk,            &conf_suite_indexer_head_weights, &conf_suite_attention,
+    &conf_suite_attention_expanded,
 };
 #define NSUITES ((int)(sizeof suites / sizeof suites[0]))
 

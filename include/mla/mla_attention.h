@@ -163,7 +163,7 @@ typedef struct mla_attention_expanded_args {
     const mla_tensor *block_table;  /* [S, max_blocks] I32; NULL when not paged */
     const mla_tensor *context_lens; /* [S] I32, the new tokens included (in the cache already) */
     const mla_tensor *cu_q_lens;    /* [S + 1] I32, or NULL: next_n rows each */
-    const mla_weight *kv_b_proj;    /* [H (nope + v), L]: BF16, or FP8_E4M3FN / FNUZ with
+    const mla_weight *kv_b_proj;    /* [H (nope + v), L]: BF16, or FP8_E4M3FN with
                                      * [ceil(N/128), ceil(L/128)] F32 block scales */
     mla_tensor *o;                  /* [T, H, v] (any strides) */
     mla_tensor *lse;                /* [T, H] F32, or NULL */
