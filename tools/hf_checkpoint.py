@@ -107,7 +107,8 @@ def main():
              "--param", "layer=0", "--param", "y_dtype=f32", "--in", f"x={d}/x.npy",
              "--in", f"positions={d}/pos.npy", "--in", f"slots={d}/pos.npy",
              "--in", f"block_table={d}/bt.npy", "--in", f"context_lens={d}/lens.npy",
-             "--in", f"cu_q_lens={d}/cu.npy", "--out", f"y={d}/y.npy"])
+             "--in", f"cu_q_lens={d}/cu.npy", "--out", f"y={d}/y.npy",
+             "--out", f"cache={d}/cache.npy"])
     print(r.stdout[-2000:], r.stderr[-2000:])
     if r.returncode != 0:
         return 1

@@ -15,7 +15,7 @@ BUILD=${BUILD_DIR:-build/gpu}
 OUT=${OUT:-$PWD/out/package}
 PY=${PYTHON:-python3}
 mkdir -p "$OUT"
-export LIBMLA_LIBRARY=$PWD/$BUILD
+export LIBMLA_LIBRARY=$PWD/$BUILD PYTHONPATH=$PWD/python
 FAILED=""
 
 step() {  # name, command...
