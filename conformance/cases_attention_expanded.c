@@ -40,7 +40,7 @@
 #include "core/ref/ref_kernels.h" /* mla_ref_cache_read_row: the exact reader */
 
 enum { AQN, AQP, ACACHE, ABT, ACTX, ACU, AW, AWS, AO, ALSE, AOABS };
-enum { G_CHUNKS = 0, G_NEXT_N = 1, G_LONG = 2 };
+enum { G_CHUNKS = 0, G_NEXT_N = 1, G_LONG = 2, G_SHORT = 3 };
 enum { F_CONTIG = 1, F_VIEWS = 2, F_NO_LSE = 4, F_FORMS = 8 };
 
 #define NSEQ 4
@@ -62,12 +62,14 @@ typedef struct geom {
 /* Chunks: a fresh prompt, a padding sequence without rows, a chunk after
  * cached tokens, a longer one. next_n: 2 rows each, one padding sequence
  * (whose rows get o = 0). Long: a chunk of 70 rows after 75 cached tokens
- * (several query blocks and key tiles on the fast backends). */
+ * (several query blocks and key tiles on the fast backends). Short: a few
+ * keys (the 128-head case). */
 static void geometry(const conf_case *c, geom *g)
 {
     memset(g, 0, sizeof *g);
-    static const int64_t n[3][NSEQ] = {{3, 0, 5, 9}, {2, 2, 2, 2}, {4, 0, 70, 1}};
-    static const int64_t cx[3][NSEQ] = {{3, 0, 40, 77}, {2, 0, 19, 66}, {4, 0, 145, 30}};
+    static const int64_t n[4][NSEQ] = {{3, 0, 5, 9}, {2, 2, 2, 2}, {4, 0, 70, 1}, {2, 0, 1, 3}};
+    static const int64_t cx[4][NSEQ] = {
+        {3, 0, 40, 77}, {2, 0, 19, 66}, {4, 0, 145, 30}, {2, 0, 9, 5}};
     g->S = NSEQ;
     for (int s = 0; s < NSEQ; ++s) {
         g->n[s] = n[c->ip[5]][s], g->ctx[s] = cx[c->ip[5]][s];
@@ -129,7 +131,7 @@ static void make(conf_builder *b, mla_cache_layout layout, mla_dtype cdt, int64_
     c.v = (mla_variant){MLA_OP_ATTENTION_EXPANDED, qdt, odt, layout, cdt, c.ip[2], g.T, H};
     c.ndim = 3;
     c.shape[0] = g.T, c.shape[1] = H, c.shape[2] = dim_nope(&c);
-    static const char *const geos[] = {"chunks", "next_n2", "long"};
+    static const char *const geos[] = {"chunks", "next_n2", "long", "short"};
     const char *cn = mla_dtype_name(cdt), *wn = mla_dtype_name(wdt);
     snprintf(c.label, sizeof c.label, "%s %s bs%lld %s H%lld w%s q%s o%s%s%s%s%s",
              mla_cache_layout_name(layout), strncmp(cn, "fp8_", 4) ? cn : cn + 4,
@@ -162,7 +164,7 @@ static int build(conf_case *cases, int cap)
     make(&b, F8, fn, 64, 128, 16, G_LONG, bf, F_VIEWS, bf, bf);
     make(&b, F8, fnuz, 16, 128, 3, G_CHUNKS, bf, 0, f32, f32);
     /* 128 heads; contiguous mode; DeepSeek's sizes */
-    make(&b, N, bf, 16, 128, 128, G_NEXT_N, bf, 0, bf, f32);
+    make(&b, N, bf, 16, 128, 128, G_SHORT, bf, 0, bf, f32);
     make(&b, N, bf, 0, 128, 3, G_CHUNKS, bf, F_CONTIG, bf, f32);
     make(&b, F8, fn, 0, 128, 16, G_NEXT_N, fn, F_CONTIG | F_NO_LSE, f32, bf);
     make(&b, N, bf, 64, 512, 2, G_CHUNKS, bf, 0, bf, bf);
@@ -547,6 +549,8 @@ static mla_status forms_tol(const conf_case *c, const conf_problem *p, double *t
         for (int64_t d = 0; d < L; ++d)
             W[n * L + d] = weight(p, n, d);
     for (int64_t s = 0; st == MLA_OK && s < NSEQ; ++s) {
+        if (g.n[s] == 0)
+            continue;
         decompress(c, p, &g, s, W, &k);
         for (int64_t r = g.cu[s]; r < g.cu[s + 1]; ++r) {
             const int64_t pos = g.ctx[s] - g.n[s] + (r - g.cu[s]), nv = g.ctx[s] ? pos + 1 : 0;

@@ -41,9 +41,9 @@ static double weight(const mla_attention_expanded_op_args *a, int64_t n, int64_t
 }
 
 /* Sequence s's keys: kv[t, n] = sum_d W[n, d] c_t[d] ([c, H (nope + v)]) and
- * pe[t, :] = k_pe_t ([c, R]). */
-static void decompress(const mla_attention_expanded_op_args *a, int64_t s, int64_t c, double *row,
-                       double *kv, double *pe)
+ * pe[t, :] = k_pe_t ([c, R]); W [N, L] is kv_b_proj dequantized. */
+static void decompress(const mla_attention_expanded_op_args *a, int64_t s, int64_t c,
+                       const double *W, double *row, double *kv, double *pe)
 {
     const mla_attention_expanded_desc *d = &a->desc;
     const int64_t L = d->cache.kv_lora, R = d->cache.rope, bs = d->cache.block_size;
@@ -55,7 +55,7 @@ static void decompress(const mla_attention_expanded_op_args *a, int64_t s, int64
         for (int64_t n = 0; n < N; ++n) {
             double acc = 0.0;
             for (int64_t i = 0; i < L; ++i)
-                acc += weight(a, n, i) * row[i];
+                acc += W[n * L + i] * row[i];
             kv[t * N + n] = acc;
         }
         for (int64_t i = 0; i < R; ++i)
@@ -65,18 +65,22 @@ static void decompress(const mla_attention_expanded_op_args *a, int64_t s, int64
 
 /* One (row r at position p, head h): the formulas of the header. */
 static void attend(const mla_attention_expanded_op_args *a, int64_t r, int64_t h, int64_t p,
-                   const double *kv, const double *pe, double *score)
+                   const double *kv, const double *pe, double *q, double *score)
 {
     const mla_attention_expanded_desc *d = &a->desc;
     const int64_t nope = d->nope, v = d->v, R = d->cache.rope, N = d->heads * (nope + v);
+    for (int64_t i = 0; i < nope; ++i)
+        q[i] = mla_ref_load_f64(&a->q_nope, mla_ref_offset3(&a->q_nope, r, h, i));
+    for (int64_t i = 0; i < R; ++i)
+        q[nope + i] = mla_ref_load_f64(&a->q_pe, mla_ref_offset3(&a->q_pe, r, h, i));
     double m = -INFINITY;
     for (int64_t t = 0; t <= p; ++t) {
         const double *k = kv + t * N + h * (nope + v);
         double dot = 0.0;
         for (int64_t i = 0; i < nope; ++i)
-            dot += mla_ref_load_f64(&a->q_nope, mla_ref_offset3(&a->q_nope, r, h, i)) * k[i];
+            dot += q[i] * k[i];
         for (int64_t i = 0; i < R; ++i)
-            dot += mla_ref_load_f64(&a->q_pe, mla_ref_offset3(&a->q_pe, r, h, i)) * pe[t * R + i];
+            dot += q[nope + i] * pe[t * R + i];
         score[t] = (double)d->softmax_scale * dot;
         m = score[t] > m ? score[t] : m;
     }
@@ -110,35 +114,41 @@ mla_status mla_ref_attention_expanded(mla_context *ctx, const mla_attention_expa
 {
     const mla_attention_expanded_desc *d = &a->desc;
     const int64_t L = d->cache.kv_lora, R = d->cache.rope;
-    const int64_t N = d->heads * (d->nope + d->v);
-    for (int64_t s = 0; s < a->S; ++s) {
+    const int64_t N = d->heads * (d->nope + d->v), cmax = a->Nk > 0 ? a->Nk : 1;
+    double *W = NULL, *row = NULL, *kv = NULL, *pe = NULL, *score = NULL, *q = NULL;
+    mla_status st = mla_alloc_array(ctx, (void **)&W, N, L, sizeof(double), "kv_b_proj");
+    if (st == MLA_OK)
+        st = mla_alloc_array(ctx, (void **)&row, L + R, 1, sizeof(double), "cache");
+    if (st == MLA_OK) /* a sequence's keys: at most all of them */
+        st = mla_alloc_array(ctx, (void **)&kv, cmax, N, sizeof(double), "context_lens");
+    if (st == MLA_OK)
+        st = mla_alloc_array(ctx, (void **)&pe, cmax, R, sizeof(double), "context_lens");
+    if (st == MLA_OK)
+        st = mla_alloc_array(ctx, (void **)&score, cmax, 1, sizeof(double), "context_lens");
+    if (st == MLA_OK)
+        st = mla_alloc_array(ctx, (void **)&q, d->nope + R, 1, sizeof(double), "q_nope");
+    for (int64_t n = 0; st == MLA_OK && n < N; ++n)
+        for (int64_t i = 0; i < L; ++i)
+            W[n * L + i] = weight(a, n, i);
+    for (int64_t s = 0; st == MLA_OK && s < a->S; ++s) {
         const int64_t c = a->ctx_host[s], r0 = a->cu_host[s], r1 = a->cu_host[s + 1];
         if (c == 0) {
             for (int64_t r = r0; r < r1; ++r)
                 padding_row(a, r);
             continue;
         }
-        double *row = NULL, *kv = NULL, *pe = NULL, *score = NULL;
-        mla_status st = mla_alloc_array(ctx, (void **)&row, L + R, 1, sizeof(double), "cache");
-        if (st == MLA_OK)
-            st = mla_alloc_array(ctx, (void **)&kv, c, N, sizeof(double), "context_lens");
-        if (st == MLA_OK)
-            st = mla_alloc_array(ctx, (void **)&pe, c, R > 0 ? R : 1, sizeof(double),
-                                 "context_lens");
-        if (st == MLA_OK)
-            st = mla_alloc_array(ctx, (void **)&score, c, 1, sizeof(double), "context_lens");
-        if (st == MLA_OK) {
-            decompress(a, s, c, row, kv, pe);
-            for (int64_t r = r0; r < r1; ++r)
-                for (int64_t h = 0; h < d->heads; ++h)
-                    attend(a, r, h, c - (r1 - r0) + (r - r0), kv, pe, score);
-        }
-        free(row);
-        free(kv);
-        free(pe);
-        free(score);
-        if (st != MLA_OK)
-            return st;
+        if (r1 == r0)
+            continue; /* no rows: nothing to decompress */
+        decompress(a, s, c, W, row, kv, pe);
+        for (int64_t r = r0; r < r1; ++r)
+            for (int64_t h = 0; h < d->heads; ++h)
+                attend(a, r, h, c - (r1 - r0) + (r - r0), kv, pe, q, score);
     }
-    return MLA_OK;
+    free(W);
+    free(row);
+    free(kv);
+    free(pe);
+    free(score);
+    free(q);
+    return st;
 }
