@@ -303,17 +303,8 @@ static mla_status setup(const conf_case *c, const conf_env *env, conf_problem *p
         return st != MLA_OK ? st : MLA_ERR_OUT_OF_MEMORY;
     }
     fill_cache(p, c, &g);
-    for (int64_t k = 0; k < g.num_blocks; ++k)
-        phys[k] = k;
-    for (int64_t k = g.num_blocks - 1; k > 0; --k) { /* a seeded permutation of the blocks */
-        const int64_t j = (int64_t)(conf_rng(c->seed, 42, (uint64_t)k, 0) % (uint64_t)(k + 1));
-        const int64_t tmp = phys[k];
-        phys[k] = phys[j], phys[j] = tmp;
-    }
-    for (int64_t s = 0; !(c->ip[7] & F_CONTIG) && s < NSEQ; ++s)
-        for (int64_t b = 0; b < g.max_blocks; ++b)
-            conf_set_value(p, ABT, s * g.max_blocks + b,
-                           b < g.used[s] ? (double)phys[g.first_block[s] + b] : -1.0);
+    conf_fill_block_table(p, (c->ip[7] & F_CONTIG) ? -1 : ABT, c->seed, g.num_blocks, NSEQ,
+                          g.max_blocks, g.used, g.first_block, phys);
     free(phys);
     for (int64_t s = 0; s < NSEQ; ++s)
         conf_set_value(p, ACTX, s, (double)g.ctx[s]);

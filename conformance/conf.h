@@ -247,6 +247,12 @@ void conf_fill(conf_problem *p, int i, int dist, uint64_t seed, int64_t block);
 /* Slots [T] (I32 / I64) of distinct cache slots below capacity, the last
  * slot first; with negatives, every sixth token is skipped (slot < 0). */
 void conf_fill_slots(conf_problem *p, int i, int64_t capacity, uint64_t seed, int negatives);
+/* The attention cases' paging: phys [nb] a seeded permutation of the cache's
+ * nb blocks and, when i >= 0, block table arg i [S, max_blocks] with row s
+ * phys[first[s] + b] for its used[s] blocks b, -1 past them. */
+void conf_fill_block_table(conf_problem *p, int i, uint64_t seed, int64_t nb, int64_t S,
+                           int64_t max_blocks, const int64_t *used, const int64_t *first,
+                           int64_t *phys);
 /* Fills an input with value = f(logical index) bytes: codes 0..n-1 (decoding golden cases). */
 void conf_fill_iota(conf_problem *p, int i);
 

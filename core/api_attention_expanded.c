@@ -83,13 +83,6 @@ mla_status mla_attention_expanded_workspace_bytes(mla_context *ctx,
     return MLA_OK;
 }
 
-/* An I32 index tensor of rank ndim. */
-static mla_status check_i32(mla_context *ctx, const mla_tensor *t, const char *name, int32_t ndim)
-{
-    MLA_TRY(mla_check_tensor(ctx, t, name, ndim));
-    return mla_check_dtype(ctx, t, name, MLA_DT(MLA_DTYPE_I32));
-}
-
 /* A [T, H, n] q part of the descriptor's dtype. */
 static mla_status check_q(mla_context *ctx, const mla_tensor *q, const char *name, mla_dtype dt,
                           int64_t T, int64_t H, int64_t n)
@@ -116,34 +109,9 @@ static mla_status check_args(mla_context *ctx, const mla_attention_expanded_desc
     MLA_TRY(check_q(ctx, a->q_nope, "q_nope", d->q_dtype, -1, H, d->nope));
     sh->T = a->q_nope->shape[0];
     MLA_TRY(check_q(ctx, a->q_pe, "q_pe", d->q_dtype, sh->T, H, R));
-    MLA_TRY(check_i32(ctx, a->context_lens, "context_lens", 1));
-    sh->S = a->context_lens->shape[0];
-    if (sh->S > INT32_MAX / 4)
-        return mla_fail_field(ctx, MLA_ERR_OVERFLOW, "context_lens", "shape[0]",
-                              "%lld sequences, at most 2^29", (long long)sh->S);
-    if (d->paged) {
-        MLA_TRY(check_i32(ctx, a->block_table, "block_table", 2));
-        MLA_TRY(mla_check_extent(ctx, a->block_table, "block_table", 0, sh->S));
-        sh->max_blocks = a->block_table->shape[1];
-    } else {
-        if (a->block_table)
-            return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "block_table",
-                            "block_table must be NULL in contiguous mode (desc.paged = 0)");
-        if (sh->S > d->cache.num_blocks)
-            return mla_fail_field(ctx, MLA_ERR_SHAPE, "context_lens", "shape[0]",
-                                  "%lld sequences, the contiguous cache holds %lld",
-                                  (long long)sh->S, (long long)d->cache.num_blocks);
-        sh->max_blocks = 1;
-    }
-    if (a->cu_q_lens) {
-        MLA_TRY(check_i32(ctx, a->cu_q_lens, "cu_q_lens", 1));
-        MLA_TRY(mla_check_extent(ctx, a->cu_q_lens, "cu_q_lens", 0, sh->S + 1));
-    } else {
-        if (d->next_n < 1)
-            return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "desc.next_n",
-                            "next_n must be >= 1 without cu_q_lens");
-        MLA_TRY(mla_check_extent(ctx, a->q_nope, "q_nope", 0, mla_sz_mul(sh->S, d->next_n)));
-    }
+    MLA_TRY(mla_attn_check_batch(ctx, &d->cache, d->paged, d->next_n, a->q_nope, "q_nope",
+                                 a->block_table, a->context_lens, a->cu_q_lens, INT32_MAX / 4,
+                                 sh));
     if (!a->kv_b_proj)
         return mla_fail(ctx, MLA_ERR_NULL_POINTER, "kv_b_proj", "NULL argument");
     MLA_TRY(mla_check_linear_weight(ctx, a->kv_b_proj, "kv_b_proj", H * (d->nope + d->v), L));
