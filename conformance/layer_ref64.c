@@ -154,6 +154,26 @@ static void write_cache(const ref64_model *m, ref64_cache *c, int64_t slot, cons
     }
 }
 
+/* A score: the dot product s over `dims` terms (a = sum |q k|, v its
+ * inputs' variance) scaled into *p with its variance *vs; returns the
+ * running max. */
+static double score(double s, double a, double v, double scale, int64_t dims, double *p,
+                    double *vs, double mx)
+{
+    *p = s * scale;
+    *vs = sq(scale) * (v + sq(U32 * sqrt((double)dims) * a)) + sq(4 * U32 * *p);
+    return *p > mx ? *p : mx;
+}
+
+/* p_i = e^(p_i - mx) in place; returns their sum. */
+static double exp_sum(double *p, int64_t n, double mx)
+{
+    double z = 0;
+    for (int64_t i = 0; i < n; ++i)
+        z += p[i] = exp(p[i] - mx);
+    return z;
+}
+
 /* Attention of one (row, head): q [L + R] against the listed cache rows;
  * o [L] and its variances. */
 static void attend(const ref64_model *m, const ref64_cache *c, const double *q, const double *vq,
@@ -170,13 +190,9 @@ static void attend(const ref64_model *m, const ref64_cache *c, const double *q, 
             a += fabs(q[d] * k[d]);
             v += sq(q[d]) * vk[d] + sq(k[d]) * vq[d];
         }
-        p[i] = s * scale;
-        vs[i] = sq(scale) * (v + sq(U32 * sqrt((double)D) * a)) + sq(4 * U32 * p[i]);
-        mx = p[i] > mx ? p[i] : mx;
+        mx = score(s, a, v, scale, D, &p[i], &vs[i], mx);
     }
-    double z = 0;
-    for (int64_t i = 0; i < n; ++i)
-        z += p[i] = exp(p[i] - mx);
+    const double z = exp_sum(p, n, mx);
     for (int64_t l = 0; l < L; ++l)
         o[l] = 0, vo[l] = 0;
     if (n == 0)
@@ -236,13 +252,9 @@ static void attend_expanded(const ref64_model *m, const ref64_cache *c, int64_t 
             const double vkd = d < nope ? vk[d] : vpe[d - nope];
             s += q[d] * kd, a += fabs(q[d] * kd), v += sq(q[d]) * vkd + sq(kd) * vq[d];
         }
-        p[i] = s * scale;
-        vs[i] = sq(scale) * (v + sq(U32 * sqrt((double)Q) * a)) + sq(4 * U32 * p[i]);
-        mx = p[i] > mx ? p[i] : mx;
+        mx = score(s, a, v, scale, Q, &p[i], &vs[i], mx);
     }
-    double z = 0;
-    for (int64_t i = 0; i < n; ++i)
-        z += p[i] = exp(p[i] - mx);
+    const double z = exp_sum(p, n, mx);
     for (int64_t j = 0; j < V; ++j) {
         o[j] = 0, vo[j] = 0;
         for (int64_t i = 0; i < n; ++i)
