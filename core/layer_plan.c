@@ -69,7 +69,8 @@ int mla_layer_expanded_desc(const mla_plan *plan, mla_dtype out_dtype,
 {
     const mla_plan_options *po = mla_plan_options_get(plan);
     const mla_model_config *c = mla_plan_config(plan);
-    const mla_cache_desc cache = {po->cache_layout, po->cache_dtype, 1, 1, c->kv_lora, c->rope, 1.0f};
+    const mla_cache_desc cache = {po->cache_layout, po->cache_dtype, 1, 1,
+                                  c->kv_lora,       c->rope,         1.0f};
     if ((po->q_dtype != MLA_DTYPE_BF16 && po->q_dtype != MLA_DTYPE_F32) ||
         mla_attention_expanded_desc_default(c, &cache, d) != MLA_OK)
         return 0;
@@ -121,6 +122,10 @@ mla_status mla_layer_layout(mla_context *ctx, const mla_plan *plan, const mla_la
                         "a step holds at most 2^24 tokens, a context at most 2^31");
     if (opt->act != MLA_DTYPE_BF16 && opt->act != MLA_DTYPE_F32)
         return mla_fail(ctx, MLA_ERR_DTYPE, "opt.act", "activations are bf16 or f32");
+    if ((int)opt->form < MLA_LAYER_FORM_AUTO || (int)opt->form > MLA_LAYER_FORM_EXPANDED)
+        return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "opt.form", "AUTO, ABSORBED or EXPANDED");
+    if (opt->expanded_keys < 0)
+        return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "opt.expanded_keys", "a count (>= 0)");
     /* the config's widths fit (mla_plan_create); the T-scaled sizes are checked */
     const int64_t es = (int64_t)mla_dtype_size(opt->act), H = c->heads, L = c->kv_lora;
     const int64_t THv = mla_sz_mul3(T, H, c->v);

@@ -58,11 +58,12 @@ typedef struct mla_layer_plan mla_layer_plan;
  * every intermediate and the attention's scratch, whose size depends on
  * the backend; with room for the expanded form's decompressed keys,
  * opt.expanded_keys of them, when the plan may choose it: form EXPANDED,
- * or AUTO with T >= mla_layer_expanded_min_rows). Like every entry point it records a refusal on ctx
- * (mla_context_error_param): MLA_ERR_SHAPE names "T", "S" or
- * "max_context" when one is negative; MLA_ERR_OVERFLOW names "T" (more
- * than 2^24 tokens, or bytes past int64) or "max_context" (past 2^31);
- * MLA_ERR_DTYPE names "opt.act". */
+ * or AUTO with T >= mla_layer_expanded_min_rows). Like every entry point
+ * it records a refusal on ctx (mla_context_error_param): MLA_ERR_SHAPE
+ * names "T", "S" or "max_context" when one is negative; MLA_ERR_OVERFLOW
+ * names "T" (more than 2^24 tokens, or bytes past int64) or "max_context"
+ * (past 2^31); MLA_ERR_DTYPE names "opt.act"; MLA_ERR_INVALID_ARGUMENT
+ * "opt.form" (not one of the three) or "opt.expanded_keys" (negative). */
 MLA_API mla_status mla_layer_workspace_bytes(mla_context *ctx, const mla_plan *plan,
                                              const mla_layer_options *opt, int64_t T, int64_t S,
                                              int64_t max_context, int64_t *bytes);
