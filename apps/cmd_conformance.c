@@ -8,16 +8,21 @@ void usage_conformance(FILE *out)
 {
     fprintf(out,
             "usage: mla conformance [--backend auto|reference|cpu|hip|all]... [--op PATTERN]\n"
-            "                       [--case N] [--suite all|golden|generated] [--json FILE]\n"
-            "                       [--list] [--data DIR] [--threads N] [--repeat]\n"
-            "                       [--require-device] [--verbose]\n\n"
+            "                       [--case N] [--suite all|golden|generated|listed]\n"
+            "                       [--json FILE]\n"
+            "                       [--repro 'DESCRIPTION'] [--list] [--data DIR] [--threads N]\n"
+            "                       [--repeat] [--require-device] [--verbose]\n\n"
             "Runs every selected case on each backend and compares it with the reference\n"
             "backend (generated cases) or the golden vectors, bit for bit for the format ops.\n"
             "  --backend B       backend to check (repeatable; default cpu). AUTO checks\n"
             "                    whatever AUTO picks; all = reference, cpu and hip.\n"
-            "  --op PATTERN      ops to run: glob with * and ?, comma-separated alternatives\n"
-            "  --case N          only case N of each selected op (as printed by REPRO/--list)\n"
-            "  --suite S         golden: only the golden vectors; generated: only seeded cases\n"
+            "  --op PATTERN      ops to run: glob with * and ?, comma-separated alternatives;\n"
+            "                    one that matches no op is an error\n"
+            "  --case N          only case N of each selected op (as --list numbers them)\n"
+            "  --repro 'D'       only the case D describes: a REPRO line's description, the op\n"
+            "                    and every parameter by name, then the seed (--list prints them)\n"
+            "  --suite S         golden: only the golden vectors; generated: only seeded cases;\n"
+            "                    listed: all but the pairwise designs of the coverage tables\n"
             "  --json FILE       also write the results table and the failures as JSON\n"
             "  --list            list the selected cases and exit\n"
             "  --data DIR        golden vectors (default: $MLA_CONFORMANCE_DATA, else the\n"
@@ -85,10 +90,15 @@ int cmd_conformance(int argc, char **argv)
                 opt.suite = MLA_CONF_SUITE_GOLDEN;
             else if (!strcmp(v, "generated"))
                 opt.suite = MLA_CONF_SUITE_GENERATED;
+            else if (!strcmp(v, "listed"))
+                opt.suite = MLA_CONF_SUITE_LISTED;
             else {
-                fprintf(stderr, "mla conformance: --suite is all, golden or generated\n");
+                fprintf(stderr, "mla conformance: --suite is all, golden, generated or listed\n");
                 return MLA_EXIT_USAGE;
             }
+        } else if (!strcmp(a, "--repro")) {
+            if (!(opt.repro = value(argc, argv, &i)))
+                return MLA_EXIT_USAGE;
         } else if (!strcmp(a, "--json")) {
             if (!(opt.json_path = value(argc, argv, &i)))
                 return MLA_EXIT_USAGE;

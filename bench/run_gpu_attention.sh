@@ -1,131 +1,115 @@
 #!/usr/bin/env bash
-# One call on the NVIDIA H200 machine for the attention bodies: build the HIP
-# backend for sm_90a, check the wgmma layouts, run the attention conformance
-# with each body forced, the attention tests, and time decode with the
-# sm_90a body and with the mma.sync body on the shapes of issue 21.
+# One call on the NVIDIA H200 machine for the attention bodies, on a tree
+# already built (it builds nothing):
 #
-#   bash bench/run_gpu_attention.sh [STAGE ...]   (default: all, in order)
+#   cmake -S . -B build/gpu -G Ninja -DMLA_HIP=NVIDIA -DMLA_GPU_TARGETS=90a \
+#         -DMLA_WITH_SLEEF=OFF -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc
+#   cmake --build build/gpu            (or: bash bench/run_gpu.sh build)
+#   bash bench/run_gpu_attention.sh "$OUT"
 #
-# Stages (logs in $OUT, a summary printed last):
-#   build        cmake -G Ninja into $BUILD_DIR (default build/gpu; kept between calls on
-#                a warm machine), -DMLA_HIP=NVIDIA -DMLA_GPU_TARGETS=90a -DMLA_WITH_SLEEF=OFF;
-#                ptxas resource usage of hip/attention.hip -> ptxas_attention.txt, its
-#                SASS instruction counts (HGMMA, HMMA, spills) -> sass_attention.txt
-#   probe        hip/attention_wgmma_probe.cu: the three wgmma products of the sm_90a body
-#                on exact integers against the host -> probe.log (names the layout at
-#                fault when the body fails)
-#   conformance  mla conformance --backend hip --op attention with MLA_HIP_ATTENTION
-#                unset (the sm_90a body where it applies), =mma, =cpasync and =fma
-#                -> conformance_attention_<path>.log (37 cases each)
-#   ctest        the attention and layer tests on the GPU (ctest -R 'attention|layer_hip')
-#                -> ctest_attention.log
-#   bench        mla bench decode --backend hip, bf16 / e4m3 NORMAL / FP8_SCALED caches,
-#                on 128 x 4096 x 16, 128 x 4096 x 128, 8 x 32768 x 128, 1 x 32768 x 128
-#                (batch x context x heads), the sm_90a body then MLA_HIP_ATTENTION=mma
-#                -> bench_decode_{wgmma,mma}_*.{log,json}
-# Time limits keep one call near 8 minutes: build 300 s, probe 60 s,
-# conformance 60 s per path, ctest 120 s, bench 45 s per run (override with
-# RUN_GPU_<STAGE>_S).
+# 90a (not 90) is what compiles the sm_90a wgmma body and the probe
+# (build/gpu/hip/attention_wgmma_probe); BUILD_DIR overrides build/gpu.
+# Steps, in order, each under a timeout; a failing step is logged and the
+# next one runs. Everything goes to the directory $1 (default $OUT, else
+# out/gpu_attention): <step>.log, the benches' <step>.json, steps.txt (one
+# line per step: status, seconds, command), a summary printed last.
+#   probe            the three wgmma products of the sm_90a body on exact integers
+#                    against the host (names the layout at fault when the body fails)
+#   conf_wgmma       mla conformance --backend hip --op 'attention*' --repeat (the
+#                    sm_90a body where it applies; --repeat: bit-identical twice)
+#   conf_mma, conf_cpasync, conf_fma
+#                    the same with MLA_HIP_ATTENTION=mma / cpasync / fma
+#   dec_b128_c4096   mla bench decode --backend hip, B 128, context 4096, heads 16 and
+#                    128, caches bf16 / e4m3 NORMAL (fp8) / FP8_SCALED
+#   dec_c32768       B 8 and 1, context 32768, heads 128, the three caches
+#   sparse_b64_b128  --sparse (top-k 2048 of 32768), FP8_SCALED, heads 128, B 64 and 128
+#   mma_b128_c4096, mma_c32768
+#                    the two dense benches again under MLA_HIP_ATTENTION=mma (the
+#                    mma.sync body), the comparison
+# Time: the steps share a budget of RUN_GPU_ATTENTION_S seconds (default 230);
+# a step gets min(its limit, what is left) and is skipped below 10 s.
 set -u
-cd "$(dirname "$0")/.."
-OUT=${OUT:-$PWD/out/gpu_attention}
-mkdir -p "$OUT"
+OUT=${1:-${OUT:-$(dirname "$0")/../out/gpu_attention}}
+mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd) || exit 1
+cd "$(dirname "$0")/.." || exit 1
 BUILD=${BUILD_DIR:-build/gpu}
 MLA=$BUILD/apps/mla
-NVCC=${NVCC:-/usr/local/cuda/bin/nvcc}
-STAGES=${*:-build probe conformance ctest bench}
+PROBE=$BUILD/hip/attention_wgmma_probe
+BUDGET=${RUN_GPU_ATTENTION_S:-230}
+START=$(date +%s)
 FAILED=""
+: > "$OUT/steps.txt"
+# the device matmul ceiling is cuBLAS's (bench/ceilings_device.c): PyTorch's wheel if present
+if [ -z "${MLA_BENCH_BLAS:-}" ]; then
+  MLA_BENCH_BLAS=$(python3 -c 'import glob, os, nvidia
+print(next(iter(sorted(p for d in nvidia.__path__ for p in glob.glob(os.path.join(d, "*", "lib", "libcublas.so.*")))), ""))' 2>/dev/null)
+  export MLA_BENCH_BLAS
+fi
 
-note() { printf '\n=== %s (%s)\n' "$*" "$(date -u +%H:%M:%S)"; }
-limit() { local v="RUN_GPU_$(echo "$1" | tr a-z A-Z)_S"; echo "${!v:-$2}"; }
-
-stage_build() {
-  {
-    git rev-parse HEAD 2>/dev/null
-    nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv
-  } > "$OUT/machine.txt" 2>&1
-  timeout "$(limit build 300)" cmake -S . -B "$BUILD" -G Ninja -DMLA_HIP=NVIDIA -DMLA_GPU_TARGETS=90a \
-    -DMLA_WITH_SLEEF=OFF -DCMAKE_CUDA_COMPILER="$NVCC" > "$OUT/configure.log" 2>&1 \
-    || { tail -30 "$OUT/configure.log"; return 1; }
-  # the resource report beside the build (CPU only)
-  ( "$NVCC" -std=c++17 -DMLA_STATIC_DEFINE -Iinclude -I. -O3 -DNDEBUG \
-      -gencode=arch=compute_90a,code=sm_90a --fmad=false -ftz=false -prec-div=true -prec-sqrt=true \
-      -x cu -cubin -Xptxas -v hip/attention.hip -o "$OUT/attention.cubin" > "$OUT/ptxas_attention.txt" 2>&1
-    if command -v cuobjdump > /dev/null || [ -x "$(dirname "$NVCC")/cuobjdump" ]; then
-      cuo=$(command -v cuobjdump || echo "$(dirname "$NVCC")/cuobjdump")
-      "$cuo" -sass "$OUT/attention.cubin" > "$OUT/attention.sass" 2>&1
-      awk '/Function :/ {f=$3} /HGMMA/ {h[f]++} /HMMA/ {m[f]++} /STL|LDL/ {s[f]++}
-           END {for (k in h) print "HGMMA", h[k], k; for (k in m) print "HMMA", m[k], k;
-                for (k in s) print "LDL/STL", s[k], k}' "$OUT/attention.sass" | sort > "$OUT/sass_attention.txt"
-    fi ) &
-  local isa=$!
-  timeout "$(limit build 300)" cmake --build "$BUILD" -j "$(nproc)" > "$OUT/build.log" 2>&1 \
-    || { grep -E "error|Error" "$OUT/build.log" | head -40; tail -20 "$OUT/build.log"; wait $isa; return 1; }
-  wait $isa
-  tail -1 "$OUT/build.log"
-  grep -A2 "attention_wg_kernel" "$OUT/ptxas_attention.txt" | grep -E "registers|spill" | head -6
-  [ -f "$OUT/sass_attention.txt" ] && grep attention_wg_kernel "$OUT/sass_attention.txt"
-  return 0
-}
-
-stage_probe() {
-  timeout "$(limit probe 60)" "$NVCC" -std=c++17 -DMLA_STATIC_DEFINE -Iinclude -I. \
-    -gencode=arch=compute_90a,code=sm_90a hip/attention_wgmma_probe.cu -o "$BUILD/attention_wgmma_probe" \
-    > "$OUT/probe_build.log" 2>&1 || { tail -20 "$OUT/probe_build.log"; return 1; }
-  timeout "$(limit probe 60)" "$BUILD/attention_wgmma_probe" > "$OUT/probe.log" 2>&1
-  local rc=$?
-  cat "$OUT/probe.log"
-  return $rc
-}
-
-stage_conformance() {
-  local rc=0 path
-  for path in wgmma mma cpasync fma; do
-    MLA_HIP_ATTENTION=$path timeout "$(limit conformance 60)" "$MLA" conformance --backend hip \
-      --op attention --require-device --verbose > "$OUT/conformance_attention_$path.log" 2>&1 || rc=1
-    echo "$path: $(tail -n 1 "$OUT/conformance_attention_$path.log")"
-    grep -E "^(FAIL|fail)" "$OUT/conformance_attention_$path.log" | head -10
-  done
-  return $rc
-}
-
-stage_ctest() {
-  timeout "$(limit ctest 120)" ctest --test-dir "$BUILD" -R 'attention|layer_hip' --output-on-failure \
-    > "$OUT/ctest_attention.log" 2>&1
-  local rc=$?
-  grep -E "tests passed|tests failed|Failed|\*\*\*" "$OUT/ctest_attention.log" | tail -12
-  return $rc
-}
-
-stage_bench() {
-  local rc=0 body shape b c h env
-  for body in wgmma mma; do
-    for shape in "128 4096 16,128" "8 32768 128" "1 32768 128"; do
-      read -r b c h <<< "$shape"
-      local tag="${body}_b${b}_c${c}_h${h//,/-}"
-      env=(); [ "$body" = mma ] && env=(MLA_HIP_ATTENTION=mma)
-      env ${env[@]+"${env[@]}"} timeout "$(limit bench 45)" "$MLA" bench decode --backend hip \
-        --batch "$b" --contexts "$c" --heads "$h" --json "$OUT/bench_decode_$tag.json" \
-        > "$OUT/bench_decode_$tag.log" 2>&1 || rc=1
-    done
-  done
-  for f in "$OUT"/bench_decode_*.log; do
-    echo "# $(basename "$f" .log)"
-    grep -E "^batch|^ +[0-9]+ +[0-9]+ +[0-9]+ " "$f" | head -8
-  done
-  return $rc
-}
-
-for s in $STAGES; do
-  note "$s"
-  if ! "stage_$s"; then
-    FAILED="$FAILED $s"
+# step NAME LIMIT_S [VAR=VALUE ...] COMMAND ...: COMMAND under env and timeout,
+# stdout + stderr to $OUT/NAME.log
+step() {
+  local name=$1 lim=$2 left t0 rc
+  shift 2
+  left=$((BUDGET - ($(date +%s) - START)))
+  [ "$lim" -gt "$left" ] && lim=$left
+  if [ "$lim" -lt 10 ]; then
+    echo "skipped  0 s  $name (budget spent)" | tee -a "$OUT/steps.txt"
+    FAILED="$FAILED $name(skipped)"
+    return
   fi
+  t0=$(date +%s)
+  timeout "$lim" env "$@" > "$OUT/$name.log" 2>&1
+  rc=$?
+  local st=ok
+  [ $rc -eq 124 ] && st=timeout
+  [ $rc -ne 0 ] && [ $rc -ne 124 ] && st="rc=$rc"
+  printf '%-8s %3d s  %s: %s\n' "$st" $(($(date +%s) - t0)) "$name" "$*" | tee -a "$OUT/steps.txt"
+  [ "$st" = ok ] || FAILED="$FAILED $name"
+}
+
+{
+  git rev-parse HEAD 2>/dev/null
+  nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv 2>&1
+  echo "MLA_BENCH_BLAS=$MLA_BENCH_BLAS"
+} > "$OUT/machine.txt" 2>&1
+if [ ! -x "$MLA" ]; then
+  echo "no $MLA: build the tree first (see the top of $0)" | tee -a "$OUT/steps.txt"
+  exit 1
+fi
+
+step probe 30 "$PROBE"
+step conf_wgmma 60 -u MLA_HIP_ATTENTION "$MLA" conformance --backend hip --op 'attention*' \
+  --require-device --repeat --verbose --json "$OUT/conf_wgmma.json"
+for body in mma cpasync fma; do
+  step "conf_$body" 45 MLA_HIP_ATTENTION=$body "$MLA" conformance --backend hip --op 'attention*' \
+    --require-device --verbose --json "$OUT/conf_$body.json"
 done
-note "summary"
-for f in probe.log conformance_attention_wgmma.log conformance_attention_mma.log \
-         conformance_attention_cpasync.log conformance_attention_fma.log ctest_attention.log; do
-  [ -f "$OUT/$f" ] && echo "$f: $(grep -E "pass|FAIL|conformance:|tests passed|tests failed" "$OUT/$f" | tail -n 1)"
+for pre in dec mma; do
+  envs=(-u MLA_HIP_ATTENTION)
+  [ $pre = mma ] && envs=(MLA_HIP_ATTENTION=mma)
+  step "${pre}_b128_c4096" 45 "${envs[@]}" "$MLA" bench decode --backend hip --batch 128 \
+    --contexts 4096 --heads 16,128 --json "$OUT/${pre}_b128_c4096.json"
+  step "${pre}_c32768" 45 "${envs[@]}" "$MLA" bench decode --backend hip --batch 8,1 \
+    --contexts 32768 --heads 128 --json "$OUT/${pre}_c32768.json"
+  [ $pre = dec ] && step sparse_b64_b128 45 "${envs[@]}" "$MLA" bench decode --backend hip \
+    --sparse --caches fp8_scaled --batch 64,128 --heads 128 --json "$OUT/sparse_b64_b128.json"
 done
-[ -n "$FAILED" ] && { echo "failed stages:$FAILED"; exit 1; }
-exit 0
+
+# the summary last (the device tool returns the end of the output)
+printf '\n=== summary (%d s)\n' $(($(date +%s) - START))
+[ -f "$OUT/probe.log" ] && cat "$OUT/probe.log"
+for f in "$OUT"/conf_*.log; do
+  [ -f "$f" ] && echo "$(basename "$f" .log): $(grep -E '^conformance:' "$f" | tail -n 1)" \
+    && grep -E "FAIL" "$f" | head -5
+done
+for f in dec_b128_c4096 dec_c32768 sparse_b64_b128 mma_b128_c4096 mma_c32768; do
+  [ -f "$OUT/$f.log" ] || continue
+  printf '\n# %s\n' "$f"
+  grep -E "^(ceiling|sweep)|^ *(batch|[0-9]+ +[0-9]+ +[0-9]+ )" "$OUT/$f.log" | awk '!seen[$0]++' | head -16
+done
+printf '\n'
+cat "$OUT/steps.txt"
+[ -z "$FAILED" ] && { echo "all steps ok"; exit 0; }
+echo "failed:$FAILED"
+exit 1

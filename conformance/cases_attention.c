@@ -18,17 +18,12 @@
  * exactly 0 and -inf (their bound is 0, and -inf is a class).
  *
  * The cache bytes are filled here from MLA.md's layouts (section 4), not
- * by the library's writer, and read back by this file's own decoder.
- *
- * Case parameters: ip[0] cache layout, ip[1] cache element dtype, ip[2]
- * block size (contiguous: the per-sequence capacity), ip[3] L (R = L / 8),
- * ip[4] heads, ip[5] kind | next_n << 4, ip[6] num_splits, ip[7] flags;
- * fp[0] k_scale, fp[1] q_scale; v.in_dtype q's dtype, v.out_dtype o's. */
+ * by the library's writer, and read back by this file's own decoder. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "conformance/conf.h"
+#include "conformance/cover.h"
 
 /* argument order; absent arguments are empty placeholders */
 enum {
@@ -58,10 +53,9 @@ enum { F_SINKS = 1, F_CONTIG = 2, F_ROPE = 4, F_VIEWS = 8, F_LONG = 16, F_NO_LSE
 
 static int is_fp8(mla_dtype d) { return d == MLA_DTYPE_FP8_E4M3FN || d == MLA_DTYPE_FP8_E4M3FNUZ; }
 
-static int64_t dim_l(const conf_case *c) { return c->ip[3]; }
-static int64_t dim_r(const conf_case *c) { return c->ip[3] / 8; }
-static int kind_of(const conf_case *c) { return (int)(c->ip[5] & 0xF); }
-static int next_n_of(const conf_case *c) { return (int)(c->ip[5] >> 4); }
+static int64_t dim_l(const conf_case *c) { return c->p.attn.L; }
+static int64_t dim_r(const conf_case *c) { return c->p.attn.L / 8; }
+static int kind_of(const conf_case *c) { return c->p.attn.kind; }
 static int sparse(const conf_case *c) { return kind_of(c) & 1; }
 
 /* ---------------------------------------------------------- geometry */
@@ -78,9 +72,9 @@ typedef struct geom {
 static void geometry(const conf_case *c, geom *g)
 {
     memset(g, 0, sizeof *g);
-    const int64_t bs = c->ip[2], nn = next_n_of(c);
-    const int64_t bs_len = (c->ip[7] & F_CONTIG) || bs == 1 ? 16 : bs; /* sets the lengths */
-    const int64_t longc = (c->ip[7] & F_LONG) ? 300 : 101;
+    const int64_t bs = c->p.attn.block_size, nn = c->p.attn.next_n;
+    const int64_t bs_len = c->p.attn.contiguous || bs == 1 ? 16 : bs; /* sets the lengths */
+    const int64_t longc = c->p.attn.long_ctx ? 300 : 101;
     g->S = NSEQ;
     if (kind_of(c) < K_PREFILL) {
         const int64_t ctx[NSEQ] = {nn, 0, bs_len + 5, longc};
@@ -95,9 +89,9 @@ static void geometry(const conf_case *c, geom *g)
         g->cu[s + 1] = g->cu[s] + g->n[s];
     g->T = g->cu[NSEQ];
     g->bs = bs;
-    g->topk = sparse(c) ? ((c->ip[7] & F_LONG) ? 160 : 40) : 0;
+    g->topk = sparse(c) ? (c->p.attn.long_ctx ? 160 : 40) : 0;
     g->P = longc + 1;
-    if (c->ip[7] & F_CONTIG) { /* sequence s owns block s */
+    if (c->p.attn.contiguous) { /* sequence s owns block s */
         g->num_blocks = NSEQ;
         g->max_blocks = 1;
         for (int s = 0; s < NSEQ; ++s)
@@ -116,13 +110,13 @@ static void geometry(const conf_case *c, geom *g)
 
 static mla_cache_desc cache_desc(const conf_case *c, const geom *g)
 {
-    mla_cache_desc d = {(mla_cache_layout)c->ip[0],
-                        (mla_dtype)c->ip[1],
+    mla_cache_desc d = {(mla_cache_layout)c->p.attn.layout,
+                        (mla_dtype)c->p.attn.dtype,
                         g->num_blocks,
                         g->bs,
                         dim_l(c),
                         dim_r(c),
-                        (float)c->fp[0]};
+                        (float)c->p.attn.k_scale};
     return d;
 }
 
@@ -132,6 +126,60 @@ static float softmax_scale(const conf_case *c) { return dim_l(c) == 512 ? 0.125f
 
 /* ---------------------------------------------------------- the cases */
 
+static const char *kind_name(int k)
+{
+    static const char *const kinds[] = {"decode", "sparse", "prefill", "prefill_sparse"};
+    return k >= 0 && k < 4 ? kinds[k] : "unknown";
+}
+
+static const conf_field fields[] = {
+    CONF_ENUM(attn, layout, conf_name_cache_layout, MLA_CACHE_LAYOUT_COUNT),
+    CONF_FIELD(attn, dtype, CONF_F_DTYPE),
+    CONF_FIELD(attn, block_size, CONF_F_I64),
+    CONF_FIELD(attn, L, CONF_F_I64),
+    CONF_FIELD(attn, H, CONF_F_I64),
+    CONF_ENUM(attn, kind, kind_name, 4),
+    CONF_FIELD(attn, next_n, CONF_F_I32),
+    CONF_FIELD(attn, splits, CONF_F_I32),
+    CONF_FIELD(attn, sinks, CONF_F_I32),
+    CONF_FIELD(attn, contiguous, CONF_F_I32),
+    CONF_FIELD(attn, rope, CONF_F_I32),
+    CONF_FIELD(attn, no_lse, CONF_F_I32),
+    CONF_FIELD(attn, long_ctx, CONF_F_I32),
+    CONF_FIELD(attn, q, CONF_F_DTYPE),
+    CONF_FIELD(attn, o, CONF_F_DTYPE),
+    CONF_FIELD(attn, k_scale, CONF_F_REAL),
+    CONF_FIELD(attn, q_scale, CONF_F_REAL),
+    CONF_FIELD(attn, q_lay, CONF_F_LAY),
+    CONF_FIELD(attn, o_lay, CONF_F_LAY),
+    CONF_FIELD(attn, lse_lay, CONF_F_LAY),
+    CONF_FIELD(attn, topk_lay, CONF_F_LAY),
+    CONF_FIELD(attn, cache_lay, CONF_F_LAY),
+    CONF_ENUM(attn, style, conf_name_rope_style, MLA_ROPE_STYLE_COUNT),
+    CONF_FIELD(attn, k_nope, CONF_F_DTYPE),
+    CONF_FIELD(attn, k_pe, CONF_F_DTYPE),
+    CONF_FIELD(attn, q_pos, CONF_F_DTYPE),
+    CONF_FIELD(attn, k_pos, CONF_F_DTYPE),
+    CONF_FIELD(attn, slots, CONF_F_DTYPE),
+};
+
+static void label(conf_case *c)
+{
+    const conf_p_attention *q = &c->p.attn;
+    static const char *const kinds[] = {"decode", "sparse", "prefill", "prefill sparse"};
+    const char *cn = mla_dtype_name(q->dtype), *qn = mla_dtype_name(q->q);
+    const int views = q->q_lay || q->o_lay || q->lse_lay || q->topk_lay;
+    char sp[8];
+    snprintf(sp, sizeof sp, "%d", (int)q->splits);
+    snprintf(c->label, sizeof c->label, "%s %s bs%lld %s%s H%lld sp%s q%s o%s%s%s%s%s%s%s",
+             mla_cache_layout_name((mla_cache_layout)q->layout),
+             strncmp(cn, "fp8_", 4) ? cn : cn + 4, (long long)q->block_size, kinds[q->kind & 3],
+             q->next_n > 1 ? "2" : "", (long long)q->H, q->splits ? sp : "auto",
+             strncmp(qn, "fp8_", 4) ? qn : qn + 4, q->o == MLA_DTYPE_BF16 ? "bf" : "f",
+             q->sinks ? " sink" : "", q->contiguous ? " contig" : "", q->rope ? " rope" : "",
+             views ? " views" : "", q->L == 512 ? " L512" : "", q->no_lse ? " no-lse" : "");
+}
+
 static void make(conf_builder *b, mla_cache_layout layout, mla_dtype cdt, int64_t bs, int64_t L,
                  int64_t H, int kind, int next_n, int splits, int flags, mla_dtype qdt,
                  mla_dtype odt, int n)
@@ -139,54 +187,209 @@ static void make(conf_builder *b, mla_cache_layout layout, mla_dtype cdt, int64_
     conf_case c;
     memset(&c, 0, sizeof c);
     c.golden = -1;
-    c.ip[0] = layout;
-    c.ip[1] = cdt;
-    c.ip[3] = L;
-    c.ip[4] = H;
-    c.ip[5] = kind | next_n << 4;
-    c.ip[6] = splits;
-    c.ip[7] = flags;
-    c.ip[2] = bs;
-    if (flags & F_CONTIG) { /* the capacity: the longest context, a multiple of 16 */
+    conf_p_attention *q = &c.p.attn;
+    const int views = (flags & F_VIEWS) != 0;
+    *q = (conf_p_attention){layout,
+                            cdt,
+                            bs,
+                            L,
+                            H,
+                            kind,
+                            next_n,
+                            splits,
+                            (flags & F_SINKS) != 0,
+                            (flags & F_CONTIG) != 0,
+                            (flags & F_ROPE) != 0,
+                            (flags & F_NO_LSE) != 0,
+                            (flags & F_LONG) != 0,
+                            qdt,
+                            odt,
+                            is_fp8(cdt) && layout != MLA_CACHE_FP8_SCALED ? (n % 2 ? 0.375 : 1.25)
+                                                                          : 1.0,
+                            is_fp8(qdt) ? 0.0625 : 1.0,
+                            views ? CONF_L_PAD : CONF_L_CONTIG,
+                            views ? CONF_L_COLMAJOR : CONF_L_CONTIG,
+                            views ? CONF_L_PAD | CONF_L_OFFSET : CONF_L_CONTIG,
+                            views ? CONF_L_PAD : CONF_L_CONTIG,
+                            n % 3 == 1 ? CONF_L_PAD : CONF_L_CONTIG, /* padded block stride */
+                            MLA_ROPE_INTERLEAVED,
+                            MLA_DTYPE_BF16,
+                            MLA_DTYPE_F32,
+                            MLA_DTYPE_I32,
+                            MLA_DTYPE_I64,
+                            MLA_DTYPE_I32};
+    if (q->contiguous) { /* the capacity: the longest context, a multiple of 16 */
         geom g;
         geometry(&c, &g);
         int64_t top = 0;
         for (int s = 0; s < NSEQ; ++s)
             top = g.ctx[s] > top ? g.ctx[s] : top;
-        c.ip[2] = (top + 15) / 16 * 16 + 16;
+        q->block_size = (top + 15) / 16 * 16 + 16;
     }
-    c.fp[0] = is_fp8(cdt) && layout != MLA_CACHE_FP8_SCALED ? (n % 2 ? 0.375 : 1.25) : 1.0;
-    c.fp[1] = is_fp8(qdt) ? 0.0625 : 1.0;
-    c.lay[AQ] = (flags & F_VIEWS) ? CONF_L_PAD : CONF_L_CONTIG;
-    c.lay[AO] = (flags & F_VIEWS) ? CONF_L_COLMAJOR : CONF_L_CONTIG;
-    c.lay[ALSE] = (flags & F_VIEWS) ? CONF_L_PAD | CONF_L_OFFSET : CONF_L_CONTIG;
-    c.lay[ACACHE] = n % 3 == 1 ? CONF_L_PAD : CONF_L_CONTIG; /* padded block stride */
-    c.dist = CONF_DIST_ACT;
-    geom g;
-    geometry(&c, &g);
-    c.v = (mla_variant){MLA_OP_ATTENTION, qdt, odt, layout, cdt, c.ip[2], g.T, H};
-    c.ndim = 3;
-    c.shape[0] = g.T;
-    c.shape[1] = H;
-    c.shape[2] = L + L / 8;
-    static const char *const kinds[] = {"decode", "sparse", "prefill", "prefill sparse"};
-    const char *cn = mla_dtype_name(cdt), *qn = mla_dtype_name(qdt);
-    char sp[8];
-    snprintf(sp, sizeof sp, "%d", splits);
-    snprintf(c.label, sizeof c.label, "%s %s bs%lld %s%s H%lld sp%s q%s o%s%s%s%s%s%s%s",
-             mla_cache_layout_name(layout), strncmp(cn, "fp8_", 4) ? cn : cn + 4,
-             (long long)c.ip[2], kinds[kind], next_n > 1 ? "2" : "", (long long)H,
-             splits ? sp : "auto", strncmp(qn, "fp8_", 4) ? qn : qn + 4,
-             odt == MLA_DTYPE_BF16 ? "bf" : "f", (flags & F_SINKS) ? " sink" : "",
-             (flags & F_CONTIG) ? " contig" : "", (flags & F_ROPE) ? " rope" : "",
-             (flags & F_VIEWS) ? " views" : "", L == 512 ? " L512" : "",
-             (flags & F_NO_LSE) ? " no-lse" : "");
     conf_push(b, &c);
+}
+
+/* ------------------------------------------------------------ axes */
+
+static const char *const layout_names[] = {"normal", "shuffled", "fp8_scaled"};
+static const char *const block_names[] = {"<16", "16..63", ">=64"};
+static const char *const splits_names[] = {"auto", "off", "forced"};
+static const char *const next_n_names[] = {"1", ">=2"};
+
+enum {
+    X_Q,
+    X_LAYOUT,
+    X_CDT,
+    X_BLOCK,
+    X_O,
+    X_BT,
+    X_CU,
+    X_TOPK,
+    X_SINKS,
+    X_LSE,
+    X_ROPE,
+    X_KN,
+    X_KP,
+    X_QPOS,
+    X_KPOS,
+    X_SLOTS,
+    X_SPLITS,
+    X_NEXT,
+    X_QV,
+    X_OV,
+    X_LSEV,
+    X_CACHEV,
+    X_TOPKV
+};
+
+#define NONE MLA_DTYPE_COUNT
+
+static const conf_axis axes[] = {
+    CONF_AX_DT("q.dtype", 0, MLA_DTYPE_BF16, MLA_DTYPE_F32, CONF_FP8S),
+    CONF_AX_FL("cache.layout", layout, layout_names, MLA_CACHE_NORMAL, MLA_CACHE_SHUFFLED,
+               MLA_CACHE_FP8_SCALED),
+    CONF_AX_FL("cache.dtype", rule, NULL, MLA_DTYPE_BF16, CONF_FP8S),
+    CONF_AX_CL("block_size", group, 1, block_names, 1, 16, 64),
+    CONF_AX_DT("o.dtype", 14, MLA_DTYPE_F32, MLA_DTYPE_BF16),
+    /* the optional tensors: paged, prefill (cu_q_lens), sparse, sinks, lse */
+    CONF_AX_DT("block_table.dtype", 2, NONE, MLA_DTYPE_I32),
+    CONF_AX_DT("cu_q_lens.dtype", 4, NONE, MLA_DTYPE_I32),
+    CONF_AX_DT("topk_indices.dtype", 5, NONE, MLA_DTYPE_I32),
+    CONF_AX_DT("sinks.dtype", 6, NONE, MLA_DTYPE_F32),
+    CONF_AX_DT("lse.dtype", 15, NONE, MLA_DTYPE_F32),
+    /* the RoPE site: inside attention when the rope's tensors are given */
+    CONF_AX_DT("rope.cos.dtype", 7, NONE, MLA_DTYPE_F32),
+    CONF_AX_DT("rope.k_nope.dtype", 10, NONE, CONF_FLOATS),
+    CONF_AX_DT("rope.k_pe.dtype", 11, NONE, CONF_FLOATS),
+    CONF_AX_DT("rope.q_pos.dtype", 9, NONE, CONF_INDEX),
+    CONF_AX_DT("rope.k_pos.dtype", 12, NONE, CONF_INDEX),
+    CONF_AX_DT("rope.slots.dtype", 13, NONE, CONF_INDEX),
+    /* kernel paths: split-KV with a combine or not */
+    CONF_AX_CL("splits", splits, 0, splits_names, 0, 1, 2),
+    CONF_AX_CL("next_n", next_n, 0, next_n_names, 1, 2),
+    CONF_AX_VW("q.view", 0, CONF_VIEWS),
+    CONF_AX_VW("o.view", 14, CONF_VIEWS),
+    CONF_AX_VW("lse.view", 15, CONF_VIEWS, MLA_ARG_ABSENT),
+    CONF_AX_VW("cache.view", 1, MLA_ARG_DENSE, MLA_ARG_ROWS),
+    CONF_AX_VW("topk_indices.view", 5, CONF_VIEWS, MLA_ARG_ABSENT),
+};
+
+/* The cache's rules; the rope's tensors all or none, and then q bf16 or
+ * f32; lse and topk_indices absent exactly when not given. Contiguous mode
+ * (no block table) holds a sequence in one block, so the designs' block is
+ * the longest context (>= 64): smaller ones are not among its combinations. */
+static int legal(const conf_point *p)
+{
+    if (!conf_cache_legal(p, X_LAYOUT, X_CDT, X_BLOCK) ||
+        !CONF_RULE(p, X_BT, X_BLOCK, CONF_VAL(p, X_BT) != NONE || CONF_VAL(p, X_BLOCK) >= 64))
+        return 0;
+    for (int a = X_KN; a <= X_SLOTS; ++a)
+        if (!CONF_RULE(p, X_ROPE, a, (CONF_VAL(p, X_ROPE) == NONE) == (CONF_VAL(p, a) == NONE)))
+            return 0;
+    if (!CONF_RULE(p, X_ROPE, X_Q,
+                   CONF_VAL(p, X_ROPE) == NONE || CONF_VAL(p, X_Q) == MLA_DTYPE_BF16 ||
+                       CONF_VAL(p, X_Q) == MLA_DTYPE_F32))
+        return 0;
+    return CONF_RULE(p, X_LSE, X_LSEV,
+                     (CONF_VAL(p, X_LSE) == NONE) == (CONF_VAL(p, X_LSEV) == MLA_ARG_ABSENT)) &&
+           CONF_RULE(p, X_TOPK, X_TOPKV,
+                     (CONF_VAL(p, X_TOPK) == NONE) == (CONF_VAL(p, X_TOPKV) == MLA_ARG_ABSENT));
+}
+
+static void derive(mla_variant *v)
+{
+    v->in_dtype = v->arg_dtype[0];
+    v->out_dtype = v->arg_dtype[14];
+    v->arg_dtype[8] = v->arg_dtype[7]; /* sin with cos */
+}
+
+const conf_op_axes conf_axes_attention = {
+    .op = MLA_OP_ATTENTION,
+    .axes = axes,
+    .naxes = (int)(sizeof axes / sizeof axes[0]),
+    .base = {.rows = 4,
+             .cols = 3,
+             .nargs = 16,
+             .arg_dtype = {[1] = MLA_DTYPE_U8, [3] = MLA_DTYPE_I32}},
+    .derive = derive,
+    .legal = legal,
+    .full = 1u << X_Q | 1u << X_LAYOUT | 1u << X_CDT};
+
+static mla_dtype dt_at(const conf_point *pt, int a, mla_dtype none)
+{
+    return CONF_VAL(pt, a) == NONE ? none : (mla_dtype)CONF_VAL(pt, a);
+}
+
+/* L 128, R 16, H 3 heads; the geometry's four sequences */
+static void design(const conf_point *pt, int k, conf_case *c)
+{
+    conf_p_attention *q = &c->p.attn;
+    const mla_cache_layout layout = (mla_cache_layout)CONF_VAL(pt, X_LAYOUT);
+    const mla_dtype cdt = (mla_dtype)CONF_VAL(pt, X_CDT), qdt = (mla_dtype)CONF_VAL(pt, X_Q);
+    const int64_t cls = CONF_VAL(pt, X_BLOCK), sp = CONF_VAL(pt, X_SPLITS);
+    const int64_t lsev = CONF_VAL(pt, X_LSEV), topkv = CONF_VAL(pt, X_TOPKV);
+    memset(q, 0, sizeof *q);
+    q->layout = layout;
+    q->dtype = cdt;
+    q->block_size = cls >= 64 ? 64 : cls >= 16 ? 16 : 1;
+    q->L = 128;
+    q->H = 3;
+    q->kind = (CONF_VAL(pt, X_CU) != NONE ? K_PREFILL : K_DECODE) + (CONF_VAL(pt, X_TOPK) != NONE);
+    q->next_n = (int32_t)CONF_VAL(pt, X_NEXT);
+    q->splits = sp == 0 ? 0 : sp == 1 ? 1 : k % 2 ? 4 : 64;
+    q->sinks = CONF_VAL(pt, X_SINKS) != NONE;
+    q->contiguous = CONF_VAL(pt, X_BT) == NONE;
+    q->rope = CONF_VAL(pt, X_ROPE) != NONE;
+    q->no_lse = CONF_VAL(pt, X_LSE) == NONE;
+    q->q = qdt;
+    q->o = (mla_dtype)CONF_VAL(pt, X_O);
+    q->k_scale = is_fp8(cdt) && layout != MLA_CACHE_FP8_SCALED ? (k % 2 ? 0.375 : 1.25) : 1.0;
+    q->q_scale = is_fp8(qdt) ? 0.0625 : 1.0;
+    q->q_lay = conf_lay_of_view(CONF_VAL(pt, X_QV), 3, k);
+    q->o_lay = conf_lay_of_view(CONF_VAL(pt, X_OV), 3, k + 1);
+    q->lse_lay = lsev == MLA_ARG_ABSENT ? 0 : conf_lay_of_view(lsev, 2, k);
+    q->topk_lay = topkv == MLA_ARG_ABSENT ? 0 : conf_lay_of_view(topkv, 2, k + 1);
+    q->cache_lay = CONF_VAL(pt, X_CACHEV) == MLA_ARG_ROWS ? CONF_L_PAD : CONF_L_CONTIG;
+    q->style = k % 2;
+    q->k_nope = dt_at(pt, X_KN, MLA_DTYPE_BF16);
+    q->k_pe = dt_at(pt, X_KP, MLA_DTYPE_F32);
+    q->q_pos = dt_at(pt, X_QPOS, MLA_DTYPE_I32);
+    q->k_pos = dt_at(pt, X_KPOS, MLA_DTYPE_I64);
+    q->slots = dt_at(pt, X_SLOTS, MLA_DTYPE_I32);
+    if (q->contiguous) { /* the capacity: the longest context, a multiple of 16 */
+        geom g;
+        geometry(c, &g);
+        int64_t top = 0;
+        for (int s = 0; s < NSEQ; ++s)
+            top = g.ctx[s] > top ? g.ctx[s] : top;
+        q->block_size = (top + 15) / 16 * 16 + 16;
+    }
+    c->note = " (pairwise)";
 }
 
 static int build(conf_case *cases, int cap)
 {
-    conf_builder b = {cases, cap, 0, MLA_OP_ATTENTION};
+    conf_builder b = {.cases = cases, .cap = cap, .suite = &conf_suite_attention};
     static const struct {
         mla_cache_layout layout;
         mla_dtype dtype;
@@ -249,6 +452,7 @@ static int build(conf_case *cases, int cap)
          F_ROPE | F_VIEWS, f32, f32, n++);
     make(&b, MLA_CACHE_NORMAL, MLA_DTYPE_FP8_E4M3FNUZ, 0, 512, 3, K_DECODE, 1, 1, F_ROPE | F_CONTIG,
          bf, bf, n++);
+    conf_push_design(&b, &conf_axes_attention, design);
     return b.n;
 }
 
@@ -272,9 +476,9 @@ static int64_t fp8s_token_bytes(int64_t L, int64_t R) { return L + 4 * (L / 128)
  */
 static double key_value(const conf_case *c, const unsigned char *blk, int64_t t, int64_t d)
 {
-    const int64_t L = dim_l(c), R = dim_r(c), bs = c->ip[2];
-    const mla_cache_layout layout = (mla_cache_layout)c->ip[0];
-    const mla_dtype dt = (mla_dtype)c->ip[1];
+    const int64_t L = dim_l(c), R = dim_r(c), bs = c->p.attn.block_size;
+    const mla_cache_layout layout = (mla_cache_layout)c->p.attn.layout;
+    const mla_dtype dt = (mla_dtype)c->p.attn.dtype;
     if (layout == MLA_CACHE_FP8_SCALED) {
         const unsigned char *tok = blk + t * fp8s_token_bytes(L, R);
         if (d >= L)
@@ -287,7 +491,7 @@ static double key_value(const conf_case *c, const unsigned char *blk, int64_t t,
     const int64_t es = dt == MLA_DTYPE_BF16 ? 2 : 1;
     const int64_t e = elem_of(layout, t, d, L, R, bs, 16 / es);
     const double v = conf_decode_value(dt, conf_load_bits(blk + e * es, (size_t)es));
-    return es == 2 ? v : v * c->fp[0];
+    return es == 2 ? v : v * c->p.attn.k_scale;
 }
 
 /* A code of moderate magnitude: bf16 with |v| in [2^-3, 2), fp8 in
@@ -313,10 +517,10 @@ static void fill_cache(conf_problem *p, const conf_case *c)
 {
     const conf_arg *a = &p->arg[ACACHE];
     const int64_t nb = a->t.shape[0], bb = a->t.shape[1], L = dim_l(c), R = dim_r(c);
-    const mla_dtype dt = (mla_dtype)c->ip[1];
+    const mla_dtype dt = (mla_dtype)c->p.attn.dtype;
     for (int64_t b = 0; b < nb; ++b) {
         unsigned char *blk = conf_arg_elem0(a) + b * a->t.stride[0];
-        if (c->ip[0] != MLA_CACHE_FP8_SCALED) {
+        if (c->p.attn.layout != MLA_CACHE_FP8_SCALED) {
             const int es = dt == MLA_DTYPE_BF16 ? 2 : 1;
             for (int64_t e = 0; e < bb / es; ++e)
                 put_bits(blk + e * es,
@@ -324,11 +528,11 @@ static void fill_cache(conf_problem *p, const conf_case *c)
             continue;
         }
         const int64_t tb = fp8s_token_bytes(L, R);
-        for (int64_t t = 0; t < c->ip[2]; ++t) {
+        for (int64_t t = 0; t < c->p.attn.block_size; ++t) {
             unsigned char *tok = blk + t * tb;
             for (int64_t i = 0; i < tb; ++i) {
                 const uint64_t r =
-                    conf_rng(c->seed, 41, (uint64_t)((b * c->ip[2] + t) * tb + i), 0);
+                    conf_rng(c->seed, 41, (uint64_t)((b * c->p.attn.block_size + t) * tb + i), 0);
                 if (i < L)
                     tok[i] = (unsigned char)moderate_code(dt, r);
                 else if (i < L + 4 * (L / 128) && (i - L) % 4 == 0)
@@ -344,18 +548,18 @@ static void fill_cache(conf_problem *p, const conf_case *c)
 
 static mla_status add_args(conf_problem *p, const conf_case *c, const geom *g)
 {
-    const int64_t H = c->ip[4], L = dim_l(c), R = dim_r(c), D = L + R, T = g->T;
-    const int rope = (c->ip[7] & F_ROPE) != 0;
+    const int64_t H = c->p.attn.H, L = dim_l(c), R = dim_r(c), D = L + R, T = g->T;
+    const int rope = c->p.attn.rope != 0;
     const int64_t empty[1] = {0};
     int64_t bb = 0;
     mla_cache_desc cd = cache_desc(c, g);
     mla_status st = mla_cache_block_bytes(&cd, &bb);
     const int64_t cs[2] = {g->num_blocks, bb},
-                  cst[2] = {bb + ((c->lay[ACACHE] & CONF_L_PAD) ? CACHE_PAD : 0), 1};
+                  cst[2] = {bb + ((c->p.attn.cache_lay & CONF_L_PAD) ? CACHE_PAD : 0), 1};
 #define ADD(expr) st = st == MLA_OK ? (expr) : st
-    ADD(conf_add_arg(p, "q", CONF_IN, c->v.in_dtype, 3, (int64_t[]){T, H, D}, c->lay[AQ]));
+    ADD(conf_add_arg(p, "q", CONF_IN, c->p.attn.q, 3, (int64_t[]){T, H, D}, c->p.attn.q_lay));
     ADD(conf_add_view(p, "cache", rope ? CONF_INOUT : CONF_IN, MLA_DTYPE_U8, 2, cs, cst, 0));
-    if (c->ip[7] & F_CONTIG)
+    if (c->p.attn.contiguous)
         ADD(conf_add_arg(p, "block_table", CONF_IN, MLA_DTYPE_I32, 1, empty, CONF_L_CONTIG));
     else
         ADD(conf_add_arg(p, "block_table", CONF_IN, MLA_DTYPE_I32, 2,
@@ -365,24 +569,26 @@ static mla_status add_args(conf_problem *p, const conf_case *c, const geom *g)
                      kind_of(c) >= K_PREFILL ? (int64_t[]){g->S + 1} : empty, 0));
     if (g->topk)
         ADD(conf_add_arg(p, "topk_indices", CONF_IN, MLA_DTYPE_I32, 2, (int64_t[]){T, g->topk},
-                         (c->ip[7] & F_VIEWS) ? CONF_L_PAD : CONF_L_CONTIG));
+                         c->p.attn.topk_lay));
     else
         ADD(conf_add_arg(p, "topk_indices", CONF_IN, MLA_DTYPE_I32, 1, empty, 0));
     ADD(conf_add_arg(p, "sinks", CONF_IN, MLA_DTYPE_F32, 1,
-                     (c->ip[7] & F_SINKS) ? (int64_t[]){H} : empty, 0));
-    ADD(conf_add_arg(p, "o", CONF_OUT, c->v.out_dtype, 3, (int64_t[]){T, H, L}, c->lay[AO]));
-    if (c->ip[7] & F_NO_LSE) /* lse NULL: no output */
+                     c->p.attn.sinks ? (int64_t[]){H} : empty, 0));
+    ADD(conf_add_arg(p, "o", CONF_OUT, c->p.attn.o, 3, (int64_t[]){T, H, L}, c->p.attn.o_lay));
+    if (c->p.attn.no_lse) /* lse NULL: no output */
         ADD(conf_add_arg(p, "lse", CONF_OUT, MLA_DTYPE_F32, 1, empty, 0));
     else
-        ADD(conf_add_arg(p, "lse", CONF_OUT, MLA_DTYPE_F32, 2, (int64_t[]){T, H}, c->lay[ALSE]));
+        ADD(conf_add_arg(p, "lse", CONF_OUT, MLA_DTYPE_F32, 2, (int64_t[]){T, H},
+                         c->p.attn.lse_lay));
     const int64_t P = rope ? g->P : 0, Tk = rope ? T : 0;
     ADD(conf_add_arg(p, "cos", CONF_IN, MLA_DTYPE_F32, 2, (int64_t[]){P, R / 2}, 0));
     ADD(conf_add_arg(p, "sin", CONF_IN, MLA_DTYPE_F32, 2, (int64_t[]){P, R / 2}, 0));
-    ADD(conf_add_arg(p, "q_pos", CONF_IN, MLA_DTYPE_I32, 1, (int64_t[]){Tk}, 0));
-    ADD(conf_add_arg(p, "k_nope", CONF_IN, MLA_DTYPE_BF16, 2, (int64_t[]){Tk, L}, CONF_L_PAD));
-    ADD(conf_add_arg(p, "k_pe", CONF_IN, MLA_DTYPE_F32, 2, (int64_t[]){Tk, R}, 0));
-    ADD(conf_add_arg(p, "k_pos", CONF_IN, MLA_DTYPE_I64, 1, (int64_t[]){Tk}, 0));
-    ADD(conf_add_arg(p, "slots", CONF_IN, MLA_DTYPE_I32, 1, (int64_t[]){Tk}, 0));
+    const conf_p_attention *q = &c->p.attn;
+    ADD(conf_add_arg(p, "q_pos", CONF_IN, q->q_pos, 1, (int64_t[]){Tk}, 0));
+    ADD(conf_add_arg(p, "k_nope", CONF_IN, q->k_nope, 2, (int64_t[]){Tk, L}, CONF_L_PAD));
+    ADD(conf_add_arg(p, "k_pe", CONF_IN, q->k_pe, 2, (int64_t[]){Tk, R}, 0));
+    ADD(conf_add_arg(p, "k_pos", CONF_IN, q->k_pos, 1, (int64_t[]){Tk}, 0));
+    ADD(conf_add_arg(p, "slots", CONF_IN, q->slots, 1, (int64_t[]){Tk}, 0));
 #undef ADD
     return st;
 }
@@ -396,7 +602,7 @@ static int64_t row_pos(const geom *g, int64_t s, int64_t r)
 /* The sequences' blocks: a seeded permutation of the cache's blocks. */
 static void fill_table(conf_problem *p, const conf_case *c, const geom *g, int64_t *phys)
 {
-    const int contig = (c->ip[7] & F_CONTIG) != 0;
+    const int contig = c->p.attn.contiguous;
     conf_fill_block_table(p, contig ? -1 : ABT, c->seed, g->num_blocks, NSEQ, g->max_blocks,
                           g->used, g->first_block, phys);
     for (int64_t s = 0; contig && s < NSEQ; ++s)
@@ -461,7 +667,7 @@ static mla_status fill_rope(conf_problem *p, const conf_case *c, const geom *g, 
     for (int64_t s = 0; s < NSEQ; ++s)
         for (int64_t r = g->cu[s]; r < g->cu[s + 1]; ++r) {
             const int64_t pos = g->ctx[s] ? row_pos(g, s, r) : 0;
-            const int64_t blk = (c->ip[7] & F_CONTIG) ? s : phys[g->first_block[s] + pos / bs];
+            const int64_t blk = c->p.attn.contiguous ? s : phys[g->first_block[s] + pos / bs];
             const int64_t slot = g->ctx[s] ? blk * bs + pos % bs : -1;
             conf_set_value(p, AQPOS, r, (double)pos);
             conf_set_value(p, AKPOS, r, (double)pos);
@@ -498,11 +704,11 @@ static mla_status setup(const conf_case *c, const conf_env *env, conf_problem *p
         conf_set_value(p, ACU, NSEQ, (double)g.cu[NSEQ]);
     if (g.topk)
         fill_topk(p, c, &g);
-    for (int64_t h = 0; (c->ip[7] & F_SINKS) && h < c->ip[4]; ++h)
+    for (int64_t h = 0; c->p.attn.sinks && h < c->p.attn.H; ++h)
         conf_set_value(p, ASINKS, h,
                        ldexp((double)(conf_rng(c->seed, 45, (uint64_t)h, 0) % 64) - 16.0, -3));
     fill_q(p, c);
-    if (c->ip[7] & F_ROPE)
+    if (c->p.attn.rope)
         st = fill_rope(p, c, &g, phys);
     free(phys);
     if (st != MLA_OK)
@@ -516,20 +722,20 @@ static mla_status exec(mla_context *ctx, const conf_case *c, mla_tensor *t)
 {
     geom g;
     geometry(c, &g);
-    const int fl = (int)c->ip[7];
+    const conf_p_attention *q = &c->p.attn;
     mla_attention_desc d;
     memset(&d, 0, sizeof d);
-    d.heads = c->ip[4];
+    d.heads = c->p.attn.H;
     d.cache = cache_desc(c, &g);
-    d.paged = !(fl & F_CONTIG);
-    d.q_dtype = c->v.in_dtype;
-    d.q_scale = (float)c->fp[1];
-    d.out_dtype = c->v.out_dtype;
+    d.paged = !q->contiguous;
+    d.q_dtype = c->p.attn.q;
+    d.q_scale = (float)c->p.attn.q_scale;
+    d.out_dtype = c->p.attn.o;
     d.softmax_scale = softmax_scale(c);
     d.topk = g.topk;
-    d.next_n = next_n_of(c) ? next_n_of(c) : 1;
-    d.num_splits = (int32_t)c->ip[6];
-    mla_attention_rope rope = {&t[ACOS],  &t[ASIN],   MLA_ROPE_INTERLEAVED,
+    d.next_n = q->next_n ? q->next_n : 1;
+    d.num_splits = (int32_t)c->p.attn.splits;
+    mla_attention_rope rope = {&t[ACOS],  &t[ASIN],   (mla_rope_style)q->style,
                                &t[AQPOS], &t[AKNOPE], &t[AKPE],
                                &t[AKPOS], &t[ASLOTS]};
     mla_attention_args a = {&t[AQ],
@@ -538,10 +744,10 @@ static mla_status exec(mla_context *ctx, const conf_case *c, mla_tensor *t)
                             &t[ACTX],
                             kind_of(c) >= K_PREFILL ? &t[ACU] : NULL,
                             g.topk ? &t[ATOPK] : NULL,
-                            (fl & F_SINKS) ? &t[ASINKS] : NULL,
-                            (fl & F_ROPE) ? &rope : NULL,
+                            q->sinks ? &t[ASINKS] : NULL,
+                            q->rope ? &rope : NULL,
                             &t[AO],
-                            (fl & F_NO_LSE) ? NULL : &t[ALSE],
+                            q->no_lse ? NULL : &t[ALSE],
                             NULL};
     mla_attention_plan *plan = NULL;
     mla_status st = mla_attention_plan_create(ctx, &d, &a, &plan);
@@ -572,27 +778,31 @@ static mla_status exec(mla_context *ctx, const conf_case *c, mla_tensor *t)
 
 /* The q value a backend attends with: fp8 code * q_scale; with RoPE inside
  * attention the rope part rotated by MLA.md's fp32 arithmetic (each
- * product rounded, then the sum) and rounded once to q's dtype. */
+ * product rounded, then the sum; pairs (2i, 2i + 1) interleaved, (i, i +
+ * R/2) NeoX) and rounded once to q's dtype. */
 static void q_row(const conf_case *c, const conf_problem *p, int64_t r, int64_t h, double *q)
 {
     const conf_arg *a = &p->arg[AQ];
-    const int64_t H = c->ip[4], L = dim_l(c), R = dim_r(c), D = L + R;
+    const conf_p_attention *qa = &c->p.attn;
+    const int64_t H = qa->H, L = dim_l(c), R = dim_r(c), D = L + R;
     for (int64_t d = 0; d < D; ++d)
-        q[d] = conf_in_value(a, (r * H + h) * D + d) * (is_fp8(a->t.dtype) ? c->fp[1] : 1.0);
-    if (!(c->ip[7] & F_ROPE))
+        q[d] = conf_in_value(a, (r * H + h) * D + d) * (is_fp8(a->t.dtype) ? qa->q_scale : 1.0);
+    if (!qa->rope)
         return;
     const int64_t pos = (int64_t)conf_in_value(&p->arg[AQPOS], r);
     for (int64_t i = 0; i < R / 2; ++i) {
         const float cs = (float)conf_in_value(&p->arg[ACOS], pos * (R / 2) + i);
         const float sn = (float)conf_in_value(&p->arg[ASIN], pos * (R / 2) + i);
-        const float x0 = (float)q[L + 2 * i], x1 = (float)q[L + 2 * i + 1];
+        const int64_t i0 = L + (qa->style == MLA_ROPE_NEOX ? i : 2 * i);
+        const int64_t i1 = qa->style == MLA_ROPE_NEOX ? i0 + R / 2 : i0 + 1;
+        const float x0 = (float)q[i0], x1 = (float)q[i1];
         const float ac = x0 * cs, bs = x1 * sn, as = x0 * sn, bc = x1 * cs;
         const float o0 = ac - bs, o1 = as + bc;
         if (a->t.dtype == MLA_DTYPE_BF16) { /* RNE to bf16 through the bits */
-            q[L + 2 * i] = conf_decode_value(MLA_DTYPE_BF16, (uint64_t)mla_f32_to_bf16(o0));
-            q[L + 2 * i + 1] = conf_decode_value(MLA_DTYPE_BF16, (uint64_t)mla_f32_to_bf16(o1));
+            q[i0] = conf_decode_value(MLA_DTYPE_BF16, (uint64_t)mla_f32_to_bf16(o0));
+            q[i1] = conf_decode_value(MLA_DTYPE_BF16, (uint64_t)mla_f32_to_bf16(o1));
         } else {
-            q[L + 2 * i] = o0, q[L + 2 * i + 1] = o1;
+            q[i0] = o0, q[i1] = o1;
         }
     }
 }
@@ -604,7 +814,7 @@ static mla_status attn_tol(const conf_case *c, const conf_problem *p, const unsi
 {
     geom g;
     geometry(c, &g);
-    const int64_t H = c->ip[4], L = dim_l(c), R = dim_r(c), D = L + R, bs = g.bs;
+    const int64_t H = c->p.attn.H, L = dim_l(c), R = dim_r(c), D = L + R, bs = g.bs;
     const conf_arg *ca = &p->arg[ACACHE];
     const int64_t cmax = g.P; /* > every context */
     double *keys = malloc((size_t)(cmax * D) * sizeof *keys);
@@ -620,7 +830,7 @@ static mla_status attn_tol(const conf_case *c, const conf_problem *p, const unsi
     for (int64_t s = 0; st == MLA_OK && s < NSEQ; ++s) {
         for (int64_t t = 0; t < g.ctx[s]; ++t) {
             const int64_t blk =
-                (c->ip[7] & F_CONTIG)
+                c->p.attn.contiguous
                     ? s
                     : (int64_t)conf_in_value(&p->arg[ABT], s * g.max_blocks + t / bs);
             for (int64_t d = 0; d < D; ++d)
@@ -641,7 +851,7 @@ static mla_status attn_tol(const conf_case *c, const conf_problem *p, const unsi
                 row.n = nv;
                 row.D = D;
                 row.L = L;
-                row.has_sink = (c->ip[7] & F_SINKS) != 0;
+                row.has_sink = c->p.attn.sinks != 0;
                 row.sink = row.has_sink ? conf_in_value(&p->arg[ASINKS], h) : 0.0;
                 for (int64_t k = 0; k < nv; ++k) {
                     double dot = 0.0, mag = 0.0;
@@ -673,10 +883,10 @@ static int compare(const conf_case *c, const conf_problem *p, int i, unsigned ch
 {
     if (i != AO && i != ALSE)
         return 0;
-    const int64_t T = p->arg[AO].t.shape[0], H = c->ip[4], L = dim_l(c);
+    const int64_t T = p->arg[AO].t.shape[0], H = c->p.attn.H, L = dim_l(c);
     double *tol_o = calloc((size_t)(T * H * L + 1), sizeof *tol_o);
     double *tol_lse = calloc((size_t)(T * H + 1), sizeof *tol_lse);
-    const unsigned char *cache = (c->ip[7] & F_ROPE) ? want[ACACHE] : p->arg[ACACHE].host;
+    const unsigned char *cache = c->p.attn.rope ? want[ACACHE] : p->arg[ACACHE].host;
     conf_arg a = p->arg[i];
     if (!tol_o || !tol_lse || attn_tol(c, p, cache, tol_o, tol_lse) != MLA_OK) {
         free(tol_o);
@@ -694,5 +904,12 @@ static int compare(const conf_case *c, const conf_problem *p, int i, unsigned ch
     return 1;
 }
 
-const conf_suite conf_suite_attention = {"attention", MLA_OP_ATTENTION, build, setup,
-                                         exec,        compare};
+const conf_suite conf_suite_attention = {.name = "attention",
+                                         .op = MLA_OP_ATTENTION,
+                                         .build = build,
+                                         .setup = setup,
+                                         .exec = exec,
+                                         .compare = compare,
+                                         .label = label,
+                                         .fields = fields,
+                                         .nfields = CONF_NFIELDS(fields)};

@@ -2,14 +2,15 @@
  * expanded form"): each backend against the float64 reference, and the
  * expanded form against the absorbed form on the same inputs.
  *
- * Axes, varied independently: cache layout and element dtype (NORMAL bf16 /
- * e4m3fn / e4m3fnuz, SHUFFLED bf16 / e4m3fn, FP8_SCALED e4m3fn / e4m3fnuz),
- * block size (1, 16, 64; contiguous mode), heads (1, 3, 16, 128), the rows
+ * Listed cases: cache layout and element dtype (NORMAL bf16 / e4m3fn /
+ * e4m3fnuz, SHUFFLED bf16 / e4m3fn, FP8_SCALED e4m3fn / e4m3fnuz), block
+ * size (1, 16, 64; contiguous mode), heads (1, 3, 16, 128), the rows
  * (variable cu_q chunks after cached tokens with a padding sequence; next_n
  * rows each; a long chunk of several query blocks and key tiles), q dtype
- * (bf16, f32), o dtype (f32, bf16), kv_b_proj (bf16, e4m3fn and e4m3fnuz
- * with 128 x 128 block scales), lse NULL, strided q / o / lse views, and
- * DeepSeek's sizes (L 512, R 64, nope = v = 128).
+ * (bf16, f32), o dtype (f32, bf16), kv_b_proj (bf16, e4m3fn with 128 x 128
+ * block scales), lse NULL, strided q / o / lse / kv_b_proj views, and
+ * DeepSeek's sizes (L 512, R 64, nope = v = 128). Then the pairwise designs
+ * of the variant axes below (L 128, 3 heads).
  *
  * Bounds (per value, CONF_BOUND_TOL; MLA.md's derivation): the keys and
  * values are computed here in float64 from the cache (the reference's exact
@@ -26,33 +27,35 @@
  * same backend's expanded o within B_expanded + B_absorbed (both against
  * the exact value; the absorbed chain's bound carries q_lat's fp32 GEMM
  * error into its scores and o_lat's into the W_vc GEMM) plus an ulp of o.
- * bf16 kv_b_proj only: the absorbed batched GEMM takes one scale per tensor.
- *
- * Case parameters: ip[0] layout, ip[1] cache dtype, ip[2] block size
- * (contiguous: capacity), ip[3] L (R = L / 8; L 512: nope = v = 128, else
- * 32), ip[4] heads, ip[5] geometry, ip[6] kv_b_proj dtype, ip[7] flags;
- * fp[0] k_scale; v.in_dtype q's dtype, v.out_dtype o's. */
+ * bf16 kv_b_proj only: the absorbed batched GEMM takes one scale per tensor. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "conformance/conf.h"
+#include "conformance/cover.h"
 #include "core/ref/ref_kernels.h" /* mla_ref_cache_read_row: the exact reader */
 
 enum { AQN, AQP, ACACHE, ABT, ACTX, ACU, AW, AWS, AO, ALSE, AOABS };
 enum { G_CHUNKS = 0, G_NEXT_N = 1, G_LONG = 2, G_SHORT = 3 };
-enum { F_CONTIG = 1, F_VIEWS = 2, F_NO_LSE = 4, F_FORMS = 8 };
 
 #define NSEQ 4
+#define CACHE_PAD 64 /* bytes between blocks of a padded cache */
 #define U32 0x1p-24
 #define U64 0x1p-53
 
-static int64_t dim_l(const conf_case *c) { return c->ip[3]; }
-static int64_t dim_r(const conf_case *c) { return c->ip[3] / 8; }
-static int64_t dim_nope(const conf_case *c) { return c->ip[3] == 512 ? 128 : 32; }
+static int64_t dim_l(const conf_case *c) { return c->p.attx.L; }
+static int64_t dim_r(const conf_case *c) { return c->p.attx.L / 8; }
+static int64_t dim_nope(const conf_case *c) { return c->p.attx.L == 512 ? 128 : 32; }
 static int64_t dim_v(const conf_case *c) { return dim_nope(c); }
-static float softmax_scale(const conf_case *c) { return c->ip[3] == 512 ? 0.125f : 0.3f; }
+static int with_cu(const conf_case *c) { return c->p.attx.geo != G_NEXT_N; }
+static int forms(const conf_case *c) { return c->p.attx.w == MLA_DTYPE_BF16; }
+static float softmax_scale(const conf_case *c) { return c->p.attx.L == 512 ? 0.125f : 0.3f; }
 static double gam(double n, double u) { return n * u / (1.0 - n * u); }
+/* An fp8 NORMAL or SHUFFLED cache: its codes times desc.k_scale. */
+static int k_scaled(int layout, mla_dtype cdt)
+{
+    return cdt != MLA_DTYPE_BF16 && layout != MLA_CACHE_FP8_SCALED;
+}
 
 typedef struct geom {
     int64_t S, T, n[NSEQ], ctx[NSEQ], cu[NSEQ + 1];
@@ -60,24 +63,25 @@ typedef struct geom {
 } geom;
 
 /* Chunks: a fresh prompt, a padding sequence without rows, a chunk after
- * cached tokens, a longer one. next_n: 2 rows each, one padding sequence
- * (whose rows get o = 0). Long: a chunk of 70 rows after 75 cached tokens
- * (several query blocks and key tiles on the fast backends). Short: a few
- * keys (the 128-head case). */
+ * cached tokens, a longer one. next_n: next_n rows each, one padding
+ * sequence (whose rows get o = 0). Long: a chunk of 70 rows after 75 cached
+ * tokens (several query blocks and key tiles on the fast backends). Short: a
+ * few keys (the 128-head case). */
 static void geometry(const conf_case *c, geom *g)
 {
     memset(g, 0, sizeof *g);
     static const int64_t n[4][NSEQ] = {{3, 0, 5, 9}, {2, 2, 2, 2}, {4, 0, 70, 1}, {2, 0, 1, 3}};
     static const int64_t cx[4][NSEQ] = {
         {3, 0, 40, 77}, {2, 0, 19, 66}, {4, 0, 145, 30}, {2, 0, 9, 5}};
+    const int geo = c->p.attx.geo;
     g->S = NSEQ;
     for (int s = 0; s < NSEQ; ++s) {
-        g->n[s] = n[c->ip[5]][s], g->ctx[s] = cx[c->ip[5]][s];
+        g->n[s] = geo == G_NEXT_N ? c->p.attx.next_n : n[geo][s], g->ctx[s] = cx[geo][s];
         g->cu[s + 1] = g->cu[s] + g->n[s];
     }
     g->T = g->cu[NSEQ];
-    g->bs = c->ip[2];
-    if (c->ip[7] & F_CONTIG) {
+    g->bs = c->p.attx.block_size;
+    if (c->p.attx.contiguous) {
         g->num_blocks = NSEQ, g->max_blocks = 1;
         for (int s = 0; s < NSEQ; ++s)
             g->used[s] = 1, g->first_block[s] = s;
@@ -95,12 +99,71 @@ static void geometry(const conf_case *c, geom *g)
 
 static mla_cache_desc cache_desc(const conf_case *c, const geom *g)
 {
-    mla_cache_desc d = {(mla_cache_layout)c->ip[0], (mla_dtype)c->ip[1], g->num_blocks, g->bs,
-                        dim_l(c), dim_r(c), (float)c->fp[0]};
+    const conf_p_attention_expanded *q = &c->p.attx;
+    mla_cache_desc d = {(mla_cache_layout)q->layout, q->dtype, g->num_blocks, g->bs,
+                        dim_l(c), dim_r(c), (float)q->k_scale};
     return d;
 }
 
 /* ---------------------------------------------------------- the cases */
+
+static const char *geo_name(int k)
+{
+    static const char *const geos[] = {"chunks", "next_n", "long", "short"};
+    return k >= 0 && k < 4 ? geos[k] : "unknown";
+}
+
+static const conf_field fields[] = {
+    CONF_ENUM(attx, layout, conf_name_cache_layout, MLA_CACHE_LAYOUT_COUNT),
+    CONF_FIELD(attx, dtype, CONF_F_DTYPE),
+    CONF_FIELD(attx, block_size, CONF_F_I64),
+    CONF_FIELD(attx, L, CONF_F_I64),
+    CONF_FIELD(attx, H, CONF_F_I64),
+    CONF_ENUM(attx, geo, geo_name, 4),
+    CONF_FIELD(attx, next_n, CONF_F_I32),
+    CONF_FIELD(attx, w, CONF_F_DTYPE),
+    CONF_FIELD(attx, contiguous, CONF_F_I32),
+    CONF_FIELD(attx, no_lse, CONF_F_I32),
+    CONF_FIELD(attx, q, CONF_F_DTYPE),
+    CONF_FIELD(attx, o, CONF_F_DTYPE),
+    CONF_FIELD(attx, k_scale, CONF_F_REAL),
+    CONF_FIELD(attx, q_nope_lay, CONF_F_LAY),
+    CONF_FIELD(attx, q_pe_lay, CONF_F_LAY),
+    CONF_FIELD(attx, o_lay, CONF_F_LAY),
+    CONF_FIELD(attx, lse_lay, CONF_F_LAY),
+    CONF_FIELD(attx, w_lay, CONF_F_LAY),
+    CONF_FIELD(attx, cache_lay, CONF_F_LAY),
+};
+
+static void label(conf_case *c)
+{
+    const conf_p_attention_expanded *q = &c->p.attx;
+    const char *cn = mla_dtype_name(q->dtype), *wn = mla_dtype_name(q->w);
+    const int views = q->q_nope_lay || q->q_pe_lay || q->o_lay || q->lse_lay || q->w_lay;
+    char geo[16];
+    snprintf(geo, sizeof geo, "%s%s", geo_name(q->geo),
+             q->geo == G_NEXT_N ? (q->next_n > 1 ? "2" : "1") : "");
+    snprintf(c->label, sizeof c->label, "%s %s bs%lld %s H%lld w%s q%s o%s%s%s%s%s",
+             mla_cache_layout_name((mla_cache_layout)q->layout),
+             strncmp(cn, "fp8_", 4) ? cn : cn + 4, (long long)q->block_size, geo, (long long)q->H,
+             strncmp(wn, "fp8_", 4) ? wn : wn + 4, mla_dtype_name(q->q),
+             q->o == MLA_DTYPE_BF16 ? "bf" : "f", q->contiguous ? " contig" : "",
+             views ? " views" : "", q->no_lse ? " no-lse" : "", q->L == 512 ? " L512" : "");
+}
+
+/* Contiguous mode: the capacity, the longest context rounded up to 16 and
+ * one tile more. */
+static void contiguous_capacity(conf_case *c)
+{
+    geom g;
+    geometry(c, &g);
+    int64_t top = 0;
+    for (int s = 0; s < NSEQ; ++s)
+        top = g.ctx[s] > top ? g.ctx[s] : top;
+    c->p.attx.block_size = (top + 15) / 16 * 16 + 16;
+}
+
+enum { F_CONTIG = 1, F_VIEWS = 2, F_NO_LSE = 4 };
 
 static void make(conf_builder *b, mla_cache_layout layout, mla_dtype cdt, int64_t bs, int64_t L,
                  int64_t H, int geo, mla_dtype wdt, int flags, mla_dtype qdt, mla_dtype odt)
@@ -108,43 +171,153 @@ static void make(conf_builder *b, mla_cache_layout layout, mla_dtype cdt, int64_
     conf_case c;
     memset(&c, 0, sizeof c);
     c.golden = -1;
-    c.ip[0] = layout, c.ip[1] = cdt, c.ip[2] = bs, c.ip[3] = L, c.ip[4] = H, c.ip[5] = geo;
-    c.ip[6] = wdt;
-    c.ip[7] = flags | (wdt == MLA_DTYPE_BF16 ? F_FORMS : 0);
-    geom g;
-    if (flags & F_CONTIG) {
-        geometry(&c, &g);
-        int64_t top = 0;
-        for (int s = 0; s < NSEQ; ++s)
-            top = g.ctx[s] > top ? g.ctx[s] : top;
-        c.ip[2] = (top + 15) / 16 * 16 + 16;
-    }
-    const int fp8c = cdt != MLA_DTYPE_BF16 && layout != MLA_CACHE_FP8_SCALED;
-    c.fp[0] = fp8c ? (b->n % 2 ? 0.375 : 1.25) : 1.0;
-    c.lay[AQN] = (flags & F_VIEWS) ? CONF_L_PAD : CONF_L_CONTIG;
-    c.lay[AQP] = (flags & F_VIEWS) ? CONF_L_STEP2 : CONF_L_CONTIG;
-    c.lay[AO] = (flags & F_VIEWS) ? CONF_L_COLMAJOR : CONF_L_CONTIG;
-    c.lay[ALSE] = (flags & F_VIEWS) ? CONF_L_PAD | CONF_L_OFFSET : CONF_L_CONTIG;
-    c.lay[AW] = (flags & F_VIEWS) ? CONF_L_PAD : CONF_L_CONTIG;
-    c.dist = CONF_DIST_ACT;
-    geometry(&c, &g);
-    c.v = (mla_variant){MLA_OP_ATTENTION_EXPANDED, qdt, odt, layout, cdt, c.ip[2], g.T, H};
-    c.ndim = 3;
-    c.shape[0] = g.T, c.shape[1] = H, c.shape[2] = dim_nope(&c);
-    static const char *const geos[] = {"chunks", "next_n2", "long", "short"};
-    const char *cn = mla_dtype_name(cdt), *wn = mla_dtype_name(wdt);
-    snprintf(c.label, sizeof c.label, "%s %s bs%lld %s H%lld w%s q%s o%s%s%s%s%s",
-             mla_cache_layout_name(layout), strncmp(cn, "fp8_", 4) ? cn : cn + 4,
-             (long long)c.ip[2], geos[geo], (long long)H, strncmp(wn, "fp8_", 4) ? wn : wn + 4,
-             mla_dtype_name(qdt), odt == MLA_DTYPE_BF16 ? "bf" : "f",
-             (flags & F_CONTIG) ? " contig" : "", (flags & F_VIEWS) ? " views" : "",
-             (flags & F_NO_LSE) ? " no-lse" : "", L == 512 ? " L512" : "");
+    conf_p_attention_expanded *q = &c.p.attx;
+    const int views = (flags & F_VIEWS) != 0;
+    *q = (conf_p_attention_expanded){.layout = layout,
+                                     .dtype = cdt,
+                                     .block_size = bs,
+                                     .L = L,
+                                     .H = H,
+                                     .geo = geo,
+                                     .next_n = geo == G_NEXT_N ? 2 : 1,
+                                     .w = wdt,
+                                     .contiguous = (flags & F_CONTIG) != 0,
+                                     .no_lse = (flags & F_NO_LSE) != 0,
+                                     .q = qdt,
+                                     .o = odt,
+                                     .k_scale = k_scaled(layout, cdt) ? (b->n % 2 ? 0.375 : 1.25) : 1.0,
+                                     .q_nope_lay = views ? CONF_L_PAD : CONF_L_CONTIG,
+                                     .q_pe_lay = views ? CONF_L_STEP2 : CONF_L_CONTIG,
+                                     .o_lay = views ? CONF_L_COLMAJOR : CONF_L_CONTIG,
+                                     .lse_lay = views ? CONF_L_PAD | CONF_L_OFFSET : CONF_L_CONTIG,
+                                     .w_lay = views ? CONF_L_PAD : CONF_L_CONTIG,
+                                     .cache_lay = CONF_L_CONTIG};
+    if (q->contiguous)
+        contiguous_capacity(&c);
     conf_push(b, &c);
+}
+
+/* ------------------------------------------------------------ axes */
+
+static const char *const layout_names[] = {"normal", "shuffled", "fp8_scaled"};
+static const char *const block_names[] = {"<16", "16..63", ">=64"};
+static const char *const next_n_names[] = {"1", ">=2"};
+
+enum {
+    X_Q,
+    X_LAYOUT,
+    X_CDT,
+    X_BLOCK,
+    X_O,
+    X_W,
+    X_BT,
+    X_CU,
+    X_LSE,
+    X_NEXT,
+    X_QNV,
+    X_QPV,
+    X_WV,
+    X_OV,
+    X_LSEV,
+    X_CACHEV
+};
+
+#define NONE MLA_DTYPE_COUNT
+
+/* The variant's tensors: q_nope, q_pe, cache, block_table, context_lens,
+ * cu_q_lens, kv_b_proj.w, kv_b_proj.scale (fp8 only), o, lse. */
+static const conf_axis axes[] = {
+    CONF_AX_DT("q.dtype", 0, MLA_DTYPE_BF16, MLA_DTYPE_F32),
+    CONF_AX_FL("cache.layout", layout, layout_names, MLA_CACHE_NORMAL, MLA_CACHE_SHUFFLED,
+               MLA_CACHE_FP8_SCALED),
+    CONF_AX_FL("cache.dtype", rule, NULL, MLA_DTYPE_BF16, CONF_FP8S),
+    CONF_AX_CL("block_size", group, 1, block_names, 1, 16, 64),
+    CONF_AX_DT("o.dtype", 8, MLA_DTYPE_F32, MLA_DTYPE_BF16),
+    CONF_AX_DT("kv_b_proj.dtype", 6, MLA_DTYPE_BF16, MLA_DTYPE_FP8_E4M3FN),
+    /* the optional tensors: paged, chunked rows (cu_q_lens), lse */
+    CONF_AX_DT("block_table.dtype", 3, NONE, MLA_DTYPE_I32),
+    CONF_AX_DT("cu_q_lens.dtype", 5, NONE, MLA_DTYPE_I32),
+    CONF_AX_DT("lse.dtype", 9, NONE, MLA_DTYPE_F32),
+    CONF_AX_CL("next_n", next_n, 0, next_n_names, 1, 2),
+    CONF_AX_VW("q_nope.view", 0, CONF_VIEWS),
+    CONF_AX_VW("q_pe.view", 1, CONF_VIEWS),
+    CONF_AX_VW("kv_b_proj.view", 6, CONF_VIEWS),
+    CONF_AX_VW("o.view", 8, CONF_VIEWS),
+    CONF_AX_VW("lse.view", 9, CONF_VIEWS, MLA_ARG_ABSENT),
+    CONF_AX_VW("cache.view", 2, MLA_ARG_DENSE, MLA_ARG_ROWS),
+};
+
+/* The cache's rules; contiguous mode holds a sequence in one block (the
+ * designs' block is the longest context, >= 64); next_n counts the rows
+ * only without cu_q_lens (the designs then pass 1); lse absent exactly when
+ * not given. */
+static int legal(const conf_point *p)
+{
+    return conf_cache_legal(p, X_LAYOUT, X_CDT, X_BLOCK) &&
+           CONF_RULE(p, X_BT, X_BLOCK, CONF_VAL(p, X_BT) != NONE || CONF_VAL(p, X_BLOCK) >= 64) &&
+           CONF_RULE(p, X_CU, X_NEXT, CONF_VAL(p, X_CU) == NONE || CONF_VAL(p, X_NEXT) == 1) &&
+           CONF_RULE(p, X_LSE, X_LSEV,
+                     (CONF_VAL(p, X_LSE) == NONE) == (CONF_VAL(p, X_LSEV) == MLA_ARG_ABSENT));
+}
+
+static void derive(mla_variant *v)
+{
+    v->in_dtype = v->arg_dtype[0];
+    v->out_dtype = v->arg_dtype[8];
+    v->arg_dtype[1] = v->arg_dtype[0]; /* q_pe in q_nope's dtype */
+    v->arg_dtype[7] = v->arg_dtype[6] == MLA_DTYPE_BF16 ? NONE : MLA_DTYPE_F32;
+    v->arg_view[7] = v->arg_dtype[6] == MLA_DTYPE_BF16 ? MLA_ARG_ABSENT : MLA_ARG_DENSE;
+}
+
+const conf_op_axes conf_axes_attention_expanded = {
+    .op = MLA_OP_ATTENTION_EXPANDED,
+    .axes = axes,
+    .naxes = (int)(sizeof axes / sizeof axes[0]),
+    .base = {.rows = 4,
+             .cols = 3,
+             .nargs = 10,
+             .arg_dtype = {[2] = MLA_DTYPE_U8, [4] = MLA_DTYPE_I32}},
+    .derive = derive,
+    .legal = legal,
+    .full = 1u << X_LAYOUT | 1u << X_CDT};
+
+/* L 128, R 16, 3 heads: the chunks (or next_n rows each without cu_q_lens),
+ * every third one the short context. */
+static void design(const conf_point *pt, int k, conf_case *c)
+{
+    conf_p_attention_expanded *q = &c->p.attx;
+    const mla_cache_layout layout = (mla_cache_layout)CONF_VAL(pt, X_LAYOUT);
+    const mla_dtype cdt = (mla_dtype)CONF_VAL(pt, X_CDT);
+    const int64_t cls = CONF_VAL(pt, X_BLOCK), lsev = CONF_VAL(pt, X_LSEV);
+    const int rows = CONF_VAL(pt, X_CU) == NONE;
+    memset(q, 0, sizeof *q);
+    q->layout = layout;
+    q->dtype = cdt;
+    q->block_size = cls >= 64 ? 64 : cls >= 16 ? 16 : 1;
+    q->L = 128;
+    q->H = 3;
+    q->contiguous = CONF_VAL(pt, X_BT) == NONE;
+    q->geo = rows ? G_NEXT_N : !q->contiguous && k % 3 == 2 ? G_SHORT : G_CHUNKS;
+    q->next_n = (int32_t)CONF_VAL(pt, X_NEXT);
+    q->w = (mla_dtype)CONF_VAL(pt, X_W);
+    q->no_lse = CONF_VAL(pt, X_LSE) == NONE;
+    q->q = (mla_dtype)CONF_VAL(pt, X_Q);
+    q->o = (mla_dtype)CONF_VAL(pt, X_O);
+    q->k_scale = k_scaled(layout, cdt) ? (k % 2 ? 0.375 : 1.25) : 1.0;
+    q->q_nope_lay = conf_lay_of_view(CONF_VAL(pt, X_QNV), 3, k);
+    q->q_pe_lay = conf_lay_of_view(CONF_VAL(pt, X_QPV), 3, k + 1);
+    q->w_lay = conf_lay_of_view(CONF_VAL(pt, X_WV), 2, k);
+    q->o_lay = conf_lay_of_view(CONF_VAL(pt, X_OV), 3, k + 1);
+    q->lse_lay = lsev == MLA_ARG_ABSENT ? 0 : conf_lay_of_view(lsev, 2, k);
+    q->cache_lay = CONF_VAL(pt, X_CACHEV) == MLA_ARG_ROWS ? CONF_L_PAD : CONF_L_CONTIG;
+    if (q->contiguous)
+        contiguous_capacity(c);
+    c->note = " (pairwise)";
 }
 
 static int build(conf_case *cases, int cap)
 {
-    conf_builder b = {cases, cap, 0, MLA_OP_ATTENTION_EXPANDED};
+    conf_builder b = {.cases = cases, .cap = cap, .suite = &conf_suite_attention_expanded};
     const mla_dtype bf = MLA_DTYPE_BF16, f32 = MLA_DTYPE_F32, fn = MLA_DTYPE_FP8_E4M3FN,
                     fnuz = MLA_DTYPE_FP8_E4M3FNUZ;
     const mla_cache_layout N = MLA_CACHE_NORMAL, SH = MLA_CACHE_SHUFFLED,
@@ -169,6 +342,7 @@ static int build(conf_case *cases, int cap)
     make(&b, F8, fn, 0, 128, 16, G_NEXT_N, fn, F_CONTIG | F_NO_LSE, f32, bf);
     make(&b, N, bf, 64, 512, 2, G_CHUNKS, bf, 0, bf, bf);
     make(&b, F8, fn, 64, 512, 1, G_NEXT_N, fn, F_VIEWS, bf, f32);
+    conf_push_design(&b, &conf_axes_attention_expanded, design);
     return b.n;
 }
 
@@ -197,15 +371,15 @@ static void fill_cache(conf_problem *p, const conf_case *c, const geom *g)
 {
     const conf_arg *a = &p->arg[ACACHE];
     const int64_t bb = a->t.shape[1], L = dim_l(c), R = dim_r(c);
-    const mla_dtype dt = (mla_dtype)c->ip[1];
+    const mla_dtype dt = (mla_dtype)c->p.attx.dtype;
     const int64_t tb = L + 4 * (L / 128) + 2 * R;
     for (int64_t b = 0; b < g->num_blocks; ++b) {
         unsigned char *blk = conf_arg_elem0(a) + b * a->t.stride[0];
         const int es = dt == MLA_DTYPE_BF16 ? 2 : 1;
-        for (int64_t e = 0; c->ip[0] != MLA_CACHE_FP8_SCALED && e < bb / es; ++e)
+        for (int64_t e = 0; c->p.attx.layout != MLA_CACHE_FP8_SCALED && e < bb / es; ++e)
             put_bits(blk + e * es, moderate_code(dt, conf_rng(c->seed, 40, (uint64_t)(b * bb + e), 0)),
                      es);
-        for (int64_t i = 0; c->ip[0] == MLA_CACHE_FP8_SCALED && i < g->bs * tb; ++i) {
+        for (int64_t i = 0; c->p.attx.layout == MLA_CACHE_FP8_SCALED && i < g->bs * tb; ++i) {
             const uint64_t r = conf_rng(c->seed, 41, (uint64_t)(b * bb + i), 0);
             const int64_t k = i % tb;
             if (k < L)
@@ -251,37 +425,39 @@ static void fill_inputs(conf_problem *p, const conf_case *c)
 
 static mla_status add_args(conf_problem *p, const conf_case *c, const geom *g)
 {
-    const int64_t H = c->ip[4], L = dim_l(c), R = dim_r(c), T = g->T;
+    const int64_t H = c->p.attx.H, L = dim_l(c), R = dim_r(c), T = g->T;
     const int64_t nope = dim_nope(c), v = dim_v(c), N = H * (nope + v);
     const int64_t empty[1] = {0};
-    const mla_dtype wdt = (mla_dtype)c->ip[6], qdt = c->v.in_dtype;
+    const mla_dtype wdt = (mla_dtype)c->p.attx.w, qdt = c->p.attx.q;
     int64_t bb = 0;
     mla_cache_desc cd = cache_desc(c, g);
     mla_status st = mla_cache_block_bytes(&cd, &bb);
 #define ADD(expr) st = st == MLA_OK ? (expr) : st
-    ADD(conf_add_arg(p, "q_nope", CONF_IN, qdt, 3, (int64_t[]){T, H, nope}, c->lay[AQN]));
-    ADD(conf_add_arg(p, "q_pe", CONF_IN, qdt, 3, (int64_t[]){T, H, R}, c->lay[AQP]));
-    ADD(conf_add_arg(p, "cache", CONF_IN, MLA_DTYPE_U8, 2, (int64_t[]){g->num_blocks, bb}, 0));
-    if (c->ip[7] & F_CONTIG)
+    ADD(conf_add_arg(p, "q_nope", CONF_IN, qdt, 3, (int64_t[]){T, H, nope}, c->p.attx.q_nope_lay));
+    ADD(conf_add_arg(p, "q_pe", CONF_IN, qdt, 3, (int64_t[]){T, H, R}, c->p.attx.q_pe_lay));
+    const int64_t cst[2] = {bb + ((c->p.attx.cache_lay & CONF_L_PAD) ? CACHE_PAD : 0), 1};
+    ADD(conf_add_view(p, "cache", CONF_IN, MLA_DTYPE_U8, 2, (int64_t[]){g->num_blocks, bb}, cst,
+                      0));
+    if (c->p.attx.contiguous)
         ADD(conf_add_arg(p, "block_table", CONF_IN, MLA_DTYPE_I32, 1, empty, 0));
     else
         ADD(conf_add_arg(p, "block_table", CONF_IN, MLA_DTYPE_I32, 2,
                          (int64_t[]){g->S, g->max_blocks}, 0));
     ADD(conf_add_arg(p, "context_lens", CONF_IN, MLA_DTYPE_I32, 1, (int64_t[]){g->S}, 0));
     ADD(conf_add_arg(p, "cu_q_lens", CONF_IN, MLA_DTYPE_I32, 1,
-                     c->ip[5] != G_NEXT_N ? (int64_t[]){g->S + 1} : empty, 0));
-    ADD(conf_add_arg(p, "kv_b_proj", CONF_IN, wdt, 2, (int64_t[]){N, L}, c->lay[AW]));
+                     with_cu(c) ? (int64_t[]){g->S + 1} : empty, 0));
+    ADD(conf_add_arg(p, "kv_b_proj", CONF_IN, wdt, 2, (int64_t[]){N, L}, c->p.attx.w_lay));
     ADD(conf_add_arg(p, "kv_b_scale", CONF_IN, MLA_DTYPE_F32, 2,
                      wdt == MLA_DTYPE_BF16 ? (int64_t[]){0, 0}
                                            : (int64_t[]){(N + 127) / 128, (L + 127) / 128},
                      0));
-    ADD(conf_add_arg(p, "o", CONF_OUT, c->v.out_dtype, 3, (int64_t[]){T, H, v}, c->lay[AO]));
-    if (c->ip[7] & F_NO_LSE)
+    ADD(conf_add_arg(p, "o", CONF_OUT, c->p.attx.o, 3, (int64_t[]){T, H, v}, c->p.attx.o_lay));
+    if (c->p.attx.no_lse)
         ADD(conf_add_arg(p, "lse", CONF_OUT, MLA_DTYPE_F32, 1, empty, 0));
     else
-        ADD(conf_add_arg(p, "lse", CONF_OUT, MLA_DTYPE_F32, 2, (int64_t[]){T, H}, c->lay[ALSE]));
+        ADD(conf_add_arg(p, "lse", CONF_OUT, MLA_DTYPE_F32, 2, (int64_t[]){T, H}, c->p.attx.lse_lay));
     ADD(conf_add_arg(p, "o_absorbed", CONF_OUT, MLA_DTYPE_F32, 3,
-                     (c->ip[7] & F_FORMS) ? (int64_t[]){T, H, v} : (int64_t[]){0, 0, 0}, 0));
+                     forms(c) ? (int64_t[]){T, H, v} : (int64_t[]){0, 0, 0}, 0));
 #undef ADD
     return st;
 }
@@ -303,24 +479,24 @@ static mla_status setup(const conf_case *c, const conf_env *env, conf_problem *p
         return st != MLA_OK ? st : MLA_ERR_OUT_OF_MEMORY;
     }
     fill_cache(p, c, &g);
-    conf_fill_block_table(p, (c->ip[7] & F_CONTIG) ? -1 : ABT, c->seed, g.num_blocks, NSEQ,
+    conf_fill_block_table(p, c->p.attx.contiguous ? -1 : ABT, c->seed, g.num_blocks, NSEQ,
                           g.max_blocks, g.used, g.first_block, phys);
     free(phys);
     for (int64_t s = 0; s < NSEQ; ++s)
         conf_set_value(p, ACTX, s, (double)g.ctx[s]);
-    for (int64_t s = 0; c->ip[5] != G_NEXT_N && s <= NSEQ; ++s)
+    for (int64_t s = 0; with_cu(c) && s <= NSEQ; ++s)
         conf_set_value(p, ACU, s, (double)g.cu[s]);
     fill_inputs(p, c);
     /* the bounds, from the inputs alone (owned by the problem) */
-    const int no_lse = (c->ip[7] & F_NO_LSE) != 0; /* the lse bound is still computed */
+    const int no_lse = c->p.attx.no_lse != 0; /* the lse bound is still computed */
     double *tol_o = conf_tol_alloc(p, AO, 1.0);
-    double *tol_lse = no_lse ? calloc((size_t)(g.T * c->ip[4]), sizeof *tol_lse)
+    double *tol_lse = no_lse ? calloc((size_t)(g.T * c->p.attx.H), sizeof *tol_lse)
                              : conf_tol_alloc(p, ALSE, 1.0);
-    const int forms = (c->ip[7] & F_FORMS) != 0;
-    double *tol_abs = forms ? conf_tol_alloc(p, AOABS, 1.0) : NULL;
-    double *exact = forms ? calloc((size_t)conf_numel(&p->arg[AOABS]) + 1, sizeof *exact) : NULL;
+    const int both = forms(c);
+    double *tol_abs = both ? conf_tol_alloc(p, AOABS, 1.0) : NULL;
+    double *exact = both ? calloc((size_t)conf_numel(&p->arg[AOABS]) + 1, sizeof *exact) : NULL;
     p->arg[AO].bound.zero_sign_free = p->arg[ALSE].bound.zero_sign_free = 1;
-    st = !tol_o || !tol_lse || (forms && (!tol_abs || !exact))
+    st = !tol_o || !tol_lse || (both && (!tol_abs || !exact))
              ? MLA_ERR_OUT_OF_MEMORY
              : forms_tol(c, p, tol_o, tol_lse, tol_abs, exact);
     free(exact);
@@ -338,7 +514,7 @@ static mla_status setup(const conf_case *c, const conf_env *env, conf_problem *p
 static mla_status absorbed(mla_context *ctx, const conf_case *c, const mla_attention_desc *d,
                            const mla_tensor *t, const mla_attention_args *base)
 {
-    const int64_t T = t[AQN].shape[0], H = c->ip[4], L = dim_l(c), R = dim_r(c);
+    const int64_t T = t[AQN].shape[0], H = c->p.attx.H, L = dim_l(c), R = dim_r(c);
     const int64_t nope = dim_nope(c), v = dim_v(c), D = L + R;
     const mla_memory mem = mla_context_memory(ctx);
     void *qbuf = NULL, *obuf = NULL, *ws = NULL;
@@ -402,18 +578,17 @@ static mla_status exec(mla_context *ctx, const conf_case *c, mla_tensor *t)
 {
     geom g;
     geometry(c, &g);
-    const int fl = (int)c->ip[7];
     mla_attention_expanded_desc d;
     memset(&d, 0, sizeof d);
-    d.heads = c->ip[4];
+    d.heads = c->p.attx.H;
     d.nope = dim_nope(c);
     d.v = dim_v(c);
     d.cache = cache_desc(c, &g);
-    d.paged = !(fl & F_CONTIG);
-    d.q_dtype = c->v.in_dtype;
-    d.out_dtype = c->v.out_dtype;
+    d.paged = !c->p.attx.contiguous;
+    d.q_dtype = c->p.attx.q;
+    d.out_dtype = c->p.attx.o;
     d.softmax_scale = softmax_scale(c);
-    d.next_n = c->ip[5] == G_NEXT_N ? 2 : 1;
+    d.next_n = c->p.attx.next_n;
     const mla_weight w = {t[AW], t[AWS]};
     int64_t total = 0, wb = 0;
     for (int s = 0; s < NSEQ; ++s)
@@ -429,10 +604,10 @@ static mla_status exec(mla_context *ctx, const conf_case *c, mla_tensor *t)
                                            &t[ACACHE],
                                            d.paged ? &t[ABT] : NULL,
                                            &t[ACTX],
-                                           c->ip[5] != G_NEXT_N ? &t[ACU] : NULL,
+                                           with_cu(c) ? &t[ACU] : NULL,
                                            &w,
                                            &t[AO],
-                                           (fl & F_NO_LSE) ? NULL : &t[ALSE],
+                                           c->p.attx.no_lse ? NULL : &t[ALSE],
                                            &tws};
     if (st == MLA_OK)
         st = mla_attention_expanded(ctx, &d, &a);
@@ -441,7 +616,7 @@ static mla_status exec(mla_context *ctx, const conf_case *c, mla_tensor *t)
     snprintf(why, sizeof why, "%s", mla_context_error_detail(ctx));
     mla_context_synchronize(ctx);
     mla_free(ctx, ws);
-    if (st == MLA_OK && (fl & F_FORMS)) {
+    if (st == MLA_OK && forms(c)) {
         mla_attention_desc ad;
         memset(&ad, 0, sizeof ad);
         ad.heads = d.heads, ad.cache = d.cache, ad.paged = d.paged;
@@ -483,14 +658,15 @@ static double weight(const conf_problem *p, int64_t n, int64_t d)
 static void decompress(const conf_case *c, const conf_problem *p, const geom *g, int64_t s,
                        const double *W, seq_keys *k)
 {
-    const int64_t L = dim_l(c), R = dim_r(c), N = c->ip[4] * (dim_nope(c) + dim_v(c));
+    const int64_t L = dim_l(c), R = dim_r(c), N = c->p.attx.H * (dim_nope(c) + dim_v(c));
     const mla_cache_desc cd = cache_desc(c, g);
     mla_tensor cache;
-    mla_tensor_init(&cache, p->arg[ACACHE].host, MLA_DTYPE_U8, MLA_MEMORY_HOST, 2,
+    mla_tensor_init(&cache, conf_arg_elem0(&p->arg[ACACHE]), MLA_DTYPE_U8, MLA_MEMORY_HOST, 2,
                     p->arg[ACACHE].t.shape);
+    cache.stride[0] = p->arg[ACACHE].t.stride[0];
     double *row = malloc((size_t)(L + R) * sizeof *row);
     for (int64_t t = 0; row && t < g->ctx[s]; ++t) {
-        const int64_t blk = (c->ip[7] & F_CONTIG)
+        const int64_t blk = c->p.attx.contiguous
                                 ? s
                                 : (int64_t)conf_in_value(&p->arg[ABT], s * g->max_blocks + t / g->bs);
         mla_ref_cache_read_row(&cd, &cache, blk, t % g->bs, row);
@@ -515,10 +691,10 @@ static mla_status forms_tol(const conf_case *c, const conf_problem *p, double *t
 {
     geom g;
     geometry(c, &g);
-    const int64_t H = c->ip[4], L = dim_l(c), R = dim_r(c), nope = dim_nope(c), v = dim_v(c);
+    const int64_t H = c->p.attx.H, L = dim_l(c), R = dim_r(c), nope = dim_nope(c), v = dim_v(c);
     const int64_t N = H * (nope + v), cmax = 160;
     const double sc = softmax_scale(c);
-    const double ukv = c->v.in_dtype == MLA_DTYPE_BF16 ? 0x1p-8 : U32;
+    const double ukv = c->p.attx.q == MLA_DTYPE_BF16 ? 0x1p-8 : U32;
     const double gk = gam((double)L + 4.0, U32), g64 = gam((double)L + 1.0, U64);
     seq_keys k = {malloc((size_t)(cmax * N) * sizeof(double)),
                   malloc((size_t)(cmax * N) * sizeof(double)),
@@ -674,10 +850,17 @@ static int compare(const conf_case *c, const conf_problem *p, int i, unsigned ch
     if (i != AOABS)
         return 0;
     memset(r, 0, sizeof *r);
-    if (c->ip[7] & F_FORMS)
+    if (forms(c))
         compare_forms(p, got[AO], got[AOABS], p->arg[AO].bound.tol, p->arg[AOABS].bound.tol, r);
     return 1;
 }
 
-const conf_suite conf_suite_attention_expanded = {
-    "attention_expanded", MLA_OP_ATTENTION_EXPANDED, build, setup, exec, compare};
+const conf_suite conf_suite_attention_expanded = {.name = "attention_expanded",
+                                                  .op = MLA_OP_ATTENTION_EXPANDED,
+                                                  .build = build,
+                                                  .setup = setup,
+                                                  .exec = exec,
+                                                  .compare = compare,
+                                                  .label = label,
+                                                  .fields = fields,
+                                                  .nfields = CONF_NFIELDS(fields)};

@@ -7,14 +7,12 @@
  * Not bit-defined (fp32 accumulation in any order): each output value is held
  * to conf_gemm_tol(K, S) with S = |w_scale| sum_k |x_k| |w_k| from the case's
  * own inputs (derivation in conformance/bounds.c), plus the output roundings.
- *
- * Case parameters: ip[0] T or M, ip[1] K, ip[2] N, ip[3] B, ip[4] x dtype,
- * ip[5] view kind (batched: 0 plain, 1 W_kc absorb, 2 W_vc), fp[0] w_scale. */
+ */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "conformance/conf.h"
+#include "conformance/cover.h"
 
 #define BLOCK 128 /* fp8 checkpoint block scales */
 #define NOPE 32   /* test-tiny's head dims, for the absorb views */
@@ -25,31 +23,54 @@ enum { IX, IW, IY, IS }; /* linear's w_scale (fp8 only) is the fourth argument *
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-static void add(conf_builder *b, mla_op op, mla_dtype x, mla_dtype w, mla_dtype y, int64_t B,
-                int64_t M, int64_t K, int64_t N, unsigned lx, unsigned lw, unsigned ly, int view,
-                double w_scale, const char *what)
+static const conf_field linear_fields[] = {
+    CONF_FIELD(gemm, x, CONF_F_DTYPE),
+    CONF_FIELD(gemm, w, CONF_F_DTYPE),
+    CONF_FIELD(gemm, y, CONF_F_DTYPE),
+    {"T", CONF_F_I64, offsetof(conf_params, gemm.M), NULL, 0},
+    CONF_FIELD(gemm, K, CONF_F_I64),
+    CONF_FIELD(gemm, N, CONF_F_I64),
+    CONF_FIELD(gemm, x_lay, CONF_F_LAY),
+    CONF_FIELD(gemm, w_lay, CONF_F_LAY),
+    CONF_FIELD(gemm, y_lay, CONF_F_LAY),
+    CONF_FIELD(gemm, w_scale_lay, CONF_F_LAY),
+    CONF_ENUM(gemm, dist, conf_name_dist, CONF_DIST_COUNT),
+};
+
+static const conf_field batched_fields[] = {
+    CONF_FIELD(gemm, x, CONF_F_DTYPE),
+    CONF_FIELD(gemm, w, CONF_F_DTYPE),
+    CONF_FIELD(gemm, y, CONF_F_DTYPE),
+    CONF_FIELD(gemm, B, CONF_F_I64),
+    CONF_FIELD(gemm, M, CONF_F_I64),
+    CONF_FIELD(gemm, K, CONF_F_I64),
+    CONF_FIELD(gemm, N, CONF_F_I64),
+    CONF_FIELD(gemm, x_lay, CONF_F_LAY),
+    CONF_FIELD(gemm, w_lay, CONF_F_LAY),
+    CONF_FIELD(gemm, y_lay, CONF_F_LAY),
+    CONF_FIELD(gemm, view, CONF_F_I32),
+    CONF_FIELD(gemm, w_scale, CONF_F_REAL),
+    CONF_ENUM(gemm, dist, conf_name_dist, CONF_DIST_COUNT),
+};
+
+static void label(conf_case *c)
+{
+    const conf_p_gemm *q = &c->p.gemm;
+    const char *wn = q->w == MLA_DTYPE_BF16 ? "bf16" : mla_dtype_name(q->w) + 4;
+    snprintf(c->label, sizeof c->label, "x %s w %s -> %s", mla_dtype_name(q->x), wn,
+             mla_dtype_name(q->y));
+}
+
+static void add(conf_builder *b, mla_dtype x, mla_dtype w, mla_dtype y, int64_t B, int64_t M,
+                int64_t K, int64_t N, unsigned lx, unsigned lw, unsigned ly, int view,
+                double w_scale, const char *note)
 {
     conf_case c;
     memset(&c, 0, sizeof c);
     c.golden = -1;
-    c.v = (mla_variant){op, w, y, 0, 0, N, M, K};
-    c.ndim = op == MLA_OP_LINEAR ? 2 : 3;
-    int64_t shape[3] = {B, M, K};
-    memcpy(c.shape, op == MLA_OP_LINEAR ? shape + 1 : shape, sizeof(int64_t) * (size_t)c.ndim);
-    c.lay[IX] = lx;
-    c.lay[IW] = lw;
-    c.lay[IY] = ly;
-    c.dist = CONF_DIST_ACT;
-    c.ip[0] = M;
-    c.ip[1] = K;
-    c.ip[2] = N;
-    c.ip[3] = B;
-    c.ip[4] = x;
-    c.ip[5] = view;
-    c.fp[0] = w_scale;
-    const char *wn = w == MLA_DTYPE_BF16 ? "bf16" : "e4m3fn";
-    snprintf(c.label, sizeof c.label, "x %s w %s -> %s%s%s", mla_dtype_name(x), wn,
-             mla_dtype_name(y), what[0] ? " " : "", what);
+    c.note = note;
+    c.p.gemm =
+        (conf_p_gemm){x, w, y, B, M, K, N, lx, lw, ly, CONF_L_CONTIG, view, w_scale, CONF_DIST_ACT};
     conf_push(b, &c);
 }
 
@@ -58,47 +79,152 @@ static const mla_dtype xy[][2] = {{MLA_DTYPE_BF16, MLA_DTYPE_BF16},
                                   {MLA_DTYPE_BF16, MLA_DTYPE_F32},
                                   {MLA_DTYPE_F32, MLA_DTYPE_BF16}};
 
+/* ------------------------------------------------------------ axes */
+
+#define GEMM_X MLA_DTYPE_F32, MLA_DTYPE_BF16
+#define GEMM_W MLA_DTYPE_BF16, CONF_FP8S
+
+static const char *const rows_names[] = {"T<=16", "T>16"};
+
+enum { L_X, L_W, L_Y, L_S, L_T, L_XV, L_WV, L_YV, L_SV };
+
+static const conf_axis linear_axes[] = {
+    CONF_AX_DT("x.dtype", 0, GEMM_X),
+    CONF_AX_DT("w.dtype", 1, GEMM_W),
+    CONF_AX_DT("y.dtype", 3, GEMM_X),
+    CONF_AX_DT("w_scale.dtype", 2, MLA_DTYPE_COUNT, MLA_DTYPE_F32),
+    /* HIP: up to 16 tokens one tile kernel, more the matrix-unit tiles */
+    CONF_AX_CL("tokens", rows, 1, rows_names, 0, 17),
+    CONF_AX_VW("x.view", 0, CONF_VIEWS),
+    CONF_AX_VW("w.view", 1, CONF_VIEWS),
+    CONF_AX_VW("y.view", 3, CONF_VIEWS),
+    CONF_AX_VW("w_scale.view", 2, CONF_VIEWS, MLA_ARG_ABSENT),
+};
+
+/* fp8 weights come with block scales, bf16 ones without */
+static int linear_legal(const conf_point *p)
+{
+    return CONF_RULE(p, L_W, L_S,
+                     (CONF_VAL(p, L_W) == MLA_DTYPE_BF16) ==
+                         (CONF_VAL(p, L_S) == MLA_DTYPE_COUNT)) &&
+           CONF_RULE(p, L_S, L_SV,
+                     (CONF_VAL(p, L_S) == MLA_DTYPE_COUNT) ==
+                         (CONF_VAL(p, L_SV) == MLA_ARG_ABSENT));
+}
+
+static void linear_derive(mla_variant *v)
+{
+    v->in_dtype = v->arg_dtype[1];
+    v->out_dtype = v->arg_dtype[3];
+}
+
+const conf_op_axes conf_axes_linear = {.op = MLA_OP_LINEAR,
+                                       .axes = linear_axes,
+                                       .naxes = (int)(sizeof linear_axes / sizeof linear_axes[0]),
+                                       .base = {.group = 192, .cols = 256, .nargs = 4},
+                                       .derive = linear_derive,
+                                       .legal = linear_legal,
+                                       .full = 1u << L_X | 1u << L_W | 1u << L_Y};
+
+/* T 3 or 20 tokens, K 300 and N 130 (block scales over partial blocks) */
+static void linear_design(const conf_point *pt, int k, conf_case *c)
+{
+    const int64_t sv = CONF_VAL(pt, L_SV);
+    c->p.gemm = (conf_p_gemm){(mla_dtype)CONF_VAL(pt, L_X),
+                              (mla_dtype)CONF_VAL(pt, L_W),
+                              (mla_dtype)CONF_VAL(pt, L_Y),
+                              1,
+                              CONF_VAL(pt, L_T) ? 20 : 3,
+                              300,
+                              130,
+                              conf_lay_of_view(CONF_VAL(pt, L_XV), 2, k),
+                              conf_lay_of_view(CONF_VAL(pt, L_WV), 2, k + 1),
+                              conf_lay_of_view(CONF_VAL(pt, L_YV), 2, k + 2),
+                              sv == MLA_ARG_ABSENT ? 0 : conf_lay_of_view(sv, 2, k),
+                              0,
+                              1.0,
+                              CONF_DIST_ACT};
+    c->note = " (pairwise)";
+}
+
+enum { B_X, B_W, B_Y, B_XV, B_WV, B_YV };
+
+static const conf_axis batched_axes[] = {
+    CONF_AX_DT("x.dtype", 0, GEMM_X),    CONF_AX_DT("w.dtype", 1, GEMM_W),
+    CONF_AX_DT("y.dtype", 2, GEMM_X),    CONF_AX_VW("x.view", 0, CONF_VIEWS),
+    CONF_AX_VW("w.view", 1, CONF_VIEWS), CONF_AX_VW("y.view", 2, CONF_VIEWS),
+};
+
+static void batched_derive(mla_variant *v)
+{
+    v->in_dtype = v->arg_dtype[1];
+    v->out_dtype = v->arg_dtype[2];
+}
+
+const conf_op_axes conf_axes_batched_gemm = {
+    .op = MLA_OP_BATCHED_GEMM,
+    .axes = batched_axes,
+    .naxes = (int)(sizeof batched_axes / sizeof batched_axes[0]),
+    .base = {.group = 48, .rows = 4, .cols = 64, .nargs = 3},
+    .derive = batched_derive,
+    .full = 1u << B_X | 1u << B_W | 1u << B_Y};
+
+/* [3, 4, 64] @ [3, 64, 40] */
+static void batched_design(const conf_point *pt, int k, conf_case *c)
+{
+    c->p.gemm = (conf_p_gemm){(mla_dtype)CONF_VAL(pt, B_X),
+                              (mla_dtype)CONF_VAL(pt, B_W),
+                              (mla_dtype)CONF_VAL(pt, B_Y),
+                              3,
+                              4,
+                              64,
+                              40,
+                              conf_lay_of_view(CONF_VAL(pt, B_XV), 3, k),
+                              conf_lay_of_view(CONF_VAL(pt, B_WV), 3, k + 1),
+                              conf_lay_of_view(CONF_VAL(pt, B_YV), 3, k + 2),
+                              0,
+                              0,
+                              CONF_VAL(pt, B_W) == MLA_DTYPE_BF16 ? 1.0 : 0.0173,
+                              CONF_DIST_ACT};
+    c->note = " (pairwise)";
+}
+
 static int build_linear(conf_case *cases, int cap)
 {
-    conf_builder b = {cases, cap, 0, MLA_OP_LINEAR};
+    conf_builder b = {.cases = cases, .cap = cap, .suite = &conf_suite_linear};
     const mla_dtype bf16 = MLA_DTYPE_BF16, f32 = MLA_DTYPE_F32, fp8 = MLA_DTYPE_FP8_E4M3FN;
     const unsigned C = CONF_L_CONTIG, P = CONF_L_PAD, T = CONF_L_COLMAJOR;
     for (int wi = 0; wi < 2; ++wi)
         for (int k = 0; k < 4; ++k)
-            add(&b, MLA_OP_LINEAR, xy[k][0], wi ? fp8 : bf16, xy[k][1], 1, 3, 256, 192, C, C, C,
-                0, 1.0, "");
-    add(&b, MLA_OP_LINEAR, bf16, fp8, bf16, 1, 5, 200, 130, P, C, P, 0, 1.0, "N, K % 128 != 0");
-    add(&b, MLA_OP_LINEAR, f32, fp8, f32, 1, 1, 576, 257, C, T, C, 0, 1.0, "w transposed");
-    add(&b, MLA_OP_LINEAR, bf16, fp8, f32, 1, 2, 2048, 40, C, C, P, 0, 1.0, "deep K");
-    add(&b, MLA_OP_LINEAR, bf16, bf16, bf16, 1, 4, 130, 70, P | CONF_L_OFFSET, T, P, 0, 1.0,
-        "strided");
-    add(&b, MLA_OP_LINEAR, f32, bf16, f32, 1, 2, 1, 9, C, C, C, 0, 1.0, "K=1");
-    add(&b, MLA_OP_LINEAR, bf16, fp8, bf16, 1, 0, 256, 64, C, C, C, 0, 1.0, "T=0");
+            add(&b, xy[k][0], wi ? fp8 : bf16, xy[k][1], 1, 3, 256, 192, C, C, C, 0, 1.0, NULL);
+    add(&b, bf16, fp8, bf16, 1, 5, 200, 130, P, C, P, 0, 1.0, " N, K % 128 != 0");
+    add(&b, f32, fp8, f32, 1, 1, 576, 257, C, T, C, 0, 1.0, " w transposed");
+    add(&b, bf16, fp8, f32, 1, 2, 2048, 40, C, C, P, 0, 1.0, " deep K");
+    add(&b, bf16, bf16, bf16, 1, 4, 130, 70, P | CONF_L_OFFSET, T, P, 0, 1.0, " strided");
+    add(&b, f32, bf16, f32, 1, 2, 1, 9, C, C, C, 0, 1.0, " K=1");
+    add(&b, bf16, fp8, bf16, 1, 0, 256, 64, C, C, C, 0, 1.0, " T=0");
     /* T > 16: the HIP matrix tiles (MLA_HIP_GEMM_SPLITS=n splits their K). */
-    add(&b, MLA_OP_LINEAR, bf16, fp8, bf16, 1, 40, 1000, 200, C, C, C, 0, 1.0,
-        "T=40, N, K % 128 != 0");
-    add(&b, MLA_OP_LINEAR, bf16, bf16, f32, 1, 130, 600, 136, C, C, P, 0, 1.0, "T=130");
+    add(&b, bf16, fp8, bf16, 1, 40, 1000, 200, C, C, C, 0, 1.0, " T=40, N, K % 128 != 0");
+    add(&b, bf16, bf16, f32, 1, 130, 600, 136, C, C, P, 0, 1.0, " T=130");
+    conf_push_design(&b, &conf_axes_linear, linear_design);
     return b.n;
 }
 
 static int build_batched(conf_case *cases, int cap)
 {
-    conf_builder b = {cases, cap, 0, MLA_OP_BATCHED_GEMM};
+    conf_builder b = {.cases = cases, .cap = cap, .suite = &conf_suite_batched_gemm};
     const mla_dtype bf16 = MLA_DTYPE_BF16, f32 = MLA_DTYPE_F32, fp8 = MLA_DTYPE_FP8_E4M3FN;
     const unsigned C = CONF_L_CONTIG, P = CONF_L_PAD;
     for (int wi = 0; wi < 2; ++wi)
         for (int k = 0; k < 4; ++k)
-            add(&b, MLA_OP_BATCHED_GEMM, xy[k][0], wi ? fp8 : bf16, xy[k][1], 3, 4, 64, 48,
-                k == 2 ? P : C, C, k == 3 ? P : C, 0, wi ? 0.0173 : 1.0, "");
-    add(&b, MLA_OP_BATCHED_GEMM, bf16, bf16, bf16, 4, 3, NOPE, 128, C, C, C, 1, 1.0,
-        "absorb W_kc, y [T,H,L]");
-    add(&b, MLA_OP_BATCHED_GEMM, bf16, bf16, f32, 4, 5, NOPE, 128, C, C, C, 1, 1.0,
-        "absorb W_kc, y [T,H,L]");
-    add(&b, MLA_OP_BATCHED_GEMM, f32, fp8, bf16, 4, 3, NOPE, 128, C, C, C, 1, 0.021,
-        "absorb W_kc, y [T,H,L]");
-    add(&b, MLA_OP_BATCHED_GEMM, bf16, bf16, bf16, 4, 3, 128, VDIM, C, C, C, 2, 1.0,
-        "W_vc, y [T,H,v]");
-    add(&b, MLA_OP_BATCHED_GEMM, bf16, bf16, bf16, 2, 0, 64, 16, C, C, C, 0, 1.0, "M=0");
+            add(&b, xy[k][0], wi ? fp8 : bf16, xy[k][1], 3, 4, 64, 48, k == 2 ? P : C, C,
+                k == 3 ? P : C, 0, wi ? 0.0173 : 1.0, NULL);
+    add(&b, bf16, bf16, bf16, 4, 3, NOPE, 128, C, C, C, 1, 1.0, " absorb W_kc, y [T,H,L]");
+    add(&b, bf16, bf16, f32, 4, 5, NOPE, 128, C, C, C, 1, 1.0, " absorb W_kc, y [T,H,L]");
+    add(&b, f32, fp8, bf16, 4, 3, NOPE, 128, C, C, C, 1, 0.021, " absorb W_kc, y [T,H,L]");
+    add(&b, bf16, bf16, bf16, 4, 3, 128, VDIM, C, C, C, 2, 1.0, " W_vc, y [T,H,v]");
+    add(&b, bf16, bf16, bf16, 2, 0, 64, 16, C, C, C, 0, 1.0, " M=0");
+    conf_push_design(&b, &conf_axes_batched_gemm, batched_design);
     return b.n;
 }
 
@@ -130,23 +256,24 @@ static mla_status setup_linear(const conf_case *c, const conf_env *env, conf_pro
                                char *err, size_t errlen)
 {
     (void)env;
-    const int64_t T = c->ip[0], K = c->ip[1], N = c->ip[2];
-    const int fp8 = c->v.in_dtype != MLA_DTYPE_BF16;
+    const conf_p_gemm *q = &c->p.gemm;
+    const int64_t T = q->M, K = q->K, N = q->N;
+    const int fp8 = q->w != MLA_DTYPE_BF16;
     int64_t xs[2] = {T, K}, ws[2] = {N, K}, ys[2] = {T, N};
     int64_t ss[2] = {ceil_div(N, BLOCK), ceil_div(K, BLOCK)};
-    mla_status st = conf_add_arg(p, "x", CONF_IN, (mla_dtype)c->ip[4], 2, xs, c->lay[IX]);
+    mla_status st = conf_add_arg(p, "x", CONF_IN, q->x, 2, xs, q->x_lay);
     if (st == MLA_OK)
-        st = conf_add_arg(p, "w", CONF_IN, c->v.in_dtype, 2, ws, c->lay[IW]);
+        st = conf_add_arg(p, "w", CONF_IN, q->w, 2, ws, q->w_lay);
     if (st == MLA_OK)
-        st = conf_add_arg(p, "y", CONF_OUT, c->v.out_dtype, 2, ys, c->lay[IY]);
+        st = conf_add_arg(p, "y", CONF_OUT, q->y, 2, ys, q->y_lay);
     if (st == MLA_OK && fp8)
-        st = conf_add_arg(p, "w_scale", CONF_IN, MLA_DTYPE_F32, 2, ss, CONF_L_CONTIG);
+        st = conf_add_arg(p, "w_scale", CONF_IN, MLA_DTYPE_F32, 2, ss, q->w_scale_lay);
     double *tol = st == MLA_OK ? conf_tol_alloc(p, IY, 1.0) : NULL;
     if (!tol) {
         snprintf(err, errlen, "cannot lay out the case (%s)", mla_status_name(st));
         return st == MLA_OK ? MLA_ERR_OUT_OF_MEMORY : st;
     }
-    conf_fill(p, IX, c->dist, c->seed, K);
+    conf_fill(p, IX, q->dist, c->seed, K);
     fill_weight(p, IW, fp8 ? IS : -1, c->seed ^ 5, K);
     double *x = values(&p->arg[IX]), *w = values(&p->arg[IW]);
     double *s = fp8 ? values(&p->arg[IS]) : NULL;
@@ -170,19 +297,19 @@ static mla_status setup_linear(const conf_case *c, const conf_env *env, conf_pro
 
 static mla_status exec_linear(mla_context *ctx, const conf_case *c, mla_tensor *t)
 {
-    return mla_linear(ctx, &t[IX], &t[IW], c->v.in_dtype != MLA_DTYPE_BF16 ? &t[IS] : NULL,
-                      &t[IY]);
+    return mla_linear(ctx, &t[IX], &t[IW], c->p.gemm.w != MLA_DTYPE_BF16 ? &t[IS] : NULL, &t[IY]);
 }
 
 /* x, w and y of a batched case: plain ([B, M, K] etc. in the case's
  * layouts) or the absorb's views (B = H heads, M = T tokens). */
 static mla_status add_batched(const conf_case *c, conf_problem *p)
 {
-    const int64_t B = c->ip[3], M = c->ip[0], K = c->ip[1], N = c->ip[2];
-    const mla_dtype xd = (mla_dtype)c->ip[4], wd = c->v.in_dtype, yd = c->v.out_dtype;
+    const conf_p_gemm *q = &c->p.gemm;
+    const int64_t B = q->B, M = q->M, K = q->K, N = q->N;
+    const mla_dtype xd = q->x, wd = q->w, yd = q->y;
     int64_t xs[3] = {B, M, K}, ws[3] = {B, K, N}, ys[3] = {B, M, N};
     mla_status st;
-    switch (c->ip[5]) {
+    switch (q->view) {
     case 1: { /* q_nope [H, T, nope] in q [T, H, nope + R]; W_kc [H, nope, L] in kv_b_proj
                * [H * (nope + v), L]; y [H, T, L] over a [T, H, L] buffer */
         int64_t qk = NOPE + ROPE;
@@ -199,11 +326,11 @@ static mla_status add_batched(const conf_case *c, conf_problem *p)
                                (int64_t[]){(NOPE + VDIM) * K, 1, K}, NOPE * K);
         break;
     default:
-        st = conf_add_arg(p, "x", CONF_IN, xd, 3, xs, c->lay[IX]);
+        st = conf_add_arg(p, "x", CONF_IN, xd, 3, xs, q->x_lay);
         if (st == MLA_OK)
-            st = conf_add_arg(p, "w", CONF_IN, wd, 3, ws, c->lay[IW]);
+            st = conf_add_arg(p, "w", CONF_IN, wd, 3, ws, q->w_lay);
         if (st == MLA_OK)
-            st = conf_add_arg(p, "y", CONF_OUT, yd, 3, ys, c->lay[IY]);
+            st = conf_add_arg(p, "y", CONF_OUT, yd, 3, ys, q->y_lay);
         return st;
     }
     if (st == MLA_OK) /* the transposed output view */
@@ -215,14 +342,15 @@ static mla_status setup_batched(const conf_case *c, const conf_env *env, conf_pr
                                 char *err, size_t errlen)
 {
     (void)env;
-    const int64_t B = c->ip[3], M = c->ip[0], K = c->ip[1], N = c->ip[2];
+    const conf_p_gemm *q = &c->p.gemm;
+    const int64_t B = q->B, M = q->M, K = q->K, N = q->N;
     mla_status st = add_batched(c, p);
     double *tol = st == MLA_OK ? conf_tol_alloc(p, IY, 1.0) : NULL;
     if (!tol) {
         snprintf(err, errlen, "cannot lay out the case (%s)", mla_status_name(st));
         return st == MLA_OK ? MLA_ERR_OUT_OF_MEMORY : st;
     }
-    conf_fill(p, IX, c->dist, c->seed, K);
+    conf_fill(p, IX, q->dist, c->seed, K);
     fill_weight(p, IW, -1, c->seed ^ 5, N);
     double *x = values(&p->arg[IX]), *w = values(&p->arg[IW]);
     if (!x || !w) {
@@ -235,7 +363,7 @@ static mla_status setup_batched(const conf_case *c, const conf_env *env, conf_pr
                 double S = 0.0;
                 for (int64_t k = 0; k < K; ++k)
                     S += fabs(x[(b * M + m) * K + k] * w[(b * K + k) * N + n]);
-                tol[(b * M + m) * N + n] = conf_gemm_tol(K, fabsf((float)c->fp[0]) * S);
+                tol[(b * M + m) * N + n] = conf_gemm_tol(K, fabsf((float)q->w_scale) * S);
             }
     free(x), free(w);
     return MLA_OK;
@@ -243,10 +371,22 @@ static mla_status setup_batched(const conf_case *c, const conf_env *env, conf_pr
 
 static mla_status exec_batched(mla_context *ctx, const conf_case *c, mla_tensor *t)
 {
-    return mla_batched_gemm(ctx, &t[IX], &t[IW], (float)c->fp[0], &t[IY]);
+    return mla_batched_gemm(ctx, &t[IX], &t[IW], (float)c->p.gemm.w_scale, &t[IY]);
 }
 
-const conf_suite conf_suite_linear = {"linear",     MLA_OP_LINEAR, build_linear,
-                                      setup_linear, exec_linear,   NULL};
-const conf_suite conf_suite_batched_gemm = {"batched_gemm", MLA_OP_BATCHED_GEMM, build_batched,
-                                            setup_batched,  exec_batched,        NULL};
+const conf_suite conf_suite_linear = {.name = "linear",
+                                      .op = MLA_OP_LINEAR,
+                                      .build = build_linear,
+                                      .setup = setup_linear,
+                                      .exec = exec_linear,
+                                      .label = label,
+                                      .fields = linear_fields,
+                                      .nfields = CONF_NFIELDS(linear_fields)};
+const conf_suite conf_suite_batched_gemm = {.name = "batched_gemm",
+                                            .op = MLA_OP_BATCHED_GEMM,
+                                            .build = build_batched,
+                                            .setup = setup_batched,
+                                            .exec = exec_batched,
+                                            .label = label,
+                                            .fields = batched_fields,
+                                            .nfields = CONF_NFIELDS(batched_fields)};

@@ -16,15 +16,13 @@
  * - indexer_k_gather: several sequences through cu_seq_lens (a partial
  *   block, an empty one, a full block table, one token) and a scattered
  *   block table; every code byte value, NaN codes included, must come back
- *   unchanged (codes and scales compared as raw bits).
- *
- * Case parameters: see cases_indexer.h (ip[0..4]); ip[5] k dtype, ip[6]
- * slots dtype. */
+ *   unchanged (codes and scales compared as raw bits). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "conformance/cases_indexer.h"
+#include "conformance/cover.h"
 static const mla_dtype fp8s[] = {MLA_DTYPE_FP8_E4M3FN, MLA_DTYPE_FP8_E4M3FNUZ};
 static const mla_dtype kdts[] = {MLA_DTYPE_F32, MLA_DTYPE_BF16, MLA_DTYPE_F16};
 static const unsigned klays[] = {CONF_L_CONTIG, CONF_L_PAD, CONF_L_STEP2 | CONF_L_OFFSET,
@@ -35,7 +33,7 @@ static const unsigned klays[] = {CONF_L_CONTIG, CONF_L_PAD, CONF_L_STEP2 | CONF_
 void conf_idx_layout_label(const conf_case *c, char *buf, size_t len)
 {
     const char *name = conf_idx_layout(c) == MLA_INDEXER_SHUFFLE ? "SHUFFLE" : "NORMAL";
-    snprintf(buf, len, "%s%s", c->ip[0] == MLA_INDEXER_LAYOUT_AUTO ? "auto=" : "", name);
+    snprintf(buf, len, "%s%s", c->p.idx.layout == MLA_INDEXER_LAYOUT_AUTO ? "auto=" : "", name);
 }
 
 mla_status conf_idx_add_cache(conf_problem *p, const conf_case *c, int role)
@@ -46,7 +44,7 @@ mla_status conf_idx_add_cache(conf_problem *p, const conf_case *c, int role)
     if (st != MLA_OK)
         return st;
     int64_t shape[2] = {d.num_blocks, bb};
-    int64_t stride[2] = {bb + ((c->lay[0] & CONF_L_PAD) ? CONF_IDX_BLOCK_PAD : 0), 1};
+    int64_t stride[2] = {bb + ((c->p.idx.cache_lay & CONF_L_PAD) ? CONF_IDX_BLOCK_PAD : 0), 1};
     return conf_add_view(p, "cache", role, MLA_DTYPE_U8, 2, shape, stride, 0);
 }
 
@@ -63,8 +61,9 @@ static int fp8_nan(mla_dtype dt, unsigned c)
 
 void conf_idx_fill_cache(conf_problem *p, int i, const conf_case *c, int codes_any)
 {
-    const int64_t bs = c->ip[2], D = CONF_IDX_D, blocks = c->ip[3];
-    const mla_dtype dt = (mla_dtype)c->ip[1];
+    const conf_p_indexer *q = &c->p.idx;
+    const int64_t bs = q->block_size, D = CONF_IDX_D, blocks = q->blocks;
+    const mla_dtype dt = q->fp8;
     for (int64_t blk = 0; blk < blocks; ++blk) {
         for (int64_t k = 0; k < bs * D; ++k) {
             uint64_t r = conf_rng(c->seed, 21, (uint64_t)(blk * bs * D + k), 0);
@@ -76,7 +75,7 @@ void conf_idx_fill_cache(conf_problem *p, int i, const conf_case *c, int codes_a
         for (int64_t t = 0; t < bs; ++t) {
             uint64_t r = conf_rng(c->seed, 22, (uint64_t)(blk * bs + t), 0);
             int e = -22 + (int)(r % 26); /* 2^-22 .. 2^3: 1e-4 / 448 up to large rows */
-            float s = ldexpf(c->ip[4] ? 1.0f : 1.0f + (float)((r >> 8) & 0x7FFFFF) * 0x1p-23f, e);
+            float s = ldexpf(q->ue8m0 ? 1.0f : 1.0f + (float)((r >> 8) & 0x7FFFFF) * 0x1p-23f, e);
             memcpy(conf_idx_block_byte(p, i, blk, conf_idx_scale_byte(t, bs, D)), &s, 4);
         }
     }
@@ -110,9 +109,10 @@ void conf_idx_label(conf_case *c, const char *extra)
 {
     char lay[24];
     conf_idx_layout_label(c, lay, sizeof lay);
-    snprintf(c->label, sizeof c->label, "%s %s bs%lld %s%s%s",
-             mla_dtype_name((mla_dtype)c->ip[1]) + 4, c->ip[4] ? "ue8m0" : "plain",
-             (long long)c->ip[2], lay, extra[0] ? " " : "", extra);
+    const conf_p_indexer *q = &c->p.idx;
+    snprintf(c->label, sizeof c->label, "%s %s bs%lld %s%s%s", mla_dtype_name(q->fp8) + 4,
+             q->ue8m0 ? "ue8m0" : "plain", (long long)q->block_size, lay, extra[0] ? " " : "",
+             extra);
 }
 
 void conf_idx_case(conf_case *c, mla_dtype fp8, int ue8m0, int64_t bs, int layout,
@@ -120,12 +120,13 @@ void conf_idx_case(conf_case *c, mla_dtype fp8, int ue8m0, int64_t bs, int layou
 {
     memset(c, 0, sizeof *c);
     c->golden = -1;
-    c->ip[0] = layout;
-    c->ip[1] = fp8;
-    c->ip[2] = bs;
-    c->ip[3] = blocks;
-    c->ip[4] = ue8m0;
-    c->dist = CONF_DIST_ACT;
+    conf_p_indexer *q = &c->p.idx;
+    q->layout = layout;
+    q->fp8 = fp8;
+    q->block_size = bs;
+    q->blocks = blocks;
+    q->ue8m0 = ue8m0;
+    q->dist = CONF_DIST_ACT;
 }
 
 /* The block sizes and layouts every cache op runs: AUTO, NORMAL and, where
@@ -140,6 +141,104 @@ static const struct {
 };
 #define NBL ((int)(sizeof bl / sizeof bl[0]))
 
+/* ------------------------------------------------------------ axes */
+
+static const char *const layout_names[] = {"auto", "normal", "shuffle"};
+static const char *const block_names[] = {"<16", "16..63", ">=64"};
+
+#define IDX_LAYOUTS MLA_INDEXER_NORMAL, MLA_INDEXER_SHUFFLE
+
+/* The resolved layout SHUFFLE needs whole 16-token tiles. */
+int conf_idx_legal(const conf_point *p, int layout, int block)
+{
+    return CONF_RULE(p, layout, block,
+                     CONF_VAL(p, layout) != MLA_INDEXER_SHUFFLE || CONF_VAL(p, block) >= 16);
+}
+
+/* A design's block size for a class (below 16: 1 or 3), and the layout to
+ * ask for: AUTO in every other design where it resolves to the one wanted. */
+void conf_idx_design_cache(conf_case *c, mla_dtype fp8, int ue8m0, int64_t block_class,
+                           int64_t layout, int k)
+{
+    const int64_t bs = block_class >= 64 ? 64 : block_class >= 16 ? 16 : k % 2 ? 3 : 1;
+    const int ask = k % 2 && layout == (int64_t)mla_indexer_layout_for(bs) ? MLA_INDEXER_LAYOUT_AUTO
+                                                                           : (int)layout;
+    conf_idx_case(c, fp8, ue8m0, bs, ask, bs == 1 ? 40 : bs == 3 ? 12 : bs == 16 ? 3 : 1);
+    c->note = " (pairwise)";
+}
+
+enum { W_DTYPE, W_UE8M0, W_LAYOUT, W_BLOCK, W_K, W_SLOTS, W_CACHEV, W_KV, W_SLOTSV };
+
+static const conf_axis write_axes[] = {
+    CONF_AX_FL("cache.dtype", out_dtype, NULL, CONF_FP8S),
+    CONF_AX_FL("ue8m0", rule, NULL, 0, 1),
+    CONF_AX_FL("layout", layout, layout_names, IDX_LAYOUTS),
+    CONF_AX_CL("block_size", group, 1, block_names, 1, 16, 64),
+    CONF_AX_DT("k.dtype", 1, CONF_FLOATS),
+    CONF_AX_DT("slots.dtype", 2, CONF_INDEX),
+    CONF_AX_VW("cache.view", 0, MLA_ARG_DENSE, MLA_ARG_ROWS),
+    CONF_AX_VW("k.view", 1, CONF_VIEWS),
+    CONF_AX_VW("slots.view", 2, CONF_VIEWS_1D),
+};
+
+static int write_legal(const conf_point *p) { return conf_idx_legal(p, W_LAYOUT, W_BLOCK); }
+
+static void write_derive(mla_variant *v) { v->in_dtype = v->arg_dtype[1]; }
+
+const conf_op_axes conf_axes_indexer_k_cache_write = {
+    .op = MLA_OP_INDEXER_K_CACHE_WRITE,
+    .axes = write_axes,
+    .naxes = (int)(sizeof write_axes / sizeof write_axes[0]),
+    .base = {.rows = 24, .cols = CONF_IDX_D, .nargs = 3, .arg_dtype = {MLA_DTYPE_U8}},
+    .derive = write_derive,
+    .legal = write_legal,
+    .full = 1u << W_DTYPE | 1u << W_UE8M0 | 1u << W_LAYOUT | 1u << W_BLOCK};
+
+static void write_design(const conf_point *pt, int k, conf_case *c)
+{
+    conf_idx_design_cache(c, (mla_dtype)CONF_VAL(pt, W_DTYPE), (int)CONF_VAL(pt, W_UE8M0),
+                          CONF_VAL(pt, W_BLOCK), CONF_VAL(pt, W_LAYOUT), k);
+    conf_p_indexer *q = &c->p.idx;
+    q->cache_lay = CONF_VAL(pt, W_CACHEV) == MLA_ARG_ROWS ? CONF_L_PAD : CONF_L_CONTIG;
+    q->T = 24;
+    q->k = (mla_dtype)CONF_VAL(pt, W_K);
+    q->slots = (mla_dtype)CONF_VAL(pt, W_SLOTS);
+    q->k_lay = conf_lay_of_view(CONF_VAL(pt, W_KV), 2, k);
+    q->slots_lay = conf_lay_of_view(CONF_VAL(pt, W_SLOTSV), 1, k);
+}
+
+enum { G_DTYPE, G_LAYOUT, G_BLOCK, G_CACHEV, G_FP8V, G_SCALEV };
+
+static const conf_axis gather_axes[] = {
+    CONF_AX_FL("cache.dtype", in_dtype, NULL, CONF_FP8S),
+    CONF_AX_FL("layout", layout, layout_names, IDX_LAYOUTS),
+    CONF_AX_CL("block_size", group, 1, block_names, 1, 16, 64),
+    CONF_AX_VW("cache.view", 0, MLA_ARG_DENSE, MLA_ARG_ROWS),
+    CONF_AX_VW("k_fp8.view", 3, CONF_VIEWS),
+    CONF_AX_VW("k_scale.view", 4, CONF_VIEWS_1D),
+};
+
+static int gather_legal(const conf_point *p) { return conf_idx_legal(p, G_LAYOUT, G_BLOCK); }
+
+static void gather_derive(mla_variant *v)
+{
+    v->out_dtype = v->in_dtype;
+    v->arg_dtype[3] = v->in_dtype;
+}
+
+const conf_op_axes conf_axes_indexer_k_gather = {
+    .op = MLA_OP_INDEXER_K_GATHER,
+    .axes = gather_axes,
+    .naxes = (int)(sizeof gather_axes / sizeof gather_axes[0]),
+    .base = {.rows = 40,
+             .cols = CONF_IDX_D,
+             .nargs = 5,
+             .arg_dtype = {MLA_DTYPE_U8, MLA_DTYPE_I32, MLA_DTYPE_I32, MLA_DTYPE_COUNT,
+                           MLA_DTYPE_F32}},
+    .derive = gather_derive,
+    .legal = gather_legal,
+    .full = 1u << G_DTYPE | 1u << G_LAYOUT | 1u << G_BLOCK};
+
 /* -------------------------------------------------------- cache write */
 
 /* Rows whose maximum decides the scale's rounding: |k| max set to exactly
@@ -149,7 +248,7 @@ static void boundary_rows(conf_problem *p, int ik, const conf_case *c)
 {
     const conf_arg *k = &p->arg[ik];
     const int64_t T = k->t.shape[0], D = CONF_IDX_D;
-    const double div = c->ip[1] == MLA_DTYPE_FP8_E4M3FNUZ ? 224.0 : 448.0;
+    const double div = c->p.idx.fp8 == MLA_DTYPE_FP8_E4M3FNUZ ? 224.0 : 448.0;
     for (int64_t t = 0; t < T; ++t) {
         const int kind = (int)(t % 5);
         if (kind < 2 || (kind > 2 && k->t.dtype != MLA_DTYPE_F32))
@@ -167,9 +266,24 @@ static void boundary_rows(conf_problem *p, int ik, const conf_case *c)
     }
 }
 
+static const conf_field write_fields[] = {
+    CONF_IDX_CACHE_FIELDS,
+    CONF_FIELD(idx, T, CONF_F_I64),
+    CONF_FIELD(idx, k, CONF_F_DTYPE),
+    CONF_FIELD(idx, slots, CONF_F_DTYPE),
+    CONF_FIELD(idx, k_lay, CONF_F_LAY),
+    CONF_FIELD(idx, slots_lay, CONF_F_LAY),
+    CONF_ENUM(idx, dist, conf_name_dist, CONF_DIST_COUNT),
+};
+
+static void label_write(conf_case *c)
+{
+    conf_idx_label(c, c->p.idx.T ? mla_dtype_name(c->p.idx.k) : "T=0");
+}
+
 static int build_write(conf_case *cases, int cap)
 {
-    conf_builder b = {cases, cap, 0, MLA_OP_INDEXER_K_CACHE_WRITE};
+    conf_builder b = {.cases = cases, .cap = cap, .suite = &conf_suite_indexer_k_cache_write};
     conf_case c;
     int n = 0;
     for (int fi = 0; fi < 2; ++fi)
@@ -177,27 +291,18 @@ static int build_write(conf_case *cases, int cap)
             for (int k = 0; k < NBL; ++k, ++n) {
                 const int64_t bs = bl[k].bs, T = bs == 1 ? 24 : 40;
                 conf_idx_case(&c, fp8s[fi], ue, bs, bl[k].layout, bs == 1 ? 40 : bs == 16 ? 4 : 2);
-                c.ip[5] = kdts[n % 3];
-                c.ip[6] = n % 2 ? MLA_DTYPE_I64 : MLA_DTYPE_I32;
-                c.lay[0] = n % 3 == 1 ? CONF_L_PAD : CONF_L_CONTIG;
-                c.lay[1] = klays[n % 4];
-                c.ndim = 2;
-                c.shape[0] = T;
-                c.shape[1] = CONF_IDX_D;
-                c.v = (mla_variant){0, (mla_dtype)c.ip[5], fp8s[fi], conf_idx_layout(&c), ue, bs,
-                                    T, CONF_IDX_D};
-                conf_idx_label(&c, mla_dtype_name((mla_dtype)c.ip[5]));
+                c.p.idx.k = kdts[n % 3];
+                c.p.idx.slots = n % 2 ? MLA_DTYPE_I64 : MLA_DTYPE_I32;
+                c.p.idx.cache_lay = n % 3 == 1 ? CONF_L_PAD : CONF_L_CONTIG;
+                c.p.idx.k_lay = klays[n % 4];
+                c.p.idx.T = T;
                 conf_push(&b, &c);
             }
     conf_idx_case(&c, MLA_DTYPE_FP8_E4M3FN, 1, 16, MLA_INDEXER_LAYOUT_AUTO, 2);
-    c.ip[5] = MLA_DTYPE_BF16;
-    c.ip[6] = MLA_DTYPE_I32;
-    c.ndim = 2;
-    c.shape[1] = CONF_IDX_D;
-    c.v = (mla_variant){0, MLA_DTYPE_BF16, MLA_DTYPE_FP8_E4M3FN, MLA_INDEXER_SHUFFLE, 1, 16, 0,
-                        CONF_IDX_D};
-    conf_idx_label(&c, "T=0");
+    c.p.idx.k = MLA_DTYPE_BF16;
+    c.p.idx.slots = MLA_DTYPE_I32;
     conf_push(&b, &c);
+    conf_push_design(&b, &conf_axes_indexer_k_cache_write, write_design);
     return b.n;
 }
 
@@ -205,21 +310,22 @@ static mla_status setup_write(const conf_case *c, const conf_env *env, conf_prob
                               char *err, size_t errlen)
 {
     (void)env;
-    const int64_t T = c->shape[0], ks[2] = {T, CONF_IDX_D}, ss[1] = {T};
+    const conf_p_indexer *q = &c->p.idx;
+    const int64_t T = q->T, ks[2] = {T, CONF_IDX_D}, ss[1] = {T};
     mla_status st = conf_idx_add_cache(p, c, CONF_INOUT);
     if (st == MLA_OK)
-        st = conf_add_arg(p, "k", CONF_IN, (mla_dtype)c->ip[5], 2, ks, c->lay[1]);
+        st = conf_add_arg(p, "k", CONF_IN, q->k, 2, ks, q->k_lay);
     if (st == MLA_OK)
-        st = conf_add_arg(p, "slots", CONF_IN, (mla_dtype)c->ip[6], 1, ss, CONF_L_CONTIG);
+        st = conf_add_arg(p, "slots", CONF_IN, q->slots, 1, ss, q->slots_lay);
     if (st != MLA_OK) {
         snprintf(err, errlen, "cannot lay out the case (%s)", mla_status_name(st));
         return st;
     }
     p->arg[0].bound.raw = 1;
     conf_fill(p, 0, CONF_DIST_CODES, c->seed, 0); /* the old contents: random bytes */
-    conf_fill(p, 1, c->dist, c->seed ^ 1, CONF_IDX_D);
+    conf_fill(p, 1, q->dist, c->seed ^ 1, CONF_IDX_D);
     boundary_rows(p, 1, c);
-    conf_fill_slots(p, 2, c->ip[3] * c->ip[2], c->seed ^ 2, 1);
+    conf_fill_slots(p, 2, q->blocks * q->block_size, c->seed ^ 2, 1);
     return MLA_OK;
 }
 
@@ -229,9 +335,14 @@ static mla_status exec_write(mla_context *ctx, const conf_case *c, mla_tensor *t
     return mla_indexer_k_cache_write(ctx, &d, &t[0], &t[1], &t[2]);
 }
 
-const conf_suite conf_suite_indexer_k_cache_write = {
-    "indexer_k_cache_write", MLA_OP_INDEXER_K_CACHE_WRITE, build_write, setup_write, exec_write,
-    NULL};
+const conf_suite conf_suite_indexer_k_cache_write = {.name = "indexer_k_cache_write",
+                                                     .op = MLA_OP_INDEXER_K_CACHE_WRITE,
+                                                     .build = build_write,
+                                                     .setup = setup_write,
+                                                     .exec = exec_write,
+                                                     .label = label_write,
+                                                     .fields = write_fields,
+                                                     .nfields = CONF_NFIELDS(write_fields)};
 
 /* ------------------------------------------------------------- gather */
 
@@ -253,9 +364,34 @@ static void gather_shape(int64_t bs, int64_t *lens, int64_t *rows, int64_t *mb, 
     *blocks = used + 3; /* a few blocks no sequence uses */
 }
 
+static const conf_field gather_fields[] = {
+    CONF_IDX_CACHE_FIELDS,
+    {"k_fp8_lay", CONF_F_LAY, offsetof(conf_params, idx.out_lay), NULL, 0},
+    {"k_scale_lay", CONF_F_LAY, offsetof(conf_params, idx.scale_lay), NULL, 0},
+};
+
+static void label_gather(conf_case *c) { conf_idx_label(c, ""); }
+
+/* The blocks gather_shape's sequences use, scattered over a cache of them. */
+static void gather_design(const conf_point *pt, int k, conf_case *c)
+{
+    const int64_t cls = CONF_VAL(pt, G_BLOCK);
+    const int64_t bs = cls >= 64 ? 64 : cls >= 16 ? 16 : k % 2 ? 3 : 1;
+    int64_t lens[SEQS], rows, mb, blocks;
+    gather_shape(bs, lens, &rows, &mb, &blocks);
+    conf_idx_design_cache(c, (mla_dtype)CONF_VAL(pt, G_DTYPE), k % 2, cls, CONF_VAL(pt, G_LAYOUT),
+                          k);
+    conf_p_indexer *q = &c->p.idx;
+    q->blocks = blocks;
+    q->cache_lay = CONF_VAL(pt, G_CACHEV) == MLA_ARG_ROWS ? CONF_L_PAD : CONF_L_CONTIG;
+    q->out_lay = conf_lay_of_view(CONF_VAL(pt, G_FP8V), 2, k);
+    q->scale_lay = conf_lay_of_view(CONF_VAL(pt, G_SCALEV), 1, k + 1);
+    q->dist = CONF_DIST_CODES;
+}
+
 static int build_gather(conf_case *cases, int cap)
 {
-    conf_builder b = {cases, cap, 0, MLA_OP_INDEXER_K_GATHER};
+    conf_builder b = {.cases = cases, .cap = cap, .suite = &conf_suite_indexer_k_gather};
     static const unsigned klay[] = {CONF_L_CONTIG, CONF_L_PAD, CONF_L_COLMAJOR, CONF_L_OFFSET};
     static const unsigned slay[] = {CONF_L_CONTIG, CONF_L_STEP2, CONF_L_CONTIG, CONF_L_OFFSET};
     conf_case c;
@@ -265,18 +401,13 @@ static int build_gather(conf_case *cases, int cap)
             int64_t lens[SEQS], rows, mb, blocks;
             gather_shape(bl[k].bs, lens, &rows, &mb, &blocks);
             conf_idx_case(&c, fp8s[fi], n % 2, bl[k].bs, bl[k].layout, blocks);
-            c.lay[0] = n % 3 == 2 ? CONF_L_PAD : CONF_L_CONTIG;
-            c.lay[3] = klay[n % 4];
-            c.lay[4] = slay[n % 4];
-            c.dist = CONF_DIST_CODES;
-            c.ndim = 2;
-            c.shape[0] = rows;
-            c.shape[1] = CONF_IDX_D;
-            c.v = (mla_variant){0, fp8s[fi], fp8s[fi], conf_idx_layout(&c), 0, bl[k].bs, rows,
-                                CONF_IDX_D};
-            conf_idx_label(&c, "");
+            c.p.idx.cache_lay = n % 3 == 2 ? CONF_L_PAD : CONF_L_CONTIG;
+            c.p.idx.out_lay = klay[n % 4];
+            c.p.idx.scale_lay = slay[n % 4];
+            c.p.idx.dist = CONF_DIST_CODES;
             conf_push(&b, &c);
         }
+    conf_push_design(&b, &conf_axes_indexer_k_gather, gather_design);
     return b.n;
 }
 
@@ -284,8 +415,9 @@ static mla_status setup_gather(const conf_case *c, const conf_env *env, conf_pro
                                char *err, size_t errlen)
 {
     (void)env;
+    const conf_p_indexer *q = &c->p.idx;
     int64_t lens[SEQS], rows, mb, blocks;
-    gather_shape(c->ip[2], lens, &rows, &mb, &blocks);
+    gather_shape(q->block_size, lens, &rows, &mb, &blocks);
     const int64_t bt[2] = {SEQS, mb}, cs[1] = {SEQS + 1}, ks[2] = {rows, CONF_IDX_D},
                   ss[1] = {rows};
     mla_status st = conf_idx_add_cache(p, c, CONF_IN);
@@ -294,16 +426,16 @@ static mla_status setup_gather(const conf_case *c, const conf_env *env, conf_pro
     if (st == MLA_OK)
         st = conf_add_arg(p, "cu_seq_lens", CONF_IN, MLA_DTYPE_I32, 1, cs, CONF_L_CONTIG);
     if (st == MLA_OK)
-        st = conf_add_arg(p, "k_fp8", CONF_OUT, (mla_dtype)c->ip[1], 2, ks, c->lay[3]);
+        st = conf_add_arg(p, "k_fp8", CONF_OUT, q->fp8, 2, ks, q->out_lay);
     if (st == MLA_OK)
-        st = conf_add_arg(p, "k_scale", CONF_OUT, MLA_DTYPE_F32, 1, ss, c->lay[4]);
+        st = conf_add_arg(p, "k_scale", CONF_OUT, MLA_DTYPE_F32, 1, ss, q->scale_lay);
     if (st != MLA_OK) {
         snprintf(err, errlen, "cannot lay out the case (%s)", mla_status_name(st));
         return st;
     }
     p->arg[3].bound.raw = p->arg[4].bound.raw = 1; /* a copy: every byte comes back */
     conf_idx_fill_cache(p, 0, c, 1);
-    conf_idx_fill_table(p, 1, lens, SEQS, mb, c->ip[2], blocks, c->seed);
+    conf_idx_fill_table(p, 1, lens, SEQS, mb, q->block_size, blocks, c->seed);
     int64_t cu = 0;
     for (int s = 0; s <= SEQS; ++s) {
         conf_set_value(p, 2, s, (double)cu);
@@ -318,6 +450,11 @@ static mla_status exec_gather(mla_context *ctx, const conf_case *c, mla_tensor *
     return mla_indexer_k_gather(ctx, &d, &t[0], &t[1], &t[2], &t[3], &t[4]);
 }
 
-const conf_suite conf_suite_indexer_k_gather = {"indexer_k_gather", MLA_OP_INDEXER_K_GATHER,
-                                                build_gather,       setup_gather,
-                                                exec_gather,        NULL};
+const conf_suite conf_suite_indexer_k_gather = {.name = "indexer_k_gather",
+                                                .op = MLA_OP_INDEXER_K_GATHER,
+                                                .build = build_gather,
+                                                .setup = setup_gather,
+                                                .exec = exec_gather,
+                                                .label = label_gather,
+                                                .fields = gather_fields,
+                                                .nfields = CONF_NFIELDS(gather_fields)};

@@ -1,19 +1,14 @@
 /* Shared by the DSA indexer's case files (cases_indexer*.c): the K cache's
  * byte layout, written here from MLA.md (section 6) and not taken from the
  * library, so that a writer and a reader that agree with each other but not
- * with MLA.md cannot both pass (seed 002), and the parameters every
- * cache-based case carries.
+ * with MLA.md cannot both pass (seed 002), and the helpers every cache-based
+ * case shares (parameters: conf_p_indexer, case_params.h).
  *
  * A block of the cache holds [block_size * D fp8 values][block_size fp32
  * scales], D = head_dim:
  *   NORMAL:  value (t, d) at t * D + d
  *   SHUFFLE: value (t, d) at (t/16)*16*D + (d/16)*16*16 + (t%16)*16 + d%16
- *   scale of token t at block_size * D + 4 t, little-endian.
- *
- * Case parameters of every cache-based case: ip[0] the layout the caller
- * asks for (AUTO, NORMAL or SHUFFLE), ip[1] the fp8 dtype, ip[2] the block
- * size, ip[3] the blocks, ip[4] ue8m0; ip[5..7] are the op's own. lay[0]
- * CONF_L_PAD: blocks BLOCK_PAD bytes apart (a padded block stride). */
+ *   scale of token t at block_size * D + 4 t, little-endian. */
 #ifndef MLA_CONFORMANCE_CASES_INDEXER_H
 #define MLA_CONFORMANCE_CASES_INDEXER_H
 
@@ -37,21 +32,23 @@ static inline int64_t conf_idx_scale_byte(int64_t t, int64_t bs, int64_t D)
 /* The descriptor of a cache-based case (the layout as the caller asks). */
 static inline mla_indexer_cache_desc conf_idx_desc(const conf_case *c)
 {
-    mla_indexer_cache_desc d = {c->ip[3], c->ip[2], CONF_IDX_D, (mla_dtype)c->ip[1],
-                                (mla_indexer_layout)c->ip[0], (int32_t)c->ip[4]};
+    const conf_p_indexer *q = &c->p.idx;
+    mla_indexer_cache_desc d = {
+        q->blocks, q->block_size, CONF_IDX_D, q->fp8, (mla_indexer_layout)q->layout, q->ue8m0};
     return d;
 }
 
-/* The layout the entry points resolve (the variant's, and the bytes'). */
+/* The layout the entry points resolve (the bytes'). */
 static inline int32_t conf_idx_layout(const conf_case *c)
 {
-    return c->ip[0] == MLA_INDEXER_LAYOUT_AUTO ? (int32_t)mla_indexer_layout_for(c->ip[2])
-                                               : (int32_t)c->ip[0];
+    const conf_p_indexer *q = &c->p.idx;
+    return q->layout == MLA_INDEXER_LAYOUT_AUTO ? (int32_t)mla_indexer_layout_for(q->block_size)
+                                                : q->layout;
 }
 
 /* Argument order of the two composite suites, indexer_k_roundtrip (write,
- * then gather) and indexer_rope_k_cache (mla_rope, then the write; the RoPE
- * style in ip[7]): the negative controls run their own exec over them. */
+ * then gather) and indexer_rope_k_cache (mla_rope, then the write): the
+ * negative controls run their own exec over them. */
 enum { CONF_RT_CACHE, CONF_RT_K, CONF_RT_SLOTS, CONF_RT_TABLE, CONF_RT_CU, CONF_RT_FP8,
        CONF_RT_SCALE };
 enum { CONF_RK_CACHE, CONF_RK_K, CONF_RK_POS, CONF_RK_COS, CONF_RK_SIN, CONF_RK_SLOTS,
@@ -60,14 +57,29 @@ enum { CONF_RK_CACHE, CONF_RK_K, CONF_RK_POS, CONF_RK_COS, CONF_RK_SIN, CONF_RK_
 /* "NORMAL" / "SHUFFLE", "auto=NORMAL" when the case leaves it to AUTO. */
 void conf_idx_layout_label(const conf_case *c, char *buf, size_t len);
 
-/* A cache-based case (ip[0..4], the ACT distribution) and its label's
- * common part, "e4m3fn ue8m0 bs16 auto=SHUFFLE" + extra. */
+/* A cache-based case (the cache's parameters, the ACT distribution) and its
+ * label, "e4m3fn ue8m0 bs16 auto=SHUFFLE" + extra. */
 void conf_idx_case(conf_case *c, mla_dtype fp8, int ue8m0, int64_t bs, int layout,
                    int64_t blocks);
 void conf_idx_label(conf_case *c, const char *extra);
 
+/* The fields of the cache's parameters (CONF_IDX_CACHE_FIELDS, 6 entries). */
+#define CONF_IDX_CACHE_FIELDS                                                                      \
+    CONF_ENUM(idx, layout, conf_name_indexer_layout, MLA_INDEXER_LAYOUT_COUNT),                    \
+        CONF_FIELD(idx, fp8, CONF_F_DTYPE), CONF_FIELD(idx, block_size, CONF_F_I64),               \
+        CONF_FIELD(idx, blocks, CONF_F_I64), CONF_FIELD(idx, ue8m0, CONF_F_I32),                   \
+        CONF_FIELD(idx, cache_lay, CONF_F_LAY)
+
+/* Design helpers (cover.h): the resolved layout SHUFFLE needs a block size
+ * class of 16 or more; a design case's cache for a block size class and a
+ * resolved layout (asked as AUTO in every other design where AUTO gives it). */
+struct conf_point;
+int conf_idx_legal(const struct conf_point *p, int layout, int block);
+void conf_idx_design_cache(conf_case *c, mla_dtype fp8, int ue8m0, int64_t block_class,
+                           int64_t layout, int k);
+
 /* Adds the cache, U8 [blocks, block_bytes], as argument i = p->nargs, with
- * role; a padded block stride on lay[0] & CONF_L_PAD. */
+ * role; a padded block stride on cache_lay & CONF_L_PAD. */
 mla_status conf_idx_add_cache(conf_problem *p, const conf_case *c, int role);
 
 /* Fills cache argument i as a writer leaves it: every value byte a finite
@@ -86,13 +98,19 @@ void conf_idx_fill_table(conf_problem *p, int i, const int64_t *lens, int64_t S,
 
 /* The paged-logits problem (cases_indexer_logits.c): arguments cache,
  * q, w, block_table, context_lens, logits in that order, CONF_LG_SEQS
- * sequences; ip[5] next_n, ip[6] Hi (ip[7] free). The indexer_search
- * suite builds on it. */
+ * sequences of next_n query rows, Hi heads. The indexer_search suite builds
+ * on it. */
 enum { CONF_LG_CACHE, CONF_LG_Q, CONF_LG_W, CONF_LG_TABLE, CONF_LG_LENS, CONF_LG_LOGITS };
 #define CONF_LG_SEQS 3
 void conf_idx_logits_case(conf_case *c, int64_t bs, int layout, int next_n, int64_t Hi,
                           mla_dtype fp8, int n);
 mla_status conf_idx_setup_logits(const conf_case *c, const conf_env *env, conf_problem *p,
                                  char *err, size_t errlen);
+void conf_idx_logits_label(conf_case *c);
+/* The logits' rows: CONF_LG_SEQS * next_n. */
+static inline int64_t conf_idx_logits_rows(const conf_case *c)
+{
+    return CONF_LG_SEQS * (int64_t)c->p.idx.next_n;
+}
 
 #endif

@@ -2,7 +2,7 @@
  * mla_indexer_plan_create over the block table and context lengths, then
  * mla_indexer_search (paged logits, then the top-k of each row's causal
  * bound). The problems are indexer_logits' (cases_indexer.h) plus the
- * indices [B * next_n, k]; ip[7] is k, below some rows' lengths and above
+ * indices [B * next_n, k_top]; k_top is below some rows' lengths and above
  * others' (-1 padding).
  *
  * The logits are held to the indexer_logits bound against the reference.
@@ -21,9 +21,27 @@
 
 #define SEARCH_IDX (CONF_LG_LOGITS + 1)
 
+static const conf_field search_fields[] = {
+    CONF_IDX_CACHE_FIELDS,
+    CONF_FIELD(idx, next_n, CONF_F_I32),
+    CONF_FIELD(idx, Hi, CONF_F_I64),
+    CONF_FIELD(idx, k_top, CONF_F_I64),
+    CONF_FIELD(idx, q_lay, CONF_F_LAY),
+    CONF_FIELD(idx, w_lay, CONF_F_LAY),
+    CONF_FIELD(idx, logits_lay, CONF_F_LAY),
+    CONF_FIELD(idx, indices_lay, CONF_F_LAY),
+};
+
+static void label_search(conf_case *c)
+{
+    conf_idx_logits_label(c);
+    const size_t n = strlen(c->label);
+    snprintf(c->label + n, sizeof c->label - n, " k %lld", (long long)c->p.idx.k_top);
+}
+
 static int build_search(conf_case *cases, int cap)
 {
-    conf_builder b = {cases, cap, 0, MLA_OP_INDEXER_LOGITS};
+    conf_builder b = {.cases = cases, .cap = cap, .suite = &conf_suite_indexer_search};
     static const struct {
         int64_t bs;
         int layout, next_n;
@@ -37,9 +55,7 @@ static int build_search(conf_case *cases, int cap)
     for (int i = 0; i < (int)(sizeof g / sizeof g[0]); ++i) {
         conf_case c;
         conf_idx_logits_case(&c, g[i].bs, g[i].layout, g[i].next_n, g[i].Hi, g[i].fp8, i);
-        c.ip[7] = g[i].k;
-        const size_t n = strlen(c.label);
-        snprintf(c.label + n, sizeof c.label - n, " k %lld", (long long)g[i].k);
+        c.p.idx.k_top = g[i].k;
         conf_push(&b, &c);
     }
     return b.n;
@@ -49,10 +65,9 @@ static mla_status setup_search(const conf_case *c, const conf_env *env, conf_pro
                                char *err, size_t errlen)
 {
     mla_status st = conf_idx_setup_logits(c, env, p, err, errlen);
-    const int64_t shape[2] = {c->shape[0], c->ip[7]};
+    const int64_t shape[2] = {conf_idx_logits_rows(c), c->p.idx.k_top};
     if (st == MLA_OK)
-        st = conf_add_arg(p, "indices", CONF_OUT, MLA_DTYPE_I32, 2, shape,
-                          c->lay[SEARCH_IDX]);
+        st = conf_add_arg(p, "indices", CONF_OUT, MLA_DTYPE_I32, 2, shape, c->p.idx.indices_lay);
     if (st != MLA_OK && !err[0])
         snprintf(err, errlen, "cannot lay out the case (%s)", mla_status_name(st));
     return st;
@@ -63,10 +78,10 @@ static mla_status exec_search(mla_context *ctx, const conf_case *c, mla_tensor *
     mla_indexer_cache_desc d = conf_idx_desc(c);
     mla_indexer_plan *plan = NULL;
     mla_status st = mla_indexer_plan_create(ctx, &d, &t[CONF_LG_TABLE], &t[CONF_LG_LENS],
-                                            (int32_t)c->ip[5], &plan);
+                                            c->p.idx.next_n, &plan);
     if (st == MLA_OK)
         st = mla_indexer_search(ctx, plan, &t[CONF_LG_CACHE], &t[CONF_LG_Q], &t[CONF_LG_W],
-                                &t[CONF_LG_LOGITS], c->ip[7], &t[SEARCH_IDX]);
+                                &t[CONF_LG_LOGITS], c->p.idx.k_top, &t[SEARCH_IDX]);
     mla_indexer_plan_destroy(plan);
     return st;
 }
@@ -110,7 +125,7 @@ static int compare_search(const conf_case *c, const conf_problem *p, int i,
     if (i != SEARCH_IDX)
         return 0;
     const conf_arg *lg = &p->arg[CONF_LG_LOGITS], *ix = &p->arg[SEARCH_IDX];
-    const int64_t R = lg->t.shape[0], N = lg->t.shape[1], K = c->ip[7], nn = c->ip[5];
+    const int64_t R = lg->t.shape[0], N = lg->t.shape[1], K = c->p.idx.k_top, nn = c->p.idx.next_n;
     double *vals = malloc((size_t)N * sizeof *vals);
     int64_t *order = malloc((size_t)N * sizeof *order);
     memset(r, 0, sizeof *r);
@@ -148,6 +163,12 @@ static int compare_search(const conf_case *c, const conf_problem *p, int i,
     return 1;
 }
 
-const conf_suite conf_suite_indexer_search = {"indexer_search", MLA_OP_INDEXER_LOGITS,
-                                              build_search,     setup_search,
-                                              exec_search,      compare_search};
+const conf_suite conf_suite_indexer_search = {.name = "indexer_search",
+                                              .op = MLA_OP_INDEXER_LOGITS,
+                                              .build = build_search,
+                                              .setup = setup_search,
+                                              .exec = exec_search,
+                                              .compare = compare_search,
+                                              .label = label_search,
+                                              .fields = search_fields,
+                                              .nfields = CONF_NFIELDS(search_fields)};

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "conformance/case_params.h"
 #include "conformance/conformance.h"
 #include "core/backend.h"
 
@@ -24,8 +25,9 @@ enum {
     CONF_L_OFFSET = 1u << 3,   /* the view starts one element into its buffer (misaligned) */
 };
 
-/* "contig", or the flags joined by '+': "pad+step2". */
+/* "contig", or the flags joined by '+': "pad+step2"; and back (0: not a layout). */
 void conf_layout_str(unsigned lay, char *buf, size_t len);
+int conf_layout_parse(const char *s, unsigned *lay);
 
 /* Row-major iteration over a view: off is the element offset of each
  * logical index in turn. */
@@ -99,18 +101,53 @@ typedef struct conf_problem {
     int nowned;
 } conf_problem;
 
+typedef struct conf_suite conf_suite;
+
 typedef struct conf_case {
-    mla_variant v;                /* asked of mla_supports; exec reads its fields */
-    int32_t ndim;                 /* of the main input's value shape */
-    int64_t shape[MLA_MAX_DIMS];
-    unsigned lay[CONF_MAX_ARGS];  /* CONF_L_* per argument, in the op's argument order */
-    int dist;                     /* CONF_DIST_* of the main input */
+    const conf_suite *suite; /* set by conf_push and conf_parse */
+    conf_params p;           /* the op's named parameters (case_params.h) */
     uint64_t seed;
     int golden;                   /* index into the op's golden table; -1 = generated */
-    char label[64];               /* the table row: dtypes, rule, layout */
-    int64_t ip[8];                /* op-specific integers (see the op's cases_*.c) */
-    double fp[2];                 /* op-specific scalars: eps, k_scale, w_scale, q_scale */
+    char label[64];               /* the table row: the suite's label() of p, then note */
+    const char *note;             /* what a listed case is for ("odd D"); not a parameter */
+    int designed;                 /* one of the op's pairwise designs (conf_push_design) */
 } conf_case;
+
+/* ------------------------------------------------------ descriptions */
+
+/* How one parameter prints and parses. */
+typedef enum conf_field_kind {
+    CONF_F_I64,   /* int64_t */
+    CONF_F_I32,   /* int32_t (switches, counts) */
+    CONF_F_REAL,  /* double */
+    CONF_F_DTYPE, /* mla_dtype: its name, "none" for MLA_DTYPE_COUNT */
+    CONF_F_ENUM,  /* int32_t named by name(value), values 0 .. count-1 */
+    CONF_F_LAY,   /* unsigned CONF_L_* flags: "contig", "pad+step2" */
+    CONF_F_SHAPE, /* conf_shape: "7x66" */
+} conf_field_kind;
+
+typedef struct conf_field {
+    const char *name;
+    conf_field_kind kind;
+    size_t offset; /* in conf_params */
+    const char *(*enum_name)(int value);
+    int count;
+} conf_field;
+
+/* Field f of the union member u (the op's struct), named f. */
+#define CONF_FIELD(u, f, kind) {#f, kind, offsetof(conf_params, u.f), NULL, 0}
+#define CONF_ENUM(u, f, fn, n) {#f, CONF_F_ENUM, offsetof(conf_params, u.f), fn, n}
+#define CONF_NFIELDS(table) ((int)(sizeof(table) / sizeof((table)[0])))
+
+/* Names of the library's enums, for CONF_ENUM. */
+const char *conf_name_saturation(int v);
+const char *conf_name_scale_layout(int v);
+const char *conf_name_mxfp4_rule(int v);
+const char *conf_name_fp8_rule(int v);
+const char *conf_name_rope_style(int v);
+const char *conf_name_cache_layout(int v);
+const char *conf_name_indexer_layout(int v);
+const char *conf_name_dist(int v);
 
 typedef struct conf_cmp conf_cmp; /* one output's comparison (below) */
 
@@ -120,9 +157,10 @@ typedef struct conf_env {
 } conf_env;
 
 /* An op's cases. build lists them (returns the count; cases may be NULL to
- * count); setup fills a problem; exec calls the public API on ctx with the
- * problem's views (t[i] mirrors arg[i], data in context memory). */
-typedef struct conf_suite {
+ * count); label names a case's table row from its parameters; setup fills
+ * a problem; exec calls the public API on ctx with the problem's views
+ * (t[i] mirrors arg[i], data in context memory). */
+struct conf_suite {
     const char *name;
     mla_op op;
     int (*build)(conf_case *cases, int cap);
@@ -135,18 +173,33 @@ typedef struct conf_suite {
      * against the reference only: a repeat run is always compared bit for bit. */
     int (*compare)(const conf_case *c, const conf_problem *p, int i, unsigned char *const *got,
                    unsigned char *const *want, conf_cmp *r);
-} conf_suite;
+    void (*label)(conf_case *c);
+    const conf_field *fields; /* the parameters a case of this suite has */
+    int nfields;
+};
 
 /* Case lists: build functions push into (cases, cap), counting past cap
- * (cases NULL = count only). The seed is a function of the op and the
- * case's position, so a case id always means the same data. */
+ * (cases NULL = count only). conf_push sets the label and the seed, a hash
+ * of the case's parameters (conf_case_seed): a case's data never depends on
+ * the cases listed before it. */
 typedef struct conf_builder {
     conf_case *cases;
     int cap, n;
-    mla_op op;
+    const conf_suite *suite;
 } conf_builder;
 
 void conf_push(conf_builder *b, conf_case *c);
+
+/* "rope_cache layout=shuffled dtype=fp8_e4m3fn ... seed=0x..." (+ " golden=N"):
+ * every parameter of the case by name, enough to rebuild it (conf_parse). */
+void conf_describe(const conf_suite *s, const conf_case *c, char *buf, size_t len);
+/* The seed of a case: a hash of its suite, parameters and golden index. */
+uint64_t conf_case_seed(const conf_suite *s, const conf_case *c);
+/* The case a description names: *suite among suites, *c with every
+ * parameter, the seed and the label. MLA_ERR_INVALID_ARGUMENT with err
+ * filled when a suite, parameter or value is unknown or one is missing. */
+mla_status conf_parse(const char *text, const conf_suite *const *suites, int nsuites,
+                      const conf_suite **suite, conf_case *c, char *err, size_t errlen);
 
 extern const conf_suite conf_suite_convert;
 extern const conf_suite conf_suite_mxfp4_quant;
@@ -333,6 +386,27 @@ void conf_list_cases(const mla_conformance_options *opt, const conf_suite *const
 #define CONF_NO_KERNEL ((mla_conformance_failure)(MLA_CONF_FAIL_COUNT + 1))
 
 /* ---------------------------------------------------------- running */
+
+/* Every suite, in run order. */
+extern const conf_suite *const conf_suites[];
+extern const int conf_nsuites;
+/* 1 when the --op pattern selects at least one suite. */
+int conf_any_selected(const char *pattern);
+
+/* A reference table whose supports() notes the variants every entry point
+ * of a run asks about: the harness asks the backend under test the same. */
+#define CONF_MAX_VARIANTS 16
+typedef struct conf_recorder {
+    mla_backend_ops ops;
+    mla_variant v[CONF_MAX_VARIANTS];
+    int n;
+} conf_recorder;
+void conf_recorder_init(conf_recorder *r);
+/* conf_execute on a context created with a recorder's ops: afterwards the
+ * recorder holds the run's variants. */
+mla_status conf_record(mla_context *ref, const conf_suite *s, const conf_case *c,
+                       const conf_problem *p, unsigned char **outs, mla_conformance_failure *kind,
+                       char *detail, size_t len);
 
 /* Runs the problem on ctx: inputs copied in with mla_memcpy, outputs
  * surrounded by guard bytes filled with a pattern that depends on salt.

@@ -35,6 +35,7 @@ typedef enum mla_conformance_suite {
     MLA_CONF_SUITE_ALL = 0,
     MLA_CONF_SUITE_GOLDEN = 1,    /* only the golden-vector cases */
     MLA_CONF_SUITE_GENERATED = 2, /* only the seeded, reference-compared cases */
+    MLA_CONF_SUITE_LISTED = 3,    /* golden and listed cases, not the pairwise designs */
     MLA_CONF_SUITE_COUNT
 } mla_conformance_suite;
 
@@ -42,7 +43,8 @@ typedef struct mla_conformance_options {
     /* Backends to run: bit (1u << b) for each mla_backend b. The AUTO bit runs
      * whatever AUTO picks. 0 means the CPU backend. */
     unsigned backends;
-    const char *op_pattern;        /* glob on op names ('*', '?'); NULL or "" = every op */
+    const char *op_pattern;        /* glob on op names ('*', '?'); NULL or "" = every op; one
+                                      that matches no op is an error (exit code 2) */
     int64_t case_id;               /* run only case N of each selected op; -1 = all */
     mla_conformance_suite suite;
     const char *json_path;         /* also write the results as JSON there; NULL = no */
@@ -52,6 +54,8 @@ typedef struct mla_conformance_options {
     int verbose;                   /* one line per case */
     int repeat;                    /* run every case twice, require identical bits */
     int32_t num_threads;           /* host contexts' threads, 0 = library default */
+    const char *repro;             /* run only the case this description names (a REPRO
+                                      line's); op_pattern, case_id and suite are ignored */
 } mla_conformance_options;
 
 typedef struct mla_conformance_summary {

@@ -3,6 +3,7 @@
  * reports. One case is judged in this order: supports() (unsupported is an
  * answer, not a failure), status, guards, then per output bits, class and
  * bound, then the bitwise repeat when asked. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,20 +18,38 @@
 #define SALT_BACKEND 0x5Au
 #define SALT_REPEAT 0xC3u
 
-static const conf_suite *const suites[] = {
-    &conf_suite_convert,         &conf_suite_mxfp4_quant,      &conf_suite_mxfp4_dequant,
-    &conf_suite_fp8_group_quant, &conf_suite_fp8_group_dequant, &conf_suite_rmsnorm,
-    &conf_suite_qk_rmsnorm,      &conf_suite_rope,             &conf_suite_linear,
-    &conf_suite_batched_gemm,    &conf_suite_cache_write,      &conf_suite_cache_gather,
-    &conf_suite_rope_cache,      &conf_suite_gemm_a16wfp4,     &conf_suite_gemm_a4w4,
-    &conf_suite_flatten_mxfp4_quant, &conf_suite_flatten_fp8_quant, &conf_suite_layernorm,
-    &conf_suite_hadamard,        &conf_suite_indexer_k_cache_write, &conf_suite_indexer_k_gather,
-    &conf_suite_indexer_k_roundtrip, &conf_suite_indexer_rope_k_cache, &conf_suite_indexer_logits,
+const conf_suite *const conf_suites[] = {
+    &conf_suite_convert,
+    &conf_suite_mxfp4_quant,
+    &conf_suite_mxfp4_dequant,
+    &conf_suite_fp8_group_quant,
+    &conf_suite_fp8_group_dequant,
+    &conf_suite_rmsnorm,
+    &conf_suite_qk_rmsnorm,
+    &conf_suite_rope,
+    &conf_suite_linear,
+    &conf_suite_batched_gemm,
+    &conf_suite_cache_write,
+    &conf_suite_cache_gather,
+    &conf_suite_rope_cache,
+    &conf_suite_gemm_a16wfp4,
+    &conf_suite_gemm_a4w4,
+    &conf_suite_flatten_mxfp4_quant,
+    &conf_suite_flatten_fp8_quant,
+    &conf_suite_layernorm,
+    &conf_suite_hadamard,
+    &conf_suite_indexer_k_cache_write,
+    &conf_suite_indexer_k_gather,
+    &conf_suite_indexer_k_roundtrip,
+    &conf_suite_indexer_rope_k_cache,
+    &conf_suite_indexer_logits,
     &conf_suite_indexer_search,
-    &conf_suite_topk,            &conf_suite_indexer_head_weights, &conf_suite_attention,
+    &conf_suite_topk,
+    &conf_suite_indexer_head_weights,
+    &conf_suite_attention,
     &conf_suite_attention_expanded,
 };
-#define NSUITES ((int)(sizeof suites / sizeof suites[0]))
+const int conf_nsuites = (int)(sizeof conf_suites / sizeof conf_suites[0]);
 
 typedef struct target {
     char label[48];      /* the table's backend column */
@@ -45,6 +64,14 @@ const char *mla_conformance_failure_name(mla_conformance_failure kind)
     static const char *const names[MLA_CONF_FAIL_COUNT] = {"setup", "status", "guard", "class",
                                                            "bits",  "bound",  "repeat"};
     return ((int)kind >= 0 && kind < MLA_CONF_FAIL_COUNT) ? names[kind] : "?";
+}
+
+int conf_any_selected(const char *pattern)
+{
+    for (int si = 0; si < conf_nsuites; ++si)
+        if (conf_op_selected(pattern, conf_suites[si]->name))
+            return 1;
+    return 0;
 }
 
 void mla_conformance_options_init(mla_conformance_options *opt)
@@ -117,17 +144,51 @@ static void free_outs(unsigned char **outs, int n)
         free(outs[i]);
 }
 
+/* The recorder whose ops a context runs on. */
+static conf_recorder *recorder_of(const mla_context *ctx)
+{
+    return (conf_recorder *)(void *)((char *)(uintptr_t)ctx->ops - offsetof(conf_recorder, ops));
+}
+
+/* The recording table: the reference's, with a supports() that notes each
+ * variant an entry point asks about (and answers as the reference does). */
+static const char *record_supports(const mla_context *ctx, const mla_variant *v)
+{
+    conf_recorder *r = recorder_of(ctx);
+    if (r->n < CONF_MAX_VARIANTS)
+        r->v[r->n] = *v;
+    r->n++;
+    return mla_reference_ops.supports(ctx, v);
+}
+
+void conf_recorder_init(conf_recorder *r)
+{
+    memset(r, 0, sizeof *r);
+    r->ops = mla_reference_ops;
+    r->ops.name = "reference";
+    r->ops.supports = record_supports;
+}
+
+mla_status conf_record(mla_context *ref, const conf_suite *s, const conf_case *c,
+                       const conf_problem *p, unsigned char **outs, mla_conformance_failure *kind,
+                       char *detail, size_t len)
+{
+    conf_recorder *r = recorder_of(ref);
+    r->n = 0;
+    mla_status st = conf_execute(ref, s, c, p, SALT_REFERENCE, outs, kind, detail, len);
+    if (st == MLA_OK && r->n > CONF_MAX_VARIANTS) {
+        snprintf(detail, len, "%s asked supports() %d times, more than recorded", s->name, r->n);
+        *kind = MLA_CONF_FAIL_SETUP;
+        st = MLA_ERR_INVALID_ARGUMENT;
+    }
+    return st;
+}
+
 static void run_case(const conf_suite *s, const conf_case *c, const target *t, mla_context *ref,
                      const conf_env *env, const mla_conformance_options *opt, conf_result *res)
 {
     memset(res, 0, sizeof *res);
     res->unit = "ulp";
-    const char *param = "";
-    if (mla_supports(t->ctx, &c->v, &param) != MLA_OK) {
-        res->outcome = CONF_UNSUPPORTED;
-        snprintf(res->detail, sizeof res->detail, "%s", param && *param ? param : "?");
-        return;
-    }
     conf_problem p;
     memset(&p, 0, sizeof p);
     char err[300] = "";
@@ -145,16 +206,26 @@ static void run_case(const conf_suite *s, const conf_case *c, const target *t, m
     unsigned char *want[CONF_MAX_ARGS] = {0}, *got[CONF_MAX_ARGS] = {0};
     mla_conformance_failure kind;
     char detail[300], msg[400];
-    if (c->golden < 0) {
-        st = conf_execute(ref, s, c, &p, SALT_REFERENCE, want, &kind, detail, sizeof detail);
-        if (kind == CONF_NO_KERNEL) { /* nothing to compare with yet */
+    /* the reference run: the expected outputs (generated cases), and the
+     * variants the entry points ask supports() about, which the backend
+     * under test is asked in turn */
+    st = conf_record(ref, s, c, &p, want, &kind, detail, sizeof detail);
+    if (kind == CONF_NO_KERNEL) { /* nothing to compare with yet */
+        res->outcome = CONF_UNSUPPORTED;
+        snprintf(res->detail, sizeof res->detail, "op, on the reference");
+        goto done;
+    }
+    if (st != MLA_OK || kind == MLA_CONF_FAIL_GUARD) {
+        snprintf(msg, sizeof msg, "the reference run failed: %s", detail);
+        fail(res, st != MLA_OK ? kind : MLA_CONF_FAIL_GUARD, msg);
+        goto done;
+    }
+    const conf_recorder *rec = recorder_of(ref);
+    for (int i = 0; i < rec->n; ++i) {
+        const char *param = "";
+        if (mla_supports(t->ctx, &rec->v[i], &param) != MLA_OK) {
             res->outcome = CONF_UNSUPPORTED;
-            snprintf(res->detail, sizeof res->detail, "op, on the reference");
-            goto done;
-        }
-        if (st != MLA_OK || kind == MLA_CONF_FAIL_GUARD) {
-            snprintf(msg, sizeof msg, "the reference run failed: %s", detail);
-            fail(res, st != MLA_OK ? kind : MLA_CONF_FAIL_GUARD, msg);
+            snprintf(res->detail, sizeof res->detail, "%s", param && *param ? param : "?");
             goto done;
         }
     }
@@ -187,12 +258,43 @@ done:
     conf_problem_free(&p);
 }
 
+/* The selected cases of suite s (all of them, or the one --repro names):
+ * a malloc'd array, its count in *n; NULL on no memory. */
+static conf_case *select_cases(const conf_suite *s, const conf_suite *repro_suite,
+                               const conf_case *repro, int *n)
+{
+    if (repro_suite) {
+        *n = repro_suite == s;
+        conf_case *one = malloc(sizeof *one);
+        if (one)
+            *one = *repro;
+        return one;
+    }
+    *n = s->build(NULL, 0);
+    conf_case *cases = calloc((size_t)*n + 1, sizeof *cases);
+    if (cases)
+        s->build(cases, *n);
+    return cases;
+}
+
 static int run_targets(const mla_conformance_options *opt, target *targets, int ntargets,
                        FILE *out, mla_conformance_summary *summary)
 {
+    const conf_suite *repro_suite = NULL;
+    conf_case repro;
+    if (opt->repro) {
+        char err[200];
+        if (conf_parse(opt->repro, conf_suites, conf_nsuites, &repro_suite, &repro, err,
+                       sizeof err) != MLA_OK) {
+            fprintf(out, "conformance: --repro: %s\n", err);
+            return 2;
+        }
+    }
     mla_context_options copt = {opt->num_threads, 0, NULL};
+    conf_recorder rec;
+    conf_recorder_init(&rec);
     mla_context *ref = NULL;
-    mla_status st = mla_context_create(MLA_BACKEND_REFERENCE, &copt, &ref);
+    mla_status st = mla_context_create_with_ops(&rec.ops, &copt, &ref);
     if (st != MLA_OK) {
         fprintf(out, "conformance: cannot create the reference context: %s\n", mla_status_name(st));
         return 2;
@@ -204,33 +306,34 @@ static int run_targets(const mla_conformance_options *opt, target *targets, int 
         env.data_dir = MLA_CONFORMANCE_DATA_DIR;
     conf_report *rep = conf_report_new();
     int rc = rep ? 0 : 2;
-    for (int si = 0; rep && si < NSUITES; ++si) {
-        const conf_suite *s = suites[si];
-        if (!conf_op_selected(opt->op_pattern, s->name))
+    for (int si = 0; rep && si < conf_nsuites; ++si) {
+        const conf_suite *s = conf_suites[si];
+        if (repro_suite ? s != repro_suite : !conf_op_selected(opt->op_pattern, s->name))
             continue;
-        int n = s->build(NULL, 0), selected = 0;
-        conf_case *cases = calloc((size_t)n + 1, sizeof *cases);
+        int n, selected = 0;
+        conf_case *cases = select_cases(s, repro_suite, &repro, &n);
         if (!cases) {
             rc = 2;
             break;
         }
-        s->build(cases, n);
         for (int i = 0; i < n; ++i)
-            selected += conf_case_selected(opt, &cases[i], i);
+            selected += repro_suite || conf_case_selected(opt, &cases[i], i);
         for (int ti = 0; ti < ntargets; ++ti)
             if (!targets[ti].ctx && selected)
                 conf_report_backend_skipped(rep, s->name, targets[ti].label,
                                             targets[ti].skip_reason, selected);
         for (int i = 0; i < n; ++i) {
-            if (!conf_case_selected(opt, &cases[i], i))
+            if (!repro_suite && !conf_case_selected(opt, &cases[i], i))
                 continue;
+            char desc[1024];
+            conf_describe(s, &cases[i], desc, sizeof desc);
             for (int ti = 0; ti < ntargets; ++ti) {
                 if (!targets[ti].ctx)
                     continue;
                 conf_result res;
                 run_case(s, &cases[i], &targets[ti], ref, &env, opt, &res);
-                conf_report_case(rep, out, opt->verbose, s->name, i, &cases[i], targets[ti].label,
-                                 targets[ti].repro, &res);
+                conf_report_case(rep, out, opt->verbose, s->name, repro_suite ? -1 : i, &cases[i],
+                                 desc, targets[ti].label, targets[ti].repro, &res);
             }
         }
         free(cases);
@@ -240,9 +343,9 @@ static int run_targets(const mla_conformance_options *opt, target *targets, int 
         return 2;
     for (int op = 0; op < MLA_OP_COUNT; ++op) {
         int covered = 0;
-        for (int si = 0; si < NSUITES; ++si)
-            covered |= suites[si]->op == (mla_op)op;
-        if (!covered && conf_op_selected(opt->op_pattern, mla_op_name((mla_op)op)))
+        for (int si = 0; si < conf_nsuites; ++si)
+            covered |= conf_suites[si]->op == (mla_op)op;
+        if (!covered && !opt->repro && conf_op_selected(opt->op_pattern, mla_op_name((mla_op)op)))
             conf_report_uncovered(rep, mla_op_name((mla_op)op));
     }
     conf_report_print(rep, out);
@@ -305,8 +408,15 @@ int mla_conformance_run(const mla_conformance_options *opt, FILE *out,
         return 2;
     if (summary)
         memset(summary, 0, sizeof *summary);
+    if (!opt->repro && !conf_any_selected(opt->op_pattern)) {
+        fprintf(out, "conformance: --op '%s' matches no op; the ops:", opt->op_pattern);
+        for (int si = 0; si < conf_nsuites; ++si)
+            fprintf(out, " %s", conf_suites[si]->name);
+        fprintf(out, "\n");
+        return 2;
+    }
     if (opt->list) {
-        conf_list_cases(opt, suites, NSUITES, out);
+        conf_list_cases(opt, conf_suites, conf_nsuites, out);
         return 0;
     }
     static const mla_backend order[] = {MLA_BACKEND_AUTO, MLA_BACKEND_REFERENCE, MLA_BACKEND_CPU,
@@ -337,6 +447,10 @@ int mla_conformance_run_ops_swap(const mla_conformance_options *opt, const mla_b
         return 2;
     if (summary)
         memset(summary, 0, sizeof *summary);
+    if (!opt->repro && !conf_any_selected(opt->op_pattern)) {
+        fprintf(out, "conformance: --op '%s' matches no op\n", opt->op_pattern);
+        return 2;
+    }
     mla_context_options copt = {opt->num_threads, 0, NULL};
     target t;
     memset(&t, 0, sizeof t);

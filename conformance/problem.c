@@ -54,16 +54,36 @@ void conf_index_str(const mla_tensor *t, int64_t i, char *buf, size_t len)
         snprintf(buf + n, len - n, "]");
 }
 
+static const char *const lay_names[] = {"pad", "step2", "colmajor", "offset"};
+#define NLAY ((int)(sizeof lay_names / sizeof lay_names[0]))
+
 void conf_layout_str(unsigned lay, char *buf, size_t len)
 {
-    static const char *const names[] = {"pad", "step2", "colmajor", "offset"};
     size_t n = 0;
     buf[0] = '\0';
-    for (int i = 0; i < 4; ++i)
+    for (int i = 0; i < NLAY; ++i)
         if (lay & (1u << i) && n < len)
-            n += (size_t)snprintf(buf + n, len - n, "%s%s", n ? "+" : "", names[i]);
+            n += (size_t)snprintf(buf + n, len - n, "%s%s", n ? "+" : "", lay_names[i]);
     if (!n)
         snprintf(buf, len, "contig");
+}
+
+int conf_layout_parse(const char *s, unsigned *lay)
+{
+    *lay = 0;
+    if (!strcmp(s, "contig"))
+        return 1;
+    while (*s) {
+        const size_t n = strcspn(s, "+");
+        int i = 0;
+        while (i < NLAY && (strlen(lay_names[i]) != n || strncmp(s, lay_names[i], n)))
+            ++i;
+        if (i == NLAY || (s[n] == '+' && !s[n + 1]))
+            return 0;
+        *lay |= 1u << i;
+        s += n + (s[n] == '+');
+    }
+    return 1;
 }
 
 /* Strides of a layout: the fastest dim first (the last, or the first when
@@ -213,8 +233,12 @@ mla_status conf_golden_input(conf_problem *p, int i, const conf_env *env, const 
 
 void conf_push(conf_builder *b, conf_case *c)
 {
-    c->v.op = b->op;
-    c->seed = conf_mix64(((uint64_t)b->op << 32) ^ (uint64_t)b->n ^ 0x6D6C61u);
+    c->suite = b->suite;
+    c->seed = conf_case_seed(b->suite, c);
+    b->suite->label(c);
+    const size_t n = strlen(c->label);
+    if (c->note)
+        snprintf(c->label + n, sizeof c->label - n, "%s", c->note);
     if (b->cases && b->n < b->cap)
         b->cases[b->n] = *c;
     b->n++;

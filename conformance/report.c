@@ -15,7 +15,7 @@ typedef struct row {
 } row;
 
 typedef struct failure {
-    char op[32], variant[64], backend[48], repro[800], detail[400];
+    char op[32], variant[64], backend[48], repro[1400], detail[400];
     int case_id;
     unsigned kinds;
 } failure;
@@ -105,8 +105,8 @@ static void add_failure(conf_report *r, const char *op, int case_id, const conf_
 }
 
 void conf_report_case(conf_report *r, FILE *out, int verbose, const char *op, int case_id,
-                      const conf_case *c, const char *backend, const char *repro_args,
-                      const conf_result *res)
+                      const conf_case *c, const char *desc, const char *backend,
+                      const char *repro_args, const conf_result *res)
 {
     static const char *const names[] = {"pass", "FAIL", "unsupported", "skipped"};
     row *w = find_row(r, op, c->label, backend);
@@ -134,17 +134,19 @@ void conf_report_case(conf_report *r, FILE *out, int verbose, const char *op, in
         w->max_err = res->max_err;
     if ((res->outcome == CONF_UNSUPPORTED || res->outcome == CONF_SKIPPED) && !w->note[0])
         copy(w->note, sizeof w->note, res->detail);
-    char repro[800];
-    snprintf(repro, sizeof repro, "mla conformance %s --op %s --case %d", repro_args, op, case_id);
+    char repro[1400], id[24] = "";
+    snprintf(repro, sizeof repro, "mla conformance %s --repro '%s'", repro_args, desc);
+    if (case_id >= 0)
+        snprintf(id, sizeof id, " case %d", case_id);
     if (res->outcome == CONF_FAIL) {
         char kinds[96];
         kinds_str(res->kinds, kinds, sizeof kinds);
-        fprintf(out, "FAIL %s case %d [%s] on %s (%s): %s\n  REPRO: %s\n", op, case_id, c->label,
-                backend, kinds, res->detail, repro);
+        fprintf(out, "FAIL %s%s [%s] on %s (%s): %s\n  REPRO: %s\n", op, id, c->label, backend,
+                kinds, res->detail, repro);
         add_failure(r, op, case_id, c, backend, repro, res);
     } else if (verbose) {
-        fprintf(out, "%-11s %s case %d [%s] on %s%s%s%s\n", names[res->outcome], op, case_id,
-                c->label, backend, res->mistrusted ? " MISTRUSTED (mostly zeros)" : "",
+        fprintf(out, "%-11s %s%s [%s] on %s%s%s%s\n", names[res->outcome], op, id, c->label,
+                backend, res->mistrusted ? " MISTRUSTED (mostly zeros)" : "",
                 res->detail[0] ? ": " : "", res->detail);
     }
 }

@@ -29,11 +29,12 @@ typedef struct conf_report conf_report;
 conf_report *conf_report_new(void);
 void conf_report_free(conf_report *r);
 /* Records one case run; prints failing cases (and every case when verbose)
- * with their REPRO line. repro_args are the command-line options that
- * select the backend, e.g. "--backend cpu". */
+ * with their REPRO line: repro_args (the command-line options that select
+ * the backend, e.g. "--backend cpu") and --repro with desc, the case's
+ * description (conf_describe). case_id -1: a case run from its description. */
 void conf_report_case(conf_report *r, FILE *out, int verbose, const char *op, int case_id,
-                      const conf_case *c, const char *backend, const char *repro_args,
-                      const conf_result *res);
+                      const conf_case *c, const char *desc, const char *backend,
+                      const char *repro_args, const conf_result *res);
 /* A backend that could not run: one row per op. */
 void conf_report_backend_skipped(conf_report *r, const char *op, const char *backend,
                                  const char *reason, int ncases);

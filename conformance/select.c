@@ -38,6 +38,8 @@ int conf_case_selected(const mla_conformance_options *opt, const conf_case *c, i
         return c->golden >= 0;
     if (opt->suite == MLA_CONF_SUITE_GENERATED)
         return c->golden < 0;
+    if (opt->suite == MLA_CONF_SUITE_LISTED)
+        return !c->designed;
     return 1;
 }
 
@@ -57,20 +59,11 @@ void conf_list_cases(const mla_conformance_options *opt, const conf_suite *const
             const conf_case *c = &cases[i];
             if (!conf_case_selected(opt, c, i))
                 continue;
-            fprintf(out, "%-18s %4d  %-46s shape [", s->name, i, c->label);
-            for (int32_t d = 0; d < c->ndim; ++d)
-                fprintf(out, "%s%lld", d ? ", " : "", (long long)c->shape[d]);
-            fprintf(out, "] layouts");
-            for (int a = 0; a < 3; ++a) {
-                char lay[64];
-                conf_layout_str(c->lay[a], lay, sizeof lay);
-                fprintf(out, "%s%s", a ? "/" : " ", lay);
-            }
-            fprintf(out, " dist %s seed 0x%llx\n",
-                    c->golden >= 0 ? "golden" : conf_dist_name(c->dist),
-                    (unsigned long long)c->seed);
+            char desc[1024];
+            conf_describe(s, c, desc, sizeof desc);
+            fprintf(out, "%-21s %4d  %-46s  %s\n", s->name, i, c->label,
+                    desc + strlen(s->name) + 1);
         }
         free(cases);
     }
 }
-

@@ -107,7 +107,7 @@ mla_status mla_attention_plan_create(mla_context *ctx, const mla_attention_desc 
     *out = NULL;
     mla_attn_shape sh;
     MLA_TRY(mla_attn_check_args(ctx, desc, args, &sh, 0));
-    mla_variant v = mla_attn_variant(desc, sh.T);
+    mla_variant v = mla_attn_variant(desc, args, sh.T);
     MLA_TRY(mla_check_supported(ctx, &v));
     /* capacity: every split count stays within max_splits (fixed here) */
     const int64_t cap = desc->num_splits >= 1 ? desc->num_splits : MLA_ATTN_AUTO_SPLITS;

@@ -16,6 +16,7 @@
 #include "core/cache_checks.h"
 #include "core/prepare_internal.h"
 #include "core/validate.h"
+#include "core/variant.h"
 
 #define MAX_HEADS 128
 
@@ -179,22 +180,24 @@ static mla_attention_desc as_absorbed(const mla_attention_expanded_desc *d)
 static mla_status check_supported(mla_context *ctx, const mla_attention_expanded_desc *d,
                                   const mla_attention_expanded_args *a, int64_t T, int64_t Nk)
 {
-    const mla_variant v = {MLA_OP_ATTENTION_EXPANDED,  d->q_dtype,
-                           d->out_dtype,               (int32_t)d->cache.layout,
-                           (int32_t)d->cache.dtype,    d->cache.block_size,
-                           T,                          d->heads};
+    mla_variant v = mla_variant_of(MLA_OP_ATTENTION_EXPANDED, d->q_dtype, d->out_dtype,
+                                   (int32_t)d->cache.layout, (int32_t)d->cache.dtype,
+                                   d->cache.block_size, T, d->heads);
+    const mla_weight *w = a->kv_b_proj;
+    mla_variant_tensors(&v, 10,
+                        (const mla_tensor *[]){a->q_nope, a->q_pe, a->cache, a->block_table,
+                                               a->context_lens, a->cu_q_lens, &w->w,
+                                               w->w.dtype == MLA_DTYPE_BF16 ? NULL : &w->scale,
+                                               a->o, a->lse});
+    v.next_n = d->next_n;
     MLA_TRY(mla_check_supported(ctx, &v));
     MLA_SLOT(ctx, attention_expanded);
     const int64_t L = d->cache.kv_lora, R = d->cache.rope, N = d->heads * (d->nope + d->v);
-    const mla_variant g = {MLA_OP_CACHE_GATHER,
-                           d->cache.dtype,
-                           mla_expanded_rows_dtype(&d->cache),
-                           (int32_t)d->cache.layout,
-                           0,
-                           d->cache.block_size,
-                           Nk,
-                           L + R};
-    const mla_variant lin = {MLA_OP_LINEAR, a->kv_b_proj->w.dtype, d->q_dtype, 0, 0, N, Nk, L};
+    const mla_variant g =
+        mla_variant_of(MLA_OP_CACHE_GATHER, d->cache.dtype, mla_expanded_rows_dtype(&d->cache),
+                       (int32_t)d->cache.layout, 0, d->cache.block_size, Nk, L + R);
+    const mla_variant lin =
+        mla_variant_of(MLA_OP_LINEAR, a->kv_b_proj->w.dtype, d->q_dtype, 0, 0, N, Nk, L);
     MLA_TRY(mla_check_supported(ctx, &g));
     MLA_TRY(mla_check_supported(ctx, &lin));
     MLA_SLOT(ctx, cache_gather);

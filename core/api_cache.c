@@ -8,6 +8,7 @@
 #include "core/dump_ops.h"
 #include "core/indices.h"
 #include "core/validate.h"
+#include "core/variant.h"
 
 #define FP8_SCALE_GROUP 128
 #define SHUFFLE_TOKENS 16
@@ -146,8 +147,10 @@ mla_status mla_cache_write(mla_context *ctx, const mla_cache_desc *desc, mla_ten
     MLA_TRY(mla_check_tensor(ctx, slots, "slots", 1));
     MLA_TRY(mla_check_disjoint(ctx, cache, "cache", slots, "slots"));
     MLA_TRY(mla_check_cache_slots(ctx, desc, slots, T));
-    mla_variant v = {MLA_OP_CACHE_WRITE, desc->dtype,      desc->dtype, (int32_t)desc->layout, 0,
-                     desc->block_size,   T, desc->kv_lora + desc->rope};
+    mla_variant v =
+        mla_variant_of(MLA_OP_CACHE_WRITE, desc->dtype, desc->dtype, (int32_t)desc->layout, 0,
+                       desc->block_size, T, desc->kv_lora + desc->rope);
+    mla_variant_tensors(&v, 4, (const mla_tensor *[]){cache, k_nope, k_pe, slots});
     MLA_TRY(mla_check_supported(ctx, &v));
     MLA_SLOT(ctx, cache_write);
     if (T == 0)
@@ -198,8 +201,10 @@ mla_status mla_cache_gather(mla_context *ctx, const mla_cache_desc *desc, const 
     MLA_TRY(mla_check_disjoint(ctx, out, "out", cache, "cache"));
     MLA_TRY(mla_check_disjoint(ctx, out, "out", block_table, "block_table"));
     MLA_TRY(mla_check_disjoint(ctx, out, "out", seq_lens, "seq_lens"));
-    mla_variant v = {MLA_OP_CACHE_GATHER, desc->dtype, out->dtype, (int32_t)desc->layout, 0,
-                     desc->block_size,    rows,        desc->kv_lora + desc->rope};
+    mla_variant v =
+        mla_variant_of(MLA_OP_CACHE_GATHER, desc->dtype, out->dtype, (int32_t)desc->layout, 0,
+                       desc->block_size, rows, desc->kv_lora + desc->rope);
+    mla_variant_tensors(&v, 4, (const mla_tensor *[]){cache, block_table, seq_lens, out});
     MLA_TRY(mla_check_supported(ctx, &v));
     MLA_SLOT(ctx, cache_gather);
     if (rows == 0)
@@ -302,8 +307,12 @@ mla_status mla_fused_rope_concat_cache(mla_context *ctx, const mla_rope_cache_ar
     MLA_TRY(mla_check_positions(ctx, a->q_pos, "q_pos", T, a->cos->shape[0]));
     MLA_TRY(mla_check_positions(ctx, a->k_pos, "k_pos", Tk, a->cos->shape[0]));
     MLA_TRY(mla_check_cache_slots(ctx, d, a->slots, Tk));
-    mla_variant v = {MLA_OP_ROPE_CACHE, d->dtype,     a->q_cat->dtype, (int32_t)d->layout,
-                     (int32_t)a->style, d->block_size, T,              d->kv_lora + d->rope};
+    mla_variant v = mla_variant_of(MLA_OP_ROPE_CACHE, d->dtype, a->q_cat->dtype, (int32_t)d->layout,
+                                   (int32_t)a->style, d->block_size, T, d->kv_lora + d->rope);
+    mla_variant_tensors(&v, 12,
+                        (const mla_tensor *[]){a->cos, a->sin, a->q_nope, a->q_pe, a->q_pos,
+                                               a->k_nope, a->k_pe, a->k_pos, a->slots, a->cache,
+                                               a->q_cat, a->k_pe_out});
     MLA_TRY(mla_check_supported(ctx, &v));
     MLA_SLOT(ctx, rope_cache);
     if (Tk == 0)

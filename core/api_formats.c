@@ -3,6 +3,7 @@
 #include "core/checked.h"
 #include "core/dump_ops.h"
 #include "core/validate.h"
+#include "core/variant.h"
 
 #define MXFP4_BLOCK 32
 
@@ -52,8 +53,9 @@ mla_status mla_convert(mla_context *ctx, const mla_tensor *x, mla_tensor *y, mla
     MLA_TRY(check_convert_shapes(ctx, x, y));
     MLA_TRY(mla_check_output(ctx, y, "y"));
     MLA_TRY(mla_check_inplace_or_disjoint(ctx, y, "y", x, "x"));
-    mla_variant v = {MLA_OP_CONVERT, x->dtype, y->dtype, 0, (int32_t)mode, 0,
-                     mla_tensor_numel(x), x->ndim ? x->shape[x->ndim - 1] : 1};
+    mla_variant v = mla_variant_of(MLA_OP_CONVERT, x->dtype, y->dtype, 0, (int32_t)mode, 0,
+                                   mla_tensor_numel(x), x->ndim ? x->shape[x->ndim - 1] : 1);
+    mla_variant_tensors(&v, 2, (const mla_tensor *[]){x, y});
     MLA_TRY(mla_check_supported(ctx, &v));
     if (is_empty(y))
         return MLA_OK;
@@ -133,8 +135,9 @@ mla_status mla_mxfp4_quant(mla_context *ctx, const mla_tensor *x, mla_tensor *co
     MLA_TRY(mla_check_disjoint(ctx, codes, "codes", x, "x"));
     MLA_TRY(mla_check_disjoint(ctx, scales, "scales", x, "x"));
     MLA_TRY(mla_check_disjoint(ctx, scales, "scales", codes, "codes"));
-    mla_variant v = {MLA_OP_MXFP4_QUANT, x->dtype, MLA_DTYPE_FP4X2, (int32_t)layout,
-                     (int32_t)rule,      MXFP4_BLOCK, M,          K};
+    mla_variant v = mla_variant_of(MLA_OP_MXFP4_QUANT, x->dtype, MLA_DTYPE_FP4X2, (int32_t)layout,
+                                   (int32_t)rule, MXFP4_BLOCK, M, K);
+    mla_variant_tensors(&v, 3, (const mla_tensor *[]){x, codes, scales});
     MLA_TRY(mla_check_supported(ctx, &v));
     if (M == 0 || K == 0)
         return MLA_OK;
@@ -154,8 +157,9 @@ mla_status mla_mxfp4_dequant(mla_context *ctx, const mla_tensor *codes, const ml
     MLA_TRY(mla_check_output(ctx, y, "y"));
     MLA_TRY(mla_check_disjoint(ctx, y, "y", codes, "codes"));
     MLA_TRY(mla_check_disjoint(ctx, y, "y", scales, "scales"));
-    mla_variant v = {MLA_OP_MXFP4_DEQUANT, MLA_DTYPE_FP4X2, y->dtype, (int32_t)layout, 0,
-                     MXFP4_BLOCK,          M,               K};
+    mla_variant v = mla_variant_of(MLA_OP_MXFP4_DEQUANT, MLA_DTYPE_FP4X2, y->dtype, (int32_t)layout,
+                                   0, MXFP4_BLOCK, M, K);
+    mla_variant_tensors(&v, 3, (const mla_tensor *[]){codes, scales, y});
     MLA_TRY(mla_check_supported(ctx, &v));
     if (M == 0 || K == 0)
         return MLA_OK;
@@ -204,7 +208,9 @@ mla_status mla_fp8_group_quant(mla_context *ctx, const mla_tensor *x, mla_tensor
     MLA_TRY(mla_check_disjoint(ctx, scales, "scales", x, "x"));
     MLA_TRY(mla_check_disjoint(ctx, scales, "scales", codes, "codes"));
     int64_t M = x->shape[0], K = x->shape[1];
-    mla_variant v = {MLA_OP_FP8_GROUP_QUANT, x->dtype, codes->dtype, 0, (int32_t)rule, group, M, K};
+    mla_variant v = mla_variant_of(MLA_OP_FP8_GROUP_QUANT, x->dtype, codes->dtype, 0, (int32_t)rule,
+                                   group, M, K);
+    mla_variant_tensors(&v, 3, (const mla_tensor *[]){x, codes, scales});
     MLA_TRY(mla_check_supported(ctx, &v));
     if (M == 0 || K == 0)
         return MLA_OK;
@@ -223,7 +229,9 @@ mla_status mla_fp8_group_dequant(mla_context *ctx, const mla_tensor *codes,
     MLA_TRY(mla_check_disjoint(ctx, y, "y", codes, "codes"));
     MLA_TRY(mla_check_disjoint(ctx, y, "y", scales, "scales"));
     int64_t M = y->shape[0], K = y->shape[1];
-    mla_variant v = {MLA_OP_FP8_GROUP_DEQUANT, codes->dtype, y->dtype, 0, 0, group, M, K};
+    mla_variant v =
+        mla_variant_of(MLA_OP_FP8_GROUP_DEQUANT, codes->dtype, y->dtype, 0, 0, group, M, K);
+    mla_variant_tensors(&v, 3, (const mla_tensor *[]){codes, scales, y});
     MLA_TRY(mla_check_supported(ctx, &v));
     if (M == 0 || K == 0)
         return MLA_OK;

@@ -5,6 +5,7 @@
 #include "core/checked.h"
 #include "core/dump_ops.h"
 #include "core/validate.h"
+#include "core/variant.h"
 
 #define WEIGHT_BLOCK 128
 
@@ -44,7 +45,8 @@ mla_status mla_linear(mla_context *ctx, const mla_tensor *x, const mla_tensor *w
     MLA_TRY(mla_check_disjoint(ctx, y, "y", w, "w"));
     if (fp8)
         MLA_TRY(mla_check_disjoint(ctx, y, "y", w_scale, "w_scale"));
-    mla_variant v = {MLA_OP_LINEAR, w->dtype, y->dtype, 0, 0, N, T, K};
+    mla_variant v = mla_variant_of(MLA_OP_LINEAR, w->dtype, y->dtype, 0, 0, N, T, K);
+    mla_variant_tensors(&v, 4, (const mla_tensor *[]){x, w, fp8 ? w_scale : NULL, y});
     MLA_TRY(mla_check_supported(ctx, &v));
     MLA_SLOT(ctx, linear);
     if (T == 0 || N == 0)
@@ -77,7 +79,8 @@ mla_status mla_batched_gemm(mla_context *ctx, const mla_tensor *x, const mla_ten
     MLA_TRY(mla_check_output(ctx, y, "y"));
     MLA_TRY(mla_check_disjoint(ctx, y, "y", x, "x"));
     MLA_TRY(mla_check_disjoint(ctx, y, "y", w, "w"));
-    mla_variant v = {MLA_OP_BATCHED_GEMM, w->dtype, y->dtype, 0, 0, N, M, K};
+    mla_variant v = mla_variant_of(MLA_OP_BATCHED_GEMM, w->dtype, y->dtype, 0, 0, N, M, K);
+    mla_variant_tensors(&v, 3, (const mla_tensor *[]){x, w, y});
     MLA_TRY(mla_check_supported(ctx, &v));
     MLA_SLOT(ctx, batched_gemm);
     if (B == 0 || M == 0 || N == 0)

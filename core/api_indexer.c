@@ -6,6 +6,7 @@
 #include "core/indexer_internal.h"
 #include "core/indices.h"
 #include "core/validate.h"
+#include "core/variant.h"
 
 #define SHUFFLE_TILE 16
 #define HADAMARD_MAX 1024
@@ -90,8 +91,10 @@ mla_status mla_indexer_k_cache_write(mla_context *ctx, const mla_indexer_cache_d
     MLA_TRY(mla_check_disjoint(ctx, cache, "cache", slots, "slots"));
     /* the capacity fits: the cache's bytes do, at 5 or more a token */
     MLA_TRY(mla_check_slot_values(ctx, slots, T, desc->num_blocks * desc->block_size, "slots"));
-    mla_variant var = {MLA_OP_INDEXER_K_CACHE_WRITE, k->dtype, desc->dtype, (int32_t)a.desc.layout,
-                       desc->ue8m0, desc->block_size, T, desc->head_dim};
+    mla_variant var =
+        mla_variant_of(MLA_OP_INDEXER_K_CACHE_WRITE, k->dtype, desc->dtype, (int32_t)a.desc.layout,
+                       desc->ue8m0, desc->block_size, T, desc->head_dim);
+    mla_variant_tensors(&var, 3, (const mla_tensor *[]){cache, k, slots});
     MLA_TRY(mla_check_supported(ctx, &var));
     MLA_SLOT(ctx, indexer_k_cache_write);
     if (T == 0)
@@ -277,8 +280,11 @@ mla_status mla_indexer_k_gather(mla_context *ctx, const mla_indexer_cache_desc *
         MLA_TRY(mla_check_disjoint(ctx, k_scale, "k_scale", ins[i], names[i]));
     }
     MLA_TRY(mla_check_disjoint(ctx, k_scale, "k_scale", k_fp8, "k_fp8"));
-    mla_variant var = {MLA_OP_INDEXER_K_GATHER, desc->dtype, desc->dtype, (int32_t)a.desc.layout,
-                       0, desc->block_size, rows, desc->head_dim};
+    mla_variant var =
+        mla_variant_of(MLA_OP_INDEXER_K_GATHER, desc->dtype, desc->dtype, (int32_t)a.desc.layout, 0,
+                       desc->block_size, rows, desc->head_dim);
+    mla_variant_tensors(&var, 5,
+                        (const mla_tensor *[]){cache, block_table, cu_seq_lens, k_fp8, k_scale});
     MLA_TRY(mla_check_supported(ctx, &var));
     MLA_SLOT(ctx, indexer_k_gather);
     if (rows == 0)
@@ -324,8 +330,12 @@ mla_status mla_idx_logits_args(mla_context *ctx, const mla_indexer_cache_desc *d
     const char *names[5] = {"cache", "q", "w", "block_table", "context_lens"};
     for (int i = 0; i < 5; ++i)
         MLA_TRY(mla_check_disjoint(ctx, logits, "logits", ins[i], names[i]));
-    mla_variant var = {MLA_OP_INDEXER_LOGITS, desc->dtype, MLA_DTYPE_F32, (int32_t)c.desc.layout,
-                       next_n, desc->block_size, rows, desc->head_dim};
+    mla_variant var =
+        mla_variant_of(MLA_OP_INDEXER_LOGITS, desc->dtype, MLA_DTYPE_F32, (int32_t)c.desc.layout,
+                       next_n, desc->block_size, rows, desc->head_dim);
+    mla_variant_tensors(&var, 6,
+                        (const mla_tensor *[]){cache, q, w, block_table, context_lens, logits});
+    var.next_n = next_n;
     MLA_TRY(mla_check_supported(ctx, &var));
     MLA_SLOT(ctx, indexer_logits);
     *a = (mla_indexer_logits_args){c.desc, c.block_bytes,   *cache,  *q,     *w,
@@ -371,7 +381,8 @@ mla_status mla_idx_topk_args(mla_context *ctx, const mla_tensor *logits, const m
     MLA_TRY(mla_check_output(ctx, indices, "indices"));
     MLA_TRY(mla_check_disjoint(ctx, indices, "indices", logits, "logits"));
     MLA_TRY(mla_check_disjoint(ctx, indices, "indices", lengths, "lengths"));
-    mla_variant var = {MLA_OP_TOPK, MLA_DTYPE_F32, MLA_DTYPE_I32, 0, 0, k, R, N};
+    mla_variant var = mla_variant_of(MLA_OP_TOPK, MLA_DTYPE_F32, MLA_DTYPE_I32, 0, 0, k, R, N);
+    mla_variant_tensors(&var, 3, (const mla_tensor *[]){logits, lengths, indices});
     MLA_TRY(mla_check_supported(ctx, &var));
     MLA_SLOT(ctx, topk);
     *a = (mla_topk_args){*logits, *lengths, *indices, k, 0, 0};
@@ -416,7 +427,8 @@ mla_status mla_layernorm(mla_context *ctx, const mla_tensor *x, const mla_tensor
     MLA_TRY(mla_check_inplace_or_disjoint(ctx, y, "y", x, "x"));
     MLA_TRY(mla_check_disjoint(ctx, y, "y", w, "w"));
     MLA_TRY(mla_check_disjoint(ctx, y, "y", b, "b"));
-    mla_variant var = {MLA_OP_LAYERNORM, x->dtype, y->dtype, 0, 0, 0, T, D};
+    mla_variant var = mla_variant_of(MLA_OP_LAYERNORM, x->dtype, y->dtype, 0, 0, 0, T, D);
+    mla_variant_tensors(&var, 4, (const mla_tensor *[]){x, w, b, y});
     MLA_TRY(mla_check_supported(ctx, &var));
     MLA_SLOT(ctx, layernorm);
     if (T == 0 || D == 0)
@@ -445,7 +457,9 @@ mla_status mla_hadamard(mla_context *ctx, const mla_tensor *x, mla_tensor *y)
         MLA_TRY(mla_check_extent(ctx, y, "y", d, x->shape[d]));
     MLA_TRY(mla_check_output(ctx, y, "y"));
     MLA_TRY(mla_check_inplace_or_disjoint(ctx, y, "y", x, "x"));
-    mla_variant var = {MLA_OP_HADAMARD, x->dtype, y->dtype, 0, 0, 0, mla_tensor_numel(x) / D, D};
+    mla_variant var =
+        mla_variant_of(MLA_OP_HADAMARD, x->dtype, y->dtype, 0, 0, 0, mla_tensor_numel(x) / D, D);
+    mla_variant_tensors(&var, 2, (const mla_tensor *[]){x, y});
     MLA_TRY(mla_check_supported(ctx, &var));
     MLA_SLOT(ctx, hadamard);
     if (mla_tensor_numel(x) == 0)
@@ -474,7 +488,9 @@ mla_status mla_indexer_head_weights(mla_context *ctx, const mla_tensor *w, const
     MLA_TRY(mla_check_output(ctx, w_out, "w_out"));
     MLA_TRY(mla_check_inplace_or_disjoint(ctx, w_out, "w_out", w, "w"));
     MLA_TRY(mla_check_inplace_or_disjoint(ctx, w_out, "w_out", s_q, "s_q"));
-    mla_variant var = {MLA_OP_INDEXER_HEAD_WEIGHTS, w->dtype, MLA_DTYPE_F32, 0, 0, 0, T, Hi};
+    mla_variant var =
+        mla_variant_of(MLA_OP_INDEXER_HEAD_WEIGHTS, w->dtype, MLA_DTYPE_F32, 0, 0, 0, T, Hi);
+    mla_variant_tensors(&var, 3, (const mla_tensor *[]){w, s_q, w_out});
     MLA_TRY(mla_check_supported(ctx, &var));
     MLA_SLOT(ctx, indexer_head_weights);
     if (T == 0 || Hi == 0)

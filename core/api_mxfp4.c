@@ -5,6 +5,7 @@
 #include "core/checked.h"
 #include "core/dump_ops.h"
 #include "core/validate.h"
+#include "core/variant.h"
 
 #define MX_BLOCK 32
 #define FP8_GROUP 128
@@ -111,8 +112,10 @@ mla_status mla_batched_gemm_a16wfp4(mla_context *ctx, const mla_tensor *x,
     MLA_TRY(check_gemm_y(ctx, y, B, M, N));
     MLA_TRY(mla_check_disjoint(ctx, y, "y", x, "x"));
     MLA_TRY(check_y_apart(ctx, y, w, "w.codes", "w.scales"));
-    mla_variant v = {MLA_OP_GEMM_A16WFP4, x->dtype, y->dtype, (int32_t)w->layout,
-                     (int32_t)rule,       N,        M,        K};
+    mla_variant v = mla_variant_of(MLA_OP_GEMM_A16WFP4, x->dtype, y->dtype, (int32_t)w->layout,
+                                   (int32_t)rule, N, M, K);
+    mla_variant_tensors(&v, 4, (const mla_tensor *[]){x, &w->codes, &w->scales, y});
+    v.prequant = prequant;
     MLA_TRY(mla_check_supported(ctx, &v));
     MLA_SLOT(ctx, gemm_a16wfp4);
     if (B == 0 || M == 0 || N == 0)
@@ -143,7 +146,11 @@ mla_status mla_batched_gemm_a4w4(mla_context *ctx, const mla_mxfp4_operand *x,
     MLA_TRY(check_gemm_y(ctx, y, B, M, N));
     MLA_TRY(check_y_apart(ctx, y, x, "x.codes", "x.scales"));
     MLA_TRY(check_y_apart(ctx, y, w, "w.codes", "w.scales"));
-    mla_variant v = {MLA_OP_GEMM_A4W4, MLA_DTYPE_FP4X2, y->dtype, (int32_t)w->layout, 0, N, M, K};
+    mla_variant v =
+        mla_variant_of(MLA_OP_GEMM_A4W4, MLA_DTYPE_FP4X2, y->dtype, (int32_t)w->layout, 0, N, M, K);
+    mla_variant_tensors(&v, 5,
+                        (const mla_tensor *[]){&x->codes, &x->scales, &w->codes, &w->scales, y});
+    v.layout_x = (int32_t)x->layout;
     MLA_TRY(mla_check_supported(ctx, &v));
     MLA_SLOT(ctx, gemm_a4w4);
     if (B == 0 || M == 0 || N == 0)
@@ -198,8 +205,9 @@ mla_status mla_fused_flatten_mxfp4_quant(mla_context *ctx, const mla_tensor *x,
     if ((int)rule < 0 || rule >= MLA_MXFP4_RULE_COUNT)
         return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "rule", "unknown MXFP4 rule %d", (int)rule);
     MLA_TRY(check_flatten_outputs(ctx, x, codes, scales));
-    mla_variant v = {MLA_OP_FLATTEN_MXFP4_QUANT, x->dtype, MLA_DTYPE_FP4X2, 0, (int32_t)rule,
-                     MX_BLOCK,                   T,        HV};
+    mla_variant v = mla_variant_of(MLA_OP_FLATTEN_MXFP4_QUANT, x->dtype, MLA_DTYPE_FP4X2, 0,
+                                   (int32_t)rule, MX_BLOCK, T, HV);
+    mla_variant_tensors(&v, 3, (const mla_tensor *[]){x, codes, scales});
     MLA_TRY(mla_check_supported(ctx, &v));
     MLA_SLOT(ctx, flatten_mxfp4_quant);
     if (T == 0 || HV == 0)
@@ -224,8 +232,9 @@ mla_status mla_fused_flatten_fp8_group_quant(mla_context *ctx, const mla_tensor 
     MLA_TRY(mla_check_extent(ctx, scales, "scales", 0, T));
     MLA_TRY(mla_check_extent(ctx, scales, "scales", 1, HV / FP8_GROUP));
     MLA_TRY(check_flatten_outputs(ctx, x, codes, scales));
-    mla_variant v = {MLA_OP_FLATTEN_FP8_QUANT, x->dtype, codes->dtype, 0, MLA_FP8_SCALE_AITER,
-                     FP8_GROUP,                T,        HV};
+    mla_variant v = mla_variant_of(MLA_OP_FLATTEN_FP8_QUANT, x->dtype, codes->dtype, 0,
+                                   MLA_FP8_SCALE_AITER, FP8_GROUP, T, HV);
+    mla_variant_tensors(&v, 3, (const mla_tensor *[]){x, codes, scales});
     MLA_TRY(mla_check_supported(ctx, &v));
     MLA_SLOT(ctx, flatten_fp8_quant);
     if (T == 0 || HV == 0)

@@ -5,6 +5,7 @@
 #include "core/dump_ops.h"
 #include "core/indices.h"
 #include "core/validate.h"
+#include "core/variant.h"
 
 #define QUANT_GROUP_FP8 128
 #define QUANT_GROUP_MXFP4 32
@@ -48,7 +49,9 @@ mla_status mla_rmsnorm(mla_context *ctx, const mla_tensor *x, const mla_tensor *
     MLA_TRY(check_eps(ctx, eps, "eps"));
     MLA_TRY(check_norm_output(ctx, y, "y", x, "x"));
     MLA_TRY(mla_check_disjoint(ctx, y, "y", w, "w"));
-    mla_variant v = {MLA_OP_RMSNORM, x->dtype, y->dtype, 0, 0, 0, x->shape[0], x->shape[1]};
+    mla_variant v =
+        mla_variant_of(MLA_OP_RMSNORM, x->dtype, y->dtype, 0, 0, 0, x->shape[0], x->shape[1]);
+    mla_variant_tensors(&v, 3, (const mla_tensor *[]){x, w, y});
     MLA_TRY(mla_check_supported(ctx, &v));
     MLA_SLOT(ctx, rmsnorm);
     if (x->shape[0] == 0 || x->shape[1] == 0)
@@ -126,8 +129,9 @@ mla_status mla_fused_qk_rmsnorm(mla_context *ctx, const mla_tensor *q, const mla
         }
     }
     MLA_TRY(mla_check_disjoint(ctx, kv_out, "kv_out", q_out, "q_out"));
-    mla_variant v = {MLA_OP_QK_RMSNORM, q->dtype, q_out->dtype, 0, 0, 0, q->shape[0],
-                     q->shape[1]};
+    mla_variant v = mla_variant_of(MLA_OP_QK_RMSNORM, q->dtype, q_out->dtype, 0, 0, 0, q->shape[0],
+                                   q->shape[1]);
+    mla_variant_tensors(&v, 7, (const mla_tensor *[]){q, q_w, kv, kv_w, q_out, q_scales, kv_out});
     MLA_TRY(mla_check_supported(ctx, &v));
     MLA_SLOT(ctx, qk_rmsnorm);
     if (q->shape[0] == 0)
@@ -207,7 +211,9 @@ mla_status mla_rope(mla_context *ctx, const mla_tensor *cos, const mla_tensor *s
     MLA_TRY(mla_check_tensor(ctx, positions, "positions", 1));
     MLA_TRY(mla_check_disjoint(ctx, y, "y", positions, "positions"));
     MLA_TRY(mla_check_positions(ctx, positions, "positions", x->shape[0], cos->shape[0]));
-    mla_variant v = {MLA_OP_ROPE, x->dtype, y->dtype, 0, (int32_t)style, 0, x->shape[0], R};
+    mla_variant v =
+        mla_variant_of(MLA_OP_ROPE, x->dtype, y->dtype, 0, (int32_t)style, 0, x->shape[0], R);
+    mla_variant_tensors(&v, 5, (const mla_tensor *[]){cos, sin, positions, x, y});
     MLA_TRY(mla_check_supported(ctx, &v));
     MLA_SLOT(ctx, rope);
     if (mla_tensor_numel(x) == 0)

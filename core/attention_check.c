@@ -13,6 +13,7 @@
 #include "core/cache_checks.h"
 #include "core/indices.h"
 #include "core/validate.h"
+#include "core/variant.h"
 
 #define MAX_HEADS 128
 
@@ -402,16 +403,20 @@ mla_status mla_attn_recheck_host(mla_context *ctx, const mla_attention_desc *d,
 
 /* The attention variant: in = q dtype, out = o dtype, layout = cache layout,
  * rule = cache element dtype, group = block_size, rows = T, cols = heads. */
-mla_variant mla_attn_variant(const mla_attention_desc *d, int64_t T)
+mla_variant mla_attn_variant(const mla_attention_desc *d, const mla_attention_args *a, int64_t T)
 {
-    mla_variant v = {MLA_OP_ATTENTION,
-                     d->q_dtype,
-                     d->out_dtype,
-                     (int32_t)d->cache.layout,
-                     (int32_t)d->cache.dtype,
-                     d->cache.block_size,
-                     T,
-                     d->heads};
+    mla_variant v =
+        mla_variant_of(MLA_OP_ATTENTION, d->q_dtype, d->out_dtype, (int32_t)d->cache.layout,
+                       (int32_t)d->cache.dtype, d->cache.block_size, T, d->heads);
+    const mla_attention_rope *r = a->rope;
+    mla_variant_tensors(
+        &v, 16,
+        (const mla_tensor *[]){a->q, a->cache, a->block_table, a->context_lens, a->cu_q_lens,
+                               a->topk_indices, a->sinks, r ? r->cos : NULL, r ? r->sin : NULL,
+                               r ? r->q_pos : NULL, r ? r->k_nope : NULL, r ? r->k_pe : NULL,
+                               r ? r->k_pos : NULL, r ? r->slots : NULL, a->o, a->lse});
+    v.splits = d->num_splits;
+    v.next_n = d->next_n;
     return v;
 }
 
@@ -420,7 +425,7 @@ mla_variant mla_attn_variant(const mla_attention_desc *d, int64_t T)
 mla_status mla_attn_check_supported(mla_context *ctx, const mla_attention_desc *d,
                                     const mla_attention_args *a, const mla_attn_shape *sh)
 {
-    mla_variant v = mla_attn_variant(d, sh->T);
+    mla_variant v = mla_attn_variant(d, a, sh->T);
     MLA_TRY(mla_check_supported(ctx, &v));
     MLA_SLOT(ctx, attention);
     if (!a->rope)
@@ -429,11 +434,12 @@ mla_status mla_attn_check_supported(mla_context *ctx, const mla_attention_desc *
     const int64_t L = d->cache.kv_lora, R = d->cache.rope;
     const mla_dtype q = a->q->dtype;
     const mla_variant vs[4] = {
-        {MLA_OP_CONVERT, q, q, 0, (int32_t)MLA_SATURATE, 0, sh->T * d->heads * L, L},
-        {MLA_OP_ROPE, q, q, 0, (int32_t)r->style, 0, sh->T, R},
-        {MLA_OP_ROPE, r->k_pe->dtype, MLA_DTYPE_F32, 0, (int32_t)r->style, 0, sh->Tk, R},
-        {MLA_OP_CACHE_WRITE, d->cache.dtype, d->cache.dtype, (int32_t)d->cache.layout, 0,
-         d->cache.block_size, sh->Tk, L + R}};
+        mla_variant_of(MLA_OP_CONVERT, q, q, 0, (int32_t)MLA_SATURATE, 0, sh->T * d->heads * L, L),
+        mla_variant_of(MLA_OP_ROPE, q, q, 0, (int32_t)r->style, 0, sh->T, R),
+        mla_variant_of(MLA_OP_ROPE, r->k_pe->dtype, MLA_DTYPE_F32, 0, (int32_t)r->style, 0, sh->Tk,
+                       R),
+        mla_variant_of(MLA_OP_CACHE_WRITE, d->cache.dtype, d->cache.dtype, (int32_t)d->cache.layout,
+                       0, d->cache.block_size, sh->Tk, L + R)};
     for (int i = 0; i < 4; ++i)
         MLA_TRY(mla_check_supported(ctx, &vs[i]));
     MLA_SLOT(ctx, convert);

@@ -33,8 +33,9 @@ mla_status mla_attn_check_values(mla_context *ctx, const mla_attention_desc *d,
 mla_status mla_attn_recheck_host(mla_context *ctx, const mla_attention_desc *d,
                                  const mla_attention_args *a, const mla_attn_shape *sh);
 /* The attention variant: in = q dtype, out = o dtype, layout = cache layout,
- * rule = cache element dtype, group = block_size, rows = T, cols = heads. */
-mla_variant mla_attn_variant(const mla_attention_desc *d, int64_t T);
+ * rule = cache element dtype, group = block_size, rows = T, cols = heads,
+ * the tensors of a, splits and next_n. */
+mla_variant mla_attn_variant(const mla_attention_desc *d, const mla_attention_args *a, int64_t T);
 /* supports() and the slots for the attention and, with rope inside
  * attention, for the convert, rope and cache_write the run composes. */
 mla_status mla_attn_check_supported(mla_context *ctx, const mla_attention_desc *d,

@@ -88,9 +88,9 @@ static void cpu_fini(mla_context *ctx)
     mla_host_fini(ctx);
 }
 
-/* The format and prepare-path ops run here for every variant the API
- * accepts; every other slot is the reference's, so the reference's answer
- * is the CPU's answer. */
+/* Every op runs here for every variant the API accepts (any dtype and view
+ * of each tensor argument, at every ISA level); a slot without a CPU kernel
+ * would be the reference's, and so would its answer. */
 static const char *cpu_supports(const mla_context *ctx, const mla_variant *v)
 {
     switch (v->op) {

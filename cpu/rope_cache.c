@@ -84,7 +84,7 @@ MLA_CPU_INLINE void q_body(const rc_job *jb, int64_t t, int64_t h0, int64_t h1, 
         const char *nr = (const char *)qn->data + (t * qn->stride[0] + h * qn->stride[1]) * nsz;
         char *cr = (char *)qc->data + (t * qc->stride[0] + h * qc->stride[1]) * csz;
         const int fast = jb->copyq && qc->stride[2] == 1;
-        if (fast && qn->stride[2] == 1) {
+        if (fast && qn->stride[2] == 1 && qn->dtype != MLA_DTYPE_F16) { /* copyq: F32 / BF16 */
             jb->copyq(nr, qn->dtype, cr, qc->dtype, L, a->q_scale, jb->stream);
         } else {
             for (int64_t i = 0; i < L; i += MLA_CPU_CHUNK) {

@@ -68,23 +68,28 @@ constexpr int kWgBlockBytes = kWgKeys * 128;    /* 64 rows x 64 dims of bf16 */
 constexpr int kWgTileBytes = 9 * kWgBlockBytes; /* 64 rows x 576 dims */
 constexpr int kWgSmallBytes = 2048;
 
-/* The small area, bytes from the start of the dynamic shared memory; the
- * key addresses (producer) share their bytes with the rows' output
- * addresses and factors (consumers, after the record's last tile). */
-constexpr int kWgBlk = 0;      /* att_blk */
-constexpr int kWgMbar = 128;   /* full[2], empty[2] */
+/* The small area, bytes from the start of the dynamic shared memory. The
+ * producer and the consumers walk the block's records each with its own
+ * cursor (the same sequence), so the producer runs into the next record
+ * while the consumers finish one. The rows' output addresses and factors
+ * (uint8_t *Or[64], float Fs[64]) take the P tile after a record's last
+ * tile. */
+constexpr int kWgBlkC = 0;     /* att_blk of the consumers */
+constexpr int kWgBlkP = 96;    /* att_blk of the producer */
+constexpr int kWgMbar = 192;   /* full[2], empty[2] */
 constexpr int kWgPos = 256;    /* int32 [2][64]: key positions per stage, -1 none */
 constexpr int kWgScale = 768;  /* float [64]: the tile's rescale factor per row */
-constexpr int kWgRefs = 1024;  /* key_ref [64] | uint8_t *Or[64], float Fs[64] */
+constexpr int kWgRefs = 1024;  /* key_ref [64]: the producer's key addresses */
 constexpr int kWgSmemBytes = kWgSmallBytes + 1024 + 3 * kWgTileBytes + kWgBlockBytes;
-static_assert(sizeof(att_blk) <= kWgMbar - kWgBlk, "block record in its slot");
+static_assert(sizeof(att_blk) <= kWgBlkP - kWgBlkC && sizeof(att_blk) <= kWgMbar - kWgBlkP,
+              "block records in their slots");
 static_assert(kWgRefs + 64 * (int)sizeof(key_ref) <= kWgSmallBytes, "small area");
-static_assert(64 * 8 + 64 * 4 <= 64 * (int)sizeof(key_ref), "outputs over the key addresses");
 
 #if defined(__CUDACC__)
 
 /* named barriers (0 is __syncthreads) */
-enum { WG_BAR_PROD = 1, WG_BAR_PFULL = 2, WG_BAR_PEMPTY = 3, WG_BAR_Q = 4, WG_BAR_OUT = 5 };
+enum { WG_BAR_PROD = 1, WG_BAR_PFULL = 2, WG_BAR_PEMPTY = 3, WG_BAR_Q = 4, WG_BAR_OUT = 5,
+       WG_BAR_REC = 6 };
 
 #if MLA_ATT_WGMMA
 
@@ -193,8 +198,9 @@ MLA_DEV void wg_copy_bf16(const att_desc &d, const int32_t *KP, const key_ref *K
 }
 
 /* The same for fp8 caches through registers: kWgBatch units' loads in
- * flight before their conversion. */
-constexpr int kWgBatch = 8;
+ * flight before their conversion (a thread has 18 (NORMAL) or 20
+ * (FP8_SCALED) units of a DeepSeek tile: two rounds). */
+constexpr int kWgBatch = 10;
 
 template <int CT>
 MLA_DEV void wg_copy_fp8(const att_desc &d, const int32_t *KP, const key_ref *KR,
@@ -450,9 +456,12 @@ MLA_DEV void wg_score(const att_desc &d, const att_blk &b, unsigned char *smem,
         mbar_arrive(empty + s);
     }
 
-    /* the rows' sums over the quad; factors, lse and output addresses */
-    uint8_t **Or = reinterpret_cast<uint8_t **>(smem + kWgRefs);
-    float *Fs = reinterpret_cast<float *>(smem + kWgRefs + 64 * 8);
+    /* the rows' sums over the quad; factors, lse and output addresses (in
+     * the P tile, once the value warpgroup is done with the last P) */
+    if (ntiles > 0)
+        named_bar_sync(WG_BAR_PEMPTY, 256);
+    uint8_t **Or = reinterpret_cast<uint8_t **>(tl.p);
+    float *Fs = reinterpret_cast<float *>(tl.p + 64 * 8);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
         l_run[h] += mla_shfl_xor(l_run[h], 1);
@@ -507,12 +516,11 @@ MLA_DEV void wg_value(const att_desc &d, const att_blk &b, unsigned char *smem,
         wg_wait<0>();
         wg_pin(o);
         mbar_arrive(empty + s);
-        if (i + 1 < ntiles)
-            named_bar_arrive(WG_BAR_PEMPTY, 256);
+        named_bar_arrive(WG_BAR_PEMPTY, 256);
     }
     named_bar_sync(WG_BAR_OUT, 256);
-    uint8_t *const *Or = reinterpret_cast<uint8_t *const *>(smem + kWgRefs);
-    const float *Fs = reinterpret_cast<const float *>(smem + kWgRefs + 64 * 8);
+    uint8_t *const *Or = reinterpret_cast<uint8_t *const *>(tl.p);
+    const float *Fs = reinterpret_cast<const float *>(tl.p + 64 * 8);
 #pragma unroll
     for (int e = 0; e < 128; ++e) {
         const int col = b.c0 + 256 + 8 * (e / 4) + 2 * t + e % 2;
@@ -521,34 +529,39 @@ MLA_DEV void wg_value(const att_desc &d, const att_blk &b, unsigned char *smem,
     }
 }
 
-/* Between records: every thread is done with the last one, thread 0 steps
- * to the next. */
-MLA_DEV void wg_next_record(const att_desc &d, att_blk &sb)
+/* Between two records of a role (the producer, or the two consumer
+ * warpgroups together): its threads are done with the record, its first
+ * thread steps the role's cursor to the next. */
+MLA_DEV void wg_next_record(const att_desc &d, att_blk &sb, int bar, int threads, int first)
 {
-    __syncthreads();
-    if (threadIdx.x == 0)
+    named_bar_sync(bar, threads);
+    if ((int)threadIdx.x == first)
         next_block<PATH_MATRIX>(d, sb, false);
-    __syncthreads();
+    named_bar_sync(bar, threads);
 }
 
 #endif /* MLA_ATT_WGMMA */
 
 /* One block per SM walks its records (next_block) with the three roles;
  * every role counts the block's tiles in n alike (stage n & 1, mbarrier
- * parity (n >> 1) & 1). A device pass without wgmma compiles a marker
+ * parity (n >> 1) & 1), the producer up to two tiles ahead of the
+ * consumers, across records too. A device pass without wgmma compiles a marker
  * instead (static shared memory, which the host reads through
  * cudaFuncGetAttributes before it takes this body). */
 template <int CT> __global__ __launch_bounds__(kWgThreads, 1) void attention_wg_kernel(att_desc d)
 {
 #if MLA_ATT_WGMMA
     MLA_IDX_SMEM(unsigned char, smem);
-    att_blk &sb = *reinterpret_cast<att_blk *>(smem + kWgBlk);
+    att_blk &sc = *reinterpret_cast<att_blk *>(smem + kWgBlkC);
+    att_blk &sp = *reinterpret_cast<att_blk *>(smem + kWgBlkP);
     const wg_tiles tl = wg_tiles_of(smem);
     if (threadIdx.x == 0) {
-        next_block<PATH_MATRIX>(d, sb, true);
+        next_block<PATH_MATRIX>(d, sc, true);
+        sp = sc;
         uint64_t *mb = reinterpret_cast<uint64_t *>(smem + kWgMbar);
         for (int i = 0; i < 4; ++i) /* full: 2 per producer thread; empty: 1 per consumer */
             mbar_init(mb + i, 256);
+        mbar_init_fence();
     }
     /* dims past L + R stay zero in both key stages (no copy writes them) */
     for (int i = (int)threadIdx.x; i < 2 * kWgTileBytes / 16; i += kWgThreads)
@@ -559,21 +572,25 @@ template <int CT> __global__ __launch_bounds__(kWgThreads, 1) void attention_wg_
     const int role = (int)threadIdx.x / 128;
     if (role == 0) {
         wg_regs_dec<120>();
-        while (sb.live) {
-            wg_produce<CT>(d, sb, smem, tl, n);
-            wg_next_record(d, sb);
+        while (sp.live) {
+            wg_produce<CT>(d, sp, smem, tl, n);
+            wg_next_record(d, sp, WG_BAR_PROD, 128, 0);
         }
+        /* the consumers may still wait for the last copies: they land
+         * before the producer's warps exit */
+        cp_async_commit();
+        cp_async_wait<0>();
     } else if (role == 1) {
         wg_regs_inc<224>();
-        while (sb.live) {
-            wg_score(d, sb, smem, tl, n);
-            wg_next_record(d, sb);
+        while (sc.live) {
+            wg_score(d, sc, smem, tl, n);
+            wg_next_record(d, sc, WG_BAR_REC, 256, 128);
         }
     } else {
         wg_regs_dec<160>();
-        while (sb.live) {
-            wg_value(d, sb, smem, tl, n);
-            wg_next_record(d, sb);
+        while (sc.live) {
+            wg_value(d, sc, smem, tl, n);
+            wg_next_record(d, sc, WG_BAR_REC, 256, 128);
         }
     }
 #else

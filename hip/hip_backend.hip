@@ -283,7 +283,10 @@ bool is_fp8(mla_dtype d) { return d == MLA_DTYPE_FP8_E4M3FN || d == MLA_DTYPE_FP
 
 /* What the kernels of this backend implement. The entry points have checked
  * the arguments; this answers which of the valid variants run here, and
- * names the parameter of any that does not. */
+ * names the parameter of any that does not. It reads the variant alone (and
+ * may read ctx->target, never the device state): tests/test_coverage.c asks
+ * it on a context without a device and requires a conformance case for every
+ * pair of variant axis values it accepts. */
 const char *hip_supports(const mla_context *ctx, const mla_variant *v)
 {
     (void)ctx;

@@ -119,6 +119,15 @@ MLA_DEV void mbar_init(uint64_t *bar, uint32_t count)
 #endif
 }
 
+/* Makes this thread's earlier mbar_init visible to the copy engine's
+ * arrivals and transactions (the other threads: after a barrier). */
+MLA_DEV void mbar_init_fence()
+{
+#if !MLA_IDX_EMU
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+#endif
+}
+
 /* This thread's arrival, announcing BYTES still to land in the phase. */
 MLA_DEV void mbar_arrive_expect_tx(uint64_t *bar, uint32_t bytes)
 {

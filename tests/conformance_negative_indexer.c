@@ -68,11 +68,13 @@ static mla_status write_no_roundup(mla_context *ctx, const mla_indexer_cache_arg
     return neg_base->indexer_k_cache_write(ctx, &b);
 }
 
-/* bits: a writer that ignores a forced layout (always the block-size rule). */
+/* bits: a writer that ignores a forced layout (always the block-size rule),
+ * where the rule's layout fits the block (SHUFFLE needs 16-token tiles). */
 static mla_status write_ignores_forced_layout(mla_context *ctx, const mla_indexer_cache_args *a)
 {
     mla_indexer_cache_args b = *a;
-    b.desc.layout = mla_indexer_layout_for(a->desc.block_size);
+    if (a->desc.block_size == 1 || a->desc.block_size % 16 == 0)
+        b.desc.layout = mla_indexer_layout_for(a->desc.block_size);
     return neg_base->indexer_k_cache_write(ctx, &b);
 }
 
@@ -335,8 +337,8 @@ static mla_status roundtrip_read_normal(mla_context *ctx, const conf_case *c, ml
 static mla_status rope_assumed_in_place(mla_context *ctx, const conf_case *c, mla_tensor *t)
 {
     mla_indexer_cache_desc d = conf_idx_desc(c);
-    mla_status st = mla_rope(ctx, &t[CONF_RK_COS], &t[CONF_RK_SIN], &t[CONF_RK_POS],
-                             &t[CONF_RK_K], &t[CONF_RK_ROT], (mla_rope_style)c->ip[7]);
+    mla_status st = mla_rope(ctx, &t[CONF_RK_COS], &t[CONF_RK_SIN], &t[CONF_RK_POS], &t[CONF_RK_K],
+                             &t[CONF_RK_ROT], (mla_rope_style)c->p.idx.style);
     if (st == MLA_OK) /* should have been t[CONF_RK_ROT] */
         st = mla_indexer_k_cache_write(ctx, &d, &t[CONF_RK_CACHE], &t[CONF_RK_K],
                                        &t[CONF_RK_SLOTS]);
@@ -351,6 +353,7 @@ static int run_swap(const mla_backend_ops *ops, const char *label, const conf_su
     mla_conformance_options opt;
     mla_conformance_options_init(&opt);
     opt.op_pattern = swap->name;
+    opt.suite = MLA_CONF_SUITE_LISTED; /* as neg_run */
     FILE *f = tmpfile();
     int rc = mla_conformance_run_ops_swap(&opt, ops, label, swap, f ? f : stdout, sum);
     log[0] = '\0';

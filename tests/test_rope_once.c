@@ -360,7 +360,11 @@ static void run_backend(mla_backend b)
         return;
     }
     const char *why = NULL;
-    mla_variant v = {MLA_OP_ROPE_CACHE, MLA_DTYPE_BF16, MLA_DTYPE_BF16, 0, 0, BS, T, 0};
+    mla_variant v = {.op = MLA_OP_ROPE_CACHE,
+                     .in_dtype = MLA_DTYPE_BF16,
+                     .out_dtype = MLA_DTYPE_BF16,
+                     .group = BS,
+                     .rows = T};
     if (mla_supports(ctx, &v, &why) != MLA_OK) {
         printf("%s: not run (the backend has no %s: %s)\n", mla_backend_name(b),
                mla_op_name(v.op), why);

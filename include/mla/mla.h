@@ -317,19 +317,61 @@ typedef enum mla_op {
 
 MLA_API const char *mla_op_name(mla_op op);
 
-/* What a backend is asked to do: the op plus the parameters that select a
- * kernel. Built by every op entry point from its arguments, and by the
- * conformance layer from its cases; mla_supports answers both. Fields an op
- * does not use are 0. */
+/* How a tensor argument is laid out, as mla_variant.arg_view tells a backend. */
+typedef enum mla_arg_view {
+    MLA_ARG_DENSE = 0,    /* contiguous row-major (at any address) */
+    MLA_ARG_ROWS = 1,     /* unit stride along the last dim, gaps elsewhere: padded rows, a slice */
+    MLA_ARG_STRIDED = 2,  /* the last dim's stride is not 1: element gaps, a transposed view */
+    MLA_ARG_IN_PLACE = 3, /* the same data as an earlier tensor argument of the call */
+    MLA_ARG_ABSENT = 4,   /* an optional tensor passed as NULL (its arg_dtype: MLA_DTYPE_COUNT) */
+    MLA_ARG_VIEW_COUNT
+} mla_arg_view;
+
+#define MLA_VARIANT_MAX_ARGS 16
+
+/* What a backend is asked to do: the op plus every parameter on which a
+ * backend may refuse it. Built by every op entry point from its arguments
+ * (the conformance layer records those and asks each backend the same);
+ * mla_supports answers it. Fields an op does not use are 0.
+ *
+ * The tensor arguments (arg_dtype, arg_view) are listed in the order of the
+ * entry point's tensor parameters:
+ *   convert: x, y              mxfp4_quant, fp8_group_quant, flatten_*: x, codes, scales
+ *   mxfp4_dequant, fp8_group_dequant: codes, scales, y
+ *   rmsnorm: x, w, y           qk_rmsnorm: q, q_w, kv, kv_w, q_out, q_scales, kv_out
+ *   rope: cos, sin, positions, x, y
+ *   linear: x, w, w_scale, y   batched_gemm: x, w, y
+ *   cache_write: cache, k_nope, k_pe, slots    cache_gather: cache, block_table, seq_lens, out
+ *   rope_cache: the mla_rope_cache_args tensors in order (cos .. k_pe_out)
+ *   gemm_a16wfp4: x, w.codes, w.scales, y   gemm_a4w4: x.codes, x.scales, w.codes, w.scales, y
+ *   layernorm: x, w, b, y      hadamard: x, y      indexer_head_weights: w, s_q, w_out
+ *   indexer_k_cache_write: cache, k, slots
+ *   indexer_k_gather: cache, block_table, cu_seq_lens, k_fp8, k_scale
+ *   indexer_logits: cache, q, w, block_table, context_lens, logits
+ *   topk: logits, lengths, indices
+ *   attention: q, cache, block_table, context_lens, cu_q_lens, topk_indices, sinks, then the
+ *     rope's cos, sin, q_pos, k_nope, k_pe, k_pos, slots, then o, lse
+ *   attention_expanded: q_nope, q_pe, cache, block_table, context_lens, cu_q_lens,
+ *     kv_b_proj.w, kv_b_proj.scale (fp8 only), o, lse
+ * Variants a composite op asks about its internal steps list no tensors (nargs 0). */
 typedef struct mla_variant {
     mla_op op;
-    mla_dtype in_dtype;  /* main input */
+    mla_dtype in_dtype;  /* main input (cache ops: the cache's element dtype) */
     mla_dtype out_dtype; /* main output */
-    int32_t layout;      /* op's layout enum (scale layout, cache layout) */
-    int32_t rule;        /* op's rule enum (mxfp4 rule, fp8 scale rule, saturation) */
-    int64_t group;       /* quantization group / block size */
+    int32_t layout;      /* op's layout enum (scale layout of w, cache layout) */
+    int32_t rule;        /* op's rule enum (mxfp4 rule, fp8 scale rule, saturation, rope
+                            style, indexer ue8m0 and next_n, attention: the cache dtype) */
+    int64_t group;       /* quantization group / block size / top-k k */
     int64_t rows;        /* M, or tokens */
-    int64_t cols;        /* K, or row length */
+    int64_t cols;        /* K, or row length (attention: heads) */
+    /* Appended: */
+    int32_t nargs;                             /* tensors listed below */
+    mla_dtype arg_dtype[MLA_VARIANT_MAX_ARGS]; /* each tensor's dtype, MLA_DTYPE_COUNT if absent */
+    uint8_t arg_view[MLA_VARIANT_MAX_ARGS];    /* each tensor's mla_arg_view */
+    int32_t layout_x;                          /* gemm_a4w4: x's scale layout */
+    int32_t prequant;                          /* gemm_a16wfp4: x quantized to MXFP4 first */
+    int32_t splits;                            /* attention: desc.num_splits */
+    int32_t next_n;                            /* attention, indexer_logits: rows per sequence */
 } mla_variant;
 
 /* MLA_OK when the context's backend can run the variant; otherwise

@@ -16,6 +16,7 @@ c_vp = ctypes.c_void_p
 c_str = ctypes.c_char_p
 
 MAX_DIMS = 6
+VARIANT_MAX_ARGS = 16  # MLA_VARIANT_MAX_ARGS
 
 
 class Status(enum.IntEnum):
@@ -218,6 +219,13 @@ class Variant(Struct):
         ("group", c_i64),
         ("rows", c_i64),
         ("cols", c_i64),
+        ("nargs", c_i32),
+        ("arg_dtype", c_enum * VARIANT_MAX_ARGS),
+        ("arg_view", ctypes.c_uint8 * VARIANT_MAX_ARGS),
+        ("layout_x", c_i32),
+        ("prequant", c_i32),
+        ("splits", c_i32),
+        ("next_n", c_i32),
     ]
 
 
