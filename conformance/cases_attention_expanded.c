@@ -100,8 +100,13 @@ static void geometry(const conf_case *c, geom *g)
 static mla_cache_desc cache_desc(const conf_case *c, const geom *g)
 {
     const conf_p_attention_expanded *q = &c->p.attx;
-    mla_cache_desc d = {(mla_cache_layout)q->layout, q->dtype, g->num_blocks, g->bs,
-                        dim_l(c), dim_r(c), (float)q->k_scale};
+    mla_cache_desc d = {(mla_cache_layout)q->layout,
+                        q->dtype,
+                        g->num_blocks,
+                        g->bs,
+                        dim_l(c),
+                        dim_r(c),
+                        (float)q->k_scale};
     return d;
 }
 
@@ -185,7 +190,8 @@ static void make(conf_builder *b, mla_cache_layout layout, mla_dtype cdt, int64_
                                      .no_lse = (flags & F_NO_LSE) != 0,
                                      .q = qdt,
                                      .o = odt,
-                                     .k_scale = k_scaled(layout, cdt) ? (b->n % 2 ? 0.375 : 1.25) : 1.0,
+                                     .k_scale =
+                                         k_scaled(layout, cdt) ? (b->n % 2 ? 0.375 : 1.25) : 1.0,
                                      .q_nope_lay = views ? CONF_L_PAD : CONF_L_CONTIG,
                                      .q_pe_lay = views ? CONF_L_STEP2 : CONF_L_CONTIG,
                                      .o_lay = views ? CONF_L_COLMAJOR : CONF_L_CONTIG,
@@ -320,8 +326,7 @@ static int build(conf_case *cases, int cap)
     conf_builder b = {.cases = cases, .cap = cap, .suite = &conf_suite_attention_expanded};
     const mla_dtype bf = MLA_DTYPE_BF16, f32 = MLA_DTYPE_F32, fn = MLA_DTYPE_FP8_E4M3FN,
                     fnuz = MLA_DTYPE_FP8_E4M3FNUZ;
-    const mla_cache_layout N = MLA_CACHE_NORMAL, SH = MLA_CACHE_SHUFFLED,
-                           F8 = MLA_CACHE_FP8_SCALED;
+    const mla_cache_layout N = MLA_CACHE_NORMAL, SH = MLA_CACHE_SHUFFLED, F8 = MLA_CACHE_FP8_SCALED;
     /* caches x block sizes, the other axes rotating */
     make(&b, N, bf, 1, 128, 3, G_CHUNKS, bf, 0, bf, f32);
     make(&b, N, bf, 16, 128, 16, G_NEXT_N, bf, F_VIEWS, f32, bf);
@@ -377,8 +382,8 @@ static void fill_cache(conf_problem *p, const conf_case *c, const geom *g)
         unsigned char *blk = conf_arg_elem0(a) + b * a->t.stride[0];
         const int es = dt == MLA_DTYPE_BF16 ? 2 : 1;
         for (int64_t e = 0; c->p.attx.layout != MLA_CACHE_FP8_SCALED && e < bb / es; ++e)
-            put_bits(blk + e * es, moderate_code(dt, conf_rng(c->seed, 40, (uint64_t)(b * bb + e), 0)),
-                     es);
+            put_bits(blk + e * es,
+                     moderate_code(dt, conf_rng(c->seed, 40, (uint64_t)(b * bb + e), 0)), es);
         for (int64_t i = 0; c->p.attx.layout == MLA_CACHE_FP8_SCALED && i < g->bs * tb; ++i) {
             const uint64_t r = conf_rng(c->seed, 41, (uint64_t)(b * bb + i), 0);
             const int64_t k = i % tb;
@@ -402,11 +407,11 @@ static void fill_inputs(conf_problem *p, const conf_case *c)
         const conf_arg *a = &p->arg[qs[i]];
         for (int64_t k = 0; k < conf_numel(a); ++k) {
             const uint64_t r = conf_rng(c->seed, 44 + (uint64_t)i, (uint64_t)k, 0);
-            conf_set_value(p, qs[i], k, conf_decode_value(MLA_DTYPE_BF16,
-                                                          moderate_code(MLA_DTYPE_BF16, r)) *
-                                            (a->t.dtype == MLA_DTYPE_F32
-                                                 ? 1.0 + (double)((r >> 48) & 0xFF) / 4096.0
-                                                 : 1.0));
+            conf_set_value(p, qs[i], k,
+                           conf_decode_value(MLA_DTYPE_BF16, moderate_code(MLA_DTYPE_BF16, r)) *
+                               (a->t.dtype == MLA_DTYPE_F32
+                                    ? 1.0 + (double)((r >> 48) & 0xFF) / 4096.0
+                                    : 1.0));
         }
     }
     const conf_arg *w = &p->arg[AW];
@@ -455,7 +460,8 @@ static mla_status add_args(conf_problem *p, const conf_case *c, const geom *g)
     if (c->p.attx.no_lse)
         ADD(conf_add_arg(p, "lse", CONF_OUT, MLA_DTYPE_F32, 1, empty, 0));
     else
-        ADD(conf_add_arg(p, "lse", CONF_OUT, MLA_DTYPE_F32, 2, (int64_t[]){T, H}, c->p.attx.lse_lay));
+        ADD(conf_add_arg(p, "lse", CONF_OUT, MLA_DTYPE_F32, 2, (int64_t[]){T, H},
+                         c->p.attx.lse_lay));
     ADD(conf_add_arg(p, "o_absorbed", CONF_OUT, MLA_DTYPE_F32, 3,
                      forms(c) ? (int64_t[]){T, H, v} : (int64_t[]){0, 0, 0}, 0));
 #undef ADD
@@ -666,9 +672,10 @@ static void decompress(const conf_case *c, const conf_problem *p, const geom *g,
     cache.stride[0] = p->arg[ACACHE].t.stride[0];
     double *row = malloc((size_t)(L + R) * sizeof *row);
     for (int64_t t = 0; row && t < g->ctx[s]; ++t) {
-        const int64_t blk = c->p.attx.contiguous
-                                ? s
-                                : (int64_t)conf_in_value(&p->arg[ABT], s * g->max_blocks + t / g->bs);
+        const int64_t blk =
+            c->p.attx.contiguous
+                ? s
+                : (int64_t)conf_in_value(&p->arg[ABT], s * g->max_blocks + t / g->bs);
         mla_ref_cache_read_row(&cd, &cache, blk, t % g->bs, row);
         for (int64_t n = 0; n < N; ++n) {
             double acc = 0.0, mag = 0.0;
@@ -696,10 +703,9 @@ static mla_status forms_tol(const conf_case *c, const conf_problem *p, double *t
     const double sc = softmax_scale(c);
     const double ukv = c->p.attx.q == MLA_DTYPE_BF16 ? 0x1p-8 : U32;
     const double gk = gam((double)L + 4.0, U32), g64 = gam((double)L + 1.0, U64);
-    seq_keys k = {malloc((size_t)(cmax * N) * sizeof(double)),
-                  malloc((size_t)(cmax * N) * sizeof(double)),
-                  malloc((size_t)(cmax * R) * sizeof(double)),
-                  malloc((size_t)(cmax * L) * sizeof(double))};
+    seq_keys k = {
+        malloc((size_t)(cmax * N) * sizeof(double)), malloc((size_t)(cmax * N) * sizeof(double)),
+        malloc((size_t)(cmax * R) * sizeof(double)), malloc((size_t)(cmax * L) * sizeof(double))};
     double *W = malloc((size_t)(N * L) * sizeof *W);
     double *qn = malloc((size_t)nope * sizeof *qn), *qp = malloc((size_t)R * sizeof *qp);
     double *ql = malloc((size_t)L * sizeof *ql), *eq = malloc((size_t)L * sizeof *eq);
@@ -801,8 +807,8 @@ static mla_status forms_tol(const conf_case *c, const conf_problem *p, double *t
                         prop += e * wv;
                         mo += (fabs(olat[d]) + e) * wv;
                     }
-                    tol_abs[(r * H + h) * v + j] =
-                        prop + conf_gemm_tol(L, mo) + U32 * (fabs(exact[(r * H + h) * v + j]) + prop);
+                    tol_abs[(r * H + h) * v + j] = prop + conf_gemm_tol(L, mo) +
+                                                   U32 * (fabs(exact[(r * H + h) * v + j]) + prop);
                 }
             }
         }
@@ -816,8 +822,8 @@ static mla_status forms_tol(const conf_case *c, const conf_problem *p, double *t
 /* The forms against each other on the tested backend: |o_absorbed - o| <=
  * tol_abs + tol_o + one ulp of o's dtype (its rounding) at max(|o_abs|, |o|). */
 static void compare_forms(const conf_problem *p, const unsigned char *got_o,
-                          const unsigned char *got_abs, const double *tol_o,
-                          const double *tol_abs, conf_cmp *r)
+                          const unsigned char *got_abs, const double *tol_o, const double *tol_abs,
+                          conf_cmp *r)
 {
     const conf_arg *ao = &p->arg[AO], *aa = &p->arg[AOABS];
     const int64_t n = conf_numel(aa);
@@ -826,9 +832,11 @@ static void compare_forms(const conf_problem *p, const unsigned char *got_o,
     const size_t es = mla_dtype_size(ao->t.dtype);
     for (int64_t k = 0; k < n; ++k) {
         const double x = conf_decode_value(
-            ao->t.dtype, conf_load_bits(conf_elem_at(ao, (unsigned char *)got_o + ao->offset * es, k), es));
+            ao->t.dtype,
+            conf_load_bits(conf_elem_at(ao, (unsigned char *)got_o + ao->offset * es, k), es));
         const double y = conf_decode_value(
-            MLA_DTYPE_F32, conf_load_bits(conf_elem_at(aa, (unsigned char *)got_abs + aa->offset * 4, k), 4));
+            MLA_DTYPE_F32,
+            conf_load_bits(conf_elem_at(aa, (unsigned char *)got_abs + aa->offset * 4, k), 4));
         const double lim = tol_o[k] + tol_abs[k] + conf_ulp(ao->t.dtype, fmax(fabs(x), fabs(y)));
         ++r->count;
         r->max_err = fmax(r->max_err, fabs(x - y) / lim);

@@ -49,9 +49,9 @@ static mla_status check_desc(mla_context *ctx, const mla_attention_expanded_desc
         return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "desc.heads",
                         "heads must be 1..128, got %lld", (long long)d->heads);
     if (d->nope < 1 || d->nope > 4096 || d->v < 1 || d->v > 4096)
-        return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, d->nope < 1 || d->nope > 4096 ? "desc.nope" : "desc.v",
-                        "nope and v must be 1..4096, got %lld and %lld", (long long)d->nope,
-                        (long long)d->v);
+        return mla_fail(
+            ctx, MLA_ERR_INVALID_ARGUMENT, d->nope < 1 || d->nope > 4096 ? "desc.nope" : "desc.v",
+            "nope and v must be 1..4096, got %lld and %lld", (long long)d->nope, (long long)d->v);
     if (d->q_dtype != MLA_DTYPE_BF16 && d->q_dtype != MLA_DTYPE_F32)
         return mla_fail(ctx, MLA_ERR_DTYPE, "desc.q_dtype", "q is bf16 or f32");
     if (d->out_dtype != MLA_DTYPE_F32 && d->out_dtype != MLA_DTYPE_BF16)
@@ -111,8 +111,7 @@ static mla_status check_args(mla_context *ctx, const mla_attention_expanded_desc
     sh->T = a->q_nope->shape[0];
     MLA_TRY(check_q(ctx, a->q_pe, "q_pe", d->q_dtype, sh->T, H, R));
     MLA_TRY(mla_attn_check_batch(ctx, &d->cache, d->paged, d->next_n, a->q_nope, "q_nope",
-                                 a->block_table, a->context_lens, a->cu_q_lens, INT32_MAX / 4,
-                                 sh));
+                                 a->block_table, a->context_lens, a->cu_q_lens, INT32_MAX / 4, sh));
     if (!a->kv_b_proj)
         return mla_fail(ctx, MLA_ERR_NULL_POINTER, "kv_b_proj", "NULL argument");
     MLA_TRY(mla_check_linear_weight(ctx, a->kv_b_proj, "kv_b_proj", H * (d->nope + d->v), L));
@@ -145,10 +144,10 @@ static mla_status check_args(mla_context *ctx, const mla_attention_expanded_desc
     const int fp8 = a->kv_b_proj->w.dtype != MLA_DTYPE_BF16;
     const mla_tensor *outs[3] = {a->o, a->lse, a->workspace};
     const char *onames[3] = {"o", "lse", "workspace"};
-    const mla_tensor *ins[8] = {a->q_nope,     a->q_pe,      a->cache,
-                                a->block_table, a->context_lens, a->cu_q_lens,
-                                &a->kv_b_proj->w, fp8 ? &a->kv_b_proj->scale : NULL};
-    const char *inames[8] = {"q_nope",       "q_pe",      "cache",         "block_table",
+    const mla_tensor *ins[8] = {
+        a->q_nope,       a->q_pe,      a->cache,         a->block_table,
+        a->context_lens, a->cu_q_lens, &a->kv_b_proj->w, fp8 ? &a->kv_b_proj->scale : NULL};
+    const char *inames[8] = {"q_nope",       "q_pe",      "cache",       "block_table",
                              "context_lens", "cu_q_lens", "kv_b_proj.w", "kv_b_proj.scale"};
     MLA_TRY(mla_check_apart(ctx, outs, onames, 3, ins, inames, 8));
     for (int i = 0; i < 3; ++i)
@@ -226,8 +225,7 @@ static mla_status read_lengths(mla_context *ctx, const mla_attention_expanded_de
         meta[3 * S + 2 + s] = (int32_t)s;
         total += len[s];
         if (total > INT32_MAX)
-            st = mla_fail(ctx, MLA_ERR_OVERFLOW, "context_lens",
-                          "the contexts sum past 2^31 keys");
+            st = mla_fail(ctx, MLA_ERR_OVERFLOW, "context_lens", "the contexts sum past 2^31 keys");
     }
     meta[2 * S + 1] = (int32_t)total;
     free(len);
@@ -253,8 +251,7 @@ mla_status mla_attention_expanded(mla_context *ctx, const mla_attention_expanded
     if (st == MLA_OK && a->workspace->shape[0] < ws.bytes)
         st = mla_fail_field(ctx, MLA_ERR_SHAPE, "workspace", "shape[0]",
                             "%lld bytes, the call needs %lld for %lld keys",
-                            (long long)a->workspace->shape[0], (long long)ws.bytes,
-                            (long long)Nk);
+                            (long long)a->workspace->shape[0], (long long)ws.bytes, (long long)Nk);
     if (st == MLA_OK)
         st = check_supported(ctx, d, a, sh.T, Nk);
     if (st != MLA_OK || ctx->dry_run || sh.T == 0) {
@@ -283,10 +280,9 @@ mla_status mla_attention_expanded(mla_context *ctx, const mla_attention_expanded
     op.q_nope = *a->q_nope;
     op.q_pe = *a->q_pe;
     op.cache = *a->cache;
-    op.block_table =
-        d->paged ? *a->block_table
-                 : mla_view(work + ws.meta + (3 * S + 2) * 4, MLA_DTYPE_I32, mem, 2,
-                            (int64_t[]){S, 1}, (int64_t[]){1, 1});
+    op.block_table = d->paged ? *a->block_table
+                              : mla_view(work + ws.meta + (3 * S + 2) * 4, MLA_DTYPE_I32, mem, 2,
+                                         (int64_t[]){S, 1}, (int64_t[]){1, 1});
     op.context_lens = *a->context_lens;
     op.kv_b = a->kv_b_proj->w;
     if (a->kv_b_proj->w.dtype != MLA_DTYPE_BF16)
