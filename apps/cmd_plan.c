@@ -128,6 +128,23 @@ static int bad(const char *opt, const char *v)
     return MLA_EXIT_USAGE;
 }
 
+/* The layer's attention form (mla_layer_form_for, default layer options)
+ * for a decode step and for a prefill chunk of the rule's rows. */
+static const char *form_name(mla_layer_form f)
+{
+    return f == MLA_LAYER_FORM_EXPANDED ? "expanded" : "absorbed";
+}
+
+static void forms(const mla_model_config *c, const mla_plan *plan, int64_t *rows,
+                  mla_layer_form *decode, mla_layer_form *prefill)
+{
+    mla_layer_options lo;
+    mla_layer_options_default(c, NULL, &lo);
+    *rows = mla_layer_expanded_min_rows(c);
+    *decode = mla_layer_form_for(plan, &lo, 1, 1);
+    *prefill = mla_layer_form_for(plan, &lo, *rows > 0 ? *rows : INT32_MAX, 1);
+}
+
 static void print_json(const mla_model_config *c, const mla_plan_options *o, const mla_plan *plan)
 {
     const mla_rope_config *r = &c->rope_cfg;
@@ -154,7 +171,12 @@ static void print_json(const mla_model_config *c, const mla_plan_options *o, con
         printf("%s\"%s\": ", s ? ", " : "", mla_stage_name((mla_stage)s));
         mla_app_json_string(stdout, mla_plan_kernel(plan, (mla_stage)s));
     }
-    printf("}}}\n");
+    int64_t rows;
+    mla_layer_form dec, pre;
+    forms(c, plan, &rows, &dec, &pre);
+    printf("}, \"attention_form\": {\"expanded_min_rows\": %lld, \"decode\": \"%s\", "
+           "\"prefill\": \"%s\"}}}\n",
+           (long long)rows, form_name(dec), form_name(pre));
 }
 
 int cmd_plan(int argc, char **argv)
@@ -255,6 +277,18 @@ int cmd_plan(int argc, char **argv)
     for (int s = 0; s < MLA_STAGE_COUNT; ++s)
         printf("  %-12s %s\n", mla_stage_name((mla_stage)s),
                mla_plan_kernel(plan, (mla_stage)s));
+    int64_t rows;
+    mla_layer_form dec, pre;
+    forms(&cfg, plan, &rows, &dec, &pre);
+    printf("attention form (the layer's AUTO rule): decode / MTP steps %s; prefill chunks of >= "
+           "%lld new tokens per sequence %s",
+           form_name(dec), (long long)rows, form_name(pre));
+    if (pre == MLA_LAYER_FORM_ABSORBED)
+        printf(" (%s)", cfg.index_heads > 0 && cfg.q_lora > 0 ? "sparse: the indexer's top-k"
+                        : site == MLA_ROPE_SITE_ATTENTION ? "RoPE inside the absorbed attention"
+                        : rows < 0                        ? "it never saves operations"
+                                                          : "q_cat is fp8");
+    printf("\n");
     mla_plan_destroy(plan);
     return MLA_EXIT_OK;
 }

@@ -3,19 +3,26 @@
  * DeepSeek-V3's geometry (bench_attention.h): T = 512..16384, one sequence
  * and a batch of 4, heads 16 and 128, bf16 cache, q bf16, o bf16 + lse.
  *
- * A form is how the attention is computed; each has its own FLOP count:
+ * A form is how the attention is computed; each shape runs in both, each
+ * form with its own FLOP count:
  *   absorbed  mla_attention_run over the latent cache: 576-dim scores and
  *             512-dim values per head (MLA.md section 2, step 7),
  *             FLOPs = 2 * B * H * P * (576 + 512);
+ *   expanded  mla_attention_expanded (MLA.md, "The expanded form"): K_nope
+ *             and V decompressed through a bf16 kv_b_proj, 192-dim scores,
+ *             128-dim values, FLOPs = 2 B H P (192 + 128) + 2 B T H 256 512
+ *             (the decompression);
  * with P = T (T + 1) / 2 the causal (query, key) pairs of a sequence. Every
- * row also reports the expanded form's count, 2 * B * H * P * (192 + 128)
- * (K_nope and V decompressed through kv_b_proj, 192-dim scores, 128-dim
- * values: what `python3 bench/peer_torch.py --prefill` times with torch's
- * scaled_dot_product_attention), so that the two can be set side by side
- * (peer_torch.py --compare). A new form is one more entry of `forms` below
- * (its name, FLOPs per pair, set-up / run / free).
+ * row also reports the attention part of the expanded count, 2 B H P (192 +
+ * 128), as xGFLOP/s: what `python3 bench/peer_torch.py --prefill` times with
+ * torch's scaled_dot_product_attention, so that the forms and the peer can
+ * be set side by side (peer_torch.py --compare). A new form is one more
+ * entry of `forms` below (its name, FLOPs per pair and per key, its bytes,
+ * set-up / run / free).
  *
- * bytes = cache (B T 1152) + q (B T H 576 x 2) + o (B T H 512 x 2);
+ * bytes = cache (B T 1152) + q (B T H 576 x 2) + o (B T H 512 x 2) absorbed,
+ * cache + q (B T H 192 x 2) + o (B T H 128 x 2) + kv_b_proj (H 256 512 x 2)
+ * expanded;
  * roof = max(bytes / copy BW, FLOPs / matmul rate) with the ceilings of this
  * run; roof% = roof / median. Rows run in ascending FLOPs; a row predicted
  * slower than --max-call-s is skipped. --quick: T = 256 and 512, batch 1,
@@ -30,16 +37,99 @@
 
 #define PF_MAX_ROWS 64
 
+#define PF_NOPE 128
+#define PF_V 128
+#define PF_EXPANDED_PER_PAIR (2.0 * (PF_NOPE + BA_R + PF_V))
+
+/* ------------------------------------------------------ the expanded form */
+
+/* The absorbed form's input sets (cache, block tables, lengths; its q and o
+ * hold the expanded form's q_nope / q_pe and o as views), a bf16 kv_b_proj
+ * and the expanded workspace. */
+static struct {
+    mla_attention_expanded_desc desc;
+    void *kvb_mem, *ws_mem;
+    mla_weight kvb;
+    mla_tensor ws, q_nope[BA_MAX_INST], q_pe[BA_MAX_INST], o[BA_MAX_INST];
+} ex;
+
+static mla_tensor sub(const mla_tensor *t, int64_t first, int64_t n)
+{
+    mla_tensor v = *t;
+    v.data = (uint8_t *)t->data + first * t->stride[2] * (int64_t)mla_dtype_size(t->dtype);
+    v.shape[2] = n;
+    return v;
+}
+
+static mla_status ex_setup(ba_set *s, bench_rng *rng, const ba_shape *w, int n)
+{
+    MLA_BENCH_TRY(ba_setup(s, rng, w, n));
+    mla_context *ctx = s->ctx;
+    for (int i = 0; i < n; ++i) { /* not this form's (the splits column reads 0) */
+        mla_attention_plan_destroy(s->plan[i]);
+        s->plan[i] = NULL;
+    }
+    mla_model_config cfg;
+    MLA_BENCH_TRY(mla_model_config_preset("DeepSeek-V3", &cfg));
+    MLA_BENCH_TRY(mla_attention_expanded_desc_default(&cfg, &s->desc.cache, &ex.desc));
+    ex.desc.heads = w->H;
+    ex.desc.out_dtype = MLA_DTYPE_BF16;
+    ex.desc.next_n = (int32_t)w->n;
+    const int64_t N = w->H * (PF_NOPE + PF_V), kshape[2] = {N, BA_L};
+    MLA_BENCH_TRY(mla_malloc(ctx, (size_t)(N * BA_L * 2), &ex.kvb_mem));
+    MLA_BENCH_TRY(bench_fill_context(ctx, ex.kvb_mem, MLA_DTYPE_BF16, N * BA_L, BENCH_FILL_ACT,
+                                     bench_rng_next(rng)));
+    memset(&ex.kvb, 0, sizeof ex.kvb);
+    MLA_BENCH_TRY(mla_tensor_init(&ex.kvb.w, ex.kvb_mem, MLA_DTYPE_BF16,
+                                  mla_context_memory(ctx), 2, kshape));
+    int64_t bytes = 0;
+    MLA_BENCH_TRY(mla_attention_expanded_workspace_bytes(ctx, &ex.desc, w->B, w->B * w->C, &bytes));
+    MLA_BENCH_TRY(mla_malloc(ctx, (size_t)bytes, &ex.ws_mem));
+    MLA_BENCH_TRY(mla_tensor_init(&ex.ws, ex.ws_mem, MLA_DTYPE_U8, mla_context_memory(ctx), 1,
+                                  (const int64_t[]){bytes}));
+    for (int i = 0; i < n; ++i) {
+        ex.q_nope[i] = sub(&s->q[i], 0, PF_NOPE);
+        ex.q_pe[i] = sub(&s->q[i], BA_L, BA_R);
+        ex.o[i] = sub(&s->o[i], 0, PF_V);
+    }
+    return MLA_OK;
+}
+
+static mla_status ex_run(void *arg, int inst)
+{
+    ba_set *s = arg;
+    const mla_attention_expanded_args a = {&ex.q_nope[inst], &ex.q_pe[inst],   &s->cache,
+                                           &s->bt[inst],     &s->lens,         NULL,
+                                           &ex.kvb,          &ex.o[inst],      &s->lse[inst],
+                                           &ex.ws};
+    return mla_attention_expanded(s->ctx, &ex.desc, &a);
+}
+
+static void ex_free(ba_set *s)
+{
+    void *m[2] = {ex.kvb_mem, ex.ws_mem};
+    for (int k = 0; k < 2; ++k)
+        if (m[k])
+            mla_free(s->ctx, m[k]);
+    memset(&ex, 0, sizeof ex);
+    ba_free(s);
+}
+
+static const ba_form ba_expanded = {"expanded", ex_setup, ex_run, ex_free};
+
 typedef struct pf_form {
     const ba_form *form;
     double flops_per_pair; /* per head: 2 (d_qk + d_v) */
+    double flops_per_key;  /* per head: the decompression's 2 (nope + v) L */
+    int64_t q_dims, o_dims, weight_bytes_per_head;
 } pf_form;
 
 static const pf_form forms[] = {
-    {&ba_absorbed, 2.0 * (BA_L + BA_R + BA_L)},
+    {&ba_absorbed, 2.0 * (BA_L + BA_R + BA_L), 0.0, BA_L + BA_R, BA_L, 0},
+    {&ba_expanded, PF_EXPANDED_PER_PAIR, 2.0 * (PF_NOPE + PF_V) * BA_L, PF_NOPE + BA_R, PF_V,
+     (PF_NOPE + PF_V) * BA_L * 2},
 };
-
-#define PF_EXPANDED_PER_PAIR (2.0 * (192 + 128))
+#define PF_FORMS ((int)(sizeof forms / sizeof forms[0]))
 
 typedef struct pf_row {
     ba_shape w; /* n = C = T */
@@ -89,23 +179,27 @@ static void pf_json(bench_json *j, const void *rp, int n)
     bench_json_close(j, ']');
 }
 
-static int pf_add(pf_row *rows, int n, int64_t B, int64_t T, int64_t H, const pf_form *f)
+/* The shape's rows, one per form. */
+static int pf_add(pf_row *rows, int n, int64_t B, int64_t T, int64_t H)
 {
-    if (n >= PF_MAX_ROWS)
-        return n;
-    memset(&rows[n], 0, sizeof rows[n]);
-    const ba_shape w = {B, T, T, H, 0, BA_BF16};
-    rows[n].w = w;
-    rows[n].form = f;
-    return n + 1;
+    for (int f = 0; f < PF_FORMS && n < PF_MAX_ROWS; ++f, ++n) {
+        memset(&rows[n], 0, sizeof rows[n]);
+        const ba_shape w = {B, T, T, H, 0, BA_BF16};
+        rows[n].w = w;
+        rows[n].form = &forms[f];
+    }
+    return n;
 }
 
+/* Ascending pairs, the forms of a shape side by side (qsort is not stable). */
 static int pf_by_flops(const void *x, const void *y)
 {
     const pf_row *a = x, *b = y;
     const double fa = (double)a->w.B * pairs(a->w.C) * (double)a->w.H,
                  fb = (double)b->w.B * pairs(b->w.C) * (double)b->w.H;
-    return fa < fb ? -1 : fa > fb;
+    if (fa != fb)
+        return fa < fb ? -1 : 1;
+    return (a->form > b->form) - (a->form < b->form);
 }
 
 int bench_prefill_cmd(int argc, char **argv)
@@ -130,7 +224,6 @@ int bench_prefill_cmd(int argc, char **argv)
     pf_row *rows = calloc(PF_MAX_ROWS, sizeof *rows);
     if (!rows)
         return BENCH_EXIT_FAIL;
-    const pf_form *f = &forms[0];
     int n = 0;
     if (a.n_list[0] || a.n_list[1] || o.n_heads) {
         const int nt = a.n_list[0] ? a.n_list[0] : 1, nb = a.n_list[1] ? a.n_list[1] : 1,
@@ -139,18 +232,17 @@ int bench_prefill_cmd(int argc, char **argv)
             for (int bi = 0; bi < nb; ++bi)
                 for (int hi = 0; hi < nh; ++hi)
                     n = pf_add(rows, n, a.n_list[1] ? a.list[1][bi] : 1,
-                               a.n_list[0] ? a.list[0][ti] : 4096, o.n_heads ? o.heads[hi] : 128,
-                               f);
+                               a.n_list[0] ? a.list[0][ti] : 4096, o.n_heads ? o.heads[hi] : 128);
     } else if (o.quick) {
-        n = pf_add(rows, n, 1, 256, 16, f);
-        n = pf_add(rows, n, 1, 512, 16, f);
+        n = pf_add(rows, n, 1, 256, 16);
+        n = pf_add(rows, n, 1, 512, 16);
     } else {
         const int64_t ts[6] = {512, 1024, 2048, 4096, 8192, 16384}, bs[2] = {1, 4},
                       hs[2] = {16, 128};
         for (int ti = 0; ti < 6; ++ti)
             for (int bi = 0; bi < 2; ++bi)
                 for (int hi = 0; hi < 2; ++hi)
-                    n = pf_add(rows, n, bs[bi], ts[ti], hs[hi], f);
+                    n = pf_add(rows, n, bs[bi], ts[ti], hs[hi]);
     }
     qsort(rows, (size_t)n, sizeof *rows, pf_by_flops);
 
@@ -173,9 +265,11 @@ int bench_prefill_cmd(int argc, char **argv)
         pf_row *row = &rows[i];
         const ba_shape *w = &row->w;
         const int64_t T = w->C;
-        row->r.bytes = w->B * T * ba_token_bytes(w->cache) + w->B * T * w->H * (BA_L + BA_R) * 2 +
-                       w->B * T * w->H * BA_L * 2;
-        row->r.flops = (double)w->B * (double)w->H * pairs(T) * row->form->flops_per_pair;
+        const pf_form *f = row->form;
+        row->r.bytes = w->B * T * ba_token_bytes(w->cache) + w->B * T * w->H * f->q_dims * 2 +
+                       w->B * T * w->H * f->o_dims * 2 + w->H * f->weight_bytes_per_head;
+        row->r.flops = (double)w->B * (double)w->H *
+                       (pairs(T) * f->flops_per_pair + (double)T * f->flops_per_key);
         row->flops_expanded = (double)w->B * (double)w->H * pairs(T) * PF_EXPANDED_PER_PAIR;
         char label[96];
         snprintf(label, sizeof label, "B=%-3lld T=%-6lld H=%-3lld %-9s", (long long)w->B,
@@ -184,7 +278,8 @@ int bench_prefill_cmd(int argc, char **argv)
     }
     const int errors = sw.errors;
     if (bench_mx_finish(&a, ctx, &c, pf_print, pf_json, rows, n, start,
-                        "P = T (T + 1) / 2 causal pairs; FLOPs = 2 B H P (576 + 512) absorbed; "
+                        "P = T (T + 1) / 2 causal pairs; FLOPs = 2 B H P (576 + 512) absorbed, "
+                        "2 B H P (192 + 128) + 2 B T H 256 512 expanded (with the decompression); "
                         "xGFLOP/s = the expanded form's 2 B H P (192 + 128) per second, the "
                         "count of the PyTorch SDPA peer; roof = max(bytes / copy BW, FLOPs / "
                         "matmul rate); roof% = roof / median (docs/PERFORMANCE.md)",

@@ -138,7 +138,15 @@ int conf_mxfp4_scale_byte(float a)
  * (the backend's and the reference's final roundings). Every term scales
  * with the row's own magnitudes: a kernel that drops or adds a key, reads a
  * wrong layout or ignores the causal mask is off by about pi_t |v_t - o|,
- * far above. */
+ * far above.
+ *
+ * Computed keys and values (the expanded form): a score off by its inputs'
+ * error ds_t (score_err) multiplies its weight by at most e^(ds_t), which
+ * joins eta_t; a value off by dv_ti (v_err) adds pi_t dv_ti through the
+ * same weight and the P @ V rounding. */
+/* A score's own input error (score_err), added to its exponent argument's. */
+static double ds(const conf_attn_row *w, int64_t t) { return w->score_err ? w->score_err[t] : 0.0; }
+
 void conf_attention_tol(const conf_attn_row *w, double *tol_o, double *tol_lse)
 {
     const int64_t n = w->n, L = w->L;
@@ -163,7 +171,7 @@ void conf_attention_tol(const conf_attn_row *w, double *tol_o, double *tol_lse)
     const double g_dot = gamma_n((double)w->D + 6.0, u), g_sum = gamma_n((double)n + 1.0, u);
     double zeta = w->has_sink ? exp(w->sink - m) / Z * expm1(shared) : 0.0;
     for (int64_t t = 0; t < n; ++t)
-        zeta += exp(w->score[t] - m) / Z * expm1(g_dot * w->mag[t] + shared);
+        zeta += exp(w->score[t] - m) / Z * expm1(g_dot * w->mag[t] + ds(w, t) + shared);
     zeta = zeta * (1.0 + g_sum) + g_sum;
     const double kappa = 0x1p-8 + gamma_n((double)n + 2.0, u) * (1.0 + 0x1p-8);
     const double ref = gamma_n((double)(w->D + n + 8), U64) * (1.0 + lam);
@@ -171,8 +179,10 @@ void conf_attention_tol(const conf_attn_row *w, double *tol_o, double *tol_lse)
         double num = 0.0, W = 0.0, o = 0.0, vmax = 0.0;
         for (int64_t t = 0; t < n; ++t) {
             const double pi = exp(w->score[t] - m) / Z, v = w->v[t][i];
-            const double rho = expm1(g_dot * w->mag[t] + shared);
+            const double rho = expm1(g_dot * w->mag[t] + ds(w, t) + shared);
             num += pi * fabs(v) * (rho + kappa * (1.0 + rho));
+            if (w->v_err) /* a value off by dv: pi dv, through the same weight and P V */
+                num += pi * w->v_err[t][i] * (1.0 + rho) * (1.0 + kappa);
             W += pi * fabs(v);
             o += pi * v;
             vmax = fmax(vmax, fabs(v));

@@ -213,6 +213,22 @@ typedef struct conf_p_attention {
     mla_dtype k_nope, k_pe, q_pos, k_pos, slots; /* rope inside attention */
 } conf_p_attention;
 
+/* The expanded attention (cases_attention_expanded.c); R = L / 8, nope = v
+ * = 128 for L 512, else 32. */
+typedef struct conf_p_attention_expanded {
+    int32_t layout;     /* mla_cache_layout */
+    mla_dtype dtype;    /* the cache's elements */
+    int64_t block_size; /* contiguous: the per-sequence capacity */
+    int64_t L, H;
+    int32_t geo;    /* the rows: chunks, next_n rows each, a long chunk, a short context */
+    int32_t next_n; /* rows per sequence without cu_q_lens */
+    mla_dtype w;    /* kv_b_proj; bf16 cases also run the absorbed form */
+    int32_t contiguous, no_lse;
+    mla_dtype q, o;
+    double k_scale;
+    unsigned q_nope_lay, q_pe_lay, o_lay, lse_lay, w_lay, cache_lay;
+} conf_p_attention_expanded;
+
 typedef union conf_params {
     conf_p_convert convert;
     conf_p_mxfp4 mxfp4;
@@ -231,6 +247,7 @@ typedef union conf_params {
     conf_p_indexer idx;
     conf_p_topk topk;
     conf_p_attention attn;
+    conf_p_attention_expanded attx;
 } conf_params;
 
 #endif

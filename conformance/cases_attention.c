@@ -602,23 +602,11 @@ static int64_t row_pos(const geom *g, int64_t s, int64_t r)
 /* The sequences' blocks: a seeded permutation of the cache's blocks. */
 static void fill_table(conf_problem *p, const conf_case *c, const geom *g, int64_t *phys)
 {
-    const int64_t nb = g->num_blocks;
-    for (int64_t k = 0; k < nb; ++k)
-        phys[k] = k;
-    for (int64_t k = nb - 1; k > 0; --k) {
-        const int64_t j = (int64_t)(conf_rng(c->seed, 42, (uint64_t)k, 0) % (uint64_t)(k + 1));
-        const int64_t tmp = phys[k];
-        phys[k] = phys[j], phys[j] = tmp;
-    }
-    if (c->p.attn.contiguous) {
-        for (int64_t s = 0; s < NSEQ; ++s)
-            phys[s] = s;
-        return;
-    }
-    for (int64_t s = 0; s < NSEQ; ++s)
-        for (int64_t b = 0; b < g->max_blocks; ++b)
-            conf_set_value(p, ABT, s * g->max_blocks + b,
-                           b < g->used[s] ? (double)phys[g->first_block[s] + b] : -1.0);
+    const int contig = c->p.attn.contiguous;
+    conf_fill_block_table(p, contig ? -1 : ABT, c->seed, g->num_blocks, NSEQ, g->max_blocks,
+                          g->used, g->first_block, phys);
+    for (int64_t s = 0; contig && s < NSEQ; ++s)
+        phys[s] = s;
 }
 
 /* Top-k rows: indices in [0, p] with -1 (none), masked ones (> p, < c_s)

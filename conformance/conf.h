@@ -229,6 +229,7 @@ extern const conf_suite conf_suite_indexer_search;
 extern const conf_suite conf_suite_topk;
 extern const conf_suite conf_suite_indexer_head_weights;
 extern const conf_suite conf_suite_attention;
+extern const conf_suite conf_suite_attention_expanded;
 
 /* Adds an argument with the given logical shape and layout; inputs get a
  * buffer filled with poison (so a kernel that reads a gap sees NaNs). */
@@ -299,6 +300,12 @@ void conf_fill(conf_problem *p, int i, int dist, uint64_t seed, int64_t block);
 /* Slots [T] (I32 / I64) of distinct cache slots below capacity, the last
  * slot first; with negatives, every sixth token is skipped (slot < 0). */
 void conf_fill_slots(conf_problem *p, int i, int64_t capacity, uint64_t seed, int negatives);
+/* The attention cases' paging: phys [nb] a seeded permutation of the cache's
+ * nb blocks and, when i >= 0, block table arg i [S, max_blocks] with row s
+ * phys[first[s] + b] for its used[s] blocks b, -1 past them. */
+void conf_fill_block_table(conf_problem *p, int i, uint64_t seed, int64_t nb, int64_t S,
+                           int64_t max_blocks, const int64_t *used, const int64_t *first,
+                           int64_t *phys);
 /* Fills an input with value = f(logical index) bytes: codes 0..n-1 (decoding golden cases). */
 void conf_fill_iota(conf_problem *p, int i);
 
@@ -345,6 +352,11 @@ typedef struct conf_attn_row {
     const double **v;
     int has_sink;
     double sink;
+    /* Optional (NULL: none), for keys and values that are themselves computed
+     * (the expanded form's decompression): each score's own error bound
+     * from its inputs' errors, and each value row's (L values). */
+    const double *score_err;
+    const double *const *v_err;
 } conf_attn_row;
 /* Allowed |got - want| of o[row, h, 0..L) (tol_o) and of lse[row, h]
  * (*tol_lse) before the output roundings (see bounds.c); 0 when n == 0. */

@@ -11,7 +11,8 @@ extern const conf_op_axes conf_axes_convert, conf_axes_mxfp4_quant, conf_axes_mx
     conf_axes_cache_gather, conf_axes_rope_cache, conf_axes_gemm_a16wfp4, conf_axes_gemm_a4w4,
     conf_axes_flatten_mxfp4_quant, conf_axes_flatten_fp8_quant, conf_axes_layernorm,
     conf_axes_hadamard, conf_axes_indexer_k_cache_write, conf_axes_indexer_k_gather,
-    conf_axes_indexer_logits, conf_axes_topk, conf_axes_indexer_head_weights, conf_axes_attention;
+    conf_axes_indexer_logits, conf_axes_topk, conf_axes_indexer_head_weights, conf_axes_attention,
+    conf_axes_attention_expanded;
 
 const conf_op_axes *conf_axes_of(mla_op op)
 {
@@ -41,6 +42,7 @@ const conf_op_axes *conf_axes_of(mla_op op)
         [MLA_OP_TOPK] = &conf_axes_topk,
         [MLA_OP_INDEXER_HEAD_WEIGHTS] = &conf_axes_indexer_head_weights,
         [MLA_OP_ATTENTION] = &conf_axes_attention,
+        [MLA_OP_ATTENTION_EXPANDED] = &conf_axes_attention_expanded,
     };
     return (int)op >= 0 && op < MLA_OP_COUNT ? table[op] : NULL;
 }

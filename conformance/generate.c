@@ -331,3 +331,20 @@ void conf_fill_slots(conf_problem *p, int i, int64_t capacity, uint64_t seed, in
     }
     free(perm);
 }
+
+void conf_fill_block_table(conf_problem *p, int i, uint64_t seed, int64_t nb, int64_t S,
+                           int64_t max_blocks, const int64_t *used, const int64_t *first,
+                           int64_t *phys)
+{
+    for (int64_t k = 0; k < nb; ++k)
+        phys[k] = k;
+    for (int64_t k = nb - 1; k > 0; --k) { /* Fisher-Yates */
+        const int64_t j = (int64_t)(conf_rng(seed, 42, (uint64_t)k, 0) % (uint64_t)(k + 1));
+        const int64_t tmp = phys[k];
+        phys[k] = phys[j], phys[j] = tmp;
+    }
+    for (int64_t s = 0; i >= 0 && s < S; ++s)
+        for (int64_t b = 0; b < max_blocks; ++b)
+            conf_set_value(p, i, s * max_blocks + b,
+                           b < used[s] ? (double)phys[first[s] + b] : -1.0);
+}

@@ -47,6 +47,7 @@ const conf_suite *const conf_suites[] = {
     &conf_suite_topk,
     &conf_suite_indexer_head_weights,
     &conf_suite_attention,
+    &conf_suite_attention_expanded,
 };
 const int conf_nsuites = (int)(sizeof conf_suites / sizeof conf_suites[0]);
 

@@ -154,6 +154,26 @@ static void write_cache(const ref64_model *m, ref64_cache *c, int64_t slot, cons
     }
 }
 
+/* A score: the dot product s over `dims` terms (a = sum |q k|, v its
+ * inputs' variance) scaled into *p with its variance *vs; returns the
+ * running max. */
+static double score(double s, double a, double v, double scale, int64_t dims, double *p,
+                    double *vs, double mx)
+{
+    *p = s * scale;
+    *vs = sq(scale) * (v + sq(U32 * sqrt((double)dims) * a)) + sq(4 * U32 * *p);
+    return *p > mx ? *p : mx;
+}
+
+/* p_i = e^(p_i - mx) in place; returns their sum. */
+static double exp_sum(double *p, int64_t n, double mx)
+{
+    double z = 0;
+    for (int64_t i = 0; i < n; ++i)
+        z += p[i] = exp(p[i] - mx);
+    return z;
+}
+
 /* Attention of one (row, head): q [L + R] against the listed cache rows;
  * o [L] and its variances. */
 static void attend(const ref64_model *m, const ref64_cache *c, const double *q, const double *vq,
@@ -170,13 +190,9 @@ static void attend(const ref64_model *m, const ref64_cache *c, const double *q, 
             a += fabs(q[d] * k[d]);
             v += sq(q[d]) * vk[d] + sq(k[d]) * vq[d];
         }
-        p[i] = s * scale;
-        vs[i] = sq(scale) * (v + sq(U32 * sqrt((double)D) * a)) + sq(4 * U32 * p[i]);
-        mx = p[i] > mx ? p[i] : mx;
+        mx = score(s, a, v, scale, D, &p[i], &vs[i], mx);
     }
-    double z = 0;
-    for (int64_t i = 0; i < n; ++i)
-        z += p[i] = exp(p[i] - mx);
+    const double z = exp_sum(p, n, mx);
     for (int64_t l = 0; l < L; ++l)
         o[l] = 0, vo[l] = 0;
     if (n == 0)
@@ -196,8 +212,65 @@ static void attend(const ref64_model *m, const ref64_cache *c, const double *q, 
         vo[l] += sq(4 * U32 * o[l]) + sq(m->u_act * o[l]);
 }
 
+/* Head h's decompression of cache row `row`: K_nope [nope] and V [v] with
+ * their variances (the library's fp32 GEMM rounded to the kv dtype, u_q). */
+static void decompress(const ref64_model *m, const ref64_cache *c, int64_t row, int64_t h,
+                       double *kv, double *vkv)
+{
+    const mla_model_config *cf = &m->cfg;
+    const int64_t L = cf->kv_lora, D = L + cf->rope, nv = cf->nope + cf->v;
+    const double *x = c->row + row * D, *vx = c->var + row * D;
+    for (int64_t j = 0; j < nv; ++j) {
+        const double *w = m->wkv_b + (h * nv + j) * L;
+        double acc = 0, a = 0, v = 0;
+        for (int64_t d = 0; d < L; ++d)
+            acc += w[d] * x[d], a += fabs(w[d] * x[d]), v += sq(w[d]) * vx[d];
+        kv[j] = acc;
+        vkv[j] = v + sq(U32 * sqrt((double)L) * a) + sq(m->u_q * acc);
+    }
+}
+
+/* The expanded form's attention of one (row, head): q [nope + R] (q_nope
+ * unabsorbed, q_pe rotated) against the listed rows decompressed for head
+ * h; o [v] and its variances. kv, vkv: scratch [n, nope + v]. */
+static void attend_expanded(const ref64_model *m, const ref64_cache *c, int64_t h,
+                            const double *q, const double *vq, const int64_t *rows, int64_t n,
+                            double *o, double *vo, double *p, double *vs, double *kv, double *vkv)
+{
+    const mla_model_config *cf = &m->cfg;
+    const int64_t L = cf->kv_lora, D = L + cf->rope, nope = cf->nope, R = cf->rope, V = cf->v;
+    const int64_t nv = nope + V, Q = nope + R;
+    const double scale = mla_softmax_scale(cf);
+    double mx = -INFINITY;
+    for (int64_t i = 0; i < n; ++i) {
+        double *k = kv + i * nv, *vk = vkv + i * nv;
+        decompress(m, c, rows[i], h, k, vk);
+        const double *pe = c->row + rows[i] * D + L, *vpe = c->var + rows[i] * D + L;
+        double s = 0, a = 0, v = 0;
+        for (int64_t d = 0; d < Q; ++d) {
+            const double kd = d < nope ? k[d] : pe[d - nope];
+            const double vkd = d < nope ? vk[d] : vpe[d - nope];
+            s += q[d] * kd, a += fabs(q[d] * kd), v += sq(q[d]) * vkd + sq(kd) * vq[d];
+        }
+        mx = score(s, a, v, scale, Q, &p[i], &vs[i], mx);
+    }
+    const double z = exp_sum(p, n, mx);
+    for (int64_t j = 0; j < V; ++j) {
+        o[j] = 0, vo[j] = 0;
+        for (int64_t i = 0; i < n; ++i)
+            o[j] += p[i] / z * kv[i * nv + nope + j];
+        for (int64_t i = 0; i < n; ++i) {
+            const double pi = p[i] / z, val = kv[i * nv + nope + j];
+            vo[j] += sq(pi) * (vs[i] * sq(val - o[j]) + vkv[i * nv + nope + j]) +
+                     sq(m->u_p * pi * val);
+        }
+        vo[j] += sq(4 * U32 * o[j]) + sq(m->u_act * o[j]);
+    }
+}
+
 typedef struct scratch {
     double *qa, *vqa, *kv, *vkv, *q, *vq, *qc, *vqc, *ol, *vol, *o, *vo, *p, *vs;
+    double *ekv, *evkv; /* the expanded form's decompressed keys [keys, nope + v] */
     int64_t *rows;
 } scratch;
 
@@ -214,12 +287,13 @@ static void scratch_alloc(scratch *s, const mla_model_config *c, int64_t T, int6
     s->ol = zalloc(T * H * c->kv_lora, 8), s->vol = zalloc(T * H * c->kv_lora, 8);
     s->o = zalloc(T * H * c->v, 8), s->vo = zalloc(T * H * c->v, 8);
     s->p = zalloc(keys, 8), s->vs = zalloc(keys, 8), s->rows = zalloc(keys, 8);
+    s->ekv = zalloc(keys * (c->nope + c->v), 8), s->evkv = zalloc(keys * (c->nope + c->v), 8);
 }
 
 static void scratch_free(scratch *s)
 {
-    double *all[] = {s->qa,  s->vqa, s->kv,  s->vkv, s->q,  s->vq, s->qc,
-                     s->vqc, s->ol,  s->vol, s->o,   s->vo, s->p,  s->vs};
+    double *all[] = {s->qa, s->vqa, s->kv, s->vkv, s->q,  s->vq, s->qc,  s->vqc,
+                     s->ol, s->vol, s->o,  s->vo,  s->p,  s->vs, s->ekv, s->evkv};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i)
         free(all[i]);
     free(s->rows);
@@ -303,12 +377,24 @@ void ref64_step(const ref64_model *m, ref64_cache *cache, int64_t T, const doubl
                     continue;
                 s.rows[n++] = (int64_t)block_table[q * max_blocks + lp / bs] * bs + lp % bs;
             }
-            for (int64_t h = 0; h < H; ++h)
+            for (int64_t h = 0; h < H && !m->expanded; ++h)
                 attend(m, cache, s.qc + (r * H + h) * D, s.vqc + (r * H + h) * D, s.rows, n,
                        s.ol + (r * H + h) * L, s.vol + (r * H + h) * L, s.p, s.vs);
+            for (int64_t h = 0; h < H && m->expanded; ++h) {
+                /* [q_nope (rounded to q's dtype) | q_pe rotated in q_cat] */
+                const int64_t qk = c->nope + c->rope;
+                double qe[1024], vqe[1024];
+                const double *qn = s.q + (r * H + h) * qk, *vqn = s.vq + (r * H + h) * qk;
+                for (int64_t i = 0; i < c->nope; ++i)
+                    qe[i] = qn[i], vqe[i] = vqn[i] + sq(m->u_q * qn[i]);
+                memcpy(qe + c->nope, s.qc + (r * H + h) * D + L, (size_t)c->rope * 8);
+                memcpy(vqe + c->nope, s.vqc + (r * H + h) * D + L, (size_t)c->rope * 8);
+                attend_expanded(m, cache, h, qe, vqe, s.rows, n, s.o + (r * H + h) * V,
+                                s.vo + (r * H + h) * V, s.p, s.vs, s.ekv, s.evkv);
+            }
         }
     /* W_vc: o[t, h, j] = sum_l o_lat[t, h, l] * kv_b[h*nv + nope + j][l] */
-    for (int64_t t = 0; t < T; ++t)
+    for (int64_t t = 0; t < T && !m->expanded; ++t)
         for (int64_t h = 0; h < H; ++h)
             linear(1, V, L, s.ol + (t * H + h) * L, s.vol + (t * H + h) * L, L,
                    m->wkv_b + (h * nv + c->nope) * L, m->u_act, s.o + (t * H + h) * V,

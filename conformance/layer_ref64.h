@@ -41,6 +41,13 @@
  *                  + sum_t (u_p p_t k_tl)^2   (P rounded; row sums of the unrounded P)
  *                  + (2^-22 o_l)^2            (fp32 exp and normalization)
  *                  + (u_act o_l)^2            (o_lat rounded to the activation dtype)
+ *   the expanded form (MLA.md section 2, "The expanded form"; `expanded`):
+ *   K_nope and V decompressed per head from the cache rows (L terms), each
+ *   rounded with u_q (the kv dtype is q's); q_nope unabsorbed, rounded with
+ *   u_q; the attention as above over nope + R dims with V in place of the
+ *   latent values; its o [v] rounded with u_act goes to o_proj (no W_vc).
+ *       var(K_i) = sum_d (w_id sd(c_d))^2 + (2^-24 sqrt(L) sum_d |w_id c_d|)^2
+ *                  + (u_q K_i)^2   (V alike)
  *
  * The tests accept |y_lib - y_ref| <= LAYER_REF64_LAMBDA * sd(y) per element
  * (6 standard deviations: a Gaussian tail of 2e-9 per element). */
@@ -76,6 +83,7 @@ typedef struct ref64_model {
     double u_q;   /* of q_cat, the plan's q dtype (2^-8 bf16), whatever the activations */
     double u_p;   /* of the attention's probabilities (2^-8: bf16 for the matrix units) */
     double u_out; /* of y */
+    int expanded; /* 1: the expanded form's arithmetic (the layer's opt.form EXPANDED) */
 } ref64_model;
 
 /* The reference cache: rows [num_slots, L + R] as stored, and their

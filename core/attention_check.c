@@ -120,6 +120,46 @@ static mla_status check_aliasing(mla_context *ctx, const mla_attention_args *a, 
     return MLA_OK;
 }
 
+mla_status mla_attn_check_batch(mla_context *ctx, const mla_cache_desc *cache, int32_t paged,
+                                int32_t next_n, const mla_tensor *q, const char *qname,
+                                const mla_tensor *block_table, const mla_tensor *context_lens,
+                                const mla_tensor *cu_q_lens, int64_t max_seqs, mla_attn_shape *sh)
+{
+    MLA_TRY(check_i32(ctx, context_lens, "context_lens", 1));
+    sh->S = context_lens->shape[0];
+    if (sh->S > max_seqs) /* S + 1 row starts, and the kernels' index widths */
+        return mla_fail_field(ctx, MLA_ERR_OVERFLOW, "context_lens", "shape[0]",
+                              "%lld sequences, at most %lld", (long long)sh->S,
+                              (long long)max_seqs);
+    if (paged) {
+        MLA_TRY(check_i32(ctx, block_table, "block_table", 2));
+        MLA_TRY(mla_check_extent(ctx, block_table, "block_table", 0, sh->S));
+        sh->max_blocks = block_table->shape[1];
+    } else {
+        if (block_table)
+            return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "block_table",
+                            "block_table must be NULL in contiguous mode (desc.paged = 0)");
+        if (sh->S > cache->num_blocks)
+            return mla_fail_field(ctx, MLA_ERR_SHAPE, "context_lens", "shape[0]",
+                                  "%lld sequences, the contiguous cache holds %lld",
+                                  (long long)sh->S, (long long)cache->num_blocks);
+        sh->max_blocks = 1;
+    }
+    if (cu_q_lens) {
+        MLA_TRY(check_i32(ctx, cu_q_lens, "cu_q_lens", 1));
+        return mla_check_extent(ctx, cu_q_lens, "cu_q_lens", 0, sh->S + 1);
+    }
+    if (next_n < 1)
+        return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "desc.next_n",
+                        "next_n must be >= 1 without cu_q_lens");
+    const int64_t rows = mla_sz_mul(sh->S, next_n);
+    if (rows < 0)
+        return mla_fail_field(ctx, MLA_ERR_OVERFLOW, "context_lens", "shape[0]",
+                              "%lld sequences of next_n = %d rows overflow", (long long)sh->S,
+                              (int)next_n);
+    return mla_check_extent(ctx, q, qname, 0, rows);
+}
+
 /* Every descriptor, dtype, shape and stride; the workspace only at run
  * (the plan says how big it must be). */
 mla_status mla_attn_check_args(mla_context *ctx, const mla_attention_desc *d,
@@ -138,39 +178,8 @@ mla_status mla_attn_check_args(mla_context *ctx, const mla_attention_desc *d,
     sh->T = a->q->shape[0];
     MLA_TRY(mla_check_extent(ctx, a->q, "q", 1, H));
     MLA_TRY(mla_check_extent(ctx, a->q, "q", 2, L + R));
-    MLA_TRY(check_i32(ctx, a->context_lens, "context_lens", 1));
-    sh->S = a->context_lens->shape[0];
-    if (sh->S == INT64_MAX) /* S + 1 row starts */
-        return mla_fail_field(ctx, MLA_ERR_OVERFLOW, "context_lens", "shape[0]",
-                              "%lld sequences overflow the row starts", (long long)sh->S);
-    if (d->paged) {
-        MLA_TRY(check_i32(ctx, a->block_table, "block_table", 2));
-        MLA_TRY(mla_check_extent(ctx, a->block_table, "block_table", 0, sh->S));
-        sh->max_blocks = a->block_table->shape[1];
-    } else {
-        if (a->block_table)
-            return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "block_table",
-                            "block_table must be NULL in contiguous mode (desc.paged = 0)");
-        if (sh->S > d->cache.num_blocks)
-            return mla_fail_field(ctx, MLA_ERR_SHAPE, "context_lens", "shape[0]",
-                                  "%lld sequences, the contiguous cache holds %lld",
-                                  (long long)sh->S, (long long)d->cache.num_blocks);
-        sh->max_blocks = 1;
-    }
-    if (a->cu_q_lens) {
-        MLA_TRY(check_i32(ctx, a->cu_q_lens, "cu_q_lens", 1));
-        MLA_TRY(mla_check_extent(ctx, a->cu_q_lens, "cu_q_lens", 0, sh->S + 1));
-    } else {
-        if (d->next_n < 1)
-            return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "desc.next_n",
-                            "next_n must be >= 1 without cu_q_lens");
-        const int64_t rows = mla_sz_mul(sh->S, d->next_n);
-        if (rows < 0)
-            return mla_fail_field(ctx, MLA_ERR_OVERFLOW, "context_lens", "shape[0]",
-                                  "%lld sequences of next_n = %d rows overflow", (long long)sh->S,
-                                  (int)d->next_n);
-        MLA_TRY(mla_check_extent(ctx, a->q, "q", 0, rows));
-    }
+    MLA_TRY(mla_attn_check_batch(ctx, &d->cache, d->paged, d->next_n, a->q, "q", a->block_table,
+                                 a->context_lens, a->cu_q_lens, INT64_MAX - 1, sh));
     if (d->topk > 0) {
         MLA_TRY(check_i32(ctx, a->topk_indices, "topk_indices", 2));
         MLA_TRY(mla_check_extent(ctx, a->topk_indices, "topk_indices", 0, sh->T));

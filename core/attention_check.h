@@ -14,6 +14,14 @@ typedef struct mla_attn_shape {
  * other and every input. Fills *sh. */
 mla_status mla_attn_check_args(mla_context *ctx, const mla_attention_desc *d,
                                const mla_attention_args *a, mla_attn_shape *sh, int run);
+/* The batch tensors both attention forms take: context_lens (S <= max_seqs),
+ * the block table (paged) or none (contiguous: S <= the cache's blocks),
+ * cu_q_lens [S + 1] or next_n >= 1 rows each (q, named qname, has S next_n
+ * rows). Fills sh->S and sh->max_blocks. */
+mla_status mla_attn_check_batch(mla_context *ctx, const mla_cache_desc *cache, int32_t paged,
+                                int32_t next_n, const mla_tensor *q, const char *qname,
+                                const mla_tensor *block_table, const mla_tensor *context_lens,
+                                const mla_tensor *cu_q_lens, int64_t max_seqs, mla_attn_shape *sh);
 /* Every index value the kernels read (the plan: device tensors are read
  * back). len[S] (work lengths), *max_q (largest n_s) and cu[S + 1] (row
  * starts) are filled when not NULL. */

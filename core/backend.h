@@ -177,7 +177,8 @@ typedef struct mla_head_weights_args {
     mla_tensor w, s_q, w_out;
 } mla_head_weights_args;
 
-struct mla_attention_op_args; /* core/attention_plan.h */
+struct mla_attention_op_args;          /* core/attention_plan.h */
+struct mla_attention_expanded_op_args; /* core/attention_expanded.h */
 
 typedef struct mla_backend_ops {
     const char *name;
@@ -235,6 +236,8 @@ typedef struct mla_backend_ops {
     mla_status (*indexer_head_weights)(mla_context *ctx, const mla_head_weights_args *a);
 
     mla_status (*attention)(mla_context *ctx, const struct mla_attention_op_args *a);
+    mla_status (*attention_expanded)(mla_context *ctx,
+                                     const struct mla_attention_expanded_op_args *a);
 
     /* Optional, both or neither (NULL: the core reads the indices back and
      * checks them on the host before the op). paged_check_queue queues the

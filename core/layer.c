@@ -127,6 +127,10 @@ static mla_status check_forward(mla_context *ctx, const mla_layer_plan *lp,
         return mla_fail_field(ctx, MLA_ERR_DTYPE, "x", "dtype", "x must be %s as planned",
                               mla_dtype_name(lp->opt.act));
     MLA_TRY(mla_check_extent(ctx, x, "x", 0, lp->T));
+    if (lp->opt.form == MLA_LAYER_FORM_EXPANDED && p->base.kv_b_proj.w.dtype != MLA_DTYPE_BF16)
+        return mla_fail(ctx, MLA_ERR_UNSUPPORTED, "weights.kv_b_proj",
+                        "the forced expanded form decompresses through a bf16 kv_b_proj (the "
+                        "layer's fp8 and MXFP4 forms are the absorbed GEMMs')");
     MLA_TRY(mla_check_tensor(ctx, y, "y", 2));
     MLA_TRY(mla_check_dtype(ctx, y, "y", MLA_DT(MLA_DTYPE_BF16) | MLA_DT(MLA_DTYPE_F32)));
     MLA_TRY(mla_check_extent(ctx, y, "y", 0, lp->T));
@@ -327,6 +331,47 @@ static mla_status o_proj(mla_context *ctx, const mla_layer_plan *lp, const mla_w
     return mla_batched_gemm_a4w4(ctx, &xq, &w, &y3);
 }
 
+/* The expanded form (MLA.md section 2, "The expanded form"): q_nope as the
+ * prepare computed it, before the absorb (converted into q_cat's first
+ * nope columns when q_cat's dtype is not the activations'), q_pe rotated in
+ * q_cat, the keys decompressed from the cache; o [T, H, v] goes straight to
+ * o_proj (no W_vc). */
+static mla_status expanded(mla_context *ctx, const mla_layer_plan *lp, const mla_weight *kv_b,
+                           const mla_prepare_views *v)
+{
+    const mla_model_config *c = cfg_of(lp);
+    const int64_t L = c->kv_lora;
+    mla_attention_expanded_desc d;
+    mla_layer_expanded_desc(lp->plan, lp->opt.act, &d);
+    d.cache = lp->cache_desc;
+    d.next_n = lp->has_cu_q ? 1 : lp->next_n;
+    mla_tensor q_cat = q_cat_view(lp), q_nope = v->q, q_pe = q_cat;
+    q_nope.shape[2] = c->nope;
+    const size_t qs = mla_dtype_size(q_cat.dtype);
+    q_pe.data = (uint8_t *)q_cat.data + L * qs;
+    q_pe.shape[2] = c->rope;
+    if (q_nope.dtype != d.q_dtype) {
+        mla_tensor dst = q_cat;
+        dst.shape[2] = c->nope;
+        MLA_TRY(mla_convert(ctx, &q_nope, &dst, MLA_SATURATE));
+        q_nope = dst;
+    }
+    mla_tensor o = o_view(lp);
+    mla_tensor work =
+        ws_view(lp, lp->ws.exp, MLA_DTYPE_U8, 1, (int64_t[]){lp->ws.exp_cap}, (int64_t[]){1});
+    const mla_attention_expanded_args a = {&q_nope,
+                                           &q_pe,
+                                           &lp->cache,
+                                           &lp->block_table,
+                                           &lp->context_lens,
+                                           lp->has_cu_q ? &lp->cu_q : NULL,
+                                           kv_b,
+                                           &o,
+                                           NULL,
+                                           &work};
+    return mla_attention_expanded(ctx, &d, &a);
+}
+
 typedef struct layer_call {
     mla_layer_plan *lp;
     const mla_layer_weights_ex *p;
@@ -356,6 +401,10 @@ static mla_status layer_steps(mla_context *ctx, void *args)
                             &lp->cache, &q_cat, &prep, &v));
     if (lp->ws.sparse)
         MLA_TRY(run_indexer(ctx, lp, &p->indexer, &v.q_lat, x));
+    if (lp->form == MLA_LAYER_FORM_EXPANDED && kd == MLA_DTYPE_BF16) {
+        MLA_TRY(expanded(ctx, lp, &p->base.kv_b_proj, &v));
+        return o_proj(ctx, lp, &p->base.o_proj, lc->y);
+    }
     attn_call k;
     attention_call(lp, lp->attn->has_rope, &k);
     MLA_TRY(mla_attention_run(ctx, lp->attn, &k.a));

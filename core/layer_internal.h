@@ -22,6 +22,8 @@ typedef struct mla_layer_ws {
     int64_t topk_len; /* [T] I32 */
     int64_t attn;     /* the attention call's scratch */
     int64_t attn_cap; /* its size */
+    int64_t exp;      /* the expanded form's workspace (-1: none reserved) */
+    int64_t exp_cap, exp_keys; /* its size, and the keys it holds */
     int64_t bytes;
 } mla_layer_ws;
 
@@ -38,6 +40,7 @@ struct mla_layer_plan {
     mla_tensor cos, sin, cache, index_cache, workspace;
     int has_index_cache;
     mla_attention_plan *attn;
+    mla_layer_form form; /* ABSORBED or EXPANDED, chosen at planning */
 };
 
 /* The workspace carve-up for T tokens (tname: the parameter T came from);
@@ -48,6 +51,10 @@ mla_status mla_layer_layout(mla_context *ctx, const mla_plan *plan, const mla_la
 /* Columns of the sparse layer's logits rows: max_context, at least the
  * top-k's k (mla_topk takes k <= the row; the lengths bound what is read). */
 int64_t mla_layer_logits_cols(const mla_model_config *c, int64_t max_context);
+/* The expanded form's descriptor for a plan (q_cat's dtype as q's; 0
+ * when q_cat is not bf16 or f32: no expanded form). */
+int mla_layer_expanded_desc(const mla_plan *plan, mla_dtype out_dtype,
+                            mla_attention_expanded_desc *d);
 /* The attention (re)plan over the planned buffers (core/layer.c). Create
  * (update 0) puts RoPE inside the attention call when rope_inside (the
  * plan's site is ATTENTION; the RoPE-once tests' negative control asks for

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/attention_expanded.h"
 #include "core/attention_planner.h"
 #include "core/indices.h"
 #include "core/layer_internal.h"
@@ -55,6 +56,55 @@ static int64_t attention_bytes(const mla_context *ctx, const mla_plan *plan, int
     return mla_sz_add(p.workspace_bytes, WS_ALIGN);
 }
 
+int64_t mla_layer_expanded_min_rows(const mla_model_config *cfg)
+{
+    if (!cfg)
+        return -1;
+    const int64_t L = cfg->kv_lora, nv = cfg->nope + cfg->v;
+    return 2 * L > nv ? mla_sz_ceil_div(2 * L * nv, 2 * L - nv) : -1;
+}
+
+int mla_layer_expanded_desc(const mla_plan *plan, mla_dtype out_dtype,
+                            mla_attention_expanded_desc *d)
+{
+    const mla_plan_options *po = mla_plan_options_get(plan);
+    const mla_model_config *c = mla_plan_config(plan);
+    const mla_cache_desc cache = {po->cache_layout, po->cache_dtype, 1, 1,
+                                  c->kv_lora,       c->rope,         1.0f};
+    if ((po->q_dtype != MLA_DTYPE_BF16 && po->q_dtype != MLA_DTYPE_F32) ||
+        mla_attention_expanded_desc_default(c, &cache, d) != MLA_OK)
+        return 0;
+    d->q_dtype = po->q_dtype;
+    d->out_dtype = out_dtype;
+    return 1;
+}
+
+/* Whether the expanded form can run on the plan: dense, rotated before the
+ * attention, q_cat bf16 or f32 (see mla_layer_plan_form). */
+static int can_expand(const mla_plan *plan, const mla_layer_options *opt, int sparse)
+{
+    mla_attention_expanded_desc d;
+    return opt->form != MLA_LAYER_FORM_ABSORBED && !sparse &&
+           !mla_plan_rotates_at(plan, MLA_ROPE_SITE_ATTENTION) &&
+           mla_layer_expanded_desc(plan, opt->act, &d);
+}
+
+static int is_sparse(const mla_model_config *c, const mla_layer_options *opt)
+{
+    return c->index_heads > 0 && c->q_lora > 0 && !opt->dense;
+}
+
+mla_layer_form mla_layer_form_for(const mla_plan *plan, const mla_layer_options *opt, int64_t T,
+                                  int64_t active)
+{
+    if (!plan || !opt || !can_expand(plan, opt, is_sparse(mla_plan_config(plan), opt)))
+        return MLA_LAYER_FORM_ABSORBED;
+    const int64_t n = mla_layer_expanded_min_rows(mla_plan_config(plan));
+    if (opt->form == MLA_LAYER_FORM_EXPANDED || (n > 0 && active > 0 && T >= n * active))
+        return MLA_LAYER_FORM_EXPANDED;
+    return MLA_LAYER_FORM_ABSORBED;
+}
+
 mla_status mla_layer_layout(mla_context *ctx, const mla_plan *plan, const mla_layer_options *opt,
                             int64_t T, int64_t S, int64_t max_context, const char *tname,
                             mla_layer_ws *w)
@@ -72,6 +122,10 @@ mla_status mla_layer_layout(mla_context *ctx, const mla_plan *plan, const mla_la
                         "a step holds at most 2^24 tokens, a context at most 2^31");
     if (opt->act != MLA_DTYPE_BF16 && opt->act != MLA_DTYPE_F32)
         return mla_fail(ctx, MLA_ERR_DTYPE, "opt.act", "activations are bf16 or f32");
+    if ((int)opt->form < MLA_LAYER_FORM_AUTO || (int)opt->form > MLA_LAYER_FORM_EXPANDED)
+        return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "opt.form", "AUTO, ABSORBED or EXPANDED");
+    if (opt->expanded_keys < 0)
+        return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "opt.expanded_keys", "a count (>= 0)");
     /* the config's widths fit (mla_plan_create); the T-scaled sizes are checked */
     const int64_t es = (int64_t)mla_dtype_size(opt->act), H = c->heads, L = c->kv_lora;
     const int64_t THv = mla_sz_mul3(T, H, c->v);
@@ -84,7 +138,7 @@ mla_status mla_layer_layout(mla_context *ctx, const mla_plan *plan, const mla_la
     w->o = place(&cur, mla_sz_mul(THv, es));
     w->oq = place(&cur, THv < 0 ? -1 : THv / 2);
     w->oq_scales = place(&cur, THv < 0 ? -1 : THv / 32 + 1);
-    w->sparse = c->index_heads > 0 && c->q_lora > 0 && !opt->dense;
+    w->sparse = is_sparse(c, opt);
     if (w->sparse) {
         const int64_t Hi = c->index_heads, D = c->index_head_dim;
         int64_t iws = 0;
@@ -100,6 +154,20 @@ mla_status mla_layer_layout(mla_context *ctx, const mla_plan *plan, const mla_la
     }
     w->attn_cap = attention_bytes(ctx, plan, T, splits_of(opt));
     w->attn = place(&cur, w->attn_cap);
+    w->exp = -1;
+    mla_attention_expanded_desc ed;
+    /* reserved when the plan may choose the form for some step of up to T rows */
+    if (mla_layer_form_for(plan, opt, T, 1) == MLA_LAYER_FORM_EXPANDED &&
+        mla_layer_expanded_desc(plan, opt->act, &ed)) {
+        const int64_t all = mla_sz_mul(S, max_context);
+        w->exp_keys = opt->expanded_keys > 0 ? opt->expanded_keys : T;
+        w->exp_keys = all >= 0 && w->exp_keys > all ? all : w->exp_keys;
+        mla_expanded_layout el;
+        if (mla_expanded_layout_of(ctx, &ed, S, w->exp_keys, &el) != MLA_OK)
+            el.bytes = -1;
+        w->exp_cap = el.bytes;
+        w->exp = place(&cur, w->exp_cap);
+    }
     w->bytes = cur;
     if (st == MLA_OK && cur < 0)
         st = MLA_ERR_OVERFLOW;
@@ -145,6 +213,51 @@ mla_status mla_layer_workspace_bytes(mla_context *ctx, const mla_plan *plan,
 }
 
 int mla_layer_plan_sparse(const mla_layer_plan *lp) { return lp && lp->ws.sparse; }
+
+mla_layer_form mla_layer_plan_form(const mla_layer_plan *lp)
+{
+    return lp ? lp->form : MLA_LAYER_FORM_ABSORBED;
+}
+
+/* The form for the batch just read (mla_layer_plan_form's rule); a forced
+ * EXPANDED that cannot run is refused. */
+static mla_status choose_form(mla_context *ctx, mla_layer_plan *lp)
+{
+    const mla_layer_form f = lp->opt.form;
+    lp->form = MLA_LAYER_FORM_ABSORBED;
+    if (f == MLA_LAYER_FORM_ABSORBED)
+        return MLA_OK;
+    int64_t keys = 0, active = 0;
+    for (int64_t s = 0; s < lp->S; ++s) {
+        keys += lp->ctx_host[s];
+        active += lp->cu_host[s + 1] > lp->cu_host[s];
+    }
+    if (f == MLA_LAYER_FORM_AUTO) {
+        if (lp->ws.exp >= 0 && keys <= lp->ws.exp_keys &&
+            mla_layer_form_for(lp->plan, &lp->opt, lp->T, active) == MLA_LAYER_FORM_EXPANDED)
+            lp->form = MLA_LAYER_FORM_EXPANDED;
+        return MLA_OK;
+    }
+    if (lp->ws.sparse)
+        return mla_fail(ctx, MLA_ERR_UNSUPPORTED, "opt.form",
+                        "a sparse layer attends to each row's own top-k keys: nothing shared to "
+                        "decompress (the expanded form is dense)");
+    if (mla_plan_rotates_at(lp->plan, MLA_ROPE_SITE_ATTENTION))
+        return mla_fail(ctx, MLA_ERR_UNSUPPORTED, "opt.form",
+                        "the expanded form reads q_pe and the cache rotated; this plan rotates "
+                        "inside the absorbed attention call (RoPE site ATTENTION)");
+    if (lp->ws.exp < 0)
+        return mla_fail(ctx, MLA_ERR_UNSUPPORTED, "opt.form",
+                        "the expanded form's q is bf16 or f32; the plan's q_cat is %s",
+                        mla_dtype_name(mla_plan_options_get(lp->plan)->q_dtype));
+    if (keys > lp->ws.exp_keys)
+        return mla_fail(ctx, MLA_ERR_SHAPE, "buffers.workspace",
+                        "the step has %lld keys to decompress, the workspace holds %lld "
+                        "(opt.expanded_keys)",
+                        (long long)keys, (long long)lp->ws.exp_keys);
+    lp->form = MLA_LAYER_FORM_EXPANDED;
+    return MLA_OK;
+}
 
 void mla_layer_plan_destroy(mla_layer_plan *lp)
 {
@@ -297,6 +410,8 @@ static mla_status take_batch(mla_context *ctx, mla_layer_plan *lp, const mla_lay
     mla_status st = read_batch(ctx, &next);
     if (st == MLA_OK)
         st = check_batch_values(ctx, &next);
+    if (st == MLA_OK)
+        st = choose_form(ctx, &next);
     if (st == MLA_OK) {
         /* the top-k rows are written below (all absent until the first
          * forward's top-k): no value the plan could check is there yet */

@@ -68,7 +68,7 @@ const char *mla_op_name(mla_op op)
         "cache_write",  "cache_gather", "rope_cache",    "gemm_a16wfp4",    "gemm_a4w4",
         "flatten_mxfp4_quant", "flatten_fp8_quant", "layernorm", "hadamard",
         "indexer_k_cache_write", "indexer_k_gather", "indexer_logits", "topk",
-        "indexer_head_weights", "attention",
+        "indexer_head_weights", "attention", "attention_expanded",
     };
     return NAME_OF(names, op, MLA_OP_COUNT);
 }

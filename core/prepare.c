@@ -285,6 +285,8 @@ static mla_status prepare_steps(mla_context *ctx, void *args)
         pc->views->q_lat = qa;
         pc->views->k_nope = k_nope;
         pc->views->k_pe = k_pe;
+        pc->views->q = mla_view(ws + w->q, act, mem, 3, (int64_t[]){T, H, qk},
+                                (int64_t[]){Hqk, qk, 1});
     }
     mla_tensor q_cat_pe = mla_view((uint8_t *)q_cat->data + L * qs[2] * mla_dtype_size(q_cat->dtype),
                                q_cat->dtype, mem, 3, (int64_t[]){T, H, R},

@@ -19,6 +19,7 @@ typedef struct mla_prepare_views {
     mla_tensor q_lat;  /* [T, q_lora] normed (q_lora > 0); [T, H*(nope+R)] q otherwise */
     mla_tensor k_nope; /* [T, L] normed */
     mla_tensor k_pe;   /* [T, R] unrotated */
+    mla_tensor q;      /* [T, H, nope + R] act: q before the absorb, q_pe unrotated */
 } mla_prepare_views;
 
 /* mla_prepare without the context's error reset, for any plan site; at the

@@ -117,6 +117,7 @@ const mla_backend_ops *mla_cpu_ops(void)
         ops.topk = mla_cpu_topk;
         ops.indexer_head_weights = mla_cpu_indexer_head_weights;
         ops.attention = mla_cpu_attention;
+        ops.attention_expanded = mla_cpu_attention_expanded;
         atomic_store_explicit(&state, 2, memory_order_release);
     }
     while (atomic_load_explicit(&state, memory_order_acquire) != 2)

@@ -158,4 +158,11 @@ int64_t mla_cpu_attention_scratch_bytes(int64_t L, int64_t R);
 /* The backend's attention_scratch slot: ctx->num_threads of those. */
 int64_t mla_cpu_attention_scratch(const mla_context *ctx, const mla_attention_desc *d);
 
+/* Expanded attention (cpu/attention_expanded.c): the slot, and each thread's
+ * tiles (the workspace's tiles region holds ctx->num_threads of them). */
+struct mla_attention_expanded_op_args;
+mla_status mla_cpu_attention_expanded(mla_context *ctx,
+                                      const struct mla_attention_expanded_op_args *a);
+int64_t mla_cpu_expanded_tile_bytes(int64_t nope, int64_t R, int64_t v);
+
 #endif

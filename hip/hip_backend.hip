@@ -406,6 +406,16 @@ const char *hip_supports(const mla_context *ctx, const mla_variant *v)
         if (v->layout < 0 || v->layout >= MLA_CACHE_LAYOUT_COUNT)
             return "cache_desc.layout";
         return v->rule == MLA_DTYPE_BF16 || is_fp8((mla_dtype)v->rule) ? NULL : "cache_desc.dtype";
+    /* expanded attention: every valid variant (hip/attention_expanded.hip;
+     * heads past nope + R = 256 or v = 192 are refused by the run) */
+    case MLA_OP_ATTENTION_EXPANDED:
+        if (v->in_dtype != MLA_DTYPE_BF16 && v->in_dtype != MLA_DTYPE_F32)
+            return "desc.q_dtype";
+        if (v->out_dtype != MLA_DTYPE_F32 && v->out_dtype != MLA_DTYPE_BF16)
+            return "desc.out_dtype";
+        if (v->layout < 0 || v->layout >= MLA_CACHE_LAYOUT_COUNT)
+            return "cache_desc.layout";
+        return v->rule == MLA_DTYPE_BF16 || is_fp8((mla_dtype)v->rule) ? NULL : "cache_desc.dtype";
     default:
         return "op";
     }
@@ -452,6 +462,7 @@ const mla_backend_ops hip_ops = {
     .topk = mla_hip_topk,
     .indexer_head_weights = mla_hip_indexer_head_weights,
     .attention = mla_hip_attention,
+    .attention_expanded = mla_hip_attention_expanded,
     .paged_check_queue = mla_hip_paged_check_queue,
     .paged_check_verdict = mla_hip_paged_check_verdict,
     .set_stream = hip_set_stream,

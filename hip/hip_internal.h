@@ -147,6 +147,8 @@ mla_status mla_hip_paged_check_verdict(mla_context *ctx, uint32_t gate, int *ok)
 bool mla_hip_loaded_pdl(void);
 mla_status mla_hip_indexer_head_weights(mla_context *ctx, const mla_head_weights_args *a);
 mla_status mla_hip_attention(mla_context *ctx, const struct mla_attention_op_args *a);
+mla_status mla_hip_attention_expanded(mla_context *ctx,
+                                      const struct mla_attention_expanded_op_args *a);
 
 /* At least `bytes` of device memory owned by the context, zeroed when it is
  * first allocated (or grown); ops that use it leave it as they need to find

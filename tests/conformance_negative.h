@@ -13,6 +13,8 @@
 
 /* The table the wrong slot was copied from; wrong kernels delegate to it. */
 extern const mla_backend_ops *neg_base;
+/* The one case of each selected op neg_run runs (-1, the default: all). */
+extern int64_t neg_case;
 
 /* Runs the conformance of op_pattern on ops (0: nothing failed). */
 int neg_run(const mla_backend_ops *ops, const char *label, const char *op_pattern,
@@ -35,6 +37,9 @@ void neg_mxfp4_controls(const mla_backend_ops *from);
 void neg_indexer_controls(const mla_backend_ops *from);
 /* The attention core's controls (conformance_negative_attention.c). */
 void neg_attention_controls(const mla_backend_ops *from);
+/* The expanded attention's controls, each on one case
+ * (conformance_negative_attention_expanded.c). */
+void neg_attention_expanded_controls(const mla_backend_ops *from);
 
 /* ---- element access for the test kernels (host tables: ref and cpu) ---- */
 

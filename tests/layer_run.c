@@ -43,6 +43,7 @@ typedef struct run_state {
     ref64_model rm;
     ref64_cache rc;
     uint32_t rng;
+    mla_layer_form form;
 } run_state;
 
 /* The prefill's unrotated kv rows, through the same backend's public ops as
@@ -137,6 +138,9 @@ static mla_status one_step(run_state *s, const step_in *in, mla_layer_plan **lp,
         TRY(mla_layer_plan_update(ctx, *lp, &b));
     }
     TRY(mla_layer_forward(ctx, *lp, &s->m->w, &x, &y));
+    s->rm.expanded = mla_layer_plan_form(*lp) == MLA_LAYER_FORM_EXPANDED &&
+                     s->m->w.base.kv_b_proj.w.dtype == MLA_DTYPE_BF16;
+    r->expanded_steps += s->rm.expanded;
     TRY(mla_context_synchronize(ctx));
     if (step == 0) {
         TRY(unrotated_kv(s, &x, r));
@@ -211,6 +215,9 @@ static mla_status setup(run_state *s)
     mla_layer_options_default(c, &s->cd, &s->opt);
     s->opt.dense = k->dense;
     s->opt.act = k->act;
+    s->opt.form = s->form;
+    /* a forced expanded form decompresses every step's keys, decode included */
+    s->opt.expanded_keys = s->form == MLA_LAYER_FORM_EXPANDED ? k->S * s->max_ctx : 0;
     if (c->index_heads > 0 && !k->dense) {
         TRY(mla_indexer_cache_block_bytes(&s->opt.index_cache, &bb));
         s->icache = lm_tensor(ctx, MLA_DTYPE_U8, 2, (int64_t[]){NB, bb}, NULL);
@@ -238,11 +245,17 @@ static int64_t slot_of(const run_state *s, int64_t q, int64_t p)
 mla_status lr_run(mla_context *ctx, const layer_model *m, const lr_case *c, int with_ref,
                   lr_result *r)
 {
+    return lr_run_form(ctx, m, c, MLA_LAYER_FORM_AUTO, with_ref, r);
+}
+
+mla_status lr_run_form(mla_context *ctx, const layer_model *m, const lr_case *c,
+                       mla_layer_form form, int with_ref, lr_result *r)
+{
     memset(r, 0, sizeof *r);
     r->block_size = BS;
     run_state s;
     memset(&s, 0, sizeof s);
-    s.ctx = ctx, s.m = m, s.c = c, s.rng = 0x9E3779B9u;
+    s.ctx = ctx, s.m = m, s.c = c, s.rng = 0x9E3779B9u, s.form = form;
     mla_status st = setup(&s);
     mla_layer_plan *pre = NULL, *dec = NULL;
     step_in in;

@@ -35,11 +35,15 @@ typedef struct lr_result {
     double max_ratio; /* max |y - ref| / (lambda sd) over every step; > 1 fails */
     double max_err, max_abs_y;
     int topk_bad; /* sparse: rows whose top-k is not a valid causal selection */
+    int expanded_steps; /* steps whose plan chose the expanded form */
 } lr_result;
 
 /* Returns MLA_OK, or the first failing call's status (printed). */
 mla_status lr_run(mla_context *ctx, const layer_model *m, const lr_case *c, int with_ref,
                   lr_result *r);
+/* lr_run with the attention in the given form (lr_run: AUTO, the plan's rule). */
+mla_status lr_run_form(mla_context *ctx, const layer_model *m, const lr_case *c,
+                       mla_layer_form form, int with_ref, lr_result *r);
 void lr_free(lr_result *r);
 
 #endif

@@ -81,7 +81,49 @@ int main(void)
     REFUSED(mla_layer_plan_create(ctx, plan, &other, &opt, &b, NB * BS, &bufs, &lp),
             MLA_ERR_INVALID_ARGUMENT, "cache");
     CHECK(lp == NULL);
+
+    /* the attention's form: bad options, a forced EXPANDED the plan cannot run */
+    mla_layer_options fo = opt;
+    fo.form = (mla_layer_form)7;
+    REFUSED(mla_layer_workspace_bytes(ctx, plan, &fo, T, 1, NB * BS, &wsb), MLA_ERR_INVALID_ARGUMENT,
+            "opt.form");
+    fo = opt;
+    fo.expanded_keys = -1;
+    REFUSED(mla_layer_workspace_bytes(ctx, plan, &fo, T, 1, NB * BS, &wsb),
+            MLA_ERR_INVALID_ARGUMENT, "opt.expanded_keys");
+    fo = opt;
+    fo.form = MLA_LAYER_FORM_EXPANDED;
+    int64_t few = 0;
+    CHECK_STATUS(mla_layer_workspace_bytes(ctx, plan, &fo, T, 1, NB * BS, &few), MLA_OK);
+    CHECK(few > wsb); /* the decompressed keys' room */
+    mla_tensor ws_exp = lm_tensor(ctx, MLA_DTYPE_U8, 1, (int64_t[]){few}, NULL);
+    mla_layer_buffers exp_bufs = bufs;
+    exp_bufs.workspace = &ws_exp;
+    fo.expanded_keys = T - 1; /* the step has T keys */
+    REFUSED(mla_layer_plan_create(ctx, plan, &cd, &fo, &b, NB * BS, &exp_bufs, &lp),
+            MLA_ERR_SHAPE, "buffers.workspace");
+    mla_plan_options po;
+    mla_plan_options_default(mla_context_target(ctx), &po);
+    po.force_rope_site = MLA_ROPE_SITE_ATTENTION;
+    mla_plan *inside = NULL;
+    CHECK_STATUS(mla_plan_create(c, &po, &inside), MLA_OK);
+    fo.expanded_keys = 0;
+    REFUSED(mla_layer_plan_create(ctx, inside, &cd, &fo, &b, NB * BS, &exp_bufs, &lp),
+            MLA_ERR_UNSUPPORTED, "opt.form");
+    mla_plan_destroy(inside);
+    CHECK(lp == NULL);
+    CHECK_STATUS(mla_layer_plan_create(ctx, plan, &cd, &fo, &b, NB * BS, &exp_bufs, &lp), MLA_OK);
+    CHECK(mla_layer_plan_form(lp) == MLA_LAYER_FORM_EXPANDED);
+    mla_layer_weights_ex fp8_kvb = m.w;
+    fp8_kvb.base.kv_b_proj.w.dtype = MLA_DTYPE_FP8_E4M3FN;
+    REFUSED(mla_layer_forward(ctx, lp, &fp8_kvb, &x, &y), MLA_ERR_UNSUPPORTED,
+            "weights.kv_b_proj");
+    mla_layer_plan_destroy(lp);
+    lp = NULL;
+    lm_free_tensor(ctx, &ws_exp);
+
     CHECK_STATUS(mla_layer_plan_create(ctx, plan, &cd, &opt, &b, NB * BS, &bufs, &lp), MLA_OK);
+    CHECK(mla_layer_plan_form(lp) == MLA_LAYER_FORM_ABSORBED); /* T = 4: below the rule's rows */
 
     /* a refused forward writes nothing */
     mla_memset(ctx, cache.data, 0x5A, lm_bytes(&cache));

@@ -52,6 +52,7 @@ const mla_backend_ops mla_reference_ops = {
     .topk = mla_ref_topk,
     .indexer_head_weights = mla_ref_indexer_head_weights,
     .attention = mla_ref_attention,
+    .attention_expanded = mla_ref_attention_expanded,
 };
 
 const mla_backend_ops *mla_reference_backend(void);

@@ -69,6 +69,10 @@ void mla_ref_cache_read_row(const mla_cache_desc *desc, const mla_tensor *cache,
 /* Attention core (attention.c; include/mla/mla_attention.h, MLA.md section 2
  * step 7). The argument record is core/attention_plan.h's. */
 mla_status mla_ref_attention(mla_context *ctx, const struct mla_attention_op_args *a);
+/* Expanded attention (attention_expanded.c; core/attention_expanded.h). */
+struct mla_attention_expanded_op_args;
+mla_status mla_ref_attention_expanded(mla_context *ctx,
+                                      const struct mla_attention_expanded_op_args *a);
 
 #ifdef __cplusplus
 }

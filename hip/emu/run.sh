@@ -22,7 +22,7 @@ sources=(hip_backend convert mxfp4_quant mxfp4_dequant fp8_group_quant fp8_group
 sources+=(mxfp4_gemm flatten_quant) # MXFP4 GEMM path
 sources+=(layernorm hadamard indexer_cache indexer_logits topk indexer_weights) # DSA indexer
 sources+=(rmsnorm rope gemm linear batched_gemm cache_write cache_gather rope_cache) # prepare path
-sources+=(attention) # attention core
+sources+=(attention attention_expanded) # attention core
 sources+=(paged_check) # index checks on the device
 
 if [[ $wave == 32 ]]; then

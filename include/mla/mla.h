@@ -311,6 +311,7 @@ typedef enum mla_op {
     MLA_OP_TOPK = 22,
     MLA_OP_INDEXER_HEAD_WEIGHTS = 23,
     MLA_OP_ATTENTION = 24, /* dense or sparse MLA attention over the latent cache */
+    MLA_OP_ATTENTION_EXPANDED = 25, /* prefill attention over decompressed K / V */
     MLA_OP_COUNT
 } mla_op;
 
@@ -350,6 +351,8 @@ typedef enum mla_arg_view {
  *   topk: logits, lengths, indices
  *   attention: q, cache, block_table, context_lens, cu_q_lens, topk_indices, sinks, then the
  *     rope's cos, sin, q_pos, k_nope, k_pe, k_pos, slots, then o, lse
+ *   attention_expanded: q_nope, q_pe, cache, block_table, context_lens, cu_q_lens,
+ *     kv_b_proj.w, kv_b_proj.scale (fp8 only), o, lse
  * Variants a composite op asks about its internal steps list no tensors (nargs 0). */
 typedef struct mla_variant {
     mla_op op;

@@ -125,6 +125,71 @@ MLA_API int32_t mla_attention_plan_splits(const mla_attention_plan *plan);
 MLA_API mla_status mla_attention_run(mla_context *ctx, const mla_attention_plan *plan,
                                      const mla_attention_args *args);
 
+/* ----------------------------------------------- the expanded form */
+
+/* Expanded attention (MLA.md section 2, "The expanded form"): prefill
+ * chunks in the form serving engines use. Every key of a sequence is
+ * decompressed per head from its cached latent row c (the first L values):
+ * [K_nope | V][t, h] = c_t @ kv_b_proj^T viewed [H, nope + v]; k_pe (the
+ * cached rope part, rotated once when written) is broadcast to every head;
+ * then causal attention with nope + R dim scores and v dim values:
+ *   score(t) = softmax_scale * ([q_nope | q_pe][r, h] . [K_nope[t, h] | k_pe_t])
+ *   o[r, h, :] = sum_t e^(score(t) - m) V[t, h, :] / Z,  lse[r, h] = m + ln Z
+ * over keys t = 0 .. p of the row's sequence (row j of s at p = c_s - n_s +
+ * j, as in the absorbed attention above). q_nope is not absorbed: o is in
+ * v dims ([T, H, v], what o_proj reads), the same quantity as the absorbed
+ * form's o_lat @ W_vc. Dense only; no sinks. */
+typedef struct mla_attention_expanded_desc {
+    int64_t heads;        /* H, 1..128 */
+    int64_t nope, v;      /* qk_nope_head_dim, v_head_dim (DeepSeek: 128, 128) */
+    mla_cache_desc cache; /* layout, element type, geometry, L, R, k_scale */
+    int32_t paged;        /* 1: block_table [S, max_blocks]; 0: contiguous (block s) */
+    mla_dtype q_dtype;    /* q_nope and q_pe: BF16 or F32; also the decompressed K/V's dtype */
+    mla_dtype out_dtype;  /* o: F32 or BF16 */
+    float softmax_scale;  /* mla_softmax_scale(cfg): the absorbed form's */
+    int32_t next_n;       /* query rows per sequence when cu_q_lens is NULL */
+} mla_attention_expanded_desc;
+
+/* Defaults for a model: H, nope, v, L, R and the softmax scale from cfg; the
+ * given cache; paged, bf16 q, f32 out, next_n 1. */
+MLA_API mla_status mla_attention_expanded_desc_default(const mla_model_config *cfg,
+                                                       const mla_cache_desc *cache,
+                                                       mla_attention_expanded_desc *out);
+
+typedef struct mla_attention_expanded_args {
+    const mla_tensor *q_nope;       /* [T, H, nope] (any strides) */
+    const mla_tensor *q_pe;         /* [T, H, R] rotated (any strides) */
+    const mla_tensor *cache;        /* U8 [num_blocks, block_bytes], read only */
+    const mla_tensor *block_table;  /* [S, max_blocks] I32; NULL when not paged */
+    const mla_tensor *context_lens; /* [S] I32, the new tokens included (in the cache already) */
+    const mla_tensor *cu_q_lens;    /* [S + 1] I32, or NULL: next_n rows each */
+    const mla_weight *kv_b_proj;    /* [H (nope + v), L]: BF16, or FP8_E4M3FN with
+                                     * [ceil(N/128), ceil(L/128)] F32 block scales */
+    mla_tensor *o;                  /* [T, H, v] (any strides) */
+    mla_tensor *lse;                /* [T, H] F32, or NULL */
+    mla_tensor *workspace;          /* U8, context memory, 256-byte aligned, contiguous */
+} mla_attention_expanded_args;
+
+/* Workspace bytes of a call over S sequences whose context lengths sum to
+ * at most total_keys, on ctx (the decompressed keys and values, the latent
+ * rows they come from, per-thread tiles). MLA_ERR_SHAPE names "S" or
+ * "total_keys" when negative; MLA_ERR_OVERFLOW "total_keys" when the bytes
+ * pass int64 or the keys 2^31. */
+MLA_API mla_status mla_attention_expanded_workspace_bytes(mla_context *ctx,
+                                                          const mla_attention_expanded_desc *desc,
+                                                          int64_t S, int64_t total_keys,
+                                                          int64_t *bytes);
+
+/* The call: checks the descriptor, every tensor's dtype, shape and strides,
+ * aliasing (o, lse and the workspace apart from each other and every
+ * input), then every index value (context lengths against the block
+ * table's capacity, n_s <= c_s, the block ids in use), the workspace's size
+ * for the actual lengths, and supports(): a refused call writes nothing. It
+ * reads the lengths back (a synchronization on device memory) to size the
+ * decompression, so it is not capturable in a graph. */
+MLA_API mla_status mla_attention_expanded(mla_context *ctx, const mla_attention_expanded_desc *desc,
+                                          const mla_attention_expanded_args *args);
+
 #ifdef __cplusplus
 }
 #endif

@@ -25,17 +25,29 @@ typedef struct mla_layer_batch {
     int32_t next_n;                 /* used when cu_q_lens is NULL */
 } mla_layer_batch;
 
+/* The attention's form (MLA.md section 2, "The expanded form"). */
+typedef enum mla_layer_form {
+    MLA_LAYER_FORM_AUTO = 0,     /* the plan's rule (mla_layer_plan_form) */
+    MLA_LAYER_FORM_ABSORBED = 1, /* q absorbed through W_kc, attention over latent rows, W_vc */
+    MLA_LAYER_FORM_EXPANDED = 2  /* K_nope / V decompressed per head, o straight to o_proj */
+} mla_layer_form;
+
 typedef struct mla_layer_options {
     int32_t dense;                      /* 1: dense attention even when the config has an indexer */
     int32_t num_splits;                 /* attention split-KV cap per sequence; 0: 8 */
     mla_dtype act;                      /* activations x, y and the intermediates: BF16 or F32 */
     mla_indexer_options indexer;        /* V3.2 only */
     mla_indexer_cache_desc index_cache; /* V3.2 only: its K cache, same block table and slots */
+    mla_layer_form form;                /* AUTO by default */
+    /* The most keys (a step's context lengths summed) the workspace holds
+     * decompressed for the expanded form, at most S * max_context; 0: T
+     * (fresh prompts; chunks after cached tokens need more). */
+    int64_t expanded_keys;
 } mla_layer_options;
 
 /* Defaults: the indexer runs when the config has one (NeoX RoPE, no
  * Hadamard, e4m3fn, ue8m0 K scales, layout chosen by block size), bf16
- * activations, splits capped at 8. */
+ * activations, splits capped at 8, the AUTO form. */
 MLA_API void mla_layer_options_default(const mla_model_config *cfg, const mla_cache_desc *cache,
                                        mla_layer_options *out);
 
@@ -44,11 +56,14 @@ typedef struct mla_layer_plan mla_layer_plan;
 /* Workspace bytes for a step of up to T tokens over S sequences whose
  * contexts are at most max_context long, on ctx (one caller buffer holds
  * every intermediate and the attention's scratch, whose size depends on
- * the backend). Like every entry point it records a refusal on ctx
- * (mla_context_error_param): MLA_ERR_SHAPE names "T", "S" or
- * "max_context" when one is negative; MLA_ERR_OVERFLOW names "T" (more
- * than 2^24 tokens, or bytes past int64) or "max_context" (past 2^31);
- * MLA_ERR_DTYPE names "opt.act". */
+ * the backend; with room for the expanded form's decompressed keys,
+ * opt.expanded_keys of them, when the plan may choose it: form EXPANDED,
+ * or AUTO with T >= mla_layer_expanded_min_rows). Like every entry point
+ * it records a refusal on ctx (mla_context_error_param): MLA_ERR_SHAPE
+ * names "T", "S" or "max_context" when one is negative; MLA_ERR_OVERFLOW
+ * names "T" (more than 2^24 tokens, or bytes past int64) or "max_context"
+ * (past 2^31); MLA_ERR_DTYPE names "opt.act"; MLA_ERR_INVALID_ARGUMENT
+ * "opt.form" (not one of the three) or "opt.expanded_keys" (negative). */
 MLA_API mla_status mla_layer_workspace_bytes(mla_context *ctx, const mla_plan *plan,
                                              const mla_layer_options *opt, int64_t T, int64_t S,
                                              int64_t max_context, int64_t *bytes);
@@ -89,6 +104,36 @@ MLA_API mla_status mla_layer_plan_update(mla_context *ctx, mla_layer_plan *lp,
 MLA_API void mla_layer_plan_destroy(mla_layer_plan *lp);
 /* 1 when the forward runs the indexer and sparse attention. */
 MLA_API int mla_layer_plan_sparse(const mla_layer_plan *lp);
+
+/* The rows per sequence from which the expanded form does fewer operations
+ * than the absorbed one: decompressing a key costs L (nope + v) MACs per
+ * head, and each (row, key) pair then saves (2L + R) - (nope + R + v); a
+ * causal chunk after no cached keys pairs each row with half the keys, so
+ * the rule is n >= 2 L (nope + v) / (2L - nope - v) (DeepSeek: 342; -1 when
+ * the expanded form never saves, 2L <= nope + v). */
+MLA_API int64_t mla_layer_expanded_min_rows(const mla_model_config *cfg);
+
+/* The form the plan chose (ABSORBED or EXPANDED). AUTO picks EXPANDED for a
+ * dense step whose sequences with new tokens bring, on average, at least
+ * mla_layer_expanded_min_rows of them (prefill chunks; decode and MTP steps
+ * stay absorbed), when the plan rotates before the attention (RoPE site not
+ * ATTENTION), q_cat is bf16 or f32 (the expanded form's q dtype), and the
+ * step's keys fit the workspace's reservation; the forward then still runs
+ * the absorbed form for a kv_b_proj other than bf16 (the layer's fp8 and
+ * MXFP4 kv_b_proj forms are the absorbed GEMMs'). A forced EXPANDED plan
+ * refuses what AUTO would skip (MLA_ERR_UNSUPPORTED naming "opt.form"; keys
+ * past the reservation: MLA_ERR_SHAPE naming "buffers.workspace"; at the
+ * forward, a kv_b_proj not bf16: MLA_ERR_UNSUPPORTED naming
+ * "weights.kv_b_proj"). */
+MLA_API mla_layer_form mla_layer_plan_form(const mla_layer_plan *lp);
+
+/* The rule alone, before any batch (what `mla plan` prints): the form opt
+ * gives a step of T new tokens over `active` sequences that have some, on
+ * plan, when its keys fit the reservation and kv_b_proj is bf16. A forced
+ * EXPANDED the plan cannot run answers ABSORBED here (the layer plan
+ * refuses it). */
+MLA_API mla_layer_form mla_layer_form_for(const mla_plan *plan, const mla_layer_options *opt,
+                                          int64_t T, int64_t active);
 /* Sparse plans: a view of the top-k indices the last forward attended to,
  * [T, index_topk] I32 (logical positions, -1 padded) in the planned
  * workspace, valid until the next forward. MLA_ERR_INVALID_ARGUMENT for a
