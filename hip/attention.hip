@@ -487,8 +487,10 @@ mla_status mla_hip_attention(mla_context *ctx, const mla_attention_op_args *a)
                      ? (int32_t)tok
                      : 0;
         smem = nv_layout(rg, d.DP, d.rb, d.qsplit).total;
+#if !defined(__CUDACC__)
     } else if (ap) {
         smem = ap_smem_bytes(ap);
+#endif
     } else {
 #if defined(__CUDACC__)
         smem = smem_layout(kTM, kNKFma, 1, d.DP).total;
