@@ -323,7 +323,7 @@ const attn_dp mla_cpu_attn_dp_amx = {mla_cpu_attn_copy_key_bf16, mla_cpu_linear_
 
 int mla_cpu_attn_dp_amx_usable(int64_t KS, int64_t LS)
 {
-    (void)KS;
+    (void)KS, (void)LS;
     return 0;
 }
 

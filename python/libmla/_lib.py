@@ -167,6 +167,10 @@ _PROTOTYPES = {
     "mla_attention_plan_workspace_bytes": (c_i64, [c_vp]),
     "mla_attention_plan_splits": (c_i32, [c_vp]),
     "mla_attention_run": (ST, [CTX, c_vp, P(T.AttentionArgs)]),
+    # the expanded form (its descriptor and arguments are passed as pointers)
+    "mla_attention_expanded_desc_default": (ST, [c_vp, c_vp, c_vp]),
+    "mla_attention_expanded_workspace_bytes": (ST, [CTX, c_vp, c_i64, c_i64, P(c_i64)]),
+    "mla_attention_expanded": (ST, [CTX, c_vp, c_vp]),
     # mla_weights.h
     "mla_safetensors_open": (ST, [CTX, c_str, P(c_vp)]),
     "mla_safetensors_close": (VOID, [c_vp]),
@@ -215,6 +219,9 @@ _PROTOTYPES = {
     "mla_checkpoint_generate": (ST, [CTX, c_str, P(T.ModelConfig), P(T.GenerateOptions)]),
     # mla_layer.h
     "mla_layer_options_default": (VOID, [P(T.ModelConfig), P(T.CacheDesc), P(T.LayerOptions)]),
+    "mla_layer_expanded_min_rows": (c_i64, [c_vp]),
+    "mla_layer_plan_form": (c_int, [c_vp]),
+    "mla_layer_form_for": (c_int, [c_vp, P(T.LayerOptions), c_i64, c_i64]),
     "mla_layer_workspace_bytes": (
         ST, [CTX, c_vp, P(T.LayerOptions), c_i64, c_i64, c_i64, P(c_i64)]),
     "mla_layer_plan_create": (

@@ -427,6 +427,35 @@ class AttentionArgs(Struct):
     ]
 
 
+class AttentionExpandedDesc(Struct):
+    _fields_ = [
+        ("heads", c_i64),
+        ("nope", c_i64),
+        ("v", c_i64),
+        ("cache", CacheDesc),
+        ("paged", c_i32),
+        ("q_dtype", c_enum),
+        ("out_dtype", c_enum),
+        ("softmax_scale", ctypes.c_float),
+        ("next_n", c_i32),
+    ]
+
+
+class AttentionExpandedArgs(Struct):
+    _fields_ = [
+        ("q_nope", P_Tensor),
+        ("q_pe", P_Tensor),
+        ("cache", P_Tensor),
+        ("block_table", P_Tensor),
+        ("context_lens", P_Tensor),
+        ("cu_q_lens", P_Tensor),
+        ("kv_b_proj", ctypes.POINTER(Weight)),
+        ("o", P_Tensor),
+        ("lse", P_Tensor),
+        ("workspace", P_Tensor),
+    ]
+
+
 class SafetensorsInfo(Struct):
     _fields_ = [
         ("name", c_str),
@@ -528,6 +557,8 @@ class LayerOptions(Struct):
         ("act", c_enum),
         ("indexer", IndexerOptions),
         ("index_cache", IndexerCacheDesc),
+        ("form", c_enum),
+        ("expanded_keys", c_i64),
     ]
 
 
@@ -580,6 +611,8 @@ C_STRUCTS = {
     "mla_attention_desc": AttentionDesc,
     "mla_attention_rope": AttentionRope,
     "mla_attention_args": AttentionArgs,
+    "mla_attention_expanded_desc": AttentionExpandedDesc,
+    "mla_attention_expanded_args": AttentionExpandedArgs,
     "mla_safetensors_info": SafetensorsInfo,
     "mla_layer_weight_formats": LayerWeightFormats,
     "mla_layer_weights_ex": LayerWeightsEx,
