@@ -494,56 +494,6 @@ static double key_value(const conf_case *c, const unsigned char *blk, int64_t t,
     return es == 2 ? v : v * c->p.attn.k_scale;
 }
 
-/* A code of moderate magnitude: bf16 with |v| in [2^-3, 2), fp8 in
- * [2^-3, 2) too (e4m3fn exponent field 4..7, e4m3fnuz 5..8), random sign. */
-static uint64_t moderate_code(mla_dtype dt, uint64_t r)
-{
-    const uint64_t sign = (r >> 40) & 1;
-    if (dt == MLA_DTYPE_BF16)
-        return sign << 15 | (uint64_t)(124 + r % 4) << 7 | ((r >> 8) & 0x7F);
-    const uint64_t e = (dt == MLA_DTYPE_FP8_E4M3FNUZ ? 5 : 4) + r % 4;
-    return sign << 7 | e << 3 | ((r >> 8) & 7);
-}
-
-static void put_bits(unsigned char *p, uint64_t v, int bytes)
-{
-    for (int i = 0; i < bytes; ++i)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-/* Every block as a writer leaves it: values of moderate magnitude, and for
- * FP8_SCALED per-group scales 2^-2 .. 2^0 and bf16 rope values. */
-static void fill_cache(conf_problem *p, const conf_case *c)
-{
-    const conf_arg *a = &p->arg[ACACHE];
-    const int64_t nb = a->t.shape[0], bb = a->t.shape[1], L = dim_l(c), R = dim_r(c);
-    const mla_dtype dt = (mla_dtype)c->p.attn.dtype;
-    for (int64_t b = 0; b < nb; ++b) {
-        unsigned char *blk = conf_arg_elem0(a) + b * a->t.stride[0];
-        if (c->p.attn.layout != MLA_CACHE_FP8_SCALED) {
-            const int es = dt == MLA_DTYPE_BF16 ? 2 : 1;
-            for (int64_t e = 0; e < bb / es; ++e)
-                put_bits(blk + e * es,
-                         moderate_code(dt, conf_rng(c->seed, 40, (uint64_t)(b * bb + e), 0)), es);
-            continue;
-        }
-        const int64_t tb = fp8s_token_bytes(L, R);
-        for (int64_t t = 0; t < c->p.attn.block_size; ++t) {
-            unsigned char *tok = blk + t * tb;
-            for (int64_t i = 0; i < tb; ++i) {
-                const uint64_t r =
-                    conf_rng(c->seed, 41, (uint64_t)((b * c->p.attn.block_size + t) * tb + i), 0);
-                if (i < L)
-                    tok[i] = (unsigned char)moderate_code(dt, r);
-                else if (i < L + 4 * (L / 128) && (i - L) % 4 == 0)
-                    put_bits(tok + i, (uint64_t)(125 + r % 3) << 23, 4); /* 2^-2 .. 2^0 */
-                else if (i >= L + 4 * (L / 128) && (i - L) % 2 == 0)
-                    put_bits(tok + i, moderate_code(MLA_DTYPE_BF16, r), 2);
-            }
-        }
-    }
-}
-
 /* ------------------------------------------------------------- setup */
 
 static mla_status add_args(conf_problem *p, const conf_case *c, const geom *g)
@@ -642,11 +592,11 @@ static void fill_q(conf_problem *p, const conf_case *c)
         unsigned char *dst = conf_elem_at(a, conf_arg_elem0(a), k);
         if (dt == MLA_DTYPE_F32) {
             const float v =
-                (float)conf_decode_value(MLA_DTYPE_BF16, moderate_code(MLA_DTYPE_BF16, r)) *
+                (float)conf_decode_value(MLA_DTYPE_BF16, conf_moderate_code(MLA_DTYPE_BF16, r)) *
                 (1.0f + (float)((r >> 48) & 0xFF) / 4096.0f);
             memcpy(dst, &v, 4);
         } else {
-            put_bits(dst, moderate_code(dt, r), (int)mla_dtype_size(dt));
+            conf_put_bits(dst, conf_moderate_code(dt, r), (int)mla_dtype_size(dt));
         }
     }
 }
@@ -689,7 +639,8 @@ static mla_status setup(const conf_case *c, const conf_env *env, conf_problem *p
         snprintf(err, errlen, "cannot lay out the case (%s)", mla_status_name(st));
         return st != MLA_OK ? st : MLA_ERR_OUT_OF_MEMORY;
     }
-    fill_cache(p, c);
+    conf_fill_cache_written(p, ACACHE, c->seed, (mla_cache_layout)c->p.attn.layout,
+                            (mla_dtype)c->p.attn.dtype, c->p.attn.block_size, dim_l(c), dim_r(c));
     p->arg[ACACHE].bound.raw = 1; /* with rope: the written bytes, exactly */
     /* o and lse: judged by compare() with per-value tolerances */
     p->arg[AO].bound = (conf_bound){.kind = CONF_BOUND_TOL, .limit = 1.0, .zero_sign_free = 1};

@@ -350,53 +350,6 @@ static int build(conf_case *cases, int cap)
     conf_push_design(&b, &conf_axes_attention_expanded, design);
     return b.n;
 }
-
-/* ------------------------------------------------------------- setup */
-
-static void put_bits(unsigned char *p, uint64_t v, int bytes)
-{
-    for (int i = 0; i < bytes; ++i)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-/* A code with |value| in [2^-3, 2) (bf16, e4m3fn, e4m3fnuz), random sign. */
-static uint64_t moderate_code(mla_dtype dt, uint64_t r)
-{
-    const uint64_t sign = (r >> 40) & 1;
-    if (dt == MLA_DTYPE_BF16)
-        return sign << 15 | (uint64_t)(124 + r % 4) << 7 | ((r >> 8) & 0x7F);
-    const uint64_t e = (dt == MLA_DTYPE_FP8_E4M3FNUZ ? 5 : 4) + r % 4;
-    return sign << 7 | e << 3 | ((r >> 8) & 7);
-}
-
-/* Every block as a writer leaves it (MLA.md section 4): NORMAL and SHUFFLED
- * blocks are all value codes; an FP8_SCALED token is L codes, L / 128 fp32
- * scales 2^-2 .. 2^0, R bf16 values. */
-static void fill_cache(conf_problem *p, const conf_case *c, const geom *g)
-{
-    const conf_arg *a = &p->arg[ACACHE];
-    const int64_t bb = a->t.shape[1], L = dim_l(c), R = dim_r(c);
-    const mla_dtype dt = (mla_dtype)c->p.attx.dtype;
-    const int64_t tb = L + 4 * (L / 128) + 2 * R;
-    for (int64_t b = 0; b < g->num_blocks; ++b) {
-        unsigned char *blk = conf_arg_elem0(a) + b * a->t.stride[0];
-        const int es = dt == MLA_DTYPE_BF16 ? 2 : 1;
-        for (int64_t e = 0; c->p.attx.layout != MLA_CACHE_FP8_SCALED && e < bb / es; ++e)
-            put_bits(blk + e * es,
-                     moderate_code(dt, conf_rng(c->seed, 40, (uint64_t)(b * bb + e), 0)), es);
-        for (int64_t i = 0; c->p.attx.layout == MLA_CACHE_FP8_SCALED && i < g->bs * tb; ++i) {
-            const uint64_t r = conf_rng(c->seed, 41, (uint64_t)(b * bb + i), 0);
-            const int64_t k = i % tb;
-            if (k < L)
-                blk[i] = (unsigned char)moderate_code(dt, r);
-            else if (k < L + 4 * (L / 128) && (k - L) % 4 == 0)
-                put_bits(blk + i, (uint64_t)(125 + r % 3) << 23, 4);
-            else if (k >= L + 4 * (L / 128) && (k - L) % 2 == 0)
-                put_bits(blk + i, moderate_code(MLA_DTYPE_BF16, r), 2);
-        }
-    }
-}
-
 /* q: |q| in [2^-3, 2); kv_b_proj: bf16 values in [2^-7, 2^-3), or fp8 codes
  * of [2^-3, 2) times block scales 2^-4 (1 + k/8): keys and values of a few
  * tenths, scores of a few units. */
@@ -408,7 +361,7 @@ static void fill_inputs(conf_problem *p, const conf_case *c)
         for (int64_t k = 0; k < conf_numel(a); ++k) {
             const uint64_t r = conf_rng(c->seed, 44 + (uint64_t)i, (uint64_t)k, 0);
             conf_set_value(p, qs[i], k,
-                           conf_decode_value(MLA_DTYPE_BF16, moderate_code(MLA_DTYPE_BF16, r)) *
+                           conf_decode_value(MLA_DTYPE_BF16, conf_moderate_code(MLA_DTYPE_BF16, r)) *
                                (a->t.dtype == MLA_DTYPE_F32
                                     ? 1.0 + (double)((r >> 48) & 0xFF) / 4096.0
                                     : 1.0));
@@ -418,11 +371,11 @@ static void fill_inputs(conf_problem *p, const conf_case *c)
     const mla_dtype wdt = w->t.dtype;
     for (int64_t k = 0; k < conf_numel(w); ++k) {
         const uint64_t r = conf_rng(c->seed, 46, (uint64_t)k, 0);
-        const uint64_t code = moderate_code(wdt, r);
+        const uint64_t code = conf_moderate_code(wdt, r);
         if (wdt == MLA_DTYPE_BF16)
             conf_set_value(p, AW, k, ldexp(conf_decode_value(MLA_DTYPE_BF16, code), -4));
         else
-            put_bits(conf_elem_at(w, conf_arg_elem0(w), k), code, 1);
+            conf_put_bits(conf_elem_at(w, conf_arg_elem0(w), k), code, 1);
     }
     for (int64_t k = 0; wdt != MLA_DTYPE_BF16 && k < conf_numel(&p->arg[AWS]); ++k)
         conf_set_value(p, AWS, k, 0.0625 * (1.0 + (double)(k % 8) / 8.0));
@@ -484,7 +437,8 @@ static mla_status setup(const conf_case *c, const conf_env *env, conf_problem *p
         snprintf(err, errlen, "cannot lay out the case (%s)", mla_status_name(st));
         return st != MLA_OK ? st : MLA_ERR_OUT_OF_MEMORY;
     }
-    fill_cache(p, c, &g);
+    conf_fill_cache_written(p, ACACHE, c->seed, (mla_cache_layout)c->p.attx.layout,
+                            (mla_dtype)c->p.attx.dtype, g.bs, dim_l(c), dim_r(c));
     conf_fill_block_table(p, c->p.attx.contiguous ? -1 : ABT, c->seed, g.num_blocks, NSEQ,
                           g.max_blocks, g.used, g.first_block, phys);
     free(phys);

@@ -303,6 +303,16 @@ void conf_fill_slots(conf_problem *p, int i, int64_t capacity, uint64_t seed, in
 /* The attention cases' paging: phys [nb] a seeded permutation of the cache's
  * nb blocks and, when i >= 0, block table arg i [S, max_blocks] with row s
  * phys[first[s] + b] for its used[s] blocks b, -1 past them. */
+/* A code of moderate magnitude: bf16, e4m3fn or e4m3fnuz with |v| in
+ * [2^-3, 2), random sign (r: random bits). */
+uint64_t conf_moderate_code(mla_dtype dt, uint64_t r);
+/* v's low bytes, little-endian. */
+void conf_put_bits(unsigned char *p, uint64_t v, int bytes);
+/* The cache argument i as a writer leaves every block (MLA.md section 4):
+ * NORMAL and SHUFFLED blocks all moderate value codes; an FP8_SCALED token
+ * L codes, L / 128 fp32 scales 2^-2 .. 2^0, R bf16 values. */
+void conf_fill_cache_written(conf_problem *p, int i, uint64_t seed, mla_cache_layout layout,
+                             mla_dtype dt, int64_t block_size, int64_t L, int64_t R);
 void conf_fill_block_table(conf_problem *p, int i, uint64_t seed, int64_t nb, int64_t S,
                            int64_t max_blocks, const int64_t *used, const int64_t *first,
                            int64_t *phys);

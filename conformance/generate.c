@@ -348,3 +348,44 @@ void conf_fill_block_table(conf_problem *p, int i, uint64_t seed, int64_t nb, in
             conf_set_value(p, i, s * max_blocks + b,
                            b < used[s] ? (double)phys[first[s] + b] : -1.0);
 }
+
+uint64_t conf_moderate_code(mla_dtype dt, uint64_t r)
+{
+    const uint64_t sign = (r >> 40) & 1;
+    if (dt == MLA_DTYPE_BF16)
+        return sign << 15 | (uint64_t)(124 + r % 4) << 7 | ((r >> 8) & 0x7F);
+    const uint64_t e = (dt == MLA_DTYPE_FP8_E4M3FNUZ ? 5 : 4) + r % 4;
+    return sign << 7 | e << 3 | ((r >> 8) & 7);
+}
+
+void conf_put_bits(unsigned char *p, uint64_t v, int bytes)
+{
+    for (int i = 0; i < bytes; ++i)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+void conf_fill_cache_written(conf_problem *p, int i, uint64_t seed, mla_cache_layout layout,
+                             mla_dtype dt, int64_t block_size, int64_t L, int64_t R)
+{
+    const conf_arg *a = &p->arg[i];
+    const int64_t nb = a->t.shape[0], bb = a->t.shape[1];
+    const int64_t tb = L + 4 * (L / 128) + 2 * R; /* an FP8_SCALED token's bytes */
+    const int es = dt == MLA_DTYPE_BF16 ? 2 : 1;
+    for (int64_t b = 0; b < nb; ++b) {
+        unsigned char *blk = conf_arg_elem0(a) + b * a->t.stride[0];
+        for (int64_t e = 0; layout != MLA_CACHE_FP8_SCALED && e < bb / es; ++e)
+            conf_put_bits(blk + e * es,
+                          conf_moderate_code(dt, conf_rng(seed, 40, (uint64_t)(b * bb + e), 0)),
+                          es);
+        for (int64_t j = 0; layout == MLA_CACHE_FP8_SCALED && j < block_size * tb; ++j) {
+            const uint64_t r = conf_rng(seed, 41, (uint64_t)(b * block_size * tb + j), 0);
+            const int64_t k = j % tb;
+            if (k < L)
+                blk[j] = (unsigned char)conf_moderate_code(dt, r);
+            else if (k < L + 4 * (L / 128) && (k - L) % 4 == 0)
+                conf_put_bits(blk + j, (uint64_t)(125 + r % 3) << 23, 4); /* 2^-2 .. 2^0 */
+            else if (k >= L + 4 * (L / 128) && (k - L) % 2 == 0)
+                conf_put_bits(blk + j, conf_moderate_code(MLA_DTYPE_BF16, r), 2);
+        }
+    }
+}
