@@ -369,6 +369,16 @@ MLA_HD float mla_fb_pow2_ceil(float q)
     return mla_fb_float((u & 0x7F800000u) == 0x7F800000u ? u : up);
 }
 
+/* max(q, lo) for lo > 0, as q < lo ? lo : q, on the bits: NaN passes with
+ * its payload. (Compilers turn the float select into a max instruction
+ * that returns the canonical NaN: nvcc's FMNMX.NAN writes 0x7FFFFFFF.) */
+MLA_HD float mla_fb_floor_pos(float q, float lo)
+{
+    uint32_t u = mla_fb_bits(q);
+    int keep = (u & 0x7FFFFFFFu) > 0x7F800000u || (u < 0x80000000u && u >= mla_fb_bits(lo));
+    return keep ? q : lo;
+}
+
 /* Group scale from amax (NaN propagates, as torch.amax and the reference):
  *   AITER: s = max(amax, 1e-10) / (448 | 240)
  *   UE8M0: s = 2^ceil(log2(max(amax, 1e-4) / (448 | 224)))
@@ -378,7 +388,7 @@ MLA_HD float mla_fb_pow2_ceil(float q)
 MLA_HD float mla_fb_fp8_group_scale(float amax, int32_t rule, int fnuz)
 {
     float lo = rule == MLA_FB_FP8_RULE_AITER ? 1e-10f : 1e-4f;
-    float a = (amax > lo || amax != amax) ? amax : lo;
+    float a = mla_fb_floor_pos(amax, lo);
     float s = mla_fb_div(a, mla_fb_fp8_rule_divisor(rule, fnuz));
     return rule == MLA_FB_FP8_RULE_UE8M0 ? mla_fb_pow2_ceil(s) : s;
 }

@@ -74,7 +74,7 @@ MLA_CPU_INLINE float group_scale(const float *restrict v, int fnuz)
                 break;
         }
     const float q = mla_fb_div(mla_fb_float(amax), fnuz ? 224.0f : 448.0f);
-    return mla_fb_pow2_ceil(q < 1e-4f ? 1e-4f : q); /* NaN passes the comparison */
+    return mla_fb_pow2_ceil(mla_fb_floor_pos(q, 1e-4f));
 }
 
 MLA_CPU_INLINE void write_fp8_scaled(const mla_cache_desc *d, uint8_t *blk, int64_t t,

@@ -94,8 +94,8 @@ MLA_DEV cache_pos slot_pos(const cache_dev &c, int64_t slot)
  * 16 consecutive lanes holds (the chunk at d0 with n values here; n = 0 on
  * lanes without one). amax keeps the group's last NaN (by dim, sign
  * cleared), as the host's loop does; then fl(amax / fp8_max), the 1e-4
- * floor (false for NaN), and 2^ceil(log2) from the exponent bits. Every lane
- * of the wave calls it: the team reduction shuffles. */
+ * floor (a NaN passes with its bits), and 2^ceil(log2) from the exponent
+ * bits. Every lane of the wave calls it: the team reduction shuffles. */
 template <int CT>
 MLA_DEV float fp8s_group_scale(int64_t d0, int n, const float v[kChunk])
 {
@@ -109,9 +109,8 @@ MLA_DEV float fp8s_group_scale(int64_t d0, int n, const float v[kChunk])
     }
     key = team_max_i64(key, kGroupChunks);
     const float fp8_max = CT == MLA_DTYPE_FP8_E4M3FNUZ ? 224.0f : 448.0f;
-    float q = mla_fb_div(mla_fb_float((uint32_t)key), fp8_max);
-    q = q < 1e-4f ? 1e-4f : q;
-    return mla_fb_pow2_ceil(q);
+    const float q = mla_fb_div(mla_fb_float((uint32_t)key), fp8_max);
+    return mla_fb_pow2_ceil(mla_fb_floor_pos(q, 1e-4f));
 }
 
 /* Stores the n values of the chunk at dim d0 of the token at `at`, encoded
