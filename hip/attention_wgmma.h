@@ -181,6 +181,22 @@ MLA_DEV void wg_copy_bf16(const att_desc &d, const int32_t *KP, const key_ref *K
                           unsigned char *st, int pt)
 {
     const int nu = wg_units<CT>(d), dk = 128 / nu, du = 128 % nu;
+    if (d.c.layout == MLA_CL_NORMAL) {
+        /* A NORMAL row is its cpk chunks back to back (rope after nope):
+         * eight threads per key, thread j taking chunks j, j + 8, .. , which
+         * all land in slot j ^ (k & 7) of successive 64-dim blocks, so the
+         * addresses step by constants (the general walk below spends ~60
+         * instructions a copy, more than the copies' own time). */
+        const int j = pt % 8;
+        for (int k = pt / 8; k < kWgKeys; k += 16) {
+            const bool valid = KP[k] >= 0;
+            const uint8_t *src = (valid ? KR[k].nope : d.c.data) + 16 * j;
+            unsigned char *dst = st + k * 128 + ((j ^ (k & 7)) << 4);
+            for (int c = j; c < nu; c += 8, src += 128, dst += kWgBlockBytes)
+                cp_async<16>(dst, src, valid);
+        }
+        return;
+    }
     int k = pt / nu, u = pt % nu;
     while (k < kWgKeys) {
         const wg_unit w = wg_unit_of<CT>(d, u);
