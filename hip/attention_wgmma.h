@@ -213,15 +213,103 @@ MLA_DEV void wg_copy_bf16(const att_desc &d, const int32_t *KP, const key_ref *K
     }
 }
 
-/* The same for fp8 caches through registers: kWgBatch units' loads in
- * flight before their conversion (a thread has 18 (NORMAL) or 20
- * (FP8_SCALED) units of a DeepSeek tile: two rounds). */
+/* A loaded unit into the stage at byte dst: 16 bytes of bf16 as they are,
+ * or 16 fp8 codes dequantized to bf16 (times sc, FP8_SCALED's power-of-two
+ * group scale) into chunk dst (codes 0-7) and the next chunk of its 64-dim
+ * block (codes 8-15), whose swizzled slot is dst's XOR partner: chunk j ->
+ * j + 1 (j even) flips bit 4 of the unswizzled offset, and the swizzle XOR
+ * keeps that bit's flip. */
+template <int CT>
+MLA_DEV void wg_put_unit(unsigned char *st, uint32_t dst, const uint32_t raw[4], float sc, bool bf,
+                         bool scaled)
+{
+    if (bf) {
+        mla_u32x4 v;
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+            v.v[j] = raw[j];
+        *reinterpret_cast<mla_u32x4 *>(st + dst) = v;
+        return;
+    }
+    mla_u32x4 lo, hi;
+    if (scaled) {
+        nv_fp8x4_bf16<CT, true>(raw[0], sc, lo.v[0], lo.v[1]);
+        nv_fp8x4_bf16<CT, true>(raw[1], sc, lo.v[2], lo.v[3]);
+        nv_fp8x4_bf16<CT, true>(raw[2], sc, hi.v[0], hi.v[1]);
+        nv_fp8x4_bf16<CT, true>(raw[3], sc, hi.v[2], hi.v[3]);
+    } else {
+        nv_fp8x4_bf16<CT, false>(raw[0], 1.0f, lo.v[0], lo.v[1]);
+        nv_fp8x4_bf16<CT, false>(raw[1], 1.0f, lo.v[2], lo.v[3]);
+        nv_fp8x4_bf16<CT, false>(raw[2], 1.0f, hi.v[0], hi.v[1]);
+        nv_fp8x4_bf16<CT, false>(raw[3], 1.0f, hi.v[2], hi.v[3]);
+    }
+    *reinterpret_cast<mla_u32x4 *>(st + dst) = lo;
+    *reinterpret_cast<mla_u32x4 *>(st + (dst ^ 16u)) = hi;
+}
+
+/* Units of a key per thread in wg_copy_fp8_rows: 576 dims / 16 per unit /
+ * 8 threads, rounded up. */
+constexpr int kWgRowUnits = 5;
+
+/* fp8 NORMAL and FP8_SCALED keys (a row's units at constant steps: fp8
+ * codes from the row's start, then FP8_SCALED's bf16 rope), eight threads
+ * a key, two keys' loads in flight before their conversion: thread j takes
+ * units j, j + 8, .. , so that FP8_SCALED's unit j + 8i has group scale i. */
+template <int CT>
+MLA_DEV void wg_copy_fp8_rows(const att_desc &d, const int32_t *KP, const key_ref *KR,
+                              unsigned char *st, int pt)
+{
+    const bool scaled = cache_fp8s(d.c);
+    const int j = pt % 8, L = (int)d.c.L;
+    const int nn = scaled ? L / 16 : (L + (int)d.c.R) / 16; /* units of fp8 codes */
+    const int nr = scaled ? (int)d.c.R / 8 : 0;             /* units of bf16 rope */
+    for (int k0 = pt / 8; k0 < kWgKeys; k0 += 32) {
+        uint32_t raw[2][kWgRowUnits][4];
+        float sc[2][kWgRowUnits];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const bool valid = KP[k0 + 16 * h] >= 0;
+            const key_ref kr = KR[k0 + 16 * h];
+#pragma unroll
+            for (int i = 0; i < kWgRowUnits; ++i) {
+                const int u = j + 8 * i;
+                raw[h][i][0] = raw[h][i][1] = raw[h][i][2] = raw[h][i][3] = 0;
+                sc[h][i] = 1.0f;
+                if (valid && u < nn) {
+                    load_bytes(kr.nope + 16 * u, raw[h][i], 16);
+                    if (scaled)
+                        sc[h][i] = *reinterpret_cast<const float *>(kr.nope + L + 4 * i);
+                } else if (valid && u - nn < nr) {
+                    load_bytes(kr.rope + 16 * (u - nn), raw[h][i], 16);
+                }
+            }
+        }
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+            for (int i = 0; i < kWgRowUnits; ++i) {
+                const int u = j + 8 * i, k = k0 + 16 * h;
+                if (u < nn)
+                    wg_put_unit<CT>(st, wg_chunk_at(k, 16 * u), raw[h][i], sc[h][i], false,
+                                    scaled);
+                else if (u - nn < nr)
+                    wg_put_unit<CT>(st, wg_chunk_at(k, L + 8 * (u - nn)), raw[h][i], 1.0f, true,
+                                    scaled);
+            }
+    }
+}
+
+/* The same for fp8 SHUFFLED caches through registers: kWgBatch units'
+ * loads in flight before their conversion (a thread has 18 units of a
+ * DeepSeek tile: two rounds). */
 constexpr int kWgBatch = 10;
 
 template <int CT>
 MLA_DEV void wg_copy_fp8(const att_desc &d, const int32_t *KP, const key_ref *KR,
                          unsigned char *st, int pt)
 {
+    if (d.c.layout != MLA_CL_SHUFFLED)
+        return wg_copy_fp8_rows<CT>(d, KP, KR, st, pt);
     const int nu = wg_units<CT>(d), dk = 128 / nu, du = 128 % nu;
     const bool scaled = cache_fp8s(d.c);
     int k = pt / nu, u = pt % nu;
@@ -256,37 +344,9 @@ MLA_DEV void wg_copy_fp8(const att_desc &d, const int32_t *KP, const key_ref *KR
             }
         }
 #pragma unroll
-        for (int e = 0; e < kWgBatch; ++e) {
-            if (dst[e] == 0xFFFFFFFFu)
-                continue;
-            if (bf[e]) {
-                mla_u32x4 v;
-#pragma unroll
-                for (int j = 0; j < 4; ++j)
-                    v.v[j] = raw[e][j];
-                *reinterpret_cast<mla_u32x4 *>(st + dst[e]) = v;
-                continue;
-            }
-            /* 16 codes: chunks dst (codes 0-7) and the next one of the
-             * 64-dim block (codes 8-15), whose swizzled slot is the XOR
-             * partner of the chunk index + 1 */
-            mla_u32x4 lo, hi;
-            if (scaled) {
-                nv_fp8x4_bf16<CT, true>(raw[e][0], sc[e], lo.v[0], lo.v[1]);
-                nv_fp8x4_bf16<CT, true>(raw[e][1], sc[e], lo.v[2], lo.v[3]);
-                nv_fp8x4_bf16<CT, true>(raw[e][2], sc[e], hi.v[0], hi.v[1]);
-                nv_fp8x4_bf16<CT, true>(raw[e][3], sc[e], hi.v[2], hi.v[3]);
-            } else {
-                nv_fp8x4_bf16<CT, false>(raw[e][0], 1.0f, lo.v[0], lo.v[1]);
-                nv_fp8x4_bf16<CT, false>(raw[e][1], 1.0f, lo.v[2], lo.v[3]);
-                nv_fp8x4_bf16<CT, false>(raw[e][2], 1.0f, hi.v[0], hi.v[1]);
-                nv_fp8x4_bf16<CT, false>(raw[e][3], 1.0f, hi.v[2], hi.v[3]);
-            }
-            *reinterpret_cast<mla_u32x4 *>(st + dst[e]) = lo;
-            /* chunk j -> j + 1 (j even) flips bit 4 of the unswizzled offset,
-             * and the swizzle XOR keeps that bit's flip */
-            *reinterpret_cast<mla_u32x4 *>(st + (dst[e] ^ 16u)) = hi;
-        }
+        for (int e = 0; e < kWgBatch; ++e)
+            if (dst[e] != 0xFFFFFFFFu)
+                wg_put_unit<CT>(st, dst[e], raw[e], sc[e], bf[e], scaled);
     }
 }
 
