@@ -515,9 +515,14 @@ MLA_DEV void wg_score(const att_desc &d, const att_blk &b, unsigned char *smem,
         fence_proxy_async(); /* P, for the value warpgroup's wgmma */
         named_bar_arrive(WG_BAR_PFULL, 256);
 
+        /* a factor of 1 (the rows' maxima held: most tiles of a long
+         * context) changes no bit, so a warp whose rows all kept theirs skips
+         * the 128 products */
+        if (mla_wave_any(alpha[0] != 1.0f || alpha[1] != 1.0f)) {
 #pragma unroll
-        for (int e = 0; e < 128; ++e)
-            o[e] *= alpha[(e % 4) / 2];
+            for (int e = 0; e < 128; ++e)
+                o[e] *= alpha[(e % 4) / 2];
+        }
         const uint64_t dv = dv0 + (uint64_t)((s * kWgTileBytes) >> 4);
         wg_fence();
 #pragma unroll
@@ -579,9 +584,11 @@ MLA_DEV void wg_value(const att_desc &d, const att_blk &b, unsigned char *smem,
         mbar_wait(full + s, (n >> 1) & 1u); /* over already: for the stage's bytes */
         fence_proxy_async();
         const float a0 = Sc[16 * w + g], a1 = Sc[16 * w + g + 8];
+        if (mla_wave_any(a0 != 1.0f || a1 != 1.0f)) { /* as in wg_score */
 #pragma unroll
-        for (int e = 0; e < 128; ++e)
-            o[e] *= (e % 4) / 2 ? a1 : a0;
+            for (int e = 0; e < 128; ++e)
+                o[e] *= (e % 4) / 2 ? a1 : a0;
+        }
         const uint64_t dv = dv0 + (uint64_t)((s * kWgTileBytes) >> 4);
         wg_fence();
 #pragma unroll
