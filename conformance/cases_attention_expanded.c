@@ -6,7 +6,9 @@
  * e4m3fnuz, SHUFFLED bf16 / e4m3fn, FP8_SCALED e4m3fn / e4m3fnuz), block
  * size (1, 16, 64; contiguous mode), heads (1, 3, 16, 128), the rows
  * (variable cu_q chunks after cached tokens with a padding sequence; next_n
- * rows each; a long chunk of several query blocks and key tiles), q dtype
+ * rows each; a long chunk of several query blocks and key tiles; the HIP
+ * matrix bodies' block and key-tile edges: 130 fresh rows, a chunk of 66
+ * after 34 cached tokens, one row after 199), q dtype
  * (bf16, f32), o dtype (f32, bf16), kv_b_proj (bf16, e4m3fn with 128 x 128
  * block scales), lse NULL, strided q / o / lse / kv_b_proj views, and
  * DeepSeek's sizes (L 512, R 64, nope = v = 128). Then the pairwise designs
@@ -36,7 +38,7 @@
 #include "core/ref/ref_kernels.h" /* mla_ref_cache_read_row: the exact reader */
 
 enum { AQN, AQP, ACACHE, ABT, ACTX, ACU, AW, AWS, AO, ALSE, AOABS };
-enum { G_CHUNKS = 0, G_NEXT_N = 1, G_LONG = 2, G_SHORT = 3 };
+enum { G_CHUNKS = 0, G_NEXT_N = 1, G_LONG = 2, G_SHORT = 3, G_TILES = 4, G_COUNT };
 
 #define NSEQ 4
 #define CACHE_PAD 64 /* bytes between blocks of a padded cache */
@@ -66,13 +68,16 @@ typedef struct geom {
  * cached tokens, a longer one. next_n: next_n rows each, one padding
  * sequence (whose rows get o = 0). Long: a chunk of 70 rows after 75 cached
  * tokens (several query blocks and key tiles on the fast backends). Short: a
- * few keys (the 128-head case). */
+ * few keys (the 128-head case). Tiles: the matrix bodies' block and tile
+ * edges (64 / 128 query rows, 64 keys): a fresh prompt of 130 rows, one row
+ * after 199 cached tokens, a chunk of 66 rows after 34. */
 static void geometry(const conf_case *c, geom *g)
 {
     memset(g, 0, sizeof *g);
-    static const int64_t n[4][NSEQ] = {{3, 0, 5, 9}, {2, 2, 2, 2}, {4, 0, 70, 1}, {2, 0, 1, 3}};
-    static const int64_t cx[4][NSEQ] = {
-        {3, 0, 40, 77}, {2, 0, 19, 66}, {4, 0, 145, 30}, {2, 0, 9, 5}};
+    static const int64_t n[G_COUNT][NSEQ] = {
+        {3, 0, 5, 9}, {2, 2, 2, 2}, {4, 0, 70, 1}, {2, 0, 1, 3}, {130, 0, 1, 66}};
+    static const int64_t cx[G_COUNT][NSEQ] = {
+        {3, 0, 40, 77}, {2, 0, 19, 66}, {4, 0, 145, 30}, {2, 0, 9, 5}, {130, 0, 200, 100}};
     const int geo = c->p.attx.geo;
     g->S = NSEQ;
     for (int s = 0; s < NSEQ; ++s) {
@@ -114,8 +119,8 @@ static mla_cache_desc cache_desc(const conf_case *c, const geom *g)
 
 static const char *geo_name(int k)
 {
-    static const char *const geos[] = {"chunks", "next_n", "long", "short"};
-    return k >= 0 && k < 4 ? geos[k] : "unknown";
+    static const char *const geos[] = {"chunks", "next_n", "long", "short", "tiles"};
+    return k >= 0 && k < G_COUNT ? geos[k] : "unknown";
 }
 
 static const conf_field fields[] = {
@@ -124,7 +129,7 @@ static const conf_field fields[] = {
     CONF_FIELD(attx, block_size, CONF_F_I64),
     CONF_FIELD(attx, L, CONF_F_I64),
     CONF_FIELD(attx, H, CONF_F_I64),
-    CONF_ENUM(attx, geo, geo_name, 4),
+    CONF_ENUM(attx, geo, geo_name, G_COUNT),
     CONF_FIELD(attx, next_n, CONF_F_I32),
     CONF_FIELD(attx, w, CONF_F_DTYPE),
     CONF_FIELD(attx, contiguous, CONF_F_I32),
@@ -170,6 +175,14 @@ static void contiguous_capacity(conf_case *c)
 
 enum { F_CONTIG = 1, F_VIEWS = 2, F_NO_LSE = 4 };
 
+/* An fp8 NORMAL / SHUFFLED cache's k_scale. The tiles cases take 0.3 (24
+ * significant bits), so that code x scale is no bf16 value and the HIP
+ * matrix bodies' three bf16 pieces of an fp32 rope key all count. */
+static double k_scale_of(int n, int geo)
+{
+    return geo == G_TILES ? (double)0.3f : n % 2 ? 0.375 : 1.25;
+}
+
 static void make(conf_builder *b, mla_cache_layout layout, mla_dtype cdt, int64_t bs, int64_t L,
                  int64_t H, int geo, mla_dtype wdt, int flags, mla_dtype qdt, mla_dtype odt)
 {
@@ -190,8 +203,7 @@ static void make(conf_builder *b, mla_cache_layout layout, mla_dtype cdt, int64_
                                      .no_lse = (flags & F_NO_LSE) != 0,
                                      .q = qdt,
                                      .o = odt,
-                                     .k_scale =
-                                         k_scaled(layout, cdt) ? (b->n % 2 ? 0.375 : 1.25) : 1.0,
+                                     .k_scale = k_scaled(layout, cdt) ? k_scale_of(b->n, geo) : 1.0,
                                      .q_nope_lay = views ? CONF_L_PAD : CONF_L_CONTIG,
                                      .q_pe_lay = views ? CONF_L_STEP2 : CONF_L_CONTIG,
                                      .o_lay = views ? CONF_L_COLMAJOR : CONF_L_CONTIG,
@@ -347,6 +359,15 @@ static int build(conf_case *cases, int cap)
     make(&b, F8, fn, 0, 128, 16, G_NEXT_N, fn, F_CONTIG | F_NO_LSE, f32, bf);
     make(&b, N, bf, 64, 512, 2, G_CHUNKS, bf, 0, bf, bf);
     make(&b, F8, fn, 64, 512, 1, G_NEXT_N, fn, F_VIEWS, bf, f32);
+    /* the matrix bodies' block and tile edges: bf16 keys, fp32 rope keys
+     * (fp8 caches: three bf16 pieces), heads 1 to 16, both head shapes */
+    make(&b, N, bf, 16, 512, 2, G_TILES, bf, 0, bf, bf);
+    make(&b, N, fn, 64, 512, 1, G_TILES, fn, F_VIEWS, bf, f32);
+    make(&b, F8, fn, 16, 128, 16, G_TILES, bf, F_NO_LSE, bf, bf);
+    make(&b, N, fnuz, 1, 128, 3, G_TILES, fn, F_VIEWS, bf, f32);
+    make(&b, SH, fn, 64, 128, 3, G_TILES, bf, 0, bf, f32);
+    make(&b, N, bf, 0, 128, 1, G_TILES, bf, F_CONTIG, bf, f32);
+    make(&b, N, bf, 64, 128, 3, G_TILES, bf, 0, f32, f32);
     conf_push_design(&b, &conf_axes_attention_expanded, design);
     return b.n;
 }
@@ -653,7 +674,10 @@ static mla_status forms_tol(const conf_case *c, const conf_problem *p, double *t
     geom g;
     geometry(c, &g);
     const int64_t H = c->p.attx.H, L = dim_l(c), R = dim_r(c), nope = dim_nope(c), v = dim_v(c);
-    const int64_t N = H * (nope + v), cmax = 160;
+    const int64_t N = H * (nope + v);
+    int64_t cmax = 1; /* the longest context */
+    for (int s = 0; s < NSEQ; ++s)
+        cmax = g.ctx[s] > cmax ? g.ctx[s] : cmax;
     const double sc = softmax_scale(c);
     const double ukv = c->p.attx.q == MLA_DTYPE_BF16 ? 0x1p-8 : U32;
     const double gk = gam((double)L + 4.0, U32), g64 = gam((double)L + 1.0, U64);

@@ -4,147 +4,157 @@
  * 1. Decompression (core/attention_expanded.c through this backend's slots):
  *    the latent rows gathered into the workspace (hip/cache_gather.hip), then
  *    [K_nope | V] = c @ kv_b_proj^T by the HIP linear (hip/linear.hip, the
- *    matrix-unit GEMM), rounded once to the kv dtype.
- * 2. Causal flash attention, one block per (sequence, head, block of BQ
- *    query rows), fp32 FMA (the always-correct path; it runs in the CPU
- *    emulation on waves of 32 and 64). Per tile of BK keys (0 .. the block's
- *    last position) the keys [K_nope | k_pe] and values are staged in shared
- *    memory as fp32, then
- *      S[i][k] = scale * Q[i] . K[k]   (-inf where t > p_i)      a thread per (i, k)
- *      mx' = max(mx, max_k S[i]);  alpha = e^(mx - mx');  P = e^(S - mx')
- *      l = l alpha + sum_k P[i][k]                                  a thread per row
- *      O[i][j] = alpha O[i][j] + sum_k P[i][k] V[k][j]              threads over (i, j)
- *    and o = O / l, lse = mx + ln l at the end (the CPU kernel's recurrence;
- *    its sums in a fixed order). Padding sequences: o = 0, lse = -inf.
- * Shared memory holds DQ = nope + R <= 256 and v <= 192 (DeepSeek: 192,
- * 128); larger heads are refused by the run, naming desc.nope or desc.v. */
+ *    matrix-unit GEMM), rounded once to the kv dtype (q's).
+ * 2. Causal flash attention, one block per (sequence, head, block of query
+ *    rows), by one of three bodies:
+ *      matrix, NVIDIA (hip/attention_expanded_nv.h): mma.sync m16n8k16,
+ *        64 or 128 rows a block (RG = 1, 2 row groups of 16 per warp), 64-key
+ *        tiles by cp.async;
+ *      matrix, gfx9 (hip/attention_expanded_mfma.h): MFMA 32x32x8, 128 rows
+ *        a block, 64-key tiles through registers;
+ *      FMA (hip/attention_expanded_common.h): fp32 FMA, 8 rows a block.
+ *    Padding sequences: o = 0, lse = -inf.
+ *
+ * The rule (ex_matrix_takes): the matrix body takes bf16 q (kv then bf16 as
+ * well; k_pe bf16 from a bf16 cache, else fp32 from the gathered rows, split
+ * exactly into three bf16 pieces) where its tiles hold the heads: nope and R
+ * multiples of 16, nope + R <= 256, v 32 or 128, L a multiple of 8 (16-byte
+ * aligned chunks of every row); gfx9 exactly (nope, R, v) = (128, 64, 128)
+ * or (32, 16, 32), the shapes it is instantiated for. f32 q, other heads and
+ * tuning.hip_attention = fma take the FMA body: f32 keys and values would
+ * need three bf16 pieces each (nine products for a score, three for P V),
+ * where the FMA body computes the same in fp32 directly. A device pass
+ * without the matrix instruction runs the matrix kernels' rows by the FMA
+ * body (hip/vendor.h's rule), in the same grid.
+ *
+ * RG (NVIDIA): 2 where a sequence has more than 64 rows and the 128-row
+ * grid still holds two blocks per multiprocessor, else 1 (the smaller tiles
+ * where the shared memory of 2 would not fit); tuning.hip_att_row_groups 1
+ * forces 1, 2 and 4 force 2.
+ *
+ * Shared memory: the FMA tiles hold DQ = nope + R <= 256 and v <= 192
+ * (DeepSeek: 192, 128); larger heads are refused by the run, naming desc.nope
+ * or desc.v. */
 #include <math.h>
 
-#include "core/attention_expanded.h"
+#include "hip/attention_expanded_common.h" /* first: the device pass */
+
 #include "core/checked.h"
-#include "hip/device_sync.h"
-#include "hip/device_util.h"
-#include "hip/hip_internal.h"
+#include "hip/attention_expanded_mfma.h"
+#include "hip/attention_expanded_nv.h"
 
-namespace {
-
-constexpr int BQ = 8, BK = 16, THREADS = BQ * BK, DQ_MAX = 256, V_MAX = 192;
-
-struct exp_desc {
-    const void *qn, *qp, *kv, *rows;
-    void *o;
-    float *lse;
-    const int32_t *cu, *key0, *ctx;
-    int64_t qn_s0, qn_s1, qn_s2, qp_s0, qp_s1, qp_s2, o_s0, o_s1, o_s2, lse_s0, lse_s1;
-    int32_t q_dt, kv_dt, rows_dt, o_dt;
-    int32_t nope, R, V, L, H, N, qblocks;
-    float scale;
-};
-
-MLA_DEV float ld(const void *p, int64_t off, int dt)
+namespace
 {
-    return dt == MLA_DTYPE_F32 ? load_value<MLA_DTYPE_F32>(p, off)
-                               : load_value<MLA_DTYPE_BF16>(p, off);
+
+__global__ __launch_bounds__(kExFmaThreads) void expanded_fma_kernel(exp_desc d)
+{
+    MLA_IDX_SMEM(unsigned char, smem);
+    int s, h, qb;
+    ex_block_of(d, s, h, qb);
+    ex_fma_rows<kExFmaThreads>(d, s, h, (int64_t)qb * kExFmaRows, smem);
 }
 
-MLA_DEV void st(void *p, int64_t off, float v, int dt)
+/* A matrix body's rows (BQ from q0) in a pass without its instruction. */
+template <int NT> MLA_DEV void ex_fma_block(const exp_desc &d, int s, int h, int64_t q0, int BQ, unsigned char *smem)
 {
-    if (dt == MLA_DTYPE_F32)
-        store_value<MLA_DTYPE_F32>(p, off, v, 1);
-    else
-        store_value<MLA_DTYPE_BF16>(p, off, v, 1);
+    for (int64_t q = q0; q < q0 + BQ; q += kExFmaRows)
+        ex_fma_rows<NT>(d, s, h, q, smem);
 }
 
-__global__ __launch_bounds__(THREADS) void expanded_kernel(exp_desc d)
+#if defined(__CUDACC__)
+template <int RG, int V> __global__ __launch_bounds__(kExNvThreads) void expanded_nv_kernel(exp_desc d)
 {
-    __shared__ float Q[BQ * DQ_MAX], K[BK * DQ_MAX], Vt[BK * V_MAX], O[BQ * V_MAX];
-    __shared__ float S[BQ * BK], mx[BQ], l[BQ], alpha[BQ];
-    const int tid = (int)threadIdx.x;
-    const int64_t b = blockIdx.x;
-    const int qb = (int)(b % d.qblocks), h = (int)(b / d.qblocks % d.H);
-    const int s = (int)(b / d.qblocks / d.H);
-    const int64_t r0 = d.cu[s], n = d.cu[s + 1] - r0, c = d.ctx[s];
-    const int64_t q0 = (int64_t)qb * BQ;
-    if (q0 >= n)
-        return;
-    const int rows = (int)(n - q0 < BQ ? n - q0 : BQ), DQ = d.nope + d.R, V = d.V;
-    if (c == 0) { /* a padding sequence */
-        for (int e = tid; e < rows * V; e += THREADS) {
-            const int64_t r = r0 + q0 + e / V;
-            st(d.o, r * d.o_s0 + h * d.o_s1 + (e % V) * d.o_s2, 0.0f, d.o_dt);
-        }
-        if (d.lse && tid < rows)
-            d.lse[(r0 + q0 + tid) * d.lse_s0 + h * d.lse_s1] = -INFINITY;
-        return;
+    MLA_IDX_SMEM(unsigned char, smem);
+    int s, h, qb;
+    ex_block_of(d, s, h, qb);
+#if MLA_ATT_MATRIX_KIND == 1
+    exn_rows<RG, V>(d, s, h, (int64_t)qb * 64 * RG, smem);
+#else
+    ex_fma_block<kExNvThreads>(d, s, h, (int64_t)qb * 64 * RG, 64 * RG, smem);
+#endif
+}
+#else
+template <int NOPE, int R, int V, int P>
+__global__ __launch_bounds__(256) void expanded_mfma_kernel(exp_desc d)
+{
+    MLA_IDX_SMEM(unsigned char, smem);
+    int s, h, qb;
+    ex_block_of(d, s, h, qb);
+    constexpr int BQ = exa_geom<NOPE, R, V, P>::BQ;
+#if MLA_ATT_MATRIX_KIND == 2
+    exa_rows<NOPE, R, V, P>(d, s, h, (int64_t)qb * BQ, smem);
+#else
+    ex_fma_block<256>(d, s, h, (int64_t)qb * BQ, BQ, smem);
+#endif
+}
+#endif
+
+/* --------------------------------------------------------------- host */
+
+/* Rows per block of the matrix body for the call (the rule above), 0 when
+ * the FMA body takes it. */
+int ex_matrix_rows(const mla_context *ctx, const mla_attention_expanded_desc *de, const exp_desc &d,
+                   int64_t qmax)
+{
+    const int nope = d.nope, R = d.R, V = d.V;
+    if (ctx->tuning.hip_attention == MLA_TUNE_HIP_ATTENTION_FMA || de->q_dtype != MLA_DTYPE_BF16 ||
+        d.L % 8)
+        return 0;
+#if defined(__CUDACC__)
+    if (nope % 16 || R % 16 || nope + R > 256 || (V != 32 && V != 128))
+        return 0;
+    const int64_t mp = mla_hip_state_of(ctx)->multiprocessors;
+    const int forced = ctx->tuning.hip_att_row_groups; /* 4 counts as 2 here */
+    const int rg = forced ? (forced >= 2 ? 2 : 1)
+                          : qmax > 64 && (qmax + 127) / 128 * d.H * d.S >= 2 * mp ? 2 : 1;
+    for (int g = rg; g >= 1; --g)
+        if (exn_layout(g, nope, R, V, d.P).total <= kSmemMax)
+            return 64 * g;
+    return 0;
+#else
+    (void)qmax;
+    return (nope == 128 && R == 64 && V == 128) || (nope == 32 && R == 16 && V == 32) ? 128 : 0;
+#endif
+}
+
+template <typename K>
+mla_status ex_launch(mla_context *ctx, K kernel, const exp_desc &d, int smem, unsigned threads)
+{
+    const int64_t blocks = (int64_t)d.qblocks * d.H * d.S;
+#if defined(__CUDACC__) && !MLA_IDX_EMU
+    if (smem > 48 * 1024) {
+        const cudaError_t err =
+            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        if (err != cudaSuccess)
+            return mla_hip_fail(ctx, err, "cudaFuncSetAttribute (expanded attention shared memory)");
     }
-    const int64_t p0 = c - n + q0, pmax = p0 + rows - 1, key0 = d.key0[s];
-    for (int e = tid; e < rows * DQ; e += THREADS) {
-        const int64_t r = r0 + q0 + e / DQ, i = e % DQ;
-        Q[e] = i < d.nope ? ld(d.qn, r * d.qn_s0 + h * d.qn_s1 + i * d.qn_s2, d.q_dt)
-                          : ld(d.qp, r * d.qp_s0 + h * d.qp_s1 + (i - d.nope) * d.qp_s2, d.q_dt);
-    }
-    for (int e = tid; e < BQ * V; e += THREADS)
-        O[e] = 0.0f;
-    if (tid < BQ)
-        mx[tid] = -INFINITY, l[tid] = 0.0f;
-    const int64_t hk = (int64_t)h * (d.nope + V);
-    for (int64_t t0 = 0; t0 <= pmax; t0 += BK) {
-        const int nk = (int)(pmax + 1 - t0 < BK ? pmax + 1 - t0 : BK);
-        idx_sync(); /* the previous tile's readers are done */
-        for (int e = tid; e < nk * DQ; e += THREADS) {
-            const int64_t key = key0 + t0 + e / DQ, i = e % DQ;
-            K[e] = i < d.nope ? ld(d.kv, key * d.N + hk + i, d.kv_dt)
-                              : ld(d.rows, key * (d.L + d.R) + d.L + (i - d.nope), d.rows_dt);
-        }
-        for (int e = tid; e < nk * V; e += THREADS)
-            Vt[e] = ld(d.kv, (key0 + t0 + e / V) * d.N + hk + d.nope + e % V, d.kv_dt);
-        idx_sync();
-        { /* S: a thread per (row, key) */
-            const int i = tid / BK, k = tid % BK;
-            float dot = 0.0f;
-            if (i < rows && k < nk)
-                for (int e = 0; e < DQ; ++e)
-                    dot = fmaf(Q[i * DQ + e], K[k * DQ + e], dot);
-            S[tid] = i < rows && k < nk && t0 + k <= p0 + i ? d.scale * dot : -INFINITY;
-        }
-        idx_sync();
-        if (tid < rows) { /* the online softmax of row tid */
-            float m = mx[tid];
-            for (int k = 0; k < nk; ++k)
-                m = fmaxf(m, S[tid * BK + k]);
-            if (m == -INFINITY) { /* the tile is past the row's position: P = 0 */
-                alpha[tid] = 1.0f;
-                for (int k = 0; k < BK; ++k)
-                    S[tid * BK + k] = 0.0f;
-            } else {
-                float sum = 0.0f;
-                for (int k = 0; k < BK; ++k) {
-                    const float pk = k < nk ? expf(S[tid * BK + k] - m) : 0.0f;
-                    S[tid * BK + k] = pk;
-                    sum += pk;
-                }
-                alpha[tid] = expf(mx[tid] - m);
-                l[tid] = l[tid] * alpha[tid] + sum;
-                mx[tid] = m;
-            }
-        }
-        idx_sync();
-        for (int e = tid; e < rows * V; e += THREADS) {
-            const int i = e / V, j = e % V;
-            float acc = alpha[i] * O[e];
-            for (int k = 0; k < nk; ++k)
-                acc = fmaf(S[i * BK + k], Vt[k * V + j], acc);
-            O[e] = acc;
-        }
-    }
-    idx_sync();
-    for (int e = tid; e < rows * V; e += THREADS) {
-        const int i = e / V;
-        const int64_t r = r0 + q0 + i;
-        st(d.o, r * d.o_s0 + h * d.o_s1 + (e % V) * d.o_s2, O[e] / l[i], d.o_dt);
-    }
-    if (d.lse && tid < rows)
-        d.lse[(r0 + q0 + tid) * d.lse_s0 + h * d.lse_s1] = mx[tid] + logf(l[tid]);
+#endif
+    kernel<<<(unsigned)blocks, threads, (size_t)smem, mla_hip_state_of(ctx)->stream>>>(d);
+    return mla_hip_check_launch(ctx, "expanded attention kernel launch");
+}
+
+/* The matrix body of BQ rows a block (at least the FMA body's shared
+ * memory: a pass without the instruction runs that in the same launch). */
+mla_status ex_launch_matrix(mla_context *ctx, const exp_desc &d, int BQ)
+{
+    const auto go = [&](auto kernel, int bytes, unsigned threads) {
+        return ex_launch(ctx, kernel, d, bytes > kExFmaSmem ? bytes : kExFmaSmem, threads);
+    };
+#if defined(__CUDACC__)
+    const int bytes = exn_layout(BQ / 64, d.nope, d.R, d.V, d.P).total;
+    if (BQ == 128)
+        return d.V == 128 ? go(expanded_nv_kernel<2, 128>, bytes, kExNvThreads)
+                          : go(expanded_nv_kernel<2, 32>, bytes, kExNvThreads);
+    return d.V == 128 ? go(expanded_nv_kernel<1, 128>, bytes, kExNvThreads)
+                      : go(expanded_nv_kernel<1, 32>, bytes, kExNvThreads);
+#else
+    (void)BQ;
+    if (d.nope == 128)
+        return d.P == 3 ? go(expanded_mfma_kernel<128, 64, 128, 3>, exa_geom<128, 64, 128, 3>::TOTAL, 256)
+                        : go(expanded_mfma_kernel<128, 64, 128, 1>, exa_geom<128, 64, 128, 1>::TOTAL, 256);
+    return d.P == 3 ? go(expanded_mfma_kernel<32, 16, 32, 3>, exa_geom<32, 16, 32, 3>::TOTAL, 256)
+                    : go(expanded_mfma_kernel<32, 16, 32, 1>, exa_geom<32, 16, 32, 1>::TOTAL, 256);
+#endif
 }
 
 } // namespace
@@ -152,13 +162,13 @@ __global__ __launch_bounds__(THREADS) void expanded_kernel(exp_desc d)
 mla_status mla_hip_attention_expanded(mla_context *ctx, const mla_attention_expanded_op_args *a)
 {
     const mla_attention_expanded_desc *de = &a->desc;
-    if (de->nope + de->cache.rope > DQ_MAX)
+    if (de->nope + de->cache.rope > kExDqMax)
         return mla_fail(ctx, MLA_ERR_UNSUPPORTED, "desc.nope",
                         "nope + R = %lld: the HIP tiles hold at most %d",
-                        (long long)(de->nope + de->cache.rope), DQ_MAX);
-    if (de->v > V_MAX)
+                        (long long)(de->nope + de->cache.rope), kExDqMax);
+    if (de->v > kExVMax)
         return mla_fail(ctx, MLA_ERR_UNSUPPORTED, "desc.v", "v = %lld: the HIP tiles hold at most %d",
-                        (long long)de->v, V_MAX);
+                        (long long)de->v, kExVMax);
     const mla_hip_device_scope scope(mla_hip_state_of(ctx)->device);
     if (scope.error() != hipSuccess)
         return mla_hip_fail(ctx, scope.error(), "selecting the context's GPU");
@@ -169,12 +179,12 @@ mla_status mla_hip_attention_expanded(mla_context *ctx, const mla_attention_expa
         const int64_t n = a->cu_host[s + 1] - a->cu_host[s];
         qmax = n > qmax ? n : qmax;
     }
-    const int64_t qblocks = (qmax + BQ - 1) / BQ, blocks = qblocks * de->heads * a->S;
-    if (blocks == 0)
+    if (qmax == 0 || de->heads == 0)
         return MLA_OK;
-    if (blocks > 0x7FFFFFFF)
-        return mla_fail(ctx, MLA_ERR_UNSUPPORTED, "q_nope", "%lld blocks: past the grid",
-                        (long long)blocks);
+    /* the largest grid (8-row blocks) bounds every body's */
+    if ((qmax + kExFmaRows - 1) / kExFmaRows * de->heads * a->S > 0x7FFFFFFF)
+        return mla_fail(ctx, MLA_ERR_UNSUPPORTED, "q_nope", "%lld query rows x %lld heads: past the grid",
+                        (long long)qmax, (long long)de->heads);
     const int32_t *meta = reinterpret_cast<const int32_t *>(a->workspace + a->ws.meta);
     exp_desc d;
     d.qn = a->q_nope.data, d.qp = a->q_pe.data, d.kv = kv.kv.data, d.rows = kv.rows.data;
@@ -187,9 +197,19 @@ mla_status mla_hip_attention_expanded(mla_context *ctx, const mla_attention_expa
     d.q_dt = a->q_nope.dtype, d.kv_dt = kv.kv.dtype, d.rows_dt = kv.rows.dtype;
     d.o_dt = a->o.dtype;
     d.nope = (int32_t)de->nope, d.R = (int32_t)de->cache.rope, d.V = (int32_t)de->v;
-    d.L = (int32_t)de->cache.kv_lora, d.H = (int32_t)de->heads;
-    d.N = (int32_t)(de->heads * (de->nope + de->v)), d.qblocks = (int32_t)qblocks;
+    d.L = (int32_t)de->cache.kv_lora, d.H = (int32_t)de->heads, d.S = (int32_t)a->S;
+    d.N = (int32_t)(de->heads * (de->nope + de->v));
+    d.P = kv.rows.dtype == MLA_DTYPE_BF16 ? 1 : 3;
+    const auto vec = [](const mla_tensor &t) { /* 16-byte chunks along the last dim */
+        return t.stride[2] == 1 && t.stride[0] % 8 == 0 && t.stride[1] % 8 == 0 &&
+               reinterpret_cast<uintptr_t>(t.data) % 16 == 0;
+    };
+    d.q_vec = vec(a->q_nope) && vec(a->q_pe);
     d.scale = de->softmax_scale;
-    expanded_kernel<<<(unsigned)blocks, THREADS, 0, mla_hip_state_of(ctx)->stream>>>(d);
-    return mla_hip_check_launch(ctx, "expanded attention kernel launch");
+    d.ss2 = de->softmax_scale * kLog2e;
+    const int BQ = ex_matrix_rows(ctx, de, d, qmax);
+    d.qblocks = (int32_t)((qmax + (BQ ? BQ : kExFmaRows) - 1) / (BQ ? BQ : kExFmaRows));
+    if (BQ)
+        return ex_launch_matrix(ctx, d, BQ);
+    return ex_launch(ctx, expanded_fma_kernel, d, kExFmaSmem, kExFmaThreads);
 }
