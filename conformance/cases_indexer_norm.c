@@ -171,14 +171,14 @@ static int build_ln(conf_case *cases, int cap)
     return b.n;
 }
 
-static mla_status ln_tol(conf_problem *p, const conf_case *c, int iy)
+mla_status conf_layernorm_tol(conf_problem *p, int ix, int iw, int ib, int iy, float eps_f)
 {
-    const conf_arg *x = &p->arg[NX], *w = &p->arg[NW], *bb = &p->arg[NB];
-    const int64_t T = c->p.ln.T, D = c->p.ln.D;
+    const conf_arg *x = &p->arg[ix], *w = &p->arg[iw], *bb = &p->arg[ib];
+    const int64_t D = x->t.shape[1], T = D ? conf_numel(x) / D : 0;
     double *tol = conf_tol_alloc(p, iy, 1.0);
     if (!tol)
         return MLA_ERR_OUT_OF_MEMORY;
-    const double g = gamma_n((double)D + 4.0, U32), eps = (double)(float)c->p.ln.eps;
+    const double g = gamma_n((double)D + 4.0, U32), eps = (double)eps_f;
     for (int64_t t = 0; t < T; ++t) {
         double s = 0.0, sa = 0.0, s2 = 0.0, dev = 0.0;
         for (int64_t d = 0; d < D; ++d) {
@@ -231,7 +231,8 @@ static mla_status setup_ln(const conf_case *c, const conf_env *env, conf_problem
         for (int64_t d = 0; d < D; ++d)
             conf_set_value(p, NX, t * D + d, conf_in_value(&p->arg[NX], t * D + d) + shift);
     }
-    st = laid_out(ln_tol(p, c, q->in_place ? NX : NY), err, errlen);
+    st = laid_out(conf_layernorm_tol(p, NX, NW, NB, q->in_place ? NX : NY, (float)q->eps),
+                  err, errlen);
     p->arg[NX].t.dtype = q->in_place ? q->y : q->x; /* in place: y's values come back */
     return st;
 }
@@ -362,6 +363,26 @@ static int build_had(conf_case *cases, int cap)
     return b.n;
 }
 
+mla_status conf_hadamard_tol(conf_problem *p, int ix, int iy)
+{
+    const conf_arg *x = &p->arg[ix];
+    const int64_t D = x->t.shape[x->t.ndim - 1];
+    const int64_t rows = conf_numel(x) / (D ? D : 1);
+    double *tol = conf_tol_alloc(p, iy, 1.0);
+    if (!tol)
+        return MLA_ERR_OUT_OF_MEMORY;
+    const double L = log2((double)D);
+    const double g = gamma_n(L + 2.0, U32) + gamma_n((double)D + 2.0, U64);
+    for (int64_t r = 0; r < rows; ++r) {
+        double sa = 0.0;
+        for (int64_t i = 0; i < D; ++i)
+            sa += fabs(conf_in_value(x, r * D + i));
+        for (int64_t j = 0; j < D; ++j)
+            tol[r * D + j] = g * sa / sqrt((double)D);
+    }
+    return MLA_OK;
+}
+
 static mla_status setup_had(const conf_case *c, const conf_env *env, conf_problem *p, char *err,
                             size_t errlen)
 {
@@ -376,20 +397,8 @@ static mla_status setup_had(const conf_case *c, const conf_env *env, conf_proble
     if (laid_out(st, err, errlen) != MLA_OK)
         return st;
     conf_fill(p, 0, q->dist, c->seed, D);
-    const int iy = q->in_place ? 0 : 1;
-    const int64_t rows = conf_numel(&p->arg[0]) / (D ? D : 1);
-    double *tol = conf_tol_alloc(p, iy, 1.0);
-    if (!tol)
+    if (conf_hadamard_tol(p, 0, q->in_place ? 0 : 1) != MLA_OK)
         return laid_out(MLA_ERR_OUT_OF_MEMORY, err, errlen);
-    const double L = log2((double)D);
-    const double g = gamma_n(L + 2.0, U32) + gamma_n((double)D + 2.0, U64);
-    for (int64_t r = 0; r < rows; ++r) {
-        double sa = 0.0;
-        for (int64_t i = 0; i < D; ++i)
-            sa += fabs(conf_in_value(&p->arg[0], r * D + i));
-        for (int64_t j = 0; j < D; ++j)
-            tol[r * D + j] = g * sa / sqrt((double)D);
-    }
     p->arg[0].t.dtype = q->in_place ? q->y : q->x; /* in place: y's values come back */
     return MLA_OK;
 }
