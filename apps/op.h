@@ -8,7 +8,7 @@
 #include "mla/mla.h"
 
 #define OP_MAX_ARGS 16   /* attention: q, cache, block table, lengths, top-k, sinks, RoPE's */
-#define OP_MAX_PARAMS 32 /* the layer's 26 */
+#define OP_MAX_PARAMS 32 /* the layer's 28 */
 
 typedef struct op_param_desc {
     const char *key;

@@ -499,6 +499,21 @@ static void test_layer(const char *preset, const mla_layer_weight_formats *fm)
              mla_prepare(ctx, plan, &w.base, &x, &pos, &slots, &cos, &sin, &cd, &cache, &qcat, &ws),
              ("q_cat", "cache"), (&qcat, &cache));
     }
+    if (c->index_heads) { /* the indexer's own prepare, its weights dumped as inputs */
+        const int64_t Hi = c->index_heads, Di = c->index_head_dim;
+        mla_tensor ql = rnd(MLA_DTYPE_BF16, 2, (int64_t[]){T, c->q_lora});
+        mla_tensor qf = ten(MLA_DTYPE_FP8_E4M3FN, 3, (int64_t[]){T, Hi, Di}, NULL);
+        mla_tensor wo = ten(MLA_DTYPE_F32, 2, (int64_t[]){T, Hi}, NULL);
+        mla_tensor k = ten(MLA_DTYPE_BF16, 2, (int64_t[]){T, Di}, NULL);
+        int64_t ib = 0;
+        mla_indexer_workspace_bytes(c, T, &ib);
+        mla_tensor iws = ten(MLA_DTYPE_U8, 1, &ib, NULL);
+        mla_indexer_options io = {MLA_ROPE_NEOX, 1, MLA_DTYPE_FP8_E4M3FN};
+        CALL("indexer_prepare",
+             mla_indexer_prepare(ctx, c, &w.indexer, &io, &ql, &x, &pos, &cos, &sin, &qf, &wo, &k,
+                                 &iws),
+             ("q_fp8", "w_out", "k"), (&qf, &wo, &k));
+    }
     mla_layer_options opt;
     mla_layer_options_default(c, &cd, &opt);
     mla_tensor icache = {0};
