@@ -6,6 +6,7 @@
  * judged against the reference backend the line runs there too (its
  * outputs as TMP/ref.NAME.npy). */
 #define _POSIX_C_SOURCE 200809L /* mkdtemp */
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -164,6 +165,15 @@ static int rewrite(const char *dir, const char *tmp, const manifest *m, const ch
     return MLA_EXIT_OK;
 }
 
+static int has_out(char **w, int n, const char *name)
+{
+    const size_t k = strlen(name);
+    for (int i = 0; i + 1 < n; ++i)
+        if (!strcmp(w[i], "--out") && !strncmp(w[i + 1], name, k) && w[i + 1][k] == '=')
+            return 1;
+    return 0;
+}
+
 static void remove_tree(const char *tmp, char **w, int n)
 {
     char path[4300];
@@ -178,6 +188,42 @@ static void remove_tree(const char *tmp, char **w, int n)
             }
         }
     rmdir(tmp);
+}
+
+static int run_words(char **args, int na, const char *backend);
+
+/* The files of folder dir, then dir itself (a capture's folder: no subfolders). */
+static void remove_folder(const char *dir)
+{
+    DIR *d = opendir(dir);
+    char path[4600];
+    for (struct dirent *e = d ? readdir(d) : NULL; e; e = readdir(d))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            remove(path);
+        }
+    if (d)
+        closedir(d);
+    rmdir(dir);
+}
+
+/* The rerun of a sparse layer records its own top-k selection the way the
+ * dump recorded the dumped call's: through the dump switch, into TMP/rerun. */
+static int run_capturing(char **args, int na, const char *tmp, char *sel, size_t len)
+{
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/rerun", tmp);
+    const char *keep = getenv("MLA_DUMP");
+    char *old = keep ? strdup(keep) : NULL;
+    setenv("MLA_DUMP", "layer", 1), setenv("MLA_DUMP_DIR", dir, 1), setenv("MLA_DUMP_MAX", "1", 1);
+    const int rc = run_words(args, na, NULL);
+    if (old)
+        setenv("MLA_DUMP", old, 1);
+    else
+        unsetenv("MLA_DUMP");
+    free(old);
+    snprintf(sel, len, "%s/0000-layer/sel.topk.npy", dir);
+    return rc;
 }
 
 /* Runs the rerun's words (op_main splits them in place: copies) on backend
@@ -251,7 +297,10 @@ int op_replay(int argc, char **argv)
         printf("replay %s: %s dumped on %s by libmla %s (returned '%s'); rerun on %s\n", dir, m.op,
                m.backend, m.version, m.status, ran_on);
         fflush(stdout);
-        rc = run_words(args, na, NULL);
+        static char sel[4300];
+        const int sparse_layer = !strcmp(m.op, "layer") && has_out(w, n, "index_cache");
+        rc = sparse_layer ? run_capturing(args, na, tmp, sel, sizeof sel)
+                          : run_words(args, na, NULL);
         const int dumped_ok = !strcmp(m.status, mla_status_name(MLA_OK));
         const int same = !strcmp(ran_on, m.backend);
         if (!dumped_ok) { /* a refused call must be refused again */
@@ -271,9 +320,15 @@ int op_replay(int argc, char **argv)
             rp.dir = dir, rp.op = m.op, rp.args = args, rp.n = na;
             rp.same_backend = same;
             rp.on_reference = !strcmp(ran_on, "reference");
+            rp.sel_rerun = sparse_layer ? sel : NULL;
             rc = replay_compare(&rp);
         }
     }
+    char rerun[4300];
+    snprintf(rerun, sizeof rerun, "%s/rerun/0000-layer", tmp);
+    remove_folder(rerun);
+    snprintf(rerun, sizeof rerun, "%s/rerun", tmp);
+    rmdir(rerun);
     remove_tree(tmp, w, n);
     for (int i = 0; i < no; ++i)
         free(owned[i]);

@@ -492,8 +492,7 @@ int64_t conf_cache_elems(const conf_attn_geom *g)
     return g->L + g->R + (g->layout == MLA_CACHE_FP8_SCALED ? g->L / 128 : 0);
 }
 
-/* Value of dim d of token t in the block at blk, dequantized (float64, exact). */
-static double key_value(const conf_attn_geom *g, const unsigned char *blk, int64_t t, int64_t d)
+double conf_cache_value(const conf_attn_geom *g, const unsigned char *blk, int64_t t, int64_t d)
 {
     mla_dtype dt;
     const int64_t at = conf_cache_elem(g, t, d, &dt);
@@ -793,7 +792,7 @@ mla_status conf_attention_tols(const conf_problem *p, const conf_attn_geom *g,
             const int64_t blk =
                 g->contiguous ? s : (int64_t)conf_in_value(&p->arg[ABT], s * g->max_blocks + t / bs);
             for (int64_t d = 0; d < D; ++d)
-                keys[t * D + d] = key_value(g, cache + blk * ca->t.stride[0], t % bs, d);
+                keys[t * D + d] = conf_cache_value(g, cache + blk * ca->t.stride[0], t % bs, d);
         }
         for (int64_t r = g->cu[s]; r < g->cu[s + 1]; ++r) {
             const int64_t pos = g->ctx[s] - (g->cu[s + 1] - g->cu[s]) + (r - g->cu[s]);

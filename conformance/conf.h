@@ -412,12 +412,19 @@ mla_status conf_attention_tols(const conf_problem *p, const conf_attn_geom *g,
  * conf_cache_elems: the elements of a token, scales included. */
 int64_t conf_cache_elem(const conf_attn_geom *g, int64_t t, int64_t d, mla_dtype *dt);
 int64_t conf_cache_elems(const conf_attn_geom *g);
+/* Dim d < L + R of token t of the block at blk, dequantized (float64, exact). */
+double conf_cache_value(const conf_attn_geom *g, const unsigned char *blk, int64_t t, int64_t d);
 /* The per-value bounds of the suites below, from a problem's inputs (the
  * cases' own data, or a dump's files for mla op --replay): each allocates
  * output iy's tolerances (conf_tol_alloc). LayerNorm of x [T, D] with w, b
  * [D] (cases_indexer_norm.c); the Hadamard rotation along x's last dim. */
 mla_status conf_layernorm_tol(conf_problem *p, int ix, int iw, int ib, int iy, float eps);
 mla_status conf_hadamard_tol(conf_problem *p, int ix, int iy);
+/* The same bounds for one row of values: LayerNorm's tol [D] of row x;
+ * the Hadamard rotation's (every output of a row whose sum of |x| is sa). */
+void conf_layernorm_row_tol(const double *x, const double *w, const double *b, int64_t D,
+                            double eps, double *tol);
+double conf_hadamard_sum_tol(double sa, int64_t D);
 /* linear (cases_gemm.c): x [T, K], w [N, K], is: its fp8 scales (block
  * [ceil(N/128), ceil(K/128)] or one [1, 1]), -1 for none; batched: x [B, M,
  * K], w [B, K, N] times w_scale; the MXFP4 GEMMs (cases_mxfp4_gemm.c) with
@@ -438,6 +445,8 @@ int conf_mxfp4_scale_byte(float a);
  * dequantized values; judges arg `which` (iq or is). See compare_quant.c. */
 void conf_compare_quant(const conf_problem *p, int iq, int is, int which,
                         unsigned char *const *got, unsigned char *const *want, conf_cmp *r);
+/* Half the larger distance from a code (fp8, or an fp4 nibble) to its neighbours. */
+double conf_code_half_gap(mla_dtype dt, unsigned code);
 
 /* ---------------------------------------------------------- selection */
 
