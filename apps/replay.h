@@ -76,14 +76,13 @@ int replay_layer(replay *r);
  * compared element by element, bit for bit (bits) or, with tol_of (the
  * per-element bound and its oracle), within the bound. */
 typedef struct replay_cache_geom {
-    int indexer;         /* 0: latent cache (conf_attn_geom g), 1: indexer K cache */
-    conf_attn_geom g;    /* layout, dtype, block_size, L, R, k_scale */
+    int indexer;                /* 0: latent cache (conf_attn_geom g), 1: indexer K cache */
+    conf_attn_geom g;           /* layout, dtype, block_size, L, R, k_scale */
     mla_indexer_cache_desc idx; /* the indexer cache (layout resolved) */
 } replay_cache_geom;
 /* The oracle of written slot `slot`'s element d (value and its bound);
  * returns 0 when the element has no oracle (compared bit for bit). */
-typedef int (*replay_slot_oracle)(void *ctx, int64_t slot, int64_t d, double *value,
-                                  double *tol);
+typedef int (*replay_slot_oracle)(void *ctx, int64_t slot, int64_t d, double *value, double *tol);
 int replay_cache(replay *r, replay_out *o, const char *in_name, const char *slots_name,
                  const replay_cache_geom *cg, replay_slot_oracle oracle, void *octx);
 /* The latent cache of the replay's layout, dtype, block_size and k_scale

@@ -71,7 +71,8 @@ static int gemms(replay *r, conf_problem *p)
     const int iy = replay_add_output(r, p, "y", NULL);
     if (any_negative((int[]){ix, ixs, iwc, iws, iy}, 5) || p->arg[iy].t.ndim != 3)
         return fail_setup(r);
-    const char *wl = replay_word(r, "--param", "w_layout"), *xl = replay_word(r, "--param", "x_layout");
+    const char *wl = replay_word(r, "--param", "w_layout"),
+               *xl = replay_word(r, "--param", "x_layout");
     const char *rule = replay_word(r, "--param", "rule");
     const conf_arg *y = &p->arg[iy];
     conf_p_mxfp4_gemm q;
@@ -81,9 +82,9 @@ static int gemms(replay *r, conf_problem *p)
     q.prequant = !a4w4 && replay_param(r, "prequant", 1) != 0;
     q.rule = rule && !strcmp(rule, "ocp") ? MLA_MXFP4_OCP : MLA_MXFP4_PRODUCTION;
     q.w_layout = wl && strncmp(wl, "preshuffled", 11) == 0 ? MLA_SCALE_PRESHUFFLED_GFX950
-                                                          : MLA_SCALE_ROW_MAJOR;
+                                                           : MLA_SCALE_ROW_MAJOR;
     q.x_layout = xl && strncmp(xl, "preshuffled", 11) == 0 ? MLA_SCALE_PRESHUFFLED_GFX950
-                                                          : MLA_SCALE_ROW_MAJOR;
+                                                           : MLA_SCALE_ROW_MAJOR;
     return judge(r, p, iy, conf_mxfp4_gemm_tol(p, &q, a4w4));
 }
 
@@ -211,14 +212,12 @@ static int attention(replay *r, conf_problem *p)
     if (strcmp(r->op, "attention"))
         return -1;
     int ix[CONF_AT_QPOS + 1];
-    static const char *const names[] = {"q",           "cache",        "block_table",
-                                        "context_lens", "cu_q_lens",   "topk_indices",
-                                        "sinks",        "o",           "lse",
-                                        "cos",          "sin",         "q_pos"};
-    static const mla_dtype implied[] = {NONE,          MLA_DTYPE_U8,  MLA_DTYPE_I32,
-                                        MLA_DTYPE_I32, MLA_DTYPE_I32, MLA_DTYPE_I32,
-                                        MLA_DTYPE_F32, NONE,          NONE,
-                                        MLA_DTYPE_F32, MLA_DTYPE_F32, NONE};
+    static const char *const names[] = {"q",         "cache",        "block_table", "context_lens",
+                                        "cu_q_lens", "topk_indices", "sinks",       "o",
+                                        "lse",       "cos",          "sin",         "q_pos"};
+    static const mla_dtype implied[] = {NONE,          MLA_DTYPE_U8,  MLA_DTYPE_I32, MLA_DTYPE_I32,
+                                        MLA_DTYPE_I32, MLA_DTYPE_I32, MLA_DTYPE_F32, NONE,
+                                        NONE,          MLA_DTYPE_F32, MLA_DTYPE_F32, NONE};
     for (int i = 0; i <= CONF_AT_QPOS; ++i) {
         const int out = i == CONF_AT_O || (i == CONF_AT_LSE && replay_find(r, "lse"));
         ix[i] = out ? replay_add_output(r, p, names[i], NULL)
@@ -233,7 +232,8 @@ static int attention(replay *r, conf_problem *p)
     const int64_t nn = (int64_t)replay_param(r, "next_n", 1);
     replay_cache_geom cg = replay_latent_geom(r, L, q->t.shape[2] - L);
     conf_attn_geom *g = &cg.g;
-    int64_t *ctx = malloc((size_t)(S + 1) * sizeof *ctx), *cu = malloc((size_t)(S + 2) * sizeof *cu);
+    int64_t *ctx = malloc((size_t)(S + 1) * sizeof *ctx),
+            *cu = malloc((size_t)(S + 2) * sizeof *cu);
     double *tol_o = calloc((size_t)(T * H * L + 1), sizeof *tol_o);
     double *tol_lse = calloc((size_t)(T * H + 1), sizeof *tol_lse);
     int rc = MLA_EXIT_FAIL;

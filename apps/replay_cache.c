@@ -82,7 +82,8 @@ static void judge_elem(side *s, const replay_cache_geom *cg, const unsigned char
     if (kind == 0) {
         if (memcmp(s->bytes + at, dumped + at, es) && !s->written++)
             snprintf(s->first, sizeof s->first, "slot %lld element %lld: 0x%llx, dumped 0x%llx",
-                     (long long)slot, (long long)d, (unsigned long long)conf_load_bits(s->bytes + at, es),
+                     (long long)slot, (long long)d,
+                     (unsigned long long)conf_load_bits(s->bytes + at, es),
                      (unsigned long long)conf_load_bits(dumped + at, es));
         return;
     }
@@ -119,7 +120,7 @@ static void say_side(const side *s)
 {
     printf("%s ", s->who);
     if (!s->kept && !s->written)
-        printf("defined");
+        printf("yes");
     if (s->kept)
         printf("DIFFERENT outside the written slots (%lld bytes, first at %s)", (long long)s->kept,
                s->first);
@@ -173,9 +174,9 @@ int replay_cache(replay *r, replay_out *o, const char *in_name, const char *slot
     for (int k = 0; k < 2; ++k) {
         for (size_t b = 0; b < n; ++b)
             if (!mask[b] && sd[k].bytes[b] != before[b] && !sd[k].kept++ && !sd[k].written)
-                snprintf(sd[k].first, sizeof sd[k].first, "block %lld byte %lld: 0x%02x, was 0x%02x",
-                         (long long)(b / (size_t)bb), (long long)(b % (size_t)bb),
-                         sd[k].bytes[b], before[b]);
+                snprintf(sd[k].first, sizeof sd[k].first,
+                         "block %lld byte %lld: 0x%02x, was 0x%02x", (long long)(b / (size_t)bb),
+                         (long long)(b % (size_t)bb), sd[k].bytes[b], before[b]);
     }
     rc = sd[0].kept || sd[0].written || sd[1].kept || sd[1].written ? MLA_EXIT_FAIL : MLA_EXIT_OK;
     printf("  %-12s %lld written slots %s, every other byte the input cache's: ", o->name,

@@ -84,9 +84,9 @@ static int64_t *indices(const replay *r, const char *name, int64_t *n)
 
 static double unit_roundoff(mla_dtype dt)
 {
-    return dt == MLA_DTYPE_F32 ? U32 : (dt == MLA_DTYPE_FP8_E4M3FN || dt == MLA_DTYPE_FP8_E4M3FNUZ)
-                                           ? 0x1p-4
-                                           : 0x1p-8;
+    return dt == MLA_DTYPE_F32                                            ? U32
+           : (dt == MLA_DTYPE_FP8_E4M3FN || dt == MLA_DTYPE_FP8_E4M3FNUZ) ? 0x1p-4
+                                                                          : 0x1p-8;
 }
 
 /* ------------------------------------------------------------ judging */
@@ -209,7 +209,8 @@ static int load_model(replay *r, model *m, mla_dtype act, mla_dtype y_dt)
     rm->u_q = unit_roundoff(dtype_named(replay_word(r, "--param", "q_dtype"), MLA_DTYPE_BF16));
     rm->u_out = unit_roundoff(y_dt);
     const char *form = replay_word(r, "--param", "form");
-    rm->expanded = form && !strcmp(form, "expanded") && m->w.base.kv_b_proj.w.dtype == MLA_DTYPE_BF16;
+    rm->expanded =
+        form && !strcmp(form, "expanded") && m->w.base.kv_b_proj.w.dtype == MLA_DTYPE_BF16;
     return MLA_EXIT_OK;
 }
 
@@ -321,12 +322,12 @@ static int32_t *selection(const step_in *s, const char *path, int *full, char *w
     int ok = a.type == MLA_NPY_I4 && a.ndim == 2 && a.shape[0] == s->T && a.shape[1] == s->K;
     for (int64_t q = 0; ok && q < s->S; ++q)
         for (int64_t row = s->cu[q]; ok && row < s->cu[q + 1]; ++row)
-            ok = s->ctx[q] == 0 ||
-                 selection_valid((int32_t *)a.data + row * s->K, s->K,
-                                 s->ctx[q] - (s->cu[q + 1] - row));
-    if (!ok) {
+            ok = s->ctx[q] == 0 || selection_valid((int32_t *)a.data + row * s->K, s->K,
+                                                   s->ctx[q] - (s->cu[q + 1] - row));
+    if (!ok) { /* a record that is not a selection fails, needed or not */
         snprintf(why, len, "its top-k selection is not a valid causal one");
         mla_npy_free(&a);
+        *full = 0;
         return NULL;
     }
     *full = 0;
@@ -405,10 +406,21 @@ static int judge_index_cache(replay *r, model *m, const step_in *s, mla_dtype ac
     int rc = MLA_EXIT_FAIL;
     const char *style = replay_word(r, "--param", "idx_style");
     if (wk && lw && lb && k && sd && token) {
-        const ref64_indexer im = {c->index_heads, D, c->rope, c->q_lora, c->hidden, NULL, wk,
-                                  NULL, lw, lb, m->cos.data, m->sin.data,
+        const ref64_indexer im = {c->index_heads,
+                                  D,
+                                  c->rope,
+                                  c->q_lora,
+                                  c->hidden,
+                                  NULL,
+                                  wk,
+                                  NULL,
+                                  lw,
+                                  lb,
+                                  m->cos.data,
+                                  m->sin.data,
                                   !style || !strcmp(style, "neox"),
-                                  replay_param(r, "idx_hadamard", 0) != 0, unit_roundoff(act),
+                                  replay_param(r, "idx_hadamard", 0) != 0,
+                                  unit_roundoff(act),
                                   unit_roundoff(act)};
         ref64_indexer_k(&im, s->T, s->x, s->pos, k, sd);
         for (int64_t i = 0; i < slots; ++i)
@@ -452,8 +464,8 @@ static int judge_layer(replay *r, model *m)
     double *y[2] = {NULL, NULL}, *sd[2] = {NULL, NULL};
     ref64_cache start = m->cache, run;
     for (int k = 0; rc == MLA_EXIT_OK && k < 2; ++k) {
-        if (k == 1 && (sel[1] == sel[0] || (sel[0] && sel[1] &&
-                                             !memcmp(sel[0], sel[1], (size_t)(s.T * s.K) * 4)))) {
+        if (k == 1 && (sel[1] == sel[0] ||
+                       (sel[0] && sel[1] && !memcmp(sel[0], sel[1], (size_t)(s.T * s.K) * 4)))) {
             y[1] = y[0], sd[1] = sd[0]; /* the same selection: the same reference */
             break;
         }
@@ -569,13 +581,25 @@ static int judge_indexer_prepare(replay *r, model *m)
     const int64_t Hi = c->index_heads, D = c->index_head_dim;
     int rc = MLA_EXIT_OK;
     if (!wq || !wk || !wp || !ql || !x || !lw || !lb || !pos || !ca.data || !sa.data || !oq ||
-        !ow || !ok_ || N[0] != Hi * D || N[1] != D || N[2] != Hi ||
-        oq->got.numel != T * Hi * D || ow->got.numel != T * Hi || ok_->got.numel != T * D)
+        !ow || !ok_ || N[0] != Hi * D || N[1] != D || N[2] != Hi || oq->got.numel != T * Hi * D ||
+        ow->got.numel != T * Hi || ok_->got.numel != T * D)
         rc = fail_all(r, "the dump's weights and inputs do not make the indexer's prepare");
     const char *style = replay_word(r, "--param", "style");
-    const ref64_indexer im = {Hi, D, c->rope, K[0], K[1], wq, wk, wp, lw, lb, ca.data, sa.data,
+    const ref64_indexer im = {Hi,
+                              D,
+                              c->rope,
+                              K[0],
+                              K[1],
+                              wq,
+                              wk,
+                              wp,
+                              lw,
+                              lb,
+                              ca.data,
+                              sa.data,
                               !style || !strcmp(style, "neox"),
-                              replay_param(r, "hadamard", 0) != 0, unit_roundoff(act),
+                              replay_param(r, "hadamard", 0) != 0,
+                              unit_roundoff(act),
                               unit_roundoff(ok_ ? ok_->dt : MLA_DTYPE_BF16)};
     const size_t nq = (size_t)(T * Hi * D + 1), nw = (size_t)(T * Hi + 1), nk = (size_t)(T * D + 1);
     double *q = rc ? NULL : malloc(nq * 8), *sq = rc ? NULL : malloc(nq * 8);

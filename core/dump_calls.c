@@ -178,10 +178,9 @@ mla_status mla_dump_layer(mla_context *ctx, const mla_layer_plan *lp, const mla_
         if (sparse) {
             mla_dump_out(d, "index_cache", &lp->index_cache);
             const mla_model_config *c = mla_plan_config(lp->plan);
-            const mla_tensor sel = mla_view((uint8_t *)lp->workspace.data + lp->ws.topk,
-                                            MLA_DTYPE_I32, lp->workspace.memory, 2,
-                                            (int64_t[]){lp->T, c->index_topk},
-                                            (int64_t[]){c->index_topk, 1});
+            const mla_tensor sel = mla_view(
+                (uint8_t *)lp->workspace.data + lp->ws.topk, MLA_DTYPE_I32, lp->workspace.memory, 2,
+                (int64_t[]){lp->T, c->index_topk}, (int64_t[]){c->index_topk, 1});
             mla_dump_side(d, "sel.topk.npy", &sel);
         }
     }
