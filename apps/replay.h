@@ -40,9 +40,14 @@ int replay_compare(replay *r);
 int replay_wants_reference(const char *op);
 
 /* Shared by the judges. The value of `--opt NAME=...` in the rerun's
- * words (NULL when absent); a --param as a number. */
+ * words (NULL when absent); a --param as a number, as a dtype. */
 const char *replay_word(const replay *r, const char *opt, const char *name);
 double replay_param(const replay *r, const char *key, double def);
+mla_dtype replay_dtype_param(const replay *r, const char *key, mla_dtype def);
+/* The dtype of array `name` (an input or output): --dtype's, else its file's. */
+mla_dtype replay_dtype(const replay *r, const char *name, mla_npy_type file);
+/* Loads a .npy file; -1 (printed) on failure. */
+int replay_load(const char *path, mla_npy *a);
 /* Input `name` added to p as a contiguous argument of its file's dtype (or
  * --dtype's, or implied when not MLA_DTYPE_COUNT); an absent input as an
  * empty one. Output `name` (its dumped shape and dtype, no data) likewise;

@@ -102,15 +102,6 @@ static void judge_elem(side *s, const replay_cache_geom *cg, const unsigned char
                  (long long)slot, (long long)d, v, ov);
 }
 
-static int load_arr(const char *path, mla_npy *a)
-{
-    char err[300];
-    if (mla_npy_load(path, a, err, sizeof err) == MLA_OK)
-        return 0;
-    fprintf(stderr, "mla op --replay: %s: %s\n", path, err);
-    return -1;
-}
-
 static int64_t index_at(const mla_npy *a, int64_t i)
 {
     return a->type == MLA_NPY_I8 ? ((const int64_t *)a->data)[i] : ((const int32_t *)a->data)[i];
@@ -140,7 +131,8 @@ int replay_cache(replay *r, replay_out *o, const char *in_name, const char *slot
     const size_t n = o->dumped.nbytes;
     unsigned char *mask = calloc(n + 1, 1), *zero = calloc(n + 1, 1);
     int rc = MLA_EXIT_FAIL;
-    if (!mask || !zero || !sl_path || load_arr(sl_path, &sl) || (in_path && load_arr(in_path, &in)))
+    if (!mask || !zero || !sl_path || replay_load(sl_path, &sl) ||
+        (in_path && replay_load(in_path, &in)))
         goto done;
     if ((in_path && in.nbytes != n) || o->dumped.type != MLA_NPY_U1 || bs < 1 ||
         (sl.type != MLA_NPY_I4 && sl.type != MLA_NPY_I8)) {
@@ -198,15 +190,6 @@ done:
     return rc;
 }
 
-static mla_dtype dtype_param(const replay *r, const char *key, mla_dtype def)
-{
-    const char *v = replay_word(r, "--param", key);
-    for (int d = 0; v && d < MLA_DTYPE_COUNT; ++d)
-        if (!strcmp(v, mla_dtype_name((mla_dtype)d)))
-            return (mla_dtype)d;
-    return def;
-}
-
 static int choice(const replay *r, const char *key, const char *const *names, int n)
 {
     const char *v = replay_word(r, "--param", key);
@@ -222,7 +205,7 @@ replay_cache_geom replay_latent_geom(const replay *r, int64_t L, int64_t R)
     replay_cache_geom cg;
     memset(&cg, 0, sizeof cg);
     cg.g.layout = (mla_cache_layout)choice(r, "layout", layouts, 3);
-    cg.g.cache_dtype = dtype_param(r, "dtype", MLA_DTYPE_BF16);
+    cg.g.cache_dtype = replay_dtype_param(r, "dtype", MLA_DTYPE_BF16);
     cg.g.block_size = (int64_t)replay_param(r, "block_size", 16);
     cg.g.k_scale = (float)replay_param(r, "k_scale", 1.0);
     cg.g.L = L, cg.g.R = R;
@@ -236,7 +219,7 @@ replay_cache_geom replay_index_geom(const replay *r, int layer)
     memset(&cg, 0, sizeof cg);
     cg.indexer = 1;
     mla_indexer_cache_desc *d = &cg.idx;
-    d->dtype = dtype_param(r, layer ? "idx_dtype" : "dtype", MLA_DTYPE_FP8_E4M3FN);
+    d->dtype = replay_dtype_param(r, layer ? "idx_dtype" : "dtype", MLA_DTYPE_FP8_E4M3FN);
     d->block_size = (int64_t)replay_param(r, "block_size", layer ? 16 : 64);
     d->head_dim = layer ? 128 : (int64_t)replay_param(r, "head_dim", 128);
     d->ue8m0 = (int32_t)replay_param(r, layer ? "idx_ue8m0" : "ue8m0", 1);
@@ -250,7 +233,7 @@ static int64_t width(const replay *r, const char *name)
 {
     const char *path = replay_word(r, "--in", name);
     mla_npy a;
-    if (!path || load_arr(path, &a))
+    if (!path || replay_load(path, &a))
         return 0;
     const int64_t w = a.ndim >= 2 ? a.shape[a.ndim - 1] : 0;
     mla_npy_free(&a);

@@ -91,15 +91,20 @@ static mla_dtype dtype_named(const char *name, mla_dtype def)
     return def;
 }
 
-static mla_dtype dtype_of_file(mla_npy_type t)
+mla_dtype replay_dtype(const replay *r, const char *name, mla_npy_type file)
 {
     static const mla_dtype d[MLA_NPY_TYPE_COUNT] = {MLA_DTYPE_F32,  MLA_DTYPE_F64, MLA_DTYPE_F16,
                                                     MLA_DTYPE_BF16, MLA_DTYPE_U8,  MLA_DTYPE_U8,
                                                     MLA_DTYPE_I32,  MLA_DTYPE_I64};
-    return d[t];
+    return dtype_named(replay_word(r, "--dtype", name), d[file]);
 }
 
-static int load(const char *path, mla_npy *a)
+mla_dtype replay_dtype_param(const replay *r, const char *key, mla_dtype def)
+{
+    return dtype_named(replay_word(r, "--param", key), def);
+}
+
+int replay_load(const char *path, mla_npy *a)
 {
     char err[300];
     if (mla_npy_load(path, a, err, sizeof err) == MLA_OK)
@@ -134,10 +139,12 @@ int replay_add_input(const replay *r, conf_problem *p, const char *name, mla_dty
     if (!path)
         return add_arg(p, name, CONF_IN, implied == MLA_DTYPE_COUNT ? MLA_DTYPE_U8 : implied, NULL);
     mla_npy a;
-    if (load(path, &a))
+    if (replay_load(path, &a))
         return -1;
-    mla_dtype dt = implied != MLA_DTYPE_COUNT ? implied : dtype_of_file(a.type);
-    dt = dtype_named(replay_word(r, "--dtype", name), dt);
+    /* --dtype names it, else the op implies it, else the file's type does */
+    const int named = replay_word(r, "--dtype", name) != NULL;
+    const mla_dtype dt =
+        !named && implied != MLA_DTYPE_COUNT ? implied : replay_dtype(r, name, a.type);
     const int i = add_arg(p, name, CONF_IN, dt, &a);
     mla_npy_free(&a);
     return i;
@@ -249,7 +256,7 @@ static int load_out(replay *r, replay_out *o, const char *got_path)
 {
     char path[4200];
     snprintf(path, sizeof path, "%s/out.%s.npy", r->dir, o->name);
-    if (load(got_path, &o->got) || load(path, &o->dumped))
+    if (replay_load(got_path, &o->got) || replay_load(path, &o->dumped))
         return -1;
     const char *slash = strrchr(got_path, '/');
     snprintf(path, sizeof path, "%.*s/ref.%s.npy", (int)(slash ? slash - got_path : 0), got_path,
@@ -257,7 +264,7 @@ static int load_out(replay *r, replay_out *o, const char *got_path)
     FILE *fp = fopen(path, "rb");
     if (fp) {
         fclose(fp);
-        if (load(path, &o->ref))
+        if (replay_load(path, &o->ref))
             return -1;
         o->has_ref = 1;
     } else if (r->on_reference && replay_wants_reference(r->op)) {
@@ -268,7 +275,7 @@ static int load_out(replay *r, replay_out *o, const char *got_path)
         memcpy(o->ref.data, o->got.data, o->got.nbytes);
         o->has_ref = 1;
     }
-    o->dt = dtype_named(replay_word(r, "--dtype", o->name), dtype_of_file(o->dumped.type));
+    o->dt = replay_dtype(r, o->name, o->dumped.type);
     return 0;
 }
 

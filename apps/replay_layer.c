@@ -29,22 +29,6 @@
 
 /* ------------------------------------------------------------ arrays */
 
-static mla_dtype dtype_named(const char *name, mla_dtype def)
-{
-    for (int d = 0; name && d < MLA_DTYPE_COUNT; ++d)
-        if (!strcmp(name, mla_dtype_name((mla_dtype)d)))
-            return (mla_dtype)d;
-    return def;
-}
-
-static mla_dtype dtype_of(const replay *r, const char *name, const mla_npy *a)
-{
-    static const mla_dtype d[MLA_NPY_TYPE_COUNT] = {MLA_DTYPE_F32,  MLA_DTYPE_F64, MLA_DTYPE_F16,
-                                                    MLA_DTYPE_BF16, MLA_DTYPE_U8,  MLA_DTYPE_U8,
-                                                    MLA_DTYPE_I32,  MLA_DTYPE_I64};
-    return dtype_named(replay_word(r, "--dtype", name), d[a->type]);
-}
-
 /* Every value of an array of dtype dt, in double. */
 static double *values_of(const mla_npy *a, mla_dtype dt)
 {
@@ -63,7 +47,7 @@ static double *input(const replay *r, const char *name, mla_npy *a, mla_dtype *d
     memset(a, 0, sizeof *a);
     if (!path || mla_npy_load(path, a, err, sizeof err) != MLA_OK)
         return NULL;
-    const mla_dtype d = dtype_of(r, name, a);
+    const mla_dtype d = replay_dtype(r, name, a->type);
     if (dt)
         *dt = d;
     return values_of(a, d);
@@ -206,7 +190,7 @@ static int load_model(replay *r, model *m, mla_dtype act, mla_dtype y_dt)
     rm->k_scale = (float)m->cg.g.k_scale;
     rm->fp8_scaled = m->cg.g.layout == MLA_CACHE_FP8_SCALED;
     rm->u_act = unit_roundoff(act);
-    rm->u_q = unit_roundoff(dtype_named(replay_word(r, "--param", "q_dtype"), MLA_DTYPE_BF16));
+    rm->u_q = unit_roundoff(replay_dtype_param(r, "q_dtype", MLA_DTYPE_BF16));
     rm->u_out = unit_roundoff(y_dt);
     const char *form = replay_word(r, "--param", "form");
     rm->expanded =
@@ -287,24 +271,6 @@ typedef struct step_in {
     int32_t *cu, *ctx, *bt;
 } step_in;
 
-/* A valid causal selection (tests/layer_run.c's): distinct positions <= p,
- * min(K, p + 1) of them, -1 after. */
-static int selection_valid(const int32_t *idx, int64_t K, int64_t p)
-{
-    int64_t n = 0;
-    for (int64_t i = 0; i < K; ++i) {
-        if (idx[i] < 0)
-            continue;
-        if (idx[i] > p)
-            return 0;
-        for (int64_t j = 0; j < i; ++j)
-            if (idx[j] == idx[i])
-                return 0;
-        ++n;
-    }
-    return n == (K < p + 1 ? K : p + 1);
-}
-
 /* A side's selection [T, K] from its record (NULL path: none); NULL with
  * *full set when every row attends to all its keys anyway. */
 static int32_t *selection(const step_in *s, const char *path, int *full, char *why, size_t len)
@@ -322,8 +288,8 @@ static int32_t *selection(const step_in *s, const char *path, int *full, char *w
     int ok = a.type == MLA_NPY_I4 && a.ndim == 2 && a.shape[0] == s->T && a.shape[1] == s->K;
     for (int64_t q = 0; ok && q < s->S; ++q)
         for (int64_t row = s->cu[q]; ok && row < s->cu[q + 1]; ++row)
-            ok = s->ctx[q] == 0 || selection_valid((int32_t *)a.data + row * s->K, s->K,
-                                                   s->ctx[q] - (s->cu[q + 1] - row));
+            ok = s->ctx[q] == 0 || ref64_selection_valid((int32_t *)a.data + row * s->K, s->K,
+                                                         s->ctx[q] - (s->cu[q + 1] - row));
     if (!ok) { /* a record that is not a selection fails, needed or not */
         snprintf(why, len, "its top-k selection is not a valid causal one");
         mla_npy_free(&a);

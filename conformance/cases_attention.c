@@ -27,23 +27,29 @@
 
 /* argument order; absent arguments are empty placeholders */
 enum {
-    AQ = CONF_AT_Q,
-    ACACHE = CONF_AT_CACHE,
-    ABT = CONF_AT_TABLE,
-    ACTX = CONF_AT_CONTEXT,
-    ACU = CONF_AT_CU,
-    ATOPK = CONF_AT_TOPK,
-    ASINKS = CONF_AT_SINKS,
-    AO = CONF_AT_O,
-    ALSE = CONF_AT_LSE,
-    ACOS = CONF_AT_COS,
-    ASIN = CONF_AT_SIN,
-    AQPOS = CONF_AT_QPOS,
+    AQ,
+    ACACHE,
+    ABT,
+    ACTX,
+    ACU,
+    ATOPK,
+    ASINKS,
+    AO,
+    ALSE,
+    ACOS,
+    ASIN,
+    AQPOS,
     AKNOPE,
     AKPE,
     AKPOS,
     ASLOTS
 };
+_Static_assert((int)AQ == CONF_AT_Q && (int)ACACHE == CONF_AT_CACHE && (int)ABT == CONF_AT_TABLE &&
+                   (int)ACTX == CONF_AT_CONTEXT && (int)ACU == CONF_AT_CU &&
+                   (int)ATOPK == CONF_AT_TOPK && (int)ASINKS == CONF_AT_SINKS &&
+                   (int)AO == CONF_AT_O && (int)ALSE == CONF_AT_LSE && (int)ACOS == CONF_AT_COS &&
+                   (int)ASIN == CONF_AT_SIN && (int)AQPOS == CONF_AT_QPOS,
+               "conf.h's CONF_AT_* name this order (the replay builds its problems in it)");
 
 enum { K_DECODE = 0, K_SPARSE = 1, K_PREFILL = 2, K_PREFILL_SPARSE = 3 };
 enum { F_SINKS = 1, F_CONTIG = 2, F_ROPE = 4, F_VIEWS = 8, F_LONG = 16, F_NO_LSE = 32 };
@@ -790,7 +796,8 @@ mla_status conf_attention_tols(const conf_problem *p, const conf_attn_geom *g,
     for (int64_t s = 0; st == MLA_OK && s < g->S; ++s) {
         for (int64_t t = 0; t < g->ctx[s]; ++t) {
             const int64_t blk =
-                g->contiguous ? s : (int64_t)conf_in_value(&p->arg[ABT], s * g->max_blocks + t / bs);
+                g->contiguous ? s
+                              : (int64_t)conf_in_value(&p->arg[ABT], s * g->max_blocks + t / bs);
             for (int64_t d = 0; d < D; ++d)
                 keys[t * D + d] = conf_cache_value(g, cache + blk * ca->t.stride[0], t % bs, d);
         }

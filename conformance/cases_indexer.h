@@ -114,8 +114,8 @@ mla_status conf_idx_logits_tol(conf_problem *p, const mla_indexer_cache_desc *d,
 /* The search's indices (arg ix, [rows, K]) against the top-k of the
  * logits (arg CONF_LG_LOGITS) they came with, got[] the whole buffers; the
  * logits problem's context lengths give each row's causal bound. */
-void conf_idx_search_check(const conf_problem *p, int ix, int64_t next_n,
-                           unsigned char *const *got, conf_cmp *r);
+void conf_idx_search_check(const conf_problem *p, int ix, int64_t next_n, unsigned char *const *got,
+                           conf_cmp *r);
 /* The logits' rows: CONF_LG_SEQS * next_n. */
 static inline int64_t conf_idx_logits_rows(const conf_case *c)
 {

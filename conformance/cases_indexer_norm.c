@@ -243,8 +243,8 @@ static mla_status setup_ln(const conf_case *c, const conf_env *env, conf_problem
         for (int64_t d = 0; d < D; ++d)
             conf_set_value(p, NX, t * D + d, conf_in_value(&p->arg[NX], t * D + d) + shift);
     }
-    st = laid_out(conf_layernorm_tol(p, NX, NW, NB, q->in_place ? NX : NY, (float)q->eps),
-                  err, errlen);
+    st = laid_out(conf_layernorm_tol(p, NX, NW, NB, q->in_place ? NX : NY, (float)q->eps), err,
+                  errlen);
     p->arg[NX].t.dtype = q->in_place ? q->y : q->x; /* in place: y's values come back */
     return st;
 }

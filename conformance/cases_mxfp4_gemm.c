@@ -515,8 +515,8 @@ mla_status conf_mxfp4_gemm_tol(conf_problem *p, const conf_p_mxfp4_gemm *q, int 
     return MLA_OK;
 }
 
-static mla_status setup_gemm(const conf_case *c, const conf_env *env, conf_problem *p,
-                             char *err, size_t errlen)
+static mla_status setup_gemm(const conf_case *c, const conf_env *env, conf_problem *p, char *err,
+                             size_t errlen)
 {
     (void)env;
     const gemm_idx ix = idx_of(c);

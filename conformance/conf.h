@@ -372,9 +372,9 @@ typedef struct conf_attn_row {
  * (*tol_lse) before the output roundings (see bounds.c); 0 when n == 0. */
 void conf_attention_tol(const conf_attn_row *row, double *tol_o, double *tol_lse);
 
-/* The attention suite's arguments (cases_attention.c), in this order; the
- * same problem built from a dump's files (mla op --replay) gets the same
- * bound. */
+/* The attention suite's arguments (cases_attention.c), in this order
+ * (absent ones are empty placeholders); the same problem built from a
+ * dump's files (mla op --replay) gets the same bound. */
 enum {
     CONF_AT_Q,
     CONF_AT_CACHE,

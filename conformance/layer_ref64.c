@@ -380,6 +380,22 @@ static void prepare(const ref64_model *m, ref64_cache *cache, int64_t T, const d
     }
 }
 
+int ref64_selection_valid(const int32_t *idx, int64_t K, int64_t p)
+{
+    int64_t n = 0;
+    for (int64_t i = 0; i < K; ++i) {
+        if (idx[i] < 0)
+            continue;
+        if (idx[i] > p)
+            return 0;
+        for (int64_t j = 0; j < i; ++j)
+            if (idx[j] == idx[i])
+                return 0;
+        ++n;
+    }
+    return n == (K < p + 1 ? K : p + 1);
+}
+
 void ref64_linear(int64_t T, int64_t N, int64_t K, const double *x, const double *vx,
                   const double *w, double u_out, double *y, double *vy)
 {

@@ -84,8 +84,9 @@ typedef struct ref64_model {
     double u_p;   /* of the attention's probabilities (2^-8: bf16 for the matrix units) */
     double u_out; /* of y */
     int expanded; /* 1: the expanded form's arithmetic (the layer's opt.form EXPANDED) */
-    int fp8_scaled; /* the FP8_SCALED layout's rows: L fp8 values in groups of 128 with a
-                       power-of-two scale each, the rope part bf16 (k_scale unused) */
+    /* 1: the FP8_SCALED layout's rows, L fp8 values in groups of 128 with a
+     * power-of-two scale each, the rope part bf16 (k_scale unused) */
+    int fp8_scaled;
 } ref64_model;
 
 /* The reference cache: rows [num_slots, L + R] as stored, and their
@@ -114,6 +115,10 @@ void ref64_step(const ref64_model *m, ref64_cache *cache, int64_t T, const doubl
                 const int64_t *pos, const int64_t *slot, int64_t S, const int32_t *cu,
                 const int32_t *ctx, const int32_t *block_table, int64_t max_blocks, int64_t bs,
                 const int32_t *topk, int64_t K, double *y, double *sd);
+
+/* 1 when a row's top-k (K entries, at position p) is a valid causal
+ * selection: distinct positions <= p, min(K, p + 1) of them, -1 after. */
+int ref64_selection_valid(const int32_t *idx, int64_t K, int64_t p);
 
 /* Steps 1-6 alone (mla_prepare): q_cat [T, H, L + R] and its sd, every
  * token's row written to the cache at slot[t] (< 0: none). */

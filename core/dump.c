@@ -71,7 +71,8 @@ static mla_status set_dump(mla_context *ctx, const char *ops, const char *dir, i
         /* the expanded attention has no `mla op` to replay it, hence no capture */
         for (int op = 0; op < MLA_DUMP_OP_COUNT; ++op)
             if (op != MLA_OP_ATTENTION_EXPANDED &&
-                ((n == 1 && *p == '*') || (strlen(op_name(op)) == n && !strncmp(op_name(op), p, n))))
+                ((n == 1 && *p == '*') ||
+                 (strlen(op_name(op)) == n && !strncmp(op_name(op), p, n))))
                 s->mask |= 1ull << op, hit = 1;
         if (!hit && n && !*unknown)
             snprintf(unknown, sizeof unknown, "%.*s", (int)(n < 40 ? n : 40), p);
@@ -315,13 +316,22 @@ void mla_dump_in(mla_dump *d, const char *name, const mla_tensor *t)
     restore_error(d->ctx, &e);
 }
 
-void mla_dump_out(mla_dump *d, const char *name, const mla_tensor *t)
+/* An output (or a side record) to write after the call; 0 when none is taken. */
+static int add_out(mla_dump *d, const char *name, const mla_tensor *t, int side)
 {
     if (!d || !t || d->nout == DUMP_MAX_OUT || t->ndim < 0 || t->ndim > MLA_MAX_DIMS)
-        return;
+        return 0;
     dump_out *o = &d->out[d->nout++];
     snprintf(o->name, sizeof o->name, "%s", name);
     o->t = *t;
+    o->side = side;
+    return 1;
+}
+
+void mla_dump_out(mla_dump *d, const char *name, const mla_tensor *t)
+{
+    if (!add_out(d, name, t, 0))
+        return;
     add_text(d, " --out %s=got.%s.npy --dtype %s=%s --shape %s=", name, name, name,
              mla_dtype_name(t->dtype), name);
     for (int32_t k = 0; k < t->ndim; ++k)
@@ -333,15 +343,7 @@ void mla_dump_out(mla_dump *d, const char *name, const mla_tensor *t)
     }
 }
 
-void mla_dump_side(mla_dump *d, const char *file, const mla_tensor *t)
-{
-    if (!d || !t || d->nout == DUMP_MAX_OUT || t->ndim < 0 || t->ndim > MLA_MAX_DIMS)
-        return;
-    dump_out *o = &d->out[d->nout++];
-    snprintf(o->name, sizeof o->name, "%s", file);
-    o->t = *t;
-    o->side = 1;
-}
+void mla_dump_side(mla_dump *d, const char *file, const mla_tensor *t) { add_out(d, file, t, 1); }
 
 void mla_dump_param(mla_dump *d, const char *key, const char *fmt, ...)
 {
