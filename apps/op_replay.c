@@ -211,17 +211,23 @@ static void remove_folder(const char *dir)
  * dump recorded the dumped call's: through the dump switch, into TMP/rerun. */
 static int run_capturing(char **args, int na, const char *tmp, char *sel, size_t len)
 {
-    char dir[4200];
+    static const char *const vars[3] = {"MLA_DUMP", "MLA_DUMP_DIR", "MLA_DUMP_MAX"};
+    char dir[4200], *old[3];
     snprintf(dir, sizeof dir, "%s/rerun", tmp);
-    const char *keep = getenv("MLA_DUMP");
-    char *old = keep ? strdup(keep) : NULL;
-    setenv("MLA_DUMP", "layer", 1), setenv("MLA_DUMP_DIR", dir, 1), setenv("MLA_DUMP_MAX", "1", 1);
+    const char *set[3] = {"layer", dir, "1"};
+    for (int i = 0; i < 3; ++i) {
+        const char *v = getenv(vars[i]);
+        old[i] = v ? strdup(v) : NULL;
+        setenv(vars[i], set[i], 1);
+    }
     const int rc = run_words(args, na, NULL);
-    if (old)
-        setenv("MLA_DUMP", old, 1);
-    else
-        unsetenv("MLA_DUMP");
-    free(old);
+    for (int i = 0; i < 3; ++i) {
+        if (old[i])
+            setenv(vars[i], old[i], 1);
+        else
+            unsetenv(vars[i]);
+        free(old[i]);
+    }
     snprintf(sel, len, "%s/0000-layer/sel.topk.npy", dir);
     return rc;
 }

@@ -59,9 +59,6 @@ int replay_add_output(replay *r, conf_problem *p, const char *name, replay_out *
  * dumped values, then the rerun's, each must be within the bound
  * (conf_compare). Prints one line; returns the exit code. */
 int replay_judge(replay *r, const conf_problem *p, int i);
-/* The same with the oracle's values given (contiguous, a's dtype). */
-int replay_judge_against(replay *r, const conf_arg *a, const unsigned char *oracle,
-                         const char *oracle_name);
 /* Prints a line for output o and marks it judged; returns rc. */
 int replay_say(replay_out *o, int rc, const char *fmt, ...)
 #if defined(__GNUC__)
@@ -75,18 +72,20 @@ replay_out *replay_find(replay *r, const char *name);
 int replay_bounds(replay *r);
 /* apps/replay_layer.c: prepare, indexer_prepare, layer; -1 otherwise. */
 int replay_layer(replay *r);
-/* apps/replay_cache.c: output o, a latent (indexer: index cache) cache the
- * call writes at the slots of input slots_name: the bytes of every other
- * slot must be the input cache's, on both sides; the written slots are
- * compared element by element, bit for bit (bits) or, with tol_of (the
- * per-element bound and its oracle), within the bound. */
+/* apps/replay_cache.c: output o, a latent (or indexer K) cache the call
+ * writes at the slots of input slots_name over input in_name: every byte
+ * outside the written slots must be the input cache's, on both sides; the
+ * written slots are compared element by element, bit for bit without an
+ * oracle, else each side within the oracle's bound. */
 typedef struct replay_cache_geom {
     int indexer;                /* 0: latent cache (conf_attn_geom g), 1: indexer K cache */
     conf_attn_geom g;           /* layout, dtype, block_size, L, R, k_scale */
     mla_indexer_cache_desc idx; /* the indexer cache (layout resolved) */
 } replay_cache_geom;
-/* The oracle of written slot `slot`'s element d (value and its bound);
- * returns 0 when the element has no oracle (compared bit for bit). */
+/* The oracle of written slot `slot`'s element d: 1 with its value and
+ * bound (beyond the element's own half quantization step), 0 to compare
+ * the element bit for bit, 2 to skip it (a scale, judged through the
+ * values it scales). */
 typedef int (*replay_slot_oracle)(void *ctx, int64_t slot, int64_t d, double *value, double *tol);
 int replay_cache(replay *r, replay_out *o, const char *in_name, const char *slots_name,
                  const replay_cache_geom *cg, replay_slot_oracle oracle, void *octx);

@@ -163,6 +163,25 @@ static int norms(replay *r, conf_problem *p)
     return -1;
 }
 
+/* Every block a context reads is in the cache (nb blocks of bs tokens): a
+ * dump the library accepted has them so; a folder edited by hand must not
+ * make the bound read past its arrays. */
+static int table_fits(const conf_arg *bt, const conf_arg *lens, int64_t bs, int64_t nb)
+{
+    const int64_t S = conf_numel(lens), mb = bt->t.ndim == 2 ? bt->t.shape[1] : 0;
+    for (int64_t s = 0; s < S; ++s) {
+        const int64_t len = (int64_t)conf_in_value(lens, s);
+        if (len < 0 || len > mb * bs || (bt->t.ndim == 2 && bt->t.shape[0] < S))
+            return 0;
+        for (int64_t b = 0; b * bs < len; ++b) {
+            const double blk = conf_in_value(bt, s * mb + b);
+            if (blk < 0 || blk >= (double)nb)
+                return 0;
+        }
+    }
+    return 1;
+}
+
 /* The search's indices: each side's must be the top-k of its own logits. */
 static int search_indices(replay *r, const conf_problem *p, int il, int ii, int64_t nn)
 {
@@ -200,6 +219,10 @@ static int indexer(replay *r, conf_problem *p)
         p->arg[iq].t.ndim != 3 || p->arg[ibt].t.ndim != 2 || p->arg[il].t.ndim != 2)
         return fail_setup(r);
     const int64_t nn = (int64_t)replay_param(r, "next_n", 1);
+    if (nn < 1 || p->arg[il].t.shape[0] != nn * conf_numel(&p->arg[ict]) ||
+        p->arg[iq].t.shape[0] != p->arg[il].t.shape[0] || p->arg[ic].t.ndim != 2 ||
+        !table_fits(&p->arg[ibt], &p->arg[ict], cg.idx.block_size, p->arg[ic].t.shape[0]))
+        return fail_setup(r);
     int rc = judge(r, p, il, conf_idx_logits_tol(p, &cg.idx, nn));
     return search ? rc | search_indices(r, p, il, ii, nn) : rc;
 }
@@ -254,6 +277,27 @@ static int attention(replay *r, conf_problem *p)
     g->sinks = replay_word(r, "--in", "sinks") != NULL;
     const char *style = replay_word(r, "--param", "style");
     g->style = style && !strcmp(style, "neox") ? MLA_ROPE_NEOX : MLA_ROPE_INTERLEAVED;
+    const conf_arg *ca = &p->arg[CONF_AT_CACHE];
+    int fits =
+        cu[0] == 0 && cu[S] == T && ca->t.ndim == 2 &&
+        (g->contiguous ? ca->t.shape[0] >= S
+                       : table_fits(&p->arg[CONF_AT_TABLE], ctxa, g->block_size, ca->t.shape[0]));
+    fits = fits && (!g->topk || p->arg[CONF_AT_TOPK].t.shape[0] == T) &&
+           (!g->sinks || conf_numel(&p->arg[CONF_AT_SINKS]) == H) &&
+           (!g->rope ||
+            (p->arg[CONF_AT_COS].t.ndim == 2 && 2 * p->arg[CONF_AT_COS].t.shape[1] == g->R &&
+             conf_numel(&p->arg[CONF_AT_QPOS]) == T));
+    for (int64_t s = 0; fits && s < S; ++s)
+        fits = cu[s + 1] >= cu[s] && ctx[s] >= cu[s + 1] - cu[s] &&
+               (!g->contiguous || ctx[s] <= g->block_size);
+    const int64_t P = p->arg[CONF_AT_COS].t.shape[0];
+    for (int64_t t = 0; fits && g->rope && t < T; ++t)
+        fits = conf_in_value(&p->arg[CONF_AT_QPOS], t) >= 0 &&
+               conf_in_value(&p->arg[CONF_AT_QPOS], t) < (double)P;
+    if (!fits) {
+        rc = fail_setup(r);
+        goto done;
+    }
     replay_out *oc = replay_find(r, "cache");
     if (g->rope && (!oc || !oc->has_ref))
         goto done;

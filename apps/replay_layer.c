@@ -43,9 +43,8 @@ static double *values_of(const mla_npy *a, mla_dtype dt)
 static double *input(const replay *r, const char *name, mla_npy *a, mla_dtype *dt)
 {
     const char *path = replay_word(r, "--in", name);
-    char err[300];
     memset(a, 0, sizeof *a);
-    if (!path || mla_npy_load(path, a, err, sizeof err) != MLA_OK)
+    if (!path || replay_load(path, a))
         return NULL;
     const mla_dtype d = replay_dtype(r, name, a->type);
     if (dt)
@@ -233,6 +232,19 @@ static int latent_oracle(void *ctx, int64_t slot, int64_t d, double *v, double *
     return 1;
 }
 
+/* The step's indices are the model's: positions in the RoPE table, slots
+ * and blocks in the cache (a dump the library accepted has them so; a
+ * folder edited by hand must not make the reference read past its arrays). */
+static int indices_fit(const model *m, const int64_t *pos, const int64_t *slots, int64_t T,
+                       int64_t nb)
+{
+    const int64_t P = m->cos.ndim == 2 ? m->cos.shape[0] : 0, cap = nb * m->cg.g.block_size;
+    for (int64_t t = 0; t < T; ++t)
+        if (pos[t] < 0 || pos[t] >= P || slots[t] >= cap)
+            return 0;
+    return 1;
+}
+
 /* ----------------------------------------------------------- prepare */
 
 static int judge_prepare(replay *r, model *m)
@@ -247,6 +259,11 @@ static int judge_prepare(replay *r, model *m)
                                                            : load_model(r, m, act, MLA_DTYPE_F32);
     if (rc == MLA_EXIT_OK)
         rc = cache_from_input(r, m, &nb);
+    const mla_model_config *c = &m->w.config;
+    if (rc == MLA_EXIT_OK &&
+        (xa.numel != T * c->hidden || oq->got.numel != T * c->heads * (c->kv_lora + c->rope) ||
+         !indices_fit(m, pos, slots, T, nb)))
+        rc = fail_all(r, "the dump's arrays do not fit the layer's config");
     double *q = rc ? NULL : malloc((size_t)oq->got.numel * sizeof *q + 1);
     double *sd = rc ? NULL : malloc((size_t)oq->got.numel * sizeof *sd + 1);
     if (rc == MLA_EXIT_OK && (!q || !sd))
@@ -265,7 +282,7 @@ static int judge_prepare(replay *r, model *m)
 /* ------------------------------------------------------------- layer */
 
 typedef struct step_in {
-    int64_t T, S, mb, K;
+    int64_t T, S, mb, K, nx;
     double *x;
     int64_t *pos, *slots;
     int32_t *cu, *ctx, *bt;
@@ -280,8 +297,7 @@ static int32_t *selection(const step_in *s, const char *path, int *full, char *w
         for (int64_t row = s->cu[q]; row < s->cu[q + 1]; ++row)
             *full &= s->ctx[q] - (s->cu[q + 1] - row) + 1 <= s->K;
     mla_npy a;
-    char err[300];
-    if (!path || mla_npy_load(path, &a, err, sizeof err) != MLA_OK) {
+    if (!path || replay_load(path, &a)) {
         snprintf(why, len, "the layer's top-k selection was not recorded");
         return NULL;
     }
@@ -300,12 +316,29 @@ static int32_t *selection(const step_in *s, const char *path, int *full, char *w
     return a.data;
 }
 
+/* x and y [T, hidden], the rows of every sequence cu[s] .. cu[s + 1] - 1
+ * within its context, every block a context reads in the cache. */
+static int step_fits(const step_in *s, const model *m, int64_t nb, const replay_out *oy)
+{
+    const int64_t hid = m->w.config.hidden, bs = m->cg.g.block_size;
+    int ok = s->nx == s->T * hid && oy->got.numel == s->T * hid && s->cu[0] == 0 &&
+             s->cu[s->S] == s->T && indices_fit(m, s->pos, s->slots, s->T, nb);
+    for (int64_t q = 0; ok && q < s->S; ++q) {
+        ok = s->cu[q + 1] >= s->cu[q] && s->ctx[q] >= s->cu[q + 1] - s->cu[q] &&
+             s->ctx[q] <= s->mb * bs;
+        for (int64_t b = 0; ok && b * bs < s->ctx[q]; ++b)
+            ok = s->bt[q * s->mb + b] >= 0 && s->bt[q * s->mb + b] < nb;
+    }
+    return ok;
+}
+
 static int step_inputs(replay *r, step_in *s, mla_dtype *act)
 {
     mla_npy xa;
     int64_t n = 0, *ctx = NULL, *cu = NULL, *bt = NULL;
     memset(s, 0, sizeof *s);
     s->x = input(r, "x", &xa, act);
+    s->nx = xa.numel;
     mla_npy_free(&xa);
     s->pos = indices(r, "positions", &s->T);
     s->slots = indices(r, "slots", &n);
@@ -372,22 +405,20 @@ static int judge_index_cache(replay *r, model *m, const step_in *s, mla_dtype ac
     int rc = MLA_EXIT_FAIL;
     const char *style = replay_word(r, "--param", "idx_style");
     if (wk && lw && lb && k && sd && token) {
-        const ref64_indexer im = {c->index_heads,
-                                  D,
-                                  c->rope,
-                                  c->q_lora,
-                                  c->hidden,
-                                  NULL,
-                                  wk,
-                                  NULL,
-                                  lw,
-                                  lb,
-                                  m->cos.data,
-                                  m->sin.data,
-                                  !style || !strcmp(style, "neox"),
-                                  replay_param(r, "idx_hadamard", 0) != 0,
-                                  unit_roundoff(act),
-                                  unit_roundoff(act)};
+        const ref64_indexer im = {.Hi = c->index_heads,
+                                  .D = D,
+                                  .R = c->rope,
+                                  .q_lora = c->q_lora,
+                                  .hidden = c->hidden,
+                                  .wk = wk,
+                                  .ln_w = lw,
+                                  .ln_b = lb,
+                                  .cos = m->cos.data,
+                                  .sin = m->sin.data,
+                                  .neox = !style || !strcmp(style, "neox"),
+                                  .hadamard = replay_param(r, "idx_hadamard", 0) != 0,
+                                  .u_act = unit_roundoff(act),
+                                  .u_k = unit_roundoff(act)}; /* the layer's k is act */
         ref64_indexer_k(&im, s->T, s->x, s->pos, k, sd);
         for (int64_t i = 0; i < slots; ++i)
             token[i] = -1;
@@ -416,6 +447,8 @@ static int judge_layer(replay *r, model *m)
     const mla_model_config *c = &m->w.config;
     const int sparse = c->index_heads > 0 && replay_param(r, "dense", 0) == 0;
     s.K = c->index_topk;
+    if (rc == MLA_EXIT_OK && !step_fits(&s, m, nb, oy))
+        rc = fail_all(r, "the dump's arrays do not fit the layer's config");
     char path[4200], why[2][300] = {"", ""};
     snprintf(path, sizeof path, "%s/sel.topk.npy", r->dir);
     int32_t *sel[2] = {NULL, NULL};
@@ -423,8 +456,8 @@ static int judge_layer(replay *r, model *m)
     for (int k = 0; rc == MLA_EXIT_OK && sparse && k < 2; ++k) {
         sel[k] = selection(&s, k ? r->sel_rerun : path, &full[k], why[k], sizeof why[k]);
         if (!sel[k] && !full[k])
-            rc = replay_say(k ? oy : oy, MLA_EXIT_FAIL, "DIFFERENT: the %s side: %s",
-                            k ? "rerun" : "dumped", why[k]);
+            rc = replay_say(oy, MLA_EXIT_FAIL, "DIFFERENT: the %s side: %s", k ? "rerun" : "dumped",
+                            why[k]);
     }
     const int64_t n = s.T * c->hidden;
     double *y[2] = {NULL, NULL}, *sd[2] = {NULL, NULL};
@@ -547,26 +580,31 @@ static int judge_indexer_prepare(replay *r, model *m)
     const int64_t Hi = c->index_heads, D = c->index_head_dim;
     int rc = MLA_EXIT_OK;
     if (!wq || !wk || !wp || !ql || !x || !lw || !lb || !pos || !ca.data || !sa.data || !oq ||
-        !ow || !ok_ || N[0] != Hi * D || N[1] != D || N[2] != Hi || oq->got.numel != T * Hi * D ||
+        !ow || !ok_ || N[0] != Hi * D || N[1] != D || N[2] != Hi || K[2] != K[1] ||
+        la.numel != T * K[0] || xa.numel != T * K[1] || wa.numel != D || ba.numel != D ||
+        ca.ndim != 2 || 2 * ca.shape[1] != c->rope || oq->got.numel != T * Hi * D ||
         ow->got.numel != T * Hi || ok_->got.numel != T * D)
         rc = fail_all(r, "the dump's weights and inputs do not make the indexer's prepare");
+    for (int64_t t = 0; rc == MLA_EXIT_OK && t < T; ++t)
+        if (pos[t] < 0 || pos[t] >= ca.shape[0])
+            rc = fail_all(r, "a position past the RoPE table");
     const char *style = replay_word(r, "--param", "style");
-    const ref64_indexer im = {Hi,
-                              D,
-                              c->rope,
-                              K[0],
-                              K[1],
-                              wq,
-                              wk,
-                              wp,
-                              lw,
-                              lb,
-                              ca.data,
-                              sa.data,
-                              !style || !strcmp(style, "neox"),
-                              replay_param(r, "hadamard", 0) != 0,
-                              unit_roundoff(act),
-                              unit_roundoff(ok_ ? ok_->dt : MLA_DTYPE_BF16)};
+    const ref64_indexer im = {.Hi = Hi,
+                              .D = D,
+                              .R = c->rope,
+                              .q_lora = K[0],
+                              .hidden = K[1],
+                              .wq_b = wq,
+                              .wk = wk,
+                              .wproj = wp,
+                              .ln_w = lw,
+                              .ln_b = lb,
+                              .cos = ca.data,
+                              .sin = sa.data,
+                              .neox = !style || !strcmp(style, "neox"),
+                              .hadamard = replay_param(r, "hadamard", 0) != 0,
+                              .u_act = unit_roundoff(act),
+                              .u_k = unit_roundoff(ok_ ? ok_->dt : MLA_DTYPE_BF16)};
     const size_t nq = (size_t)(T * Hi * D + 1), nw = (size_t)(T * Hi + 1), nk = (size_t)(T * D + 1);
     double *q = rc ? NULL : malloc(nq * 8), *sq = rc ? NULL : malloc(nq * 8);
     double *w = rc ? NULL : malloc(nw * 8), *sw = rc ? NULL : malloc(nw * 8);
