@@ -272,6 +272,14 @@ static void test_gemms_norms(void)
         CALL("qk_rmsnorm",
              mla_fused_qk_rmsnorm(ctx, &x, &w, 1e-6f, &kv, &kw, 1e-5f, &qo, NULL, &ko),
              ("q_out", "kv_out"), (&qo, &ko));
+        /* q_out quantized: fp8 codes in groups of 128 and their scales */
+        mla_tensor q8 = rnd(MLA_DTYPE_BF16, 2, (int64_t[]){3, 128});
+        mla_tensor w8 = rnd(MLA_DTYPE_BF16, 1, (int64_t[]){128});
+        mla_tensor qc = ten(MLA_DTYPE_FP8_E4M3FN, 2, (int64_t[]){3, 128}, NULL);
+        mla_tensor qs = ten(MLA_DTYPE_F32, 2, (int64_t[]){3, 1}, NULL);
+        CALL("qk_rmsnorm",
+             mla_fused_qk_rmsnorm(ctx, &q8, &w8, 1e-6f, &kv, &kw, 1e-5f, &qc, &qs, &ko),
+             ("q_out", "kv_out", "q_scales"), (&qc, &ko, &qs));
     }
     mla_tensor lw = rnd(MLA_DTYPE_BF16, 2, (int64_t[]){32, 64});
     mla_tensor ly = ten(MLA_DTYPE_F32, 2, (int64_t[]){3, 32}, NULL);
@@ -410,10 +418,11 @@ static void test_cache_attention(void)
     mla_tensor kp1 = rnd(MLA_DTYPE_BF16, 2, (int64_t[]){2, 16});
     mla_tensor kpos = idx64(2, (int64_t[]){20, 11}), kslots = idx64(2, (int64_t[]){4, 27});
     mla_attention_rope rope = {&cos, &sin, MLA_ROPE_INTERLEAVED, &kpos, &kn1, &kp1, &kpos, &kslots};
-    for (int k = 0; k < 5; ++k) {
+    mla_tensor sinks = ten(MLA_DTYPE_F32, 1, (int64_t[]){2}, (float[]){0.5f, -1.25f});
+    for (int k = 0; k < 6; ++k) {
         mla_attention_desc desc;
         CHECK_STATUS(mla_attention_desc_default(&c, &cd, &desc), MLA_OK);
-        const int mtp = k == 1, prefill = k == 2, sparse = k == 3, inside = k == 4;
+        const int mtp = k == 1, prefill = k == 2, sparse = k == 3, inside = k == 4, sink = k == 5;
         const int64_t T = mtp || prefill ? 4 : 2;
         desc.next_n = mtp ? 2 : 1;
         desc.topk = sparse ? 4 : 0;
@@ -427,7 +436,7 @@ static void test_cache_attention(void)
                                  &lens2,
                                  prefill ? &cu : NULL,
                                  sparse ? &topk : NULL,
-                                 NULL,
+                                 sink ? &sinks : NULL,
                                  inside ? &rope : NULL,
                                  &o,
                                  &lse,
@@ -510,10 +519,18 @@ static void test_indexer(void)
     mla_indexer_plan_destroy(plan);
 }
 
+/* A layer test's cache and attention form. */
+typedef struct layer_variant {
+    mla_cache_layout layout;
+    mla_dtype dtype;
+    mla_layer_form form;
+} layer_variant;
+
 /* mla_prepare, the indexer's prepare and the layer forward of a generated
  * checkpoint's layer 0: a prefill of T tokens into blocks 1, 2, ... (T
  * past the indexer's top-k: a real selection). */
-static void test_layer(const char *preset, const mla_layer_weight_formats *fm, int64_t T)
+static void test_layer(const char *preset, const mla_layer_weight_formats *fm, int64_t T,
+                       layer_variant v)
 {
     mla_model_config cfg;
     mla_model_config_preset(preset, &cfg);
@@ -539,7 +556,7 @@ static void test_layer(const char *preset, const mla_layer_weight_formats *fm, i
     mla_tensor sin = ten(MLA_DTYPE_F32, 2, (int64_t[]){128, c->rope / 2}, NULL);
     mla_rope_table_build(&c->rope_cfg, 128, cos.data, sin.data);
     const int64_t nb = (T + 15) / 16 + 1; /* block 0 is nobody's */
-    mla_cache_desc cd = {MLA_CACHE_NORMAL, MLA_DTYPE_BF16, nb, 16, c->kv_lora, c->rope, 1.0f};
+    mla_cache_desc cd = {v.layout, v.dtype, nb, 16, c->kv_lora, c->rope, 1.0f};
     int64_t bb = 0, ibb = 0;
     mla_cache_block_bytes(&cd, &bb);
     mla_tensor cache = ten(MLA_DTYPE_U8, 2, (int64_t[]){nb, bb}, NULL);
@@ -547,6 +564,8 @@ static void test_layer(const char *preset, const mla_layer_weight_formats *fm, i
     mla_plan_options po;
     mla_plan_options_default(mla_context_target(ctx), &po);
     po.weight_dtype = w.base.o_proj.w.dtype;
+    po.cache_layout = v.layout;
+    po.cache_dtype = v.dtype;
     CHECK_STATUS(mla_plan_create(c, &po, &plan), MLA_OK);
     mla_tensor x = rnd(MLA_DTYPE_BF16, 2, (int64_t[]){T, c->hidden});
     mla_tensor pos = ten(MLA_DTYPE_I64, 1, &T, NULL), slots = ten(MLA_DTYPE_I64, 1, &T, NULL);
@@ -565,7 +584,8 @@ static void test_layer(const char *preset, const mla_layer_weight_formats *fm, i
              mla_prepare(ctx, plan, &w.base, &x, &pos, &slots, &cos, &sin, &cd, &cache, &qcat, &ws),
              ("q_cat", "cache"), (&qcat, &cache));
         /* a written element (slot 16's first) far off */
-        CHECK(!altering || altered_output(last_dump(), "cache", bb + 1, 0x40, 1));
+        CHECK(!altering ||
+              altered_output(last_dump(), "cache", bb + (v.dtype == MLA_DTYPE_BF16), 0x40, 1));
     }
     if (c->index_heads) { /* the indexer's own prepare, its weights dumped as inputs */
         const int64_t Hi = c->index_heads, Di = c->index_head_dim;
@@ -584,6 +604,7 @@ static void test_layer(const char *preset, const mla_layer_weight_formats *fm, i
     }
     mla_layer_options opt;
     mla_layer_options_default(c, &cd, &opt);
+    opt.form = v.form;
     mla_tensor icache = {0};
     if (c->index_heads) {
         mla_indexer_cache_block_bytes(&opt.index_cache, &ibb);
@@ -611,7 +632,7 @@ static void test_layer(const char *preset, const mla_layer_weight_formats *fm, i
         else
             CALL("layer", mla_layer_forward(ctx, lp, &w, &x, &y), ("y", "cache"), (&y, &cache));
         const char *dir = last_dump();
-        CHECK(!altering || altered_output(dir, "cache", bb + 1, 0x40, 1));
+        CHECK(!altering || altered_output(dir, "cache", bb + (v.dtype == MLA_DTYPE_BF16), 0x40, 1));
         if (altering &&
             c->index_heads) { /* a code of the index cache; a selection that is not one */
             CHECK(altered_output(dir, "index_cache", ibb, 0x40, 1));
@@ -651,10 +672,18 @@ static void run_all(mla_backend b)
                                           0,
                                           0,
                                           0};
-    test_layer("test-tiny", &bf16, 3);
-    test_layer("test-tiny", &fp8, 3);
-    test_layer("test-tiny-indexer", &bf16, 3);
-    test_layer("test-tiny-indexer", &bf16, 70);
+    const layer_variant plain = {MLA_CACHE_NORMAL, MLA_DTYPE_BF16, MLA_LAYER_FORM_AUTO};
+    test_layer("test-tiny", &bf16, 3, plain);
+    test_layer("test-tiny", &fp8, 3, plain);
+    test_layer("test-tiny-indexer", &bf16, 3, plain);
+    test_layer("test-tiny-indexer", &bf16, 70, plain);
+    /* the other caches, and the expanded form */
+    test_layer("test-tiny", &bf16, 3,
+               (layer_variant){MLA_CACHE_FP8_SCALED, MLA_DTYPE_FP8_E4M3FN, MLA_LAYER_FORM_AUTO});
+    test_layer("test-tiny", &bf16, 3,
+               (layer_variant){MLA_CACHE_SHUFFLED, MLA_DTYPE_BF16, MLA_LAYER_FORM_EXPANDED});
+    test_layer("test-tiny", &bf16, 3,
+               (layer_variant){MLA_CACHE_NORMAL, MLA_DTYPE_FP8_E4M3FN, MLA_LAYER_FORM_AUTO});
     mla_context_destroy(ctx);
 }
 
@@ -666,7 +695,7 @@ int main(int argc, char **argv)
     run_all(MLA_BACKEND_REFERENCE);
     run_all(MLA_BACKEND_CPU);
     printf("%d calls dumped and replayed\n", ops_seen);
-    CHECK(ops_seen >= 2 * 38);
+    CHECK(ops_seen >= 2 * 46);
     for (int i = 0; i < nowned; ++i)
         free(owned[i]);
     return TEST_SUMMARY();
