@@ -304,11 +304,12 @@ int op_replay(int argc, char **argv)
                m.backend, m.version, m.status, ran_on);
         fflush(stdout);
         static char sel[4300];
-        const int sparse_layer = !strcmp(m.op, "layer") && has_out(w, n, "index_cache");
+        const int same = !strcmp(ran_on, m.backend);
+        /* on another backend a sparse layer's verdict needs the rerun's own selection */
+        const int sparse_layer = !same && !strcmp(m.op, "layer") && has_out(w, n, "index_cache");
         rc = sparse_layer ? run_capturing(args, na, tmp, sel, sizeof sel)
                           : run_words(args, na, NULL);
         const int dumped_ok = !strcmp(m.status, mla_status_name(MLA_OK));
-        const int same = !strcmp(ran_on, m.backend);
         if (!dumped_ok) { /* a refused call must be refused again */
             printf("%s: the call was refused when dumped ('%s') and %s now\n",
                    rc == MLA_EXIT_FAIL ? "same" : "DIFFERENT", m.status,
@@ -321,7 +322,7 @@ int op_replay(int argc, char **argv)
             rc = run_words(args, na, "reference");
         }
         if (dumped_ok && rc == MLA_EXIT_OK) {
-            static replay rp; /* its outputs' arrays are large */
+            replay rp;
             memset(&rp, 0, sizeof rp);
             rp.dir = dir, rp.op = m.op, rp.args = args, rp.n = na;
             rp.same_backend = same;
