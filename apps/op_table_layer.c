@@ -235,14 +235,13 @@ static int index_cache(op_run *r, mla_layer_options *opt, const mla_cache_desc *
     const int64_t cs[2] = {d->num_blocks, bb};
     OP_TRY(op_output(r, "index_cache", MLA_DTYPE_U8, 2, cs, 0, icache));
     if (!op_has_input(r, "index_cache"))
-        return op_check(r, mla_memset(op_ctx(r), icache->data, 0, (size_t)bytes));
+        return op_zero_rows(r, icache);
     mla_tensor in;
     OP_TRY(op_input(r, "index_cache", MLA_DTYPE_U8, NULL, 0, &in));
     if (in.ndim != 2 || in.shape[0] != d->num_blocks || in.shape[1] != bb)
         return op_usage_error(r, "index_cache must be [%lld, %lld] bytes", (long long)d->num_blocks,
                               (long long)bb);
-    return op_check(r, mla_memcpy(op_ctx(r), icache->data, in.data, (size_t)bytes,
-                                  MLA_COPY_CONTEXT_TO_CONTEXT));
+    return op_copy_rows(r, icache, &in);
 }
 
 static int run_layer(op_run *r)

@@ -288,7 +288,7 @@ static int attention(replay *r, conf_problem *p)
             (p->arg[CONF_AT_COS].t.ndim == 2 && 2 * p->arg[CONF_AT_COS].t.shape[1] == g->R &&
              conf_numel(&p->arg[CONF_AT_QPOS]) == T));
     for (int64_t s = 0; fits && s < S; ++s)
-        fits = cu[s + 1] >= cu[s] && ctx[s] >= cu[s + 1] - cu[s] &&
+        fits = cu[s + 1] >= cu[s] && (ctx[s] == 0 || ctx[s] >= cu[s + 1] - cu[s]) &&
                (!g->contiguous || ctx[s] <= g->block_size);
     const int64_t P = p->arg[CONF_AT_COS].t.shape[0];
     for (int64_t t = 0; fits && g->rope && t < T; ++t)

@@ -324,7 +324,7 @@ static int step_fits(const step_in *s, const model *m, int64_t nb, const replay_
     int ok = s->nx == s->T * hid && oy->got.numel == s->T * hid && s->cu[0] == 0 &&
              s->cu[s->S] == s->T && indices_fit(m, s->pos, s->slots, s->T, nb);
     for (int64_t q = 0; ok && q < s->S; ++q) {
-        ok = s->cu[q + 1] >= s->cu[q] && s->ctx[q] >= s->cu[q + 1] - s->cu[q] &&
+        ok = s->cu[q + 1] >= s->cu[q] && (s->ctx[q] == 0 || s->ctx[q] >= s->cu[q + 1] - s->cu[q]) &&
              s->ctx[q] <= s->mb * bs;
         for (int64_t b = 0; ok && b * bs < s->ctx[q]; ++b)
             ok = s->bt[q * s->mb + b] >= 0 && s->bt[q * s->mb + b] < nb;
