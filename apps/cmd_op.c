@@ -376,9 +376,10 @@ int op_input(op_run *r, const char *name, mla_dtype implied, const char *dtype_k
         mla_dtype nd = MLA_DTYPE_COUNT;
         if (dtype_from_name(named, &nd))
             rc = op_usage_error(r, "%s: '%s' is not a dtype", name, named);
-        else if (dt != MLA_DTYPE_COUNT && nd != dt)
+        else if (dt != MLA_DTYPE_COUNT && nd != dt &&
+                 !(nd == MLA_DTYPE_U8 && (dt == MLA_DTYPE_FP4X2 || dt == MLA_DTYPE_E8M0)))
             rc = op_usage_error(r, "%s is %s for this op, not %s", name, mla_dtype_name(dt),
-                                named);
+                                named); /* the API takes fp4x2 codes and e8m0 scales as U8 too */
         dt = nd;
     }
     if (rc == MLA_EXIT_OK && dt == MLA_DTYPE_COUNT)

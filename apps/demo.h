@@ -81,6 +81,12 @@ typedef struct demo_ref {
     double *wq_a, *wq_b, *wkv_a, *wkv_b, *wo, *ln_q, *ln_kv, *w_kc;
 } demo_ref;
 
+/* The values of a vector (norm weight) or a projection [out, in] in context
+ * memory as the layer uses them (fp8: code * block scale, or tensor_scale
+ * for a [1, 1] scale; MXFP4: code * 2^e, *mx set); NULL when its form is
+ * not one the check dequantizes. */
+double *demo_weight_values(mla_context *ctx, const mla_tensor *w, const mla_tensor *scale,
+                           float tensor_scale, int *mx);
 /* 0 on success; else -1 with a sentence in err. */
 int demo_ref_from_weights(mla_context *ctx, const mla_layer_weights_ex *w, const float *cos,
                           const float *sin, demo_ref *r, char *err, size_t errlen);

@@ -68,6 +68,12 @@ static double *values(mla_context *ctx, const mla_tensor *w, const mla_tensor *s
     return out;
 }
 
+double *demo_weight_values(mla_context *ctx, const mla_tensor *w, const mla_tensor *scale,
+                           float tensor_scale, int *mx)
+{
+    return values(ctx, w, scale, tensor_scale, mx);
+}
+
 /* W_kc [H, nope, L] from the loader's MXFP4 w_kc_fp4 (codes [H, L, nope/2]). */
 static double *w_kc_values(mla_context *ctx, const mla_layer_weights_ex *w)
 {

@@ -8,7 +8,7 @@
 #include "mla/mla.h"
 
 #define OP_MAX_ARGS 16   /* attention: q, cache, block table, lengths, top-k, sinks, RoPE's */
-#define OP_MAX_PARAMS 32 /* the layer's 26 */
+#define OP_MAX_PARAMS 32 /* the layer's 28 */
 
 typedef struct op_param_desc {
     const char *key;
@@ -83,6 +83,10 @@ int op_cache_desc(op_run *r, int64_t L, int64_t R, mla_cache_desc *d);
  * NULL, is --out cache holding --in cache's bytes or zeros. */
 int op_latent_cache(op_run *r, const mla_tensor *slots, mla_cache_desc *d, mla_tensor *in,
                     mla_tensor *out);
+/* in's rows (U8 [rows, bytes], a cache) into out's, each view with its own
+ * row stride; every row of out zeroed. */
+int op_copy_rows(op_run *r, mla_tensor *out, const mla_tensor *in);
+int op_zero_rows(op_run *r, mla_tensor *out);
 /* cos and sin [P, R/2]: --in cos / sin, else built from the config's RoPE
  * (rope dim R, --param max_pos rows, default the config's). */
 int op_rope_table(op_run *r, int64_t R, mla_tensor *cos, mla_tensor *sin);

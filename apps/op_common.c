@@ -106,7 +106,23 @@ int op_latent_cache(op_run *r, const mla_tensor *slots, mla_cache_desc *d, mla_t
         return MLA_EXIT_OK;
     const int64_t cs[2] = {d->num_blocks, bb};
     OP_TRY(op_output(r, "cache", MLA_DTYPE_U8, 2, cs, 0, out));
-    return op_check(r, has_in ? mla_memcpy(op_ctx(r), out->data, in->data, (size_t)bytes,
-                                           MLA_COPY_CONTEXT_TO_CONTEXT)
-                              : mla_memset(op_ctx(r), out->data, 0, (size_t)bytes));
+    return has_in ? op_copy_rows(r, out, in) : op_zero_rows(r, out);
+}
+
+int op_zero_rows(op_run *r, mla_tensor *out)
+{
+    /* the view's whole span: a --stride'd cache has gaps between its blocks */
+    const int64_t n = out->shape[0], span = n ? (n - 1) * out->stride[0] + out->shape[1] : 0;
+    return op_check(r, mla_memset(op_ctx(r), out->data, 0, (size_t)span));
+}
+
+int op_copy_rows(op_run *r, mla_tensor *out, const mla_tensor *in)
+{
+    /* row by row: a --stride'd cache has gaps between its blocks */
+    mla_status st = MLA_OK;
+    for (int64_t b = 0; st == MLA_OK && b < in->shape[0]; ++b)
+        st = mla_memcpy(op_ctx(r), (uint8_t *)out->data + b * out->stride[0],
+                        (const uint8_t *)in->data + b * in->stride[0], (size_t)in->shape[1],
+                        MLA_COPY_CONTEXT_TO_CONTEXT);
+    return op_check(r, st);
 }

@@ -2,10 +2,11 @@
  * docs/REPLAY.md) and compares with what was dumped. Every file the manifest
  * lists is checked (size and FNV-1a hash) and every file the replay line
  * names must be listed, so a missing or altered file is refused by name
- * before anything runs. Comparison: bit for bit where the op is bit-defined
- * and wherever the replay runs on the dumping backend (the library is
- * deterministic); else apps/replay_bounds.c's per-element bound. */
+ * before anything runs. The verdict is apps/replay_compare.c's; for the ops
+ * judged against the reference backend the line runs there too (its
+ * outputs as TMP/ref.NAME.npy). */
 #define _POSIX_C_SOURCE 200809L /* mkdtemp */
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -164,15 +165,93 @@ static int rewrite(const char *dir, const char *tmp, const manifest *m, const ch
     return MLA_EXIT_OK;
 }
 
+static int has_out(char **w, int n, const char *name)
+{
+    const size_t k = strlen(name);
+    for (int i = 0; i + 1 < n; ++i)
+        if (!strcmp(w[i], "--out") && !strncmp(w[i + 1], name, k) && w[i + 1][k] == '=')
+            return 1;
+    return 0;
+}
+
 static void remove_tree(const char *tmp, char **w, int n)
 {
     char path[4300];
     for (int i = 0; i + 1 < n; ++i)
         if (!strcmp(w[i], "--out") && strchr(w[i + 1], '=')) {
-            snprintf(path, sizeof path, "%s/%s", tmp, strchr(w[i + 1], '=') + 1);
+            const char *f = strchr(w[i + 1], '=') + 1;
+            snprintf(path, sizeof path, "%s/%s", tmp, f);
             remove(path);
+            if (!strncmp(f, "got.", 4)) {
+                snprintf(path, sizeof path, "%s/ref.%s", tmp, f + 4);
+                remove(path);
+            }
         }
     rmdir(tmp);
+}
+
+static int run_words(char **args, int na, const char *backend);
+
+/* The files of folder dir, then dir itself (a capture's folder: no subfolders). */
+static void remove_folder(const char *dir)
+{
+    DIR *d = opendir(dir);
+    char path[4600];
+    for (struct dirent *e = d ? readdir(d) : NULL; e; e = readdir(d))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            remove(path);
+        }
+    if (d)
+        closedir(d);
+    rmdir(dir);
+}
+
+/* The rerun of a sparse layer records its own top-k selection the way the
+ * dump recorded the dumped call's: through the dump switch, into TMP/rerun. */
+static int run_capturing(char **args, int na, const char *tmp, char *sel, size_t len)
+{
+    static const char *const vars[3] = {"MLA_DUMP", "MLA_DUMP_DIR", "MLA_DUMP_MAX"};
+    char dir[4200], *old[3];
+    snprintf(dir, sizeof dir, "%s/rerun", tmp);
+    const char *set[3] = {"layer", dir, "1"};
+    for (int i = 0; i < 3; ++i) {
+        const char *v = getenv(vars[i]);
+        old[i] = v ? strdup(v) : NULL;
+        setenv(vars[i], set[i], 1);
+    }
+    const int rc = run_words(args, na, NULL);
+    for (int i = 0; i < 3; ++i) {
+        if (old[i])
+            setenv(vars[i], old[i], 1);
+        else
+            unsetenv(vars[i]);
+        free(old[i]);
+    }
+    snprintf(sel, len, "%s/0000-layer/sel.topk.npy", dir);
+    return rc;
+}
+
+/* Runs the rerun's words (op_main splits them in place: copies) on backend
+ * (NULL: as they are), the outputs' got.NAME files renamed ref.NAME. */
+static int run_words(char **args, int na, const char *backend)
+{
+    char *run[MAX_TOKENS + 4];
+    int nr = 0;
+    for (; nr < na; ++nr) {
+        const char *a = args[nr], *eq = strchr(a, '='), *got = eq ? strstr(eq, "/got.") : NULL;
+        if (nr > 0 && backend && !strcmp(args[nr - 1], "--backend"))
+            a = backend;
+        if (!(run[nr] = malloc(strlen(a) + 1)))
+            break;
+        strcpy(run[nr], a);
+        if (backend && nr > 0 && !strcmp(args[nr - 1], "--out") && got)
+            memcpy(run[nr] + (got - a) + 1, "ref", 3);
+    }
+    const int rc = nr == na ? op_main(na, run) : MLA_EXIT_FAIL;
+    for (int i = 0; i < nr; ++i)
+        free(run[i]);
+    return rc;
 }
 
 int op_replay(int argc, char **argv)
@@ -224,23 +303,39 @@ int op_replay(int argc, char **argv)
         printf("replay %s: %s dumped on %s by libmla %s (returned '%s'); rerun on %s\n", dir, m.op,
                m.backend, m.version, m.status, ran_on);
         fflush(stdout);
-        char *run[MAX_TOKENS + 4]; /* op_main splits its arguments in place */
-        int nr = 0;
-        while (nr < na && (run[nr] = malloc(strlen(args[nr]) + 1)))
-            strcpy(run[nr], args[nr]), ++nr;
-        rc = nr == na ? op_main(na, run) : MLA_EXIT_FAIL;
-        for (int i = 0; i < nr; ++i)
-            free(run[i]);
+        static char sel[4300];
+        const int same = !strcmp(ran_on, m.backend);
+        /* on another backend a sparse layer's verdict needs the rerun's own selection */
+        const int sparse_layer = !same && !strcmp(m.op, "layer") && has_out(w, n, "index_cache");
+        rc = sparse_layer ? run_capturing(args, na, tmp, sel, sizeof sel)
+                          : run_words(args, na, NULL);
         const int dumped_ok = !strcmp(m.status, mla_status_name(MLA_OK));
         if (!dumped_ok) { /* a refused call must be refused again */
             printf("%s: the call was refused when dumped ('%s') and %s now\n",
                    rc == MLA_EXIT_FAIL ? "same" : "DIFFERENT", m.status,
                    rc == MLA_EXIT_FAIL ? "is refused" : "is not refused");
             rc = rc == MLA_EXIT_FAIL ? MLA_EXIT_OK : MLA_EXIT_FAIL;
-        } else if (rc == MLA_EXIT_OK) {
-            rc = replay_compare(dir, tmp, m.op, !strcmp(ran_on, m.backend), args, na);
+        } else if (rc == MLA_EXIT_OK && !same && replay_wants_reference(m.op) &&
+                   strcmp(ran_on, "reference")) {
+            printf("  (and on reference: the oracle of the outputs without bits to match)\n");
+            fflush(stdout);
+            rc = run_words(args, na, "reference");
+        }
+        if (dumped_ok && rc == MLA_EXIT_OK) {
+            replay rp;
+            memset(&rp, 0, sizeof rp);
+            rp.dir = dir, rp.op = m.op, rp.args = args, rp.n = na;
+            rp.same_backend = same;
+            rp.on_reference = !strcmp(ran_on, "reference");
+            rp.sel_rerun = sparse_layer ? sel : NULL;
+            rc = replay_compare(&rp);
         }
     }
+    char rerun[4300];
+    snprintf(rerun, sizeof rerun, "%s/rerun/0000-layer", tmp);
+    remove_folder(rerun);
+    snprintf(rerun, sizeof rerun, "%s/rerun", tmp);
+    rmdir(rerun);
     remove_tree(tmp, w, n);
     for (int i = 0; i < no; ++i)
         free(owned[i]);

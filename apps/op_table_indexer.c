@@ -86,10 +86,7 @@ static int run_k_cache_write(op_run *r)
                               (long long)bb);
     const int64_t cs[2] = {d.num_blocks, bb};
     OP_TRY(op_output(r, "cache", MLA_DTYPE_U8, 2, cs, 0, &cache));
-    const size_t bytes = (size_t)(d.num_blocks * bb);
-    OP_TRY(op_check(r, has_old ? mla_memcpy(op_ctx(r), cache.data, old.data, bytes,
-                                         MLA_COPY_CONTEXT_TO_CONTEXT)
-                            : mla_memset(op_ctx(r), cache.data, 0, bytes)));
+    OP_TRY(has_old ? op_copy_rows(r, &cache, &old) : op_zero_rows(r, &cache));
     return op_check(r, mla_indexer_k_cache_write(op_ctx(r), &d, &cache, &k, &slots));
 }
 

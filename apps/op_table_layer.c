@@ -18,6 +18,7 @@ static const char *const sites[] = {"auto", "separate", "fused_cache", "attentio
 static const char *const kv_b_modes[] = {"keep", "to_bf16", "to_tensor"};
 static const char *const idx_layouts[] = {"auto", "normal", "shuffle"};
 static const char *const mx_rules[] = {"production", "ocp"};
+static const char *const forms[] = {"auto", "absorbed", "expanded"};
 
 /* "R/W" of --param tp. */
 static int parse_tp(op_run *r, int32_t *rank, int32_t *world)
@@ -131,10 +132,37 @@ static int run_prepare(op_run *r)
     return rc;
 }
 
+/* One projection of --in NAME (and NAME_scale for fp8). */
+static int in_proj(op_run *r, const char *name, mla_weight *w)
+{
+    char nm[48];
+    snprintf(nm, sizeof nm, "%s_scale", name);
+    memset(w, 0, sizeof *w);
+    OP_TRY(op_input(r, name, MLA_DTYPE_COUNT, NULL, 0, &w->w));
+    if (op_has_input(r, nm))
+        return op_input(r, nm, MLA_DTYPE_F32, NULL, 0, &w->scale);
+    return MLA_EXIT_OK;
+}
+
+/* The indexer's weights as inputs (a dump's), its config from --param model / config. */
+static int indexer_inputs(op_run *r, mla_layer_weights_ex *w)
+{
+    memset(w, 0, sizeof *w);
+    mla_indexer_weights *x = &w->indexer;
+    OP_TRY(op_model_config(r, &w->config));
+    w->has_indexer = w->config.index_heads > 0;
+    OP_TRY(in_proj(r, "wq_b", &x->wq_b));
+    OP_TRY(in_proj(r, "wk", &x->wk));
+    OP_TRY(op_input(r, "k_norm_weight", MLA_DTYPE_F32, NULL, 0, &x->k_norm_weight));
+    OP_TRY(op_input(r, "k_norm_bias", MLA_DTYPE_F32, NULL, 0, &x->k_norm_bias));
+    return in_proj(r, "weights_proj", &x->weights_proj);
+}
+
 static int run_indexer_prepare(op_run *r)
 {
     mla_layer_weights_ex w;
-    OP_TRY(load_layer(r, &w));
+    const int given = op_has_input(r, "wq_b");
+    OP_TRY(given ? indexer_inputs(r, &w) : load_layer(r, &w));
     mla_tensor q, x, pos, cos, sin, qf, wo, k, ws;
     mla_indexer_options io;
     int style;
@@ -179,7 +207,8 @@ static int run_indexer_prepare(op_run *r)
         rc = op_check(r, mla_indexer_prepare(op_ctx(r), c, &w.indexer, &io, &q, &x, &pos, &cos,
                                              &sin, &qf, &wo, &k, &ws));
     mla_context_synchronize(op_ctx(r));
-    mla_layer_weights_free(op_ctx(r), &w);
+    if (!given) /* inputs are the run's own */
+        mla_layer_weights_free(op_ctx(r), &w);
     return rc;
 }
 
@@ -206,14 +235,13 @@ static int index_cache(op_run *r, mla_layer_options *opt, const mla_cache_desc *
     const int64_t cs[2] = {d->num_blocks, bb};
     OP_TRY(op_output(r, "index_cache", MLA_DTYPE_U8, 2, cs, 0, icache));
     if (!op_has_input(r, "index_cache"))
-        return op_check(r, mla_memset(op_ctx(r), icache->data, 0, (size_t)bytes));
+        return op_zero_rows(r, icache);
     mla_tensor in;
     OP_TRY(op_input(r, "index_cache", MLA_DTYPE_U8, NULL, 0, &in));
     if (in.ndim != 2 || in.shape[0] != d->num_blocks || in.shape[1] != bb)
         return op_usage_error(r, "index_cache must be [%lld, %lld] bytes", (long long)d->num_blocks,
                               (long long)bb);
-    return op_check(r, mla_memcpy(op_ctx(r), icache->data, in.data, (size_t)bytes,
-                                  MLA_COPY_CONTEXT_TO_CONTEXT));
+    return op_copy_rows(r, icache, &in);
 }
 
 static int run_layer(op_run *r)
@@ -269,6 +297,12 @@ static int run_layer(op_run *r)
     opt.dense = (int32_t)(dense != 0);
     opt.num_splits = (int32_t)splits;
     opt.act = x.dtype;
+    int form = 0;
+    if (rc == MLA_EXIT_OK)
+        rc = op_param_choice(r, "form", forms, 3, &form);
+    if (rc == MLA_EXIT_OK)
+        rc = op_param_i64(r, "expanded_keys", &opt.expanded_keys);
+    opt.form = (mla_layer_form)form;
     const int sparse = c->index_heads > 0 && !opt.dense;
     if (rc == MLA_EXIT_OK && sparse)
         rc = index_cache(r, &opt, &d, &icache);
@@ -330,8 +364,11 @@ const op_desc mla_op_table_layer[] = {
      run_prepare},
     {"indexer_prepare",
      "the V3.2 indexer's q (fp8 [T, Hi, 128]), head weights w_out [T, Hi] and k [T, 128]\n"
-     "    from q_lat_normed [T, q_lora] and x [T, hidden]",
-     {"q_lat_normed", "x", "positions", "cos", "sin", NULL},
+     "    from q_lat_normed [T, q_lora] and x [T, hidden]; the weights from --param weights,\n"
+     "    or as inputs (wq_b, wk, weights_proj with their fp8 _scale, k_norm_weight / _bias;\n"
+     "    the config from --param model or config)",
+     {"q_lat_normed", "x", "positions", "cos", "sin", "wq_b", "wq_b_scale", "wk", "wk_scale",
+      "k_norm_weight", "k_norm_bias", "weights_proj", "weights_proj_scale", NULL},
      {"q_fp8", "w_out", "k", NULL},
      {WEIGHT_PARAMS,
       {"style", "neox", "the indexer's RoPE: neox | interleaved"},
@@ -359,6 +396,8 @@ const op_desc mla_op_table_layer[] = {
       {"idx_ue8m0", "1", "index cache scales rounded up to powers of two"},
       {"idx_style", "neox", "the indexer's RoPE: neox | interleaved"},
       {"idx_hadamard", "0", "1: the indexer rotates q and k by H_128 / sqrt(128)"},
+      {"form", "auto", "the attention's form: auto | absorbed | expanded"},
+      {"expanded_keys", "0", "keys the workspace holds decompressed (expanded form; 0: T)"},
       {NULL, NULL, NULL}},
      run_layer},
 };

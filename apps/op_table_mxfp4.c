@@ -1,8 +1,8 @@
 /* The MXFP4 GEMM path's ops for `mla op` (include/mla/mla_mxfp4.h): one
  * descriptor and one short run function each. Operand scales are read
  * row-major [B, R, K/32] or as the pre-shuffled bytes [B, bytes]; the
- * transposed layout, an in-memory arrangement, is exercised by the
- * conformance cases rather than through files. */
+ * transposed layout, an in-memory arrangement, takes the logical [B, R,
+ * K/32] file and its view's strides from --stride (as a dump writes it). */
 #include "apps/cmd.h"
 #include "apps/op.h"
 
@@ -10,7 +10,7 @@
 #define FP8S (DT(MLA_DTYPE_FP8_E4M3FN) | DT(MLA_DTYPE_FP8_E4M3FNUZ))
 
 static const char *const mx_rules[] = {"production", "ocp"};
-static const char *const file_layouts[] = {"row_major", "preshuffled_gfx950"};
+static const char *const file_layouts[] = {"row_major", "transposed", "preshuffled_gfx950"};
 static const char *const scale_layouts[] = {"row_major", "transposed"};
 
 /* An operand from --in <name>_codes and <name>_scales, its layout from
@@ -19,8 +19,8 @@ static int operand(op_run *r, const char *codes, const char *scales, const char 
                    mla_mxfp4_operand *op)
 {
     int layout;
-    OP_TRY(op_param_choice(r, layout_key, file_layouts, 2, &layout));
-    op->layout = layout ? MLA_SCALE_PRESHUFFLED_GFX950 : MLA_SCALE_ROW_MAJOR;
+    OP_TRY(op_param_choice(r, layout_key, file_layouts, 3, &layout));
+    op->layout = (mla_scale_layout)layout; /* the names in mla_scale_layout's order */
     OP_TRY(op_input(r, codes, MLA_DTYPE_FP4X2, NULL, 0, &op->codes));
     OP_TRY(op_input(r, scales, MLA_DTYPE_E8M0, NULL, 0, &op->scales));
     if (op->codes.ndim != 3)
@@ -106,7 +106,9 @@ static int run_flatten_fp8(op_run *r)
     return op_check(r, mla_fused_flatten_fp8_group_quant(op_ctx(r), &x, &codes, &scales));
 }
 
-#define LAYOUT_HELP "scales: row_major [B, R, K/32] | preshuffled_gfx950 [B, bytes]"
+#define LAYOUT_HELP                                                                                \
+    "scales: row_major [B, R, K/32] | transposed (the same file, --stride) | preshuffled_gfx950 "  \
+    "[B, bytes]"
 
 const op_desc mla_op_table_mxfp4[] = {
     {"gemm_a16wfp4", "y[b] = A(x[b]) [M, K] @ deq(w[b])^T, w fp4x2 codes [B, N, K/2] + e8m0 scales",

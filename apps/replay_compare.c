@@ -1,23 +1,19 @@
-/* The replay's verdict (apps/replay.h). Bounds between the dumped result and
- * the rerun, both from fp32 implementations: each is within the conformance
- * bound tol of the exact value (conformance/bounds.c: conf_gemm_tol for the
- * GEMMs from S = sum |x| |w| of the element, conf_norm_rel for RMSNorm), so
- * they are within 2 tol of each other, plus one ulp of the output dtype for
- * the two final roundings (half an ulp each). */
+/* The replay's verdict (apps/replay.h, docs/REPLAY.md). On the backend the
+ * call was dumped on, every output must come back with the same bits (the
+ * library is deterministic there). On another backend: the ops MLA.md
+ * defines to the bit, the same bits; the caches, the rule of
+ * apps/replay_cache.c; every other output against an oracle computed from
+ * the dumped inputs, within the bound the conformance runner holds every
+ * backend to: the dumped values and the rerun's values each, so that a
+ * wrong dump is caught as surely as a wrong rerun. */
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "apps/cmd.h"
 #include "apps/replay.h"
-#include "conformance/npy.h"
-
-/* conformance/bounds.c (linked from mla_conformance; its header conf.h is
- * the harness's internal one, which reaches into core/): the fp32 GEMM bound
- * for K terms of magnitude sum S, and RMSNorm's relative bound for rows of D. */
-double conf_gemm_tol(int64_t K, double S);
-double conf_norm_rel(int64_t D);
 
 /* Ops whose results are defined to the bit (MLA.md): any difference fails. */
 static const char *const exact_ops[] = {"convert",
@@ -37,222 +33,6 @@ static const char *const exact_ops[] = {"convert",
                                         "indexer_head_weights",
                                         NULL};
 
-typedef struct arr {
-    mla_npy a;
-    mla_dtype dt;
-    double *v; /* values (NULL for raw byte codes without a value) */
-} arr;
-
-static void arr_free(arr *x)
-{
-    mla_npy_free(&x->a);
-    free(x->v);
-    memset(x, 0, sizeof *x);
-}
-
-static double value_at(const mla_npy *a, mla_dtype dt, int64_t i)
-{
-    const unsigned char *p = a->data;
-    switch (dt) {
-    case MLA_DTYPE_F32:
-        return ((const float *)p)[i];
-    case MLA_DTYPE_F64:
-        return ((const double *)p)[i];
-    case MLA_DTYPE_F16:
-        return mla_f16_to_f32(((const uint16_t *)p)[i]);
-    case MLA_DTYPE_BF16:
-        return mla_bf16_to_f32(((const uint16_t *)p)[i]);
-    case MLA_DTYPE_FP8_E4M3FN:
-    case MLA_DTYPE_FP8_E4M3FNUZ:
-        return mla_fp8_to_f32(p[i], dt);
-    case MLA_DTYPE_E8M0:
-        return mla_e8m0_to_f32(p[i]);
-    case MLA_DTYPE_I32:
-        return ((const int32_t *)p)[i];
-    case MLA_DTYPE_I64:
-        return (double)((const int64_t *)p)[i];
-    default:
-        return NAN;
-    }
-}
-
-static mla_dtype dtype_of_file(mla_npy_type t)
-{
-    static const mla_dtype d[MLA_NPY_TYPE_COUNT] = {MLA_DTYPE_F32,  MLA_DTYPE_F64, MLA_DTYPE_F16,
-                                                    MLA_DTYPE_BF16, MLA_DTYPE_U8,  MLA_DTYPE_U8,
-                                                    MLA_DTYPE_I32,  MLA_DTYPE_I64};
-    return d[t];
-}
-
-/* The value of `--opt NAME=...` in the replay's words, NULL when absent. */
-static const char *word(char **args, int n, const char *opt, const char *name)
-{
-    const size_t k = strlen(name);
-    for (int i = 0; i + 1 < n; ++i)
-        if (!strcmp(args[i], opt) && !strncmp(args[i + 1], name, k) && args[i + 1][k] == '=')
-            return args[i + 1] + k + 1;
-    return NULL;
-}
-
-static int load(const char *path, const char *dtype, arr *x)
-{
-    memset(x, 0, sizeof *x);
-    char err[300];
-    if (mla_npy_load(path, &x->a, err, sizeof err) != MLA_OK) {
-        fprintf(stderr, "mla op --replay: %s: %s\n", path, err);
-        return -1;
-    }
-    x->dt = dtype_of_file(x->a.type);
-    for (int d = 0; dtype && d < MLA_DTYPE_COUNT; ++d)
-        if (!strcmp(dtype, mla_dtype_name((mla_dtype)d)))
-            x->dt = (mla_dtype)d;
-    x->v = malloc((size_t)x->a.numel * sizeof *x->v + 1);
-    for (int64_t i = 0; x->v && i < x->a.numel; ++i)
-        x->v[i] = value_at(&x->a, x->dt, i);
-    return x->v ? 0 : -1;
-}
-
-/* An input of the replay by name (0 when absent: x->v NULL). */
-static int input(char **args, int n, const char *name, arr *x)
-{
-    const char *p = word(args, n, "--in", name);
-    memset(x, 0, sizeof *x);
-    return p ? load(p, word(args, n, "--dtype", name), x) : 0;
-}
-
-static double param(char **args, int n, const char *key, double def)
-{
-    const char *v = word(args, n, "--param", key);
-    return v ? strtod(v, NULL) : def;
-}
-
-/* One unit in the last place of v in dtype (its spacing at |v|). */
-static double ulp(mla_dtype dt, double v)
-{
-    const int mant = dt == MLA_DTYPE_BF16 ? 7 : dt == MLA_DTYPE_F16 ? 10 : 23;
-    const int emin = dt == MLA_DTYPE_F16 ? -14 : -126;
-    int e;
-    frexp(fabs(v), &e);
-    --e;
-    return ldexp(1.0, (e < emin ? emin : e) - mant);
-}
-
-/* Dequantized 2-D-per-batch MXFP4 operand [B, R, K] from codes [B, R, K/2]
- * and row-major e8m0 scales [B, R, K/32]. */
-static double *mxfp4_values(const arr *c, const arr *s, int64_t *K)
-{
-    const int64_t rows = c->a.numel / c->a.shape[c->a.ndim - 1];
-    *K = 2 * c->a.shape[c->a.ndim - 1];
-    double *v = malloc((size_t)(rows * *K) * sizeof *v + 1);
-    const uint8_t *cb = c->a.data;
-    for (int64_t r = 0; v && r < rows; ++r)
-        for (int64_t k = 0; k < *K; ++k) {
-            const uint8_t b = cb[r * (*K / 2) + k / 2];
-            v[r * *K + k] =
-                mla_fp4_to_f32((uint8_t)(k & 1 ? b >> 4 : b & 0xF)) * s->v[r * (*K / 32) + k / 32];
-        }
-    return v;
-}
-
-/* tol per element of y for the GEMM ops; NULL when this op has no bound here. */
-static double *gemm_tol(const char *op, char **args, int n, int64_t count)
-{
-    arr x = {0}, w = {0}, s = {0}, xc = {0}, xs = {0};
-    double *tol = NULL, *wv = NULL, *xv = NULL;
-    int64_t B = 1, M = 0, K = 0, N = 0, wt = 0; /* wt: w is [K, N] (batched) */
-    double scale = 1.0;
-    if (!strcmp(op, "linear") && !input(args, n, "x", &x) && !input(args, n, "w", &w) &&
-        !input(args, n, "w_scale", &s) && x.v && w.v) {
-        M = x.a.shape[0], K = x.a.shape[1], N = w.a.shape[0];
-        for (int64_t i = 0; s.v && i < N * K; ++i) /* code * block scale */
-            w.v[i] *= s.v[(i / K / 128) * ((K + 127) / 128) + (i % K) / 128];
-        xv = x.v, wv = w.v;
-    } else if (!strcmp(op, "batched_gemm") && !input(args, n, "x", &x) &&
-               !input(args, n, "w", &w) && x.v && w.v) {
-        B = x.a.shape[0], M = x.a.shape[1], K = x.a.shape[2], N = w.a.shape[2], wt = 1;
-        scale = fabs(param(args, n, "w_scale", 1.0));
-        xv = x.v, wv = w.v;
-    } else if ((!strcmp(op, "gemm_a16wfp4") || !strcmp(op, "gemm_a4w4")) &&
-               !input(args, n, "w_codes", &w) && !input(args, n, "w_scales", &s) && w.v && s.v &&
-               w.a.ndim == 3 && s.a.ndim == 3 && !word(args, n, "--stride", "w_scales")) {
-        B = w.a.shape[0], N = w.a.shape[1];
-        wv = mxfp4_values(&w, &s, &K);
-        if (!strcmp(op, "gemm_a4w4")) {
-            if (!input(args, n, "x_codes", &xc) && !input(args, n, "x_scales", &xs) && xc.v &&
-                xs.v && xs.a.ndim == 3 && !word(args, n, "--stride", "x_scales")) {
-                M = xc.a.shape[1];
-                xv = mxfp4_values(&xc, &xs, &K);
-            }
-        } else if (!input(args, n, "x", &x) && x.v) {
-            M = x.a.shape[1];
-            xv = malloc((size_t)(B * M * K) * sizeof *xv + 1);
-            const int quant = param(args, n, "prequant", 1) != 0;
-            const char *rule = word(args, n, "--param", "rule");
-            for (int64_t i = 0; xv && i < B * M * K; i += 32) { /* A = x's MXFP4 round trip */
-                float blk[32];
-                uint8_t codes[16], e;
-                for (int k = 0; k < 32; ++k)
-                    blk[k] = (float)x.v[i + k];
-                mla_mxfp4_quantize_block(
-                    blk, rule && !strcmp(rule, "ocp") ? MLA_MXFP4_OCP : MLA_MXFP4_PRODUCTION, codes,
-                    &e);
-                for (int k = 0; k < 32; ++k)
-                    xv[i + k] = quant ? mla_fp4_to_f32((uint8_t)(k & 1 ? codes[k / 2] >> 4
-                                                                       : codes[k / 2] & 0xF)) *
-                                            mla_e8m0_to_f32(e)
-                                      : x.v[i + k];
-            }
-        }
-    }
-    if (xv && wv && B * M * N == count && (tol = malloc((size_t)count * sizeof *tol + 1)))
-        for (int64_t b = 0; b < B; ++b)
-            for (int64_t m = 0; m < M; ++m)
-                for (int64_t j = 0; j < N; ++j) {
-                    double S = 0;
-                    for (int64_t k = 0; k < K; ++k)
-                        S += fabs(xv[(b * M + m) * K + k]) *
-                             fabs(wt ? wv[(b * K + k) * N + j] : wv[(b * N + j) * K + k]);
-                    tol[(b * M + m) * N + j] = 2.0 * conf_gemm_tol(K, scale * S);
-                }
-    if (xv != x.v)
-        free(xv);
-    if (wv != w.v)
-        free(wv);
-    arr_free(&x), arr_free(&w), arr_free(&s), arr_free(&xc), arr_free(&xs);
-    return tol;
-}
-
-/* tol of an RMSNorm output (rmsnorm y; qk_rmsnorm's float q_out and kv_out). */
-static double *norm_tol(const char *op, const char *out, char **args, int n, int64_t count)
-{
-    const int q = !strcmp(out, "q_out");
-    const char *xn = !strcmp(op, "rmsnorm") ? "x" : q ? "q" : !strcmp(out, "kv_out") ? "kv" : NULL;
-    const char *wn = !strcmp(op, "rmsnorm") ? "w" : q ? "q_w" : "kv_w";
-    if (!xn || (strcmp(op, "rmsnorm") && strcmp(op, "qk_rmsnorm")))
-        return NULL;
-    const double eps = param(args, n,
-                             !strcmp(op, "rmsnorm") ? "eps"
-                             : q                    ? "q_eps"
-                                                    : "kv_eps",
-                             1e-6);
-    arr x, w;
-    double *tol = NULL;
-    if (!input(args, n, xn, &x) && !input(args, n, wn, &w) && x.v && w.v && x.a.numel == count &&
-        (tol = malloc((size_t)count * sizeof *tol + 1))) {
-        const int64_t D = x.a.shape[x.a.ndim - 1];
-        for (int64_t t = 0; t < count / D; ++t) {
-            double ss = 0;
-            for (int64_t d = 0; d < D; ++d)
-                ss += x.v[t * D + d] * x.v[t * D + d];
-            const double r = 1.0 / sqrt(ss / (double)D + eps);
-            for (int64_t d = 0; d < D; ++d)
-                tol[t * D + d] = 2.0 * conf_norm_rel(D) * fabs(x.v[t * D + d] * r * w.v[d]);
-        }
-    }
-    arr_free(&x), arr_free(&w);
-    return tol;
-}
-
 static int in_list(const char *const *l, const char *s)
 {
     for (; *l; ++l)
@@ -261,80 +41,280 @@ static int in_list(const char *const *l, const char *s)
     return 0;
 }
 
-static int compare_one(const char *dir, const char *op, const char *name, const char *got_path,
-                       int same_backend, char **args, int n)
+int replay_wants_reference(const char *op)
 {
-    char want_path[4200];
-    snprintf(want_path, sizeof want_path, "%s/out.%s.npy", dir, name);
-    arr got, want;
-    if (load(got_path, NULL, &got) || load(want_path, NULL, &want)) {
-        arr_free(&got);
-        return MLA_EXIT_FAIL;
-    }
-    int same_shape = got.a.type == want.a.type && got.a.ndim == want.a.ndim;
-    for (int32_t d = 0; same_shape && d < got.a.ndim; ++d)
-        same_shape = got.a.shape[d] == want.a.shape[d];
-    int rc = MLA_EXIT_OK;
-    if (!same_shape) {
-        printf("  %-12s DIFFERENT shape or dtype from the dump\n", name);
-        rc = MLA_EXIT_FAIL;
-    } else if (!memcmp(got.a.data, want.a.data, got.a.nbytes)) {
-        printf("  %-12s bit-identical (%lld values)\n", name, (long long)got.a.numel);
-    } else {
-        int64_t first = 0, ndiff = 0;
-        double max_abs = 0, worst = 0;
-        const size_t es = mla_npy_type_size(got.a.type);
-        for (int64_t i = got.a.numel - 1; i >= 0; --i)
-            if (memcmp((char *)got.a.data + i * es, (char *)want.a.data + i * es, es))
-                first = i, ++ndiff;
-        const int exact = same_backend || in_list(exact_ops, op);
-        double *tol = exact ? NULL : gemm_tol(op, args, n, got.a.numel);
-        if (!exact && !tol)
-            tol = norm_tol(op, name, args, n, got.a.numel);
-        for (int64_t i = 0; i < got.a.numel; ++i) {
-            const double e = fabs(got.v[i] - want.v[i]);
-            max_abs = e > max_abs || isnan(e) ? e : max_abs;
-            if (tol) {
-                const double b = tol[i] + ulp(got.dt, fmax(fabs(got.v[i]), fabs(want.v[i])));
-                worst = !(e <= b) ? INFINITY : fmax(worst, e / b);
-            }
-        }
-        printf("  %-12s %lld of %lld values differ (first at %lld: %.9g, dumped %.9g); max |diff| "
-               "%.3g",
-               name, (long long)ndiff, (long long)got.a.numel, (long long)first, got.v[first],
-               want.v[first], max_abs);
-        if (exact) {
-            printf(": DIFFERENT (%s)\n", same_backend ? "the same backend must give the same bits"
-                                                      : "the op is bit-defined");
-            rc = MLA_EXIT_FAIL;
-        } else if (tol) {
-            printf("; worst at %.3g of the bound (2x the conformance bound + 1 ulp): %s\n", worst,
-                   worst <= 1.0 ? "within" : "OUTSIDE");
-            rc = worst <= 1.0 ? MLA_EXIT_OK : MLA_EXIT_FAIL;
-        } else {
-            printf("; not judged: no per-element bound for %s across backends (docs/REPLAY.md)\n",
-                   op);
-        }
-        free(tol);
-    }
-    arr_free(&got), arr_free(&want);
+    static const char *const composites[] = {"prepare", "indexer_prepare", "layer", NULL};
+    return !in_list(exact_ops, op) && !in_list(composites, op);
+}
+
+const char *replay_word(const replay *r, const char *opt, const char *name)
+{
+    const size_t k = strlen(name);
+    for (int i = 0; i + 1 < r->n; ++i)
+        if (!strcmp(r->args[i], opt) && !strncmp(r->args[i + 1], name, k) &&
+            r->args[i + 1][k] == '=')
+            return r->args[i + 1] + k + 1;
+    return NULL;
+}
+
+double replay_param(const replay *r, const char *key, double def)
+{
+    const char *v = replay_word(r, "--param", key);
+    return v ? strtod(v, NULL) : def;
+}
+
+replay_out *replay_find(replay *r, const char *name)
+{
+    for (int i = 0; i < r->nout; ++i)
+        if (!strcmp(r->out[i].name, name))
+            return &r->out[i];
+    return NULL;
+}
+
+int replay_say(replay_out *o, int rc, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    printf("  %-12s ", o->name);
+    vprintf(fmt, ap);
+    printf("\n");
+    va_end(ap);
+    o->judged = 1;
     return rc;
 }
 
-int replay_compare(const char *dir, const char *tmp, const char *op, int same_backend, char **args,
-                   int n)
+static mla_dtype dtype_named(const char *name, mla_dtype def)
 {
-    (void)tmp;
-    int rc = MLA_EXIT_OK;
-    for (int i = 0; i + 1 < n; ++i) {
-        if (strcmp(args[i], "--out") != 0)
-            continue;
-        char name[64];
-        const char *eq = strchr(args[i + 1], '=');
-        snprintf(name, sizeof name, "%.*s", (int)(eq ? eq - args[i + 1] : 0), args[i + 1]);
-        const int r = compare_one(dir, op, name, eq ? eq + 1 : "", same_backend, args, n);
-        rc = r != MLA_EXIT_OK ? r : rc;
+    for (int d = 0; name && d < MLA_DTYPE_COUNT; ++d)
+        if (!strcmp(name, mla_dtype_name((mla_dtype)d)))
+            return (mla_dtype)d;
+    return def;
+}
+
+mla_dtype replay_dtype(const replay *r, const char *name, mla_npy_type file)
+{
+    static const mla_dtype d[MLA_NPY_TYPE_COUNT] = {MLA_DTYPE_F32,  MLA_DTYPE_F64, MLA_DTYPE_F16,
+                                                    MLA_DTYPE_BF16, MLA_DTYPE_U8,  MLA_DTYPE_U8,
+                                                    MLA_DTYPE_I32,  MLA_DTYPE_I64};
+    return dtype_named(replay_word(r, "--dtype", name), d[file]);
+}
+
+mla_dtype replay_dtype_param(const replay *r, const char *key, mla_dtype def)
+{
+    return dtype_named(replay_word(r, "--param", key), def);
+}
+
+int replay_load(const char *path, mla_npy *a)
+{
+    char err[300];
+    if (mla_npy_load(path, a, err, sizeof err) == MLA_OK)
+        return 0;
+    fprintf(stderr, "mla op --replay: %s: %s\n", path, err);
+    return -1;
+}
+
+/* A contiguous argument of p holding a's data as dtype dt (NULL data: an output). */
+static int add_arg(conf_problem *p, const char *name, int role, mla_dtype dt, const mla_npy *a)
+{
+    int64_t shape[MLA_MAX_DIMS];
+    const int32_t nd = a ? a->ndim : 1;
+    for (int32_t d = 0; d < nd && d < MLA_MAX_DIMS; ++d)
+        shape[d] = a ? a->shape[d] : 0;
+    const size_t es = mla_dtype_size(dt);
+    if (nd > MLA_MAX_DIMS || (a && a->nbytes != (size_t)a->numel * es) ||
+        conf_add_arg(p, name, role, dt, nd, shape, CONF_L_CONTIG) != MLA_OK) {
+        fprintf(stderr, "mla op --replay: %s: not a %s array the judge can take\n", name,
+                mla_dtype_name(dt));
+        return -1;
     }
+    conf_arg *g = &p->arg[p->nargs - 1];
+    if (role == CONF_IN && a && a->nbytes)
+        memcpy(conf_arg_elem0(g), a->data, a->nbytes);
+    return p->nargs - 1;
+}
+
+int replay_add_input(const replay *r, conf_problem *p, const char *name, mla_dtype implied)
+{
+    const char *path = replay_word(r, "--in", name);
+    if (!path)
+        return add_arg(p, name, CONF_IN, implied == MLA_DTYPE_COUNT ? MLA_DTYPE_U8 : implied, NULL);
+    mla_npy a;
+    if (replay_load(path, &a))
+        return -1;
+    /* --dtype names it, else the op implies it, else the file's type does */
+    const int named = replay_word(r, "--dtype", name) != NULL;
+    const mla_dtype dt =
+        !named && implied != MLA_DTYPE_COUNT ? implied : replay_dtype(r, name, a.type);
+    const int i = add_arg(p, name, CONF_IN, dt, &a);
+    mla_npy_free(&a);
+    return i;
+}
+
+int replay_add_output(replay *r, conf_problem *p, const char *name, replay_out **out)
+{
+    replay_out *o = replay_find(r, name);
+    if (out)
+        *out = o;
+    if (!o) {
+        fprintf(stderr, "mla op --replay: the replay line has no output %s\n", name);
+        return -1;
+    }
+    return add_arg(p, name, CONF_OUT, o->dt, &o->dumped);
+}
+
+/* One side against the oracle under a's bound: 0 when within. */
+static int side(const conf_arg *a, const mla_npy *x, const unsigned char *oracle, conf_cmp *c)
+{
+    conf_compare(a, x->data, oracle, 1, c);
+    return c->mismatches == 0;
+}
+
+static void say_side(const char *who, const conf_cmp *c)
+{
+    if (!c->mismatches)
+        printf("%s within (worst %.3g of it)", who, c->max_err);
+    else
+        printf("%s OUTSIDE: %lld of %lld values, first %s", who, (long long)c->mismatches,
+               (long long)c->count, c->first);
+}
+
+int replay_judge(replay *r, const conf_problem *p, int i)
+{
+    const conf_arg *a = &p->arg[i];
+    replay_out *o = replay_find(r, a->name);
+    if (!o->has_ref)
+        return replay_say(o, MLA_EXIT_FAIL, "DIFFERENT: no reference rerun to judge it against");
+    conf_cmp cd, cg;
+    const int ok = side(a, &o->dumped, o->ref.data, &cd) & side(a, &o->got, o->ref.data, &cg);
+    printf("  %-12s against the reference backend's rerun, within the conformance bound: ",
+           o->name);
+    say_side("dumped", &cd);
+    say_side("; rerun", &cg);
+    printf("\n");
+    o->judged = 1;
+    return ok ? MLA_EXIT_OK : MLA_EXIT_FAIL;
+}
+
+static int first_diff(const mla_npy *a, const mla_npy *b, int64_t *ndiff)
+{
+    const size_t es = mla_npy_type_size(a->type);
+    int64_t first = -1;
+    *ndiff = 0;
+    for (int64_t i = a->numel - 1; i >= 0; --i)
+        if (memcmp((char *)a->data + i * es, (char *)b->data + i * es, es))
+            first = i, ++*ndiff;
+    return (int)first;
+}
+/* On the dumping backend: the same bits. */
+static int same_bits(replay_out *o)
+{
+    int64_t ndiff;
+    const int first = first_diff(&o->got, &o->dumped, &ndiff);
+    if (first < 0)
+        return replay_say(o, MLA_EXIT_OK, "bit-identical (%lld values)", (long long)o->got.numel);
+    return replay_say(o, MLA_EXIT_FAIL,
+                      "DIFFERENT: %lld of %lld values differ, first at %d (the same backend must "
+                      "give the same bits)",
+                      (long long)ndiff, (long long)o->got.numel, first);
+}
+
+/* Bit-defined outputs: the same bits, except that a NaN matches any NaN
+ * where the conformance runner lets it (the head weights' products of a
+ * NaN; elsewhere MLA.md pins the NaN a conversion writes). */
+static int exact(replay *r, replay_out *o)
+{
+    const int nan_any = !strcmp(r->op, "indexer_head_weights");
+    conf_problem p;
+    memset(&p, 0, sizeof p);
+    const int i = add_arg(&p, o->name, CONF_OUT, o->dt, &o->dumped);
+    int rc = MLA_EXIT_FAIL;
+    if (i >= 0) {
+        p.arg[i].bound.nan_any = nan_any;
+        conf_cmp c;
+        conf_compare(&p.arg[i], o->got.data, o->dumped.data, 1, &c);
+        rc = c.mismatches ? MLA_EXIT_FAIL : MLA_EXIT_OK;
+        int64_t ndiff;
+        if (first_diff(&o->got, &o->dumped, &ndiff) < 0)
+            replay_say(o, rc, "bit-identical (%lld values)", (long long)o->got.numel);
+        else if (rc)
+            replay_say(o, rc, "DIFFERENT (the op is bit-defined): %lld of %lld values, first %s",
+                       (long long)c.mismatches, (long long)c.count, c.first);
+        else
+            replay_say(o, rc, "the same values (NaN payloads aside: the format leaves them free)");
+    }
+    conf_problem_free(&p);
+    return rc;
+}
+
+static int load_out(replay *r, replay_out *o, const char *got_path)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/out.%s.npy", r->dir, o->name);
+    if (replay_load(got_path, &o->got) || replay_load(path, &o->dumped))
+        return -1;
+    const char *slash = strrchr(got_path, '/');
+    snprintf(path, sizeof path, "%.*s/ref.%s.npy", (int)(slash ? slash - got_path : 0), got_path,
+             o->name);
+    FILE *fp = fopen(path, "rb");
+    if (fp) {
+        fclose(fp);
+        if (replay_load(path, &o->ref))
+            return -1;
+        o->has_ref = 1;
+    } else if (r->on_reference && replay_wants_reference(r->op)) {
+        o->ref = o->got;
+        o->ref.data = malloc(o->got.nbytes + 1);
+        if (!o->ref.data)
+            return -1;
+        memcpy(o->ref.data, o->got.data, o->got.nbytes);
+        o->has_ref = 1;
+    }
+    o->dt = replay_dtype(r, o->name, o->dumped.type);
+    return 0;
+}
+
+static int same_shape(const mla_npy *a, const mla_npy *b)
+{
+    int same = a->type == b->type && a->ndim == b->ndim;
+    for (int32_t d = 0; same && d < a->ndim; ++d)
+        same = a->shape[d] == b->shape[d];
+    return same;
+}
+
+int replay_compare(replay *r)
+{
+    int rc = MLA_EXIT_OK;
+    r->nout = 0;
+    for (int i = 0; i + 1 < r->n && rc == MLA_EXIT_OK; ++i) {
+        const char *eq = strchr(r->args[i + 1], '=');
+        if (strcmp(r->args[i], "--out") != 0 || !eq)
+            continue;
+        if (r->nout == REPLAY_MAX_OUT)
+            return MLA_EXIT_FAIL;
+        replay_out *o = &r->out[r->nout++];
+        memset(o, 0, sizeof *o);
+        snprintf(o->name, sizeof o->name, "%.*s", (int)(eq - r->args[i + 1]), r->args[i + 1]);
+        if (load_out(r, o, eq + 1))
+            rc = MLA_EXIT_FAIL;
+        else if (!same_shape(&o->got, &o->dumped) || (o->has_ref && !same_shape(&o->ref, &o->got)))
+            rc = replay_say(o, MLA_EXIT_FAIL, "DIFFERENT shape or dtype from the dump");
+    }
+    for (int i = 0; rc == MLA_EXIT_OK && r->same_backend && i < r->nout; ++i)
+        rc |= same_bits(&r->out[i]);
+    if (rc == MLA_EXIT_OK && !r->same_backend) {
+        const int by[3] = {replay_bounds(r), replay_layer(r), replay_bit_caches(r)};
+        for (int k = 0; k < 3; ++k)
+            rc = by[k] > 0 ? by[k] : rc;
+        for (int i = 0; i < r->nout && rc == MLA_EXIT_OK; ++i) {
+            replay_out *o = &r->out[i];
+            if (!o->judged)
+                rc = in_list(exact_ops, r->op)
+                         ? exact(r, o)
+                         : replay_say(o, MLA_EXIT_FAIL, "DIFFERENT: no rule judges it");
+        }
+    }
+    for (int i = 0; i < r->nout; ++i)
+        mla_npy_free(&r->out[i].got), mla_npy_free(&r->out[i].dumped), mla_npy_free(&r->out[i].ref);
     printf("replay: %s\n",
            rc == MLA_EXIT_OK ? "consistent with the dump" : "DIFFERS from the dump");
     return rc;

@@ -44,6 +44,12 @@ enum {
     AKPOS,
     ASLOTS
 };
+_Static_assert((int)AQ == CONF_AT_Q && (int)ACACHE == CONF_AT_CACHE && (int)ABT == CONF_AT_TABLE &&
+                   (int)ACTX == CONF_AT_CONTEXT && (int)ACU == CONF_AT_CU &&
+                   (int)ATOPK == CONF_AT_TOPK && (int)ASINKS == CONF_AT_SINKS &&
+                   (int)AO == CONF_AT_O && (int)ALSE == CONF_AT_LSE && (int)ACOS == CONF_AT_COS &&
+                   (int)ASIN == CONF_AT_SIN && (int)AQPOS == CONF_AT_QPOS,
+               "conf.h's CONF_AT_* name this order (the replay builds its problems in it)");
 
 enum { K_DECODE = 0, K_SPARSE = 1, K_PREFILL = 2, K_PREFILL_SPARSE = 3 };
 enum { F_SINKS = 1, F_CONTIG = 2, F_ROPE = 4, F_VIEWS = 8, F_LONG = 16, F_NO_LSE = 32 };
@@ -472,26 +478,38 @@ static int64_t elem_of(mla_cache_layout layout, int64_t t, int64_t d, int64_t L,
 
 static int64_t fp8s_token_bytes(int64_t L, int64_t R) { return L + 4 * (L / 128) + 2 * R; }
 
-/* Value of dim d of token t in the block at blk, dequantized (float64, exact).
- */
-static double key_value(const conf_case *c, const unsigned char *blk, int64_t t, int64_t d)
+int64_t conf_cache_elem(const conf_attn_geom *g, int64_t t, int64_t d, mla_dtype *dt)
 {
-    const int64_t L = dim_l(c), R = dim_r(c), bs = c->p.attn.block_size;
-    const mla_cache_layout layout = (mla_cache_layout)c->p.attn.layout;
-    const mla_dtype dt = (mla_dtype)c->p.attn.dtype;
-    if (layout == MLA_CACHE_FP8_SCALED) {
-        const unsigned char *tok = blk + t * fp8s_token_bytes(L, R);
-        if (d >= L)
-            return conf_decode_value(MLA_DTYPE_BF16,
-                                     conf_load_bits(tok + L + 4 * (L / 128) + 2 * (d - L), 2));
-        const double s =
-            conf_decode_value(MLA_DTYPE_F32, conf_load_bits(tok + L + 4 * (d / 128), 4));
-        return conf_decode_value(dt, tok[d]) * s;
+    const int64_t L = g->L, R = g->R;
+    if (g->layout == MLA_CACHE_FP8_SCALED) {
+        const int64_t tok = t * fp8s_token_bytes(L, R);
+        *dt = d < L ? g->cache_dtype : d < L + R ? MLA_DTYPE_BF16 : MLA_DTYPE_F32;
+        return d < L       ? tok + d
+               : d < L + R ? tok + L + 4 * (L / 128) + 2 * (d - L)
+                           : tok + L + 4 * (d - L - R);
     }
-    const int64_t es = dt == MLA_DTYPE_BF16 ? 2 : 1;
-    const int64_t e = elem_of(layout, t, d, L, R, bs, 16 / es);
-    const double v = conf_decode_value(dt, conf_load_bits(blk + e * es, (size_t)es));
-    return es == 2 ? v : v * c->p.attn.k_scale;
+    const int64_t es = g->cache_dtype == MLA_DTYPE_BF16 ? 2 : 1;
+    *dt = g->cache_dtype;
+    return elem_of(g->layout, t, d, L, R, g->block_size, 16 / es) * es;
+}
+
+int64_t conf_cache_elems(const conf_attn_geom *g)
+{
+    return g->L + g->R + (g->layout == MLA_CACHE_FP8_SCALED ? g->L / 128 : 0);
+}
+
+double conf_cache_value(const conf_attn_geom *g, const unsigned char *blk, int64_t t, int64_t d)
+{
+    mla_dtype dt;
+    const int64_t at = conf_cache_elem(g, t, d, &dt);
+    const double v = conf_decode_value(dt, conf_load_bits(blk + at, mla_dtype_size(dt)));
+    if (g->layout == MLA_CACHE_FP8_SCALED) {
+        if (d >= g->L)
+            return v;
+        const int64_t s = conf_cache_elem(g, t, g->L + g->R + d / 128, &dt);
+        return v * conf_decode_value(MLA_DTYPE_F32, conf_load_bits(blk + s, 4));
+    }
+    return dt == MLA_DTYPE_BF16 ? v : v * g->k_scale;
 }
 
 /* ------------------------------------------------------------- setup */
@@ -731,21 +749,20 @@ static mla_status exec(mla_context *ctx, const conf_case *c, mla_tensor *t)
  * attention the rope part rotated by MLA.md's fp32 arithmetic (each
  * product rounded, then the sum; pairs (2i, 2i + 1) interleaved, (i, i +
  * R/2) NeoX) and rounded once to q's dtype. */
-static void q_row(const conf_case *c, const conf_problem *p, int64_t r, int64_t h, double *q)
+static void q_row(const conf_attn_geom *g, const conf_problem *p, int64_t r, int64_t h, double *q)
 {
     const conf_arg *a = &p->arg[AQ];
-    const conf_p_attention *qa = &c->p.attn;
-    const int64_t H = qa->H, L = dim_l(c), R = dim_r(c), D = L + R;
+    const int64_t H = g->H, L = g->L, R = g->R, D = L + R;
     for (int64_t d = 0; d < D; ++d)
-        q[d] = conf_in_value(a, (r * H + h) * D + d) * (is_fp8(a->t.dtype) ? qa->q_scale : 1.0);
-    if (!qa->rope)
+        q[d] = conf_in_value(a, (r * H + h) * D + d) * (is_fp8(a->t.dtype) ? g->q_scale : 1.0);
+    if (!g->rope)
         return;
     const int64_t pos = (int64_t)conf_in_value(&p->arg[AQPOS], r);
     for (int64_t i = 0; i < R / 2; ++i) {
         const float cs = (float)conf_in_value(&p->arg[ACOS], pos * (R / 2) + i);
         const float sn = (float)conf_in_value(&p->arg[ASIN], pos * (R / 2) + i);
-        const int64_t i0 = L + (qa->style == MLA_ROPE_NEOX ? i : 2 * i);
-        const int64_t i1 = qa->style == MLA_ROPE_NEOX ? i0 + R / 2 : i0 + 1;
+        const int64_t i0 = L + (g->style == MLA_ROPE_NEOX ? i : 2 * i);
+        const int64_t i1 = g->style == MLA_ROPE_NEOX ? i0 + R / 2 : i0 + 1;
         const float x0 = (float)q[i0], x1 = (float)q[i1];
         const float ac = x0 * cs, bs = x1 * sn, as = x0 * sn, bc = x1 * cs;
         const float o0 = ac - bs, o1 = as + bc;
@@ -758,51 +775,48 @@ static void q_row(const conf_case *c, const conf_problem *p, int64_t r, int64_t 
     }
 }
 
-/* Per-value tolerances of o [T, H, L] and lse [T, H] (conf_attention_tol
- * of bounds.c), from the keys in the cache buffer `cache` (element 0). */
-static mla_status attn_tol(const conf_case *c, const conf_problem *p, const unsigned char *cache,
-                           double *tol_o, double *tol_lse)
+mla_status conf_attention_tols(const conf_problem *p, const conf_attn_geom *g,
+                               const unsigned char *cache, double *tol_o, double *tol_lse)
 {
-    geom g;
-    geometry(c, &g);
-    const int64_t H = c->p.attn.H, L = dim_l(c), R = dim_r(c), D = L + R, bs = g.bs;
+    const int64_t H = g->H, L = g->L, R = g->R, D = L + R, bs = g->block_size;
     const conf_arg *ca = &p->arg[ACACHE];
-    const int64_t cmax = g.P; /* > every context */
+    int64_t cmax = 1; /* > every context */
+    for (int64_t s = 0; s < g->S; ++s)
+        cmax = g->ctx[s] + 1 > cmax ? g->ctx[s] + 1 : cmax;
     double *keys = malloc((size_t)(cmax * D) * sizeof *keys);
     double *q = malloc((size_t)D * sizeof *q);
-    int64_t *vis = malloc((size_t)(cmax + g.topk + 1) * sizeof *vis);
+    int64_t *vis = malloc((size_t)(cmax + g->topk + 1) * sizeof *vis);
     conf_attn_row row = {0};
-    row.score = malloc((size_t)(cmax + g.topk + 1) * sizeof(double));
-    row.mag = malloc((size_t)(cmax + g.topk + 1) * sizeof(double));
-    row.v = malloc((size_t)(cmax + g.topk + 1) * sizeof(const double *));
+    row.score = malloc((size_t)(cmax + g->topk + 1) * sizeof(double));
+    row.mag = malloc((size_t)(cmax + g->topk + 1) * sizeof(double));
+    row.v = malloc((size_t)(cmax + g->topk + 1) * sizeof(const double *));
     mla_status st = MLA_OK;
     if (!keys || !q || !vis || !row.score || !row.mag || !row.v)
         st = MLA_ERR_OUT_OF_MEMORY;
-    for (int64_t s = 0; st == MLA_OK && s < NSEQ; ++s) {
-        for (int64_t t = 0; t < g.ctx[s]; ++t) {
+    for (int64_t s = 0; st == MLA_OK && s < g->S; ++s) {
+        for (int64_t t = 0; t < g->ctx[s]; ++t) {
             const int64_t blk =
-                c->p.attn.contiguous
-                    ? s
-                    : (int64_t)conf_in_value(&p->arg[ABT], s * g.max_blocks + t / bs);
+                g->contiguous ? s
+                              : (int64_t)conf_in_value(&p->arg[ABT], s * g->max_blocks + t / bs);
             for (int64_t d = 0; d < D; ++d)
-                keys[t * D + d] = key_value(c, cache + blk * ca->t.stride[0], t % bs, d);
+                keys[t * D + d] = conf_cache_value(g, cache + blk * ca->t.stride[0], t % bs, d);
         }
-        for (int64_t r = g.cu[s]; r < g.cu[s + 1]; ++r) {
-            const int64_t pos = row_pos(&g, s, r);
+        for (int64_t r = g->cu[s]; r < g->cu[s + 1]; ++r) {
+            const int64_t pos = g->ctx[s] - (g->cu[s + 1] - g->cu[s]) + (r - g->cu[s]);
             int64_t nv = 0;
-            for (int64_t t = 0; g.ctx[s] && !g.topk && t <= pos; ++t)
+            for (int64_t t = 0; g->ctx[s] && !g->topk && t <= pos; ++t)
                 vis[nv++] = t;
-            for (int64_t i = 0; g.ctx[s] && i < g.topk; ++i) {
-                const int64_t t = (int64_t)conf_in_value(&p->arg[ATOPK], r * g.topk + i);
+            for (int64_t i = 0; g->ctx[s] && i < g->topk; ++i) {
+                const int64_t t = (int64_t)conf_in_value(&p->arg[ATOPK], r * g->topk + i);
                 if (t >= 0 && t <= pos)
                     vis[nv++] = t;
             }
             for (int64_t h = 0; h < H; ++h) {
-                q_row(c, p, r, h, q);
+                q_row(g, p, r, h, q);
                 row.n = nv;
                 row.D = D;
                 row.L = L;
-                row.has_sink = c->p.attn.sinks != 0;
+                row.has_sink = g->sinks != 0;
                 row.sink = row.has_sink ? conf_in_value(&p->arg[ASINKS], h) : 0.0;
                 for (int64_t k = 0; k < nv; ++k) {
                     double dot = 0.0, mag = 0.0;
@@ -810,8 +824,8 @@ static mla_status attn_tol(const conf_case *c, const conf_problem *p, const unsi
                         dot += q[d] * keys[vis[k] * D + d];
                         mag += fabs(q[d] * keys[vis[k] * D + d]);
                     }
-                    row.score[k] = softmax_scale(c) * dot;
-                    row.mag[k] = softmax_scale(c) * mag;
+                    row.score[k] = g->softmax_scale * dot;
+                    row.mag[k] = g->softmax_scale * mag;
                     row.v[k] = keys + vis[k] * D;
                 }
                 conf_attention_tol(&row, tol_o + (r * H + h) * L, tol_lse + r * H + h);
@@ -827,6 +841,35 @@ static mla_status attn_tol(const conf_case *c, const conf_problem *p, const unsi
     return st;
 }
 
+/* The case's geometry as conf_attention_tols reads it (ctx, cu: [NSEQ], [NSEQ + 1]). */
+static conf_attn_geom attn_geom(const conf_case *c, const geom *g, int64_t *ctx, int64_t *cu)
+{
+    const conf_p_attention *q = &c->p.attn;
+    for (int s = 0; s <= NSEQ; ++s) {
+        cu[s] = g->cu[s];
+        if (s < NSEQ)
+            ctx[s] = g->ctx[s];
+    }
+    return (conf_attn_geom){.S = NSEQ,
+                            .H = q->H,
+                            .L = dim_l(c),
+                            .R = dim_r(c),
+                            .block_size = g->bs,
+                            .max_blocks = g->max_blocks,
+                            .topk = g->topk,
+                            .ctx = ctx,
+                            .cu = cu,
+                            .layout = (mla_cache_layout)q->layout,
+                            .cache_dtype = q->dtype,
+                            .k_scale = q->k_scale,
+                            .q_scale = q->q_scale,
+                            .softmax_scale = softmax_scale(c),
+                            .contiguous = q->contiguous,
+                            .rope = q->rope,
+                            .sinks = q->sinks,
+                            .style = (mla_rope_style)q->style};
+}
+
 /* o and lse against the reference under the bound; the cache (rope) by
  * the generic exact comparison. */
 static int compare(const conf_case *c, const conf_problem *p, int i, unsigned char *const *got,
@@ -839,7 +882,11 @@ static int compare(const conf_case *c, const conf_problem *p, int i, unsigned ch
     double *tol_lse = calloc((size_t)(T * H + 1), sizeof *tol_lse);
     const unsigned char *cache = c->p.attn.rope ? want[ACACHE] : p->arg[ACACHE].host;
     conf_arg a = p->arg[i];
-    if (!tol_o || !tol_lse || attn_tol(c, p, cache, tol_o, tol_lse) != MLA_OK) {
+    geom g;
+    geometry(c, &g);
+    int64_t ctx[NSEQ], cu[NSEQ + 1];
+    const conf_attn_geom ag = attn_geom(c, &g, ctx, cu);
+    if (!tol_o || !tol_lse || conf_attention_tols(p, &ag, cache, tol_o, tol_lse) != MLA_OK) {
         free(tol_o);
         free(tol_lse);
         return 0; /* out of memory: the exact comparison, which fails loudly */

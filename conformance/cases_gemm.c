@@ -268,22 +268,31 @@ static mla_status setup_linear(const conf_case *c, const conf_env *env, conf_pro
         st = conf_add_arg(p, "y", CONF_OUT, q->y, 2, ys, q->y_lay);
     if (st == MLA_OK && fp8)
         st = conf_add_arg(p, "w_scale", CONF_IN, MLA_DTYPE_F32, 2, ss, q->w_scale_lay);
-    double *tol = st == MLA_OK ? conf_tol_alloc(p, IY, 1.0) : NULL;
-    if (!tol) {
+    if (st != MLA_OK) {
         snprintf(err, errlen, "cannot lay out the case (%s)", mla_status_name(st));
-        return st == MLA_OK ? MLA_ERR_OUT_OF_MEMORY : st;
+        return st;
     }
     conf_fill(p, IX, q->dist, c->seed, K);
     fill_weight(p, IW, fp8 ? IS : -1, c->seed ^ 5, K);
-    double *x = values(&p->arg[IX]), *w = values(&p->arg[IW]);
-    double *s = fp8 ? values(&p->arg[IS]) : NULL;
-    if (!x || !w || (fp8 && !s)) {
+    return conf_linear_tol(p, IX, IW, fp8 ? IS : -1, IY);
+}
+
+mla_status conf_linear_tol(conf_problem *p, int ix, int iw, int is, int iy)
+{
+    const int64_t T = p->arg[ix].t.shape[0], K = p->arg[ix].t.shape[1], N = p->arg[iw].t.shape[0];
+    double *tol = conf_tol_alloc(p, iy, 1.0);
+    double *x = values(&p->arg[ix]), *w = values(&p->arg[iw]);
+    double *s = is >= 0 ? values(&p->arg[is]) : NULL;
+    if (!tol || !x || !w || (is >= 0 && !s)) {
         free(x), free(w), free(s);
         return MLA_ERR_OUT_OF_MEMORY;
     }
+    /* the dequantized weight, exact in double: block scales, or one for the tensor */
+    const int64_t sc = is >= 0 ? p->arg[is].t.shape[1] : 0;
+    const int one = is >= 0 && conf_numel(&p->arg[is]) == 1;
     for (int64_t n = 0; n < N; ++n)
-        for (int64_t k = 0; fp8 && k < K; ++k) /* the dequantized weight, exact in double */
-            w[n * K + k] *= s[(n / BLOCK) * ss[1] + k / BLOCK];
+        for (int64_t k = 0; is >= 0 && k < K; ++k)
+            w[n * K + k] *= s[one ? 0 : (n / BLOCK) * sc + k / BLOCK];
     for (int64_t t = 0; t < T; ++t)
         for (int64_t n = 0; n < N; ++n) {
             double S = 0.0;
@@ -343,17 +352,24 @@ static mla_status setup_batched(const conf_case *c, const conf_env *env, conf_pr
 {
     (void)env;
     const conf_p_gemm *q = &c->p.gemm;
-    const int64_t B = q->B, M = q->M, K = q->K, N = q->N;
     mla_status st = add_batched(c, p);
-    double *tol = st == MLA_OK ? conf_tol_alloc(p, IY, 1.0) : NULL;
-    if (!tol) {
+    if (st != MLA_OK) {
         snprintf(err, errlen, "cannot lay out the case (%s)", mla_status_name(st));
-        return st == MLA_OK ? MLA_ERR_OUT_OF_MEMORY : st;
+        return st;
     }
-    conf_fill(p, IX, q->dist, c->seed, K);
-    fill_weight(p, IW, -1, c->seed ^ 5, N);
-    double *x = values(&p->arg[IX]), *w = values(&p->arg[IW]);
-    if (!x || !w) {
+    conf_fill(p, IX, q->dist, c->seed, q->K);
+    fill_weight(p, IW, -1, c->seed ^ 5, q->N);
+    return conf_batched_tol(p, IX, IW, IY, (float)q->w_scale);
+}
+
+mla_status conf_batched_tol(conf_problem *p, int ix, int iw, int iy, float w_scale)
+{
+    const conf_arg *xa = &p->arg[ix];
+    const int64_t B = xa->t.shape[0], M = xa->t.shape[1], K = xa->t.shape[2];
+    const int64_t N = p->arg[iw].t.shape[2];
+    double *tol = conf_tol_alloc(p, iy, 1.0);
+    double *x = values(xa), *w = values(&p->arg[iw]);
+    if (!tol || !x || !w) {
         free(x), free(w);
         return MLA_ERR_OUT_OF_MEMORY;
     }
@@ -363,7 +379,7 @@ static mla_status setup_batched(const conf_case *c, const conf_env *env, conf_pr
                 double S = 0.0;
                 for (int64_t k = 0; k < K; ++k)
                     S += fabs(x[(b * M + m) * K + k] * w[(b * K + k) * N + n]);
-                tol[(b * M + m) * N + n] = conf_gemm_tol(K, fabsf((float)q->w_scale) * S);
+                tol[(b * M + m) * N + n] = conf_gemm_tol(K, fabsf(w_scale) * S);
             }
     free(x), free(w);
     return MLA_OK;

@@ -107,6 +107,15 @@ void conf_idx_logits_case(conf_case *c, int64_t bs, int layout, int next_n, int6
 mla_status conf_idx_setup_logits(const conf_case *c, const conf_env *env, conf_problem *p,
                                  char *err, size_t errlen);
 void conf_idx_logits_label(conf_case *c);
+/* The logits' bound (conformance/cases_indexer_logits.c) of a problem in
+ * that argument order, the cache read with d's dtype, block size and
+ * resolved layout, every sequence next_n query rows. */
+mla_status conf_idx_logits_tol(conf_problem *p, const mla_indexer_cache_desc *d, int64_t next_n);
+/* The search's indices (arg ix, [rows, K]) against the top-k of the
+ * logits (arg CONF_LG_LOGITS) they came with, got[] the whole buffers; the
+ * logits problem's context lengths give each row's causal bound. */
+void conf_idx_search_check(const conf_problem *p, int ix, int64_t next_n, unsigned char *const *got,
+                           conf_cmp *r);
 /* The logits' rows: CONF_LG_SEQS * next_n. */
 static inline int64_t conf_idx_logits_rows(const conf_case *c)
 {

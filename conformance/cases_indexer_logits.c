@@ -218,25 +218,25 @@ static void fp8_table(mla_dtype dt, double *v)
         v[k] = conf_decode_value(dt, (uint64_t)k);
 }
 
-/* tol of every logit (0 at the -inf positions), per the bound above. */
-static mla_status logits_tol(conf_problem *p, const conf_case *c, const int64_t *lens, int64_t mb)
+mla_status conf_idx_logits_tol(conf_problem *p, const mla_indexer_cache_desc *d, int64_t nn)
 {
-    const conf_p_indexer *pq = &c->p.idx;
-    const int64_t nn = pq->next_n, Hi = pq->Hi, D = CONF_IDX_D, bs = pq->block_size;
+    const int64_t Hi = p->arg[LQ].t.shape[1], D = CONF_IDX_D, bs = d->block_size;
     const int64_t rows = p->arg[LOUT].t.shape[0], N = p->arg[LOUT].t.shape[1];
-    const int32_t layout = conf_idx_layout(c);
+    const int64_t B = conf_numel(&p->arg[LCTX]), mb = p->arg[LBT].t.shape[1];
+    const int32_t layout = d->layout;
     double *tol = conf_tol_alloc(p, LOUT, 1.0), val[256];
     double *qa = malloc((size_t)(rows * Hi * D) * sizeof *qa), ka[CONF_IDX_D];
     if (!tol || !qa) {
         free(qa);
         return MLA_ERR_OUT_OF_MEMORY;
     }
-    fp8_table(pq->fp8, val);
+    fp8_table(d->dtype, val);
     for (int64_t k = 0; k < rows * Hi * D; ++k)
         qa[k] = fabs(conf_in_value(&p->arg[LQ], k));
     const double g = gamma_n((double)(Hi + 131), U32) + gamma_n((double)(Hi + 2), U64);
-    for (int64_t b = 0; b < LB; ++b)
-        for (int64_t n = 0; n < lens[b]; ++n) {
+    for (int64_t b = 0; b < B; ++b) {
+        const int64_t len = (int64_t)conf_in_value(&p->arg[LCTX], b);
+        for (int64_t n = 0; n < len; ++n) {
             const int64_t blk = (int64_t)conf_in_value(&p->arg[LBT], b * mb + n / bs);
             for (int64_t i = 0; i < D; ++i)
                 ka[i] = fabs(val[*conf_idx_block_byte(p, LC, blk,
@@ -245,7 +245,7 @@ static mla_status logits_tol(conf_problem *p, const conf_case *c, const int64_t 
             memcpy(&s, conf_idx_block_byte(p, LC, blk, conf_idx_scale_byte(n % bs, bs, D)), 4);
             for (int64_t j = 0; j < nn; ++j) {
                 const int64_t r = b * nn + j;
-                if (n >= lens[b] - nn + j + 1)
+                if (n >= len - nn + j + 1 || n >= N)
                     continue; /* -inf: exact */
                 double S = 0.0;
                 for (int64_t h = 0; h < Hi; ++h) {
@@ -258,6 +258,7 @@ static mla_status logits_tol(conf_problem *p, const conf_case *c, const int64_t 
                 tol[r * N + n] = g * fabs((double)s) * S + (double)(Hi + 131) * 0x1p-149;
             }
         }
+    }
     free(qa);
     return MLA_OK;
 }
@@ -293,7 +294,9 @@ mla_status conf_idx_setup_logits(const conf_case *c, const conf_env *env, conf_p
     conf_idx_fill_table(p, LBT, lens, LB, mb, q->block_size, blocks, c->seed);
     for (int b = 0; b < LB; ++b)
         conf_set_value(p, LCTX, b, (double)lens[b]);
-    st = logits_tol(p, c, lens, mb);
+    mla_indexer_cache_desc d = conf_idx_desc(c);
+    d.layout = (mla_indexer_layout)conf_idx_layout(c);
+    st = conf_idx_logits_tol(p, &d, q->next_n);
     if (st != MLA_OK)
         snprintf(err, errlen, "out of memory");
     return st;

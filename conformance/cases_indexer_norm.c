@@ -171,37 +171,49 @@ static int build_ln(conf_case *cases, int cap)
     return b.n;
 }
 
-static mla_status ln_tol(conf_problem *p, const conf_case *c, int iy)
+void conf_layernorm_row_tol(const double *x, const double *w, const double *b, int64_t D,
+                            double eps, double *tol)
 {
-    const conf_arg *x = &p->arg[NX], *w = &p->arg[NW], *bb = &p->arg[NB];
-    const int64_t T = c->p.ln.T, D = c->p.ln.D;
-    double *tol = conf_tol_alloc(p, iy, 1.0);
-    if (!tol)
-        return MLA_ERR_OUT_OF_MEMORY;
-    const double g = gamma_n((double)D + 4.0, U32), eps = (double)(float)c->p.ln.eps;
-    for (int64_t t = 0; t < T; ++t) {
-        double s = 0.0, sa = 0.0, s2 = 0.0, dev = 0.0;
-        for (int64_t d = 0; d < D; ++d) {
-            const double v = conf_in_value(x, t * D + d);
-            s += v, sa += fabs(v), s2 += v * v;
-        }
-        const double mu = s / (double)D;
-        for (int64_t d = 0; d < D; ++d)
-            dev += (conf_in_value(x, t * D + d) - mu) * (conf_in_value(x, t * D + d) - mu);
-        const double v = dev / (double)D + eps, r = 1.0 / sqrt(v);
-        const double e_mu = g * sa / (double)D;
-        const double e_v = g * (3.0 * s2 / (double)D + eps) + e_mu * (2.0 * fabs(mu) + e_mu);
-        const double rho = e_v < v / 2 ? e_v / (2.0 * (v - e_v)) + 5.0 * U32 : INFINITY;
-        for (int64_t d = 0; d < D; ++d) {
-            const double xd = conf_in_value(x, t * D + d), wd = fabs(conf_in_value(w, d));
-            const double bd = fabs(conf_in_value(bb, d));
-            const double y = fabs((xd - mu) * r * conf_in_value(w, d) + conf_in_value(bb, d));
-            tol[t * D + d] = wd * r *
-                                 (e_mu * (1.0 + 2.0 * rho) + fabs(xd - mu) * rho +
-                                  5.0 * U32 * (fabs(xd) + fabs(mu) + e_mu)) +
-                             3.0 * U32 * (y + bd) + 1e-14 * (wd * r * (fabs(xd) + fabs(mu)) + bd);
-        }
+    const double g = gamma_n((double)D + 4.0, U32);
+    double s = 0.0, sa = 0.0, s2 = 0.0, dev = 0.0;
+    for (int64_t d = 0; d < D; ++d)
+        s += x[d], sa += fabs(x[d]), s2 += x[d] * x[d];
+    const double mu = s / (double)D;
+    for (int64_t d = 0; d < D; ++d)
+        dev += (x[d] - mu) * (x[d] - mu);
+    const double v = dev / (double)D + eps, r = 1.0 / sqrt(v);
+    const double e_mu = g * sa / (double)D;
+    const double e_v = g * (3.0 * s2 / (double)D + eps) + e_mu * (2.0 * fabs(mu) + e_mu);
+    const double rho = e_v < v / 2 ? e_v / (2.0 * (v - e_v)) + 5.0 * U32 : INFINITY;
+    for (int64_t d = 0; d < D; ++d) {
+        const double wd = fabs(w[d]), bd = fabs(b[d]);
+        const double y = fabs((x[d] - mu) * r * w[d] + b[d]);
+        tol[d] = wd * r *
+                     (e_mu * (1.0 + 2.0 * rho) + fabs(x[d] - mu) * rho +
+                      5.0 * U32 * (fabs(x[d]) + fabs(mu) + e_mu)) +
+                 3.0 * U32 * (y + bd) + 1e-14 * (wd * r * (fabs(x[d]) + fabs(mu)) + bd);
     }
+}
+
+mla_status conf_layernorm_tol(conf_problem *p, int ix, int iw, int ib, int iy, float eps)
+{
+    const conf_arg *x = &p->arg[ix];
+    const int64_t D = x->t.shape[1], T = D ? conf_numel(x) / D : 0;
+    double *tol = conf_tol_alloc(p, iy, 1.0);
+    double *row = malloc((size_t)(3 * D + 1) * sizeof *row);
+    if (!tol || !row) {
+        free(row);
+        return MLA_ERR_OUT_OF_MEMORY;
+    }
+    double *w = row + D, *b = w + D;
+    for (int64_t d = 0; d < D; ++d)
+        w[d] = conf_in_value(&p->arg[iw], d), b[d] = conf_in_value(&p->arg[ib], d);
+    for (int64_t t = 0; t < T; ++t) {
+        for (int64_t d = 0; d < D; ++d)
+            row[d] = conf_in_value(x, t * D + d);
+        conf_layernorm_row_tol(row, w, b, D, (double)eps, tol + t * D);
+    }
+    free(row);
     return MLA_OK;
 }
 
@@ -231,7 +243,8 @@ static mla_status setup_ln(const conf_case *c, const conf_env *env, conf_problem
         for (int64_t d = 0; d < D; ++d)
             conf_set_value(p, NX, t * D + d, conf_in_value(&p->arg[NX], t * D + d) + shift);
     }
-    st = laid_out(ln_tol(p, c, q->in_place ? NX : NY), err, errlen);
+    st = laid_out(conf_layernorm_tol(p, NX, NW, NB, q->in_place ? NX : NY, (float)q->eps), err,
+                  errlen);
     p->arg[NX].t.dtype = q->in_place ? q->y : q->x; /* in place: y's values come back */
     return st;
 }
@@ -362,6 +375,30 @@ static int build_had(conf_case *cases, int cap)
     return b.n;
 }
 
+double conf_hadamard_sum_tol(double sa, int64_t D)
+{
+    const double g = gamma_n(log2((double)D) + 2.0, U32) + gamma_n((double)D + 2.0, U64);
+    return g * sa / sqrt((double)D);
+}
+
+mla_status conf_hadamard_tol(conf_problem *p, int ix, int iy)
+{
+    const conf_arg *x = &p->arg[ix];
+    const int64_t D = x->t.shape[x->t.ndim - 1];
+    const int64_t rows = conf_numel(x) / (D ? D : 1);
+    double *tol = conf_tol_alloc(p, iy, 1.0);
+    if (!tol)
+        return MLA_ERR_OUT_OF_MEMORY;
+    for (int64_t r = 0; r < rows; ++r) {
+        double sa = 0.0;
+        for (int64_t i = 0; i < D; ++i)
+            sa += fabs(conf_in_value(x, r * D + i));
+        for (int64_t j = 0; j < D; ++j)
+            tol[r * D + j] = conf_hadamard_sum_tol(sa, D);
+    }
+    return MLA_OK;
+}
+
 static mla_status setup_had(const conf_case *c, const conf_env *env, conf_problem *p, char *err,
                             size_t errlen)
 {
@@ -376,20 +413,8 @@ static mla_status setup_had(const conf_case *c, const conf_env *env, conf_proble
     if (laid_out(st, err, errlen) != MLA_OK)
         return st;
     conf_fill(p, 0, q->dist, c->seed, D);
-    const int iy = q->in_place ? 0 : 1;
-    const int64_t rows = conf_numel(&p->arg[0]) / (D ? D : 1);
-    double *tol = conf_tol_alloc(p, iy, 1.0);
-    if (!tol)
+    if (conf_hadamard_tol(p, 0, q->in_place ? 0 : 1) != MLA_OK)
         return laid_out(MLA_ERR_OUT_OF_MEMORY, err, errlen);
-    const double L = log2((double)D);
-    const double g = gamma_n(L + 2.0, U32) + gamma_n((double)D + 2.0, U64);
-    for (int64_t r = 0; r < rows; ++r) {
-        double sa = 0.0;
-        for (int64_t i = 0; i < D; ++i)
-            sa += fabs(conf_in_value(&p->arg[0], r * D + i));
-        for (int64_t j = 0; j < D; ++j)
-            tol[r * D + j] = g * sa / sqrt((double)D);
-    }
     p->arg[0].t.dtype = q->in_place ? q->y : q->x; /* in place: y's values come back */
     return MLA_OK;
 }

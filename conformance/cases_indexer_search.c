@@ -117,17 +117,13 @@ static double value_at(const conf_arg *a, unsigned char *buf, int64_t k)
     return conf_decode_value(a->t.dtype, conf_load_bits(conf_elem_at(a, e0, k), es));
 }
 
-/* The indices against the top-k of the backend's own logits. */
-static int compare_search(const conf_case *c, const conf_problem *p, int i,
-                          unsigned char *const *got, unsigned char *const *want, conf_cmp *r)
+void conf_idx_search_check(const conf_problem *p, int ixa, int64_t nn, unsigned char *const *got,
+                           conf_cmp *r)
 {
-    (void)want;
-    if (i != SEARCH_IDX)
-        return 0;
-    const conf_arg *lg = &p->arg[CONF_LG_LOGITS], *ix = &p->arg[SEARCH_IDX];
-    const int64_t R = lg->t.shape[0], N = lg->t.shape[1], K = c->p.idx.k_top, nn = c->p.idx.next_n;
-    double *vals = malloc((size_t)N * sizeof *vals);
-    int64_t *order = malloc((size_t)N * sizeof *order);
+    const conf_arg *lg = &p->arg[CONF_LG_LOGITS], *ix = &p->arg[ixa];
+    const int64_t R = lg->t.shape[0], N = lg->t.shape[1], K = ix->t.shape[1];
+    double *vals = malloc((size_t)N * sizeof *vals + 1);
+    int64_t *order = malloc((size_t)N * sizeof *order + 1);
     memset(r, 0, sizeof *r);
     r->unit = "index";
     if (!vals || !order) {
@@ -135,20 +131,20 @@ static int compare_search(const conf_case *c, const conf_problem *p, int i,
         snprintf(r->first, sizeof r->first, "out of memory");
     }
     for (int64_t row = 0; vals && order && row < R; ++row) {
-        const int64_t len =
-            (int64_t)conf_in_value(&p->arg[CONF_LG_LENS], row / nn) - nn + row % nn + 1;
+        int64_t len = (int64_t)conf_in_value(&p->arg[CONF_LG_LENS], row / nn) - nn + row % nn + 1;
+        len = len < N ? len : N;
         for (int64_t n = 0; n < len; ++n) {
             vals[n] = value_at(lg, got[CONF_LG_LOGITS], row * N + n);
             vals[n] = vals[n] == 0.0 ? 0.0 : vals[n]; /* -0 ties +0 */
             order[n] = n;
         }
         sort_vals = vals;
-        qsort(order, (size_t)len, sizeof *order, by_rank);
+        qsort(order, (size_t)(len > 0 ? len : 0), sizeof *order, by_rank);
         const int64_t m = K < len ? K : len;
-        qsort(order, (size_t)m, sizeof *order, by_index);
+        qsort(order, (size_t)(m > 0 ? m : 0), sizeof *order, by_index);
         for (int64_t j = 0; j < K; ++j) {
             const int64_t w = j < m ? order[j] : -1;
-            const int64_t g = (int64_t)value_at(ix, got[SEARCH_IDX], row * K + j);
+            const int64_t g = (int64_t)value_at(ix, got[ixa], row * K + j);
             r->count++;
             if (g == w)
                 continue;
@@ -160,6 +156,16 @@ static int compare_search(const conf_case *c, const conf_problem *p, int i,
     }
     free(vals);
     free(order);
+}
+
+/* The indices against the top-k of the backend's own logits. */
+static int compare_search(const conf_case *c, const conf_problem *p, int i,
+                          unsigned char *const *got, unsigned char *const *want, conf_cmp *r)
+{
+    (void)want;
+    if (i != SEARCH_IDX)
+        return 0;
+    conf_idx_search_check(p, SEARCH_IDX, c->p.idx.next_n, got, r);
     return 1;
 }
 

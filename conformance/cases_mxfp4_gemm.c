@@ -467,10 +467,9 @@ static double mx_value(const conf_problem *p, int ic, int is, int layout, int64_
 /* Activation row (b, m) as the op uses it, into a[0..K). The prequant round
  * trip uses the library's block quantizer (bit-exactness of the MXFP4 quant
  * is the mxfp4_quant suite's business; here it only sizes the bound). */
-static void act_row(const conf_case *c, const conf_problem *p, int64_t b, int64_t m, double *a)
+static void act_row(const conf_p_mxfp4_gemm *q, gemm_idx ix, const conf_problem *p, int64_t b,
+                    int64_t m, double *a)
 {
-    const gemm_idx ix = idx_of(c);
-    const conf_p_mxfp4_gemm *q = &c->p.mg;
     const int64_t M = q->M, K = q->K;
     for (int64_t k = 0; k < K; ++k)
         a[k] = ix.xs >= 0 ? mx_value(p, ix.x, ix.xs, q->x_layout, b, m, k, M, K)
@@ -487,36 +486,22 @@ static void act_row(const conf_case *c, const conf_problem *p, int64_t b, int64_
     }
 }
 
-static mla_status setup_gemm(const conf_case *c, const conf_env *env, conf_problem *p,
-                             char *err, size_t errlen)
+mla_status conf_mxfp4_gemm_tol(conf_problem *p, const conf_p_mxfp4_gemm *q, int a4w4)
 {
-    (void)env;
-    const gemm_idx ix = idx_of(c);
-    const conf_p_mxfp4_gemm *q = &c->p.mg;
+    const gemm_idx ix = a4w4 ? (gemm_idx){0, 1, 2, 3, 4} : (gemm_idx){0, -1, 1, 2, 3};
     const int64_t B = q->B, M = q->M, K = q->K, N = q->N;
-    const int specials = q->dist == CONF_DIST_ACT_SPECIALS || q->dist == CONF_DIST_SCALES_SPECIALS;
-    mla_status st = add_args(c, p);
-    double *tol = st == MLA_OK ? conf_tol_alloc(p, ix.y, 1.0) : NULL;
+    double *tol = conf_tol_alloc(p, ix.y, 1.0);
     double *a = malloc((size_t)K * sizeof *a + 1), *w = malloc((size_t)(N * K) * sizeof *w + 1);
     if (!tol || !a || !w) {
         free(a), free(w);
-        snprintf(err, errlen, "cannot lay out the case (%s)", mla_status_name(st));
-        return st == MLA_OK ? MLA_ERR_OUT_OF_MEMORY : st;
+        return MLA_ERR_OUT_OF_MEMORY;
     }
-    if (ix.xs >= 0) {
-        conf_fill(p, ix.x, CONF_DIST_CODES, c->seed, BLOCK);
-        fill_scales(p, ix.xs, q->x_layout, B, M, K / BLOCK, c->seed ^ 3, specials);
-    } else {
-        conf_fill(p, ix.x, q->dist, c->seed, K);
-    }
-    conf_fill(p, ix.wc, CONF_DIST_CODES, c->seed ^ 5, BLOCK);
-    fill_scales(p, ix.ws, q->w_layout, B, N, K / BLOCK, c->seed ^ 7, specials);
     for (int64_t b = 0; b < B; ++b) {
         for (int64_t n = 0; n < N; ++n)
             for (int64_t k = 0; k < K; ++k)
                 w[n * K + k] = mx_value(p, ix.wc, ix.ws, q->w_layout, b, n, k, N, K);
         for (int64_t m = 0; m < M; ++m) {
-            act_row(c, p, b, m, a);
+            act_row(q, ix, p, b, m, a);
             for (int64_t n = 0; n < N; ++n) {
                 double S = 0.0;
                 for (int64_t k = 0; k < K; ++k)
@@ -528,6 +513,33 @@ static mla_status setup_gemm(const conf_case *c, const conf_env *env, conf_probl
     }
     free(a), free(w);
     return MLA_OK;
+}
+
+static mla_status setup_gemm(const conf_case *c, const conf_env *env, conf_problem *p, char *err,
+                             size_t errlen)
+{
+    (void)env;
+    const gemm_idx ix = idx_of(c);
+    const conf_p_mxfp4_gemm *q = &c->p.mg;
+    const int64_t B = q->B, M = q->M, K = q->K, N = q->N;
+    const int specials = q->dist == CONF_DIST_ACT_SPECIALS || q->dist == CONF_DIST_SCALES_SPECIALS;
+    mla_status st = add_args(c, p);
+    if (st != MLA_OK) {
+        snprintf(err, errlen, "cannot lay out the case (%s)", mla_status_name(st));
+        return st;
+    }
+    if (ix.xs >= 0) {
+        conf_fill(p, ix.x, CONF_DIST_CODES, c->seed, BLOCK);
+        fill_scales(p, ix.xs, q->x_layout, B, M, K / BLOCK, c->seed ^ 3, specials);
+    } else {
+        conf_fill(p, ix.x, q->dist, c->seed, K);
+    }
+    conf_fill(p, ix.wc, CONF_DIST_CODES, c->seed ^ 5, BLOCK);
+    fill_scales(p, ix.ws, q->w_layout, B, N, K / BLOCK, c->seed ^ 7, specials);
+    st = conf_mxfp4_gemm_tol(p, q, is_a4w4(c));
+    if (st != MLA_OK)
+        snprintf(err, errlen, "out of memory");
+    return st;
 }
 
 static mla_mxfp4_operand operand(mla_tensor *t, int ic, int is, int layout)

@@ -34,7 +34,7 @@ static void label_pair(conf_case *c, mla_dtype in, mla_dtype out)
 }
 
 /* The bound of a float output: conf_norm_rel times the exact value. */
-static mla_status set_norm_tol(conf_problem *p, int ix, int iw, int iy, double eps)
+mla_status conf_norm_tol(conf_problem *p, int ix, int iw, int iy, double eps)
 {
     const int64_t n = conf_numel(&p->arg[ix]), D = p->arg[ix].t.shape[1];
     double *y = malloc((size_t)(n > 0 ? n : 1) * sizeof *y);
@@ -185,7 +185,7 @@ static mla_status setup_rmsnorm(const conf_case *c, const conf_env *env, conf_pr
     }
     conf_fill(p, 0, q->dist, c->seed, D);
     conf_fill(p, 1, CONF_DIST_NORM_WEIGHT, c->seed ^ 1, D);
-    st = set_norm_tol(p, 0, 1, q->in_place ? 0 : 2, q->eps);
+    st = conf_norm_tol(p, 0, 1, q->in_place ? 0 : 2, q->eps);
     p->arg[0].t.dtype = q->in_place ? q->y : q->x; /* in place: y's values come back */
     return st;
 }
@@ -391,21 +391,21 @@ static int qk_arg(const conf_p_qk_rmsnorm *q, int i)
 
 /* Quantized q_out: the value bound (norm bound + the quantizer's fp32
  * product, 7u more) and the scale bound, see compare_quant.c. */
-static mla_status set_quant_tol(const conf_case *c, conf_problem *p)
+mla_status conf_qk_quant_tol(conf_problem *p, int iq, int iqw, double eps, int iqo, int iqs)
 {
-    const conf_p_qk_rmsnorm *q = &c->p.qk;
-    const int64_t T = q->T, D = q->Dq;
-    const int fp4 = q->q_out == MLA_DTYPE_FP4X2;
+    const int64_t T = p->arg[iq].t.shape[0], D = p->arg[iq].t.shape[1];
+    const mla_dtype q_out = p->arg[iqo].t.dtype;
+    const int fp4 = q_out == MLA_DTYPE_FP4X2;
     const int64_t group = fp4 ? 32 : 128, G = D / group;
     double *y = malloc((size_t)(T * D > 0 ? T * D : 1) * sizeof *y);
-    double *tq = conf_tol_alloc(p, IQO, 0.0), *ts = conf_tol_alloc(p, qk_arg(q, IQS), 0.0);
+    double *tq = conf_tol_alloc(p, iqo, 0.0), *ts = conf_tol_alloc(p, iqs, 0.0);
     if (!y || !tq || !ts) {
         free(y);
         return MLA_ERR_OUT_OF_MEMORY;
     }
-    conf_rmsnorm_exact(p, IQ, IQW, q->q_eps, y);
+    conf_rmsnorm_exact(p, iq, iqw, eps, y);
     const double rel = conf_norm_rel(D) + 7.0 * U32,
-                 fp8_max = q->q_out == MLA_DTYPE_FP8_E4M3FNUZ ? 240.0 : 448.0;
+                 fp8_max = q_out == MLA_DTYPE_FP8_E4M3FNUZ ? 240.0 : 448.0;
     for (int64_t t = 0; t < T; ++t)
         for (int64_t g = 0; g < G; ++g) {
             double amax = 0.0;
@@ -459,9 +459,10 @@ static mla_status setup_qk(const conf_case *c, const conf_env *env, conf_problem
     conf_fill(p, IQW, CONF_DIST_NORM_WEIGHT, c->seed ^ 1, Dq);
     conf_fill(p, IKV, q->dist, c->seed ^ 2, Dkv);
     conf_fill(p, IKVW, CONF_DIST_NORM_WEIGHT, c->seed ^ 3, Dkv);
-    st = set_norm_tol(p, IKV, IKVW, qk_arg(q, IKVO), q->kv_eps);
+    st = conf_norm_tol(p, IKV, IKVW, qk_arg(q, IKVO), q->kv_eps);
     if (st == MLA_OK)
-        st = quant ? set_quant_tol(c, p) : set_norm_tol(p, IQ, IQW, qk_arg(q, IQO), q->q_eps);
+        st = quant ? conf_qk_quant_tol(p, IQ, IQW, q->q_eps, IQO, qk_arg(q, IQS))
+                   : conf_norm_tol(p, IQ, IQW, qk_arg(q, IQO), q->q_eps);
     p->arg[IQ].t.dtype = q->q_in_place ? q->q_out : q->q; /* in place: the outputs come back */
     p->arg[IKV].t.dtype = q->kv_in_place ? q->kv_out : q->kv;
     return st;

@@ -45,8 +45,7 @@ static unsigned code_at(const conf_arg *a, unsigned char *buf, int64_t t, int64_
     return *conf_elem_at(a, elem0(a, buf), t * D + d);
 }
 
-/* Half the larger distance from a code to its neighbours. */
-static double half_gap(mla_dtype dt, unsigned code)
+double conf_code_half_gap(mla_dtype dt, unsigned code)
 {
     const unsigned sign = dt == MLA_DTYPE_FP4X2 ? 0x8 : 0x80;
     const unsigned maxmag = dt == MLA_DTYPE_FP4X2 ? 0x7 : dt == MLA_DTYPE_FP8_E4M3FN ? 0x7E : 0x7F;
@@ -125,8 +124,8 @@ void conf_compare_quant(const conf_problem *p, int iq, int is, int which,
             const double sg = scale_at(s, got[is], t * G + d / group);
             const double sw = scale_at(s, want[is], t * G + d / group);
             const double vg = conf_decode_value(dt, cg) * sg, vw = conf_decode_value(dt, cw) * sw;
-            const double allowed =
-                q->bound.tol[t * D + d] + half_gap(dt, cg) * fabs(sg) + half_gap(dt, cw) * fabs(sw);
+            const double allowed = q->bound.tol[t * D + d] + conf_code_half_gap(dt, cg) * fabs(sg) +
+                                   conf_code_half_gap(dt, cw) * fabs(sw);
             judge_value(r, vg, vw, allowed, q->name, t, d);
         }
     }

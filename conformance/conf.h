@@ -371,6 +371,72 @@ typedef struct conf_attn_row {
 /* Allowed |got - want| of o[row, h, 0..L) (tol_o) and of lse[row, h]
  * (*tol_lse) before the output roundings (see bounds.c); 0 when n == 0. */
 void conf_attention_tol(const conf_attn_row *row, double *tol_o, double *tol_lse);
+
+/* The attention suite's arguments (cases_attention.c), in this order
+ * (absent ones are empty placeholders); the same problem built from a
+ * dump's files (mla op --replay) gets the same bound. */
+enum {
+    CONF_AT_Q,
+    CONF_AT_CACHE,
+    CONF_AT_TABLE,
+    CONF_AT_CONTEXT,
+    CONF_AT_CU,
+    CONF_AT_TOPK,
+    CONF_AT_SINKS,
+    CONF_AT_O,
+    CONF_AT_LSE,
+    CONF_AT_COS,
+    CONF_AT_SIN,
+    CONF_AT_QPOS
+};
+/* An attention call as its bound sees it: S sequences of ctx[s] keys whose
+ * rows are cu[s] .. cu[s + 1] - 1 (row j of n at position ctx - n + j),
+ * the cache's layout, the descriptor's scales, top-k width (0: dense). */
+typedef struct conf_attn_geom {
+    int64_t S, H, L, R, block_size, max_blocks, topk;
+    const int64_t *ctx, *cu;
+    mla_cache_layout layout;
+    mla_dtype cache_dtype;
+    double k_scale, q_scale, softmax_scale;
+    int contiguous, rope, sinks; /* contiguous: sequence s reads block s */
+    mla_rope_style style;        /* rope inside attention */
+} conf_attn_geom;
+/* tol_o [T, H, L] and tol_lse [T, H] of the problem's o and lse
+ * (conf_attention_tol per row and head), the keys read from `cache` (the
+ * cache argument's bytes, block stride its stride[0]). */
+mla_status conf_attention_tols(const conf_problem *p, const conf_attn_geom *g,
+                               const unsigned char *cache, double *tol_o, double *tol_lse);
+/* Element d of token t of a latent cache block (MLA.md section 4): its byte
+ * offset in the block and *dt its dtype. d < L + R are the key's dims;
+ * FP8_SCALED's L / 128 group scales (F32) follow as d = L + R + i.
+ * conf_cache_elems: the elements of a token, scales included. */
+int64_t conf_cache_elem(const conf_attn_geom *g, int64_t t, int64_t d, mla_dtype *dt);
+int64_t conf_cache_elems(const conf_attn_geom *g);
+/* Dim d < L + R of token t of the block at blk, dequantized (float64, exact). */
+double conf_cache_value(const conf_attn_geom *g, const unsigned char *blk, int64_t t, int64_t d);
+/* The per-value bounds of the suites below, from a problem's inputs (the
+ * cases' own data, or a dump's files for mla op --replay): each allocates
+ * output iy's tolerances (conf_tol_alloc). LayerNorm of x [T, D] with w, b
+ * [D] (cases_indexer_norm.c); the Hadamard rotation along x's last dim. */
+mla_status conf_layernorm_tol(conf_problem *p, int ix, int iw, int ib, int iy, float eps);
+mla_status conf_hadamard_tol(conf_problem *p, int ix, int iy);
+/* The same bounds for one row of values: LayerNorm's tol [D] of row x;
+ * the Hadamard rotation's (every output of a row whose sum of |x| is sa). */
+void conf_layernorm_row_tol(const double *x, const double *w, const double *b, int64_t D,
+                            double eps, double *tol);
+double conf_hadamard_sum_tol(double sa, int64_t D);
+/* linear (cases_gemm.c): x [T, K], w [N, K], is: its fp8 scales (block
+ * [ceil(N/128), ceil(K/128)] or one [1, 1]), -1 for none; batched: x [B, M,
+ * K], w [B, K, N] times w_scale; the MXFP4 GEMMs (cases_mxfp4_gemm.c) with
+ * their arguments in that suite's order (a4w4: x codes and scales first). */
+mla_status conf_linear_tol(conf_problem *p, int ix, int iw, int is, int iy);
+mla_status conf_batched_tol(conf_problem *p, int ix, int iw, int iy, float w_scale);
+mla_status conf_mxfp4_gemm_tol(conf_problem *p, const conf_p_mxfp4_gemm *q, int a4w4);
+/* RMSNorm's float output iy of rows ix [T, D] with weight iw; the fused
+ * norm's quantized q_out iqo with its scales iqs (cases_norm.c,
+ * compare_quant.c's bound). */
+mla_status conf_norm_tol(conf_problem *p, int ix, int iw, int iy, double eps);
+mla_status conf_qk_quant_tol(conf_problem *p, int iq, int iqw, double eps, int iqo, int iqs);
 /* The MXFP4 production rule's e8m0 scale byte for a block maximum a >= 0. */
 int conf_mxfp4_scale_byte(float a);
 
@@ -379,6 +445,8 @@ int conf_mxfp4_scale_byte(float a);
  * dequantized values; judges arg `which` (iq or is). See compare_quant.c. */
 void conf_compare_quant(const conf_problem *p, int iq, int is, int which,
                         unsigned char *const *got, unsigned char *const *want, conf_cmp *r);
+/* Half the larger distance from a code (fp8, or an fp4 nibble) to its neighbours. */
+double conf_code_half_gap(mla_dtype dt, unsigned code);
 
 /* ---------------------------------------------------------- selection */
 

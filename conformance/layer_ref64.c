@@ -16,12 +16,15 @@ void ref64_cache_init(ref64_cache *c, const mla_model_config *cfg, int64_t num_s
     c->num_slots = num_slots;
     c->row = calloc((size_t)(num_slots * D), sizeof(double));
     c->var = calloc((size_t)(num_slots * D), sizeof(double));
+    c->pre = c->vpre = NULL;
 }
 
 void ref64_cache_free(ref64_cache *c)
 {
     free(c->row);
     free(c->var);
+    free(c->pre);
+    free(c->vpre);
 }
 
 void ref64_cache_from_normal(ref64_cache *c, const mla_model_config *cfg, const void *bytes,
@@ -108,49 +111,73 @@ static void rmsnorm(int64_t T, int64_t n, double *x, double *vx, int64_t ld, con
     }
 }
 
-/* Interleaved RoPE of one row of R values by pos, in place. */
-static void rope(double *x, double *vx, int64_t R, const ref64_model *m, int64_t pos, double u_out)
+void ref64_rope_row(double *x, double *vx, int64_t R, const float *cos, const float *sin,
+                    int64_t pos, int neox, double u_out)
 {
     const int64_t half = R / 2;
     for (int64_t i = 0; i < half; ++i) {
-        const double c = m->cos[pos * half + i], s = m->sin[pos * half + i];
-        const double a = x[2 * i], b = x[2 * i + 1], va = vx[2 * i], vb = vx[2 * i + 1];
+        const int64_t i0 = neox ? i : 2 * i, i1 = neox ? i + half : 2 * i + 1;
+        const double c = cos[pos * half + i], s = sin[pos * half + i];
+        const double a = x[i0], b = x[i1], va = vx[i0], vb = vx[i1];
         const double oa = a * c - b * s, ob = a * s + b * c;
-        vx[2 * i] =
-            sq(c) * va + sq(s) * vb + sq(U32 * (fabs(a * c) + fabs(b * s))) + sq(u_out * oa);
-        vx[2 * i + 1] =
-            sq(s) * va + sq(c) * vb + sq(U32 * (fabs(a * s) + fabs(b * c))) + sq(u_out * ob);
-        x[2 * i] = oa, x[2 * i + 1] = ob;
+        vx[i0] = sq(c) * va + sq(s) * vb + sq(U32 * (fabs(a * c) + fabs(b * s))) + sq(u_out * oa);
+        vx[i1] = sq(s) * va + sq(c) * vb + sq(U32 * (fabs(a * s) + fabs(b * c))) + sq(u_out * ob);
+        x[i0] = oa, x[i1] = ob;
     }
 }
 
-/* The value the cache stores for v, and the size of one unit in its last
- * place there (for the flip term). */
-static double cache_store(const ref64_model *m, double v, double *ulp)
+/* Interleaved RoPE of one row of R values by pos, in place. */
+static void rope(double *x, double *vx, int64_t R, const ref64_model *m, int64_t pos, double u_out)
 {
-    if (m->cache_dtype == MLA_DTYPE_BF16) {
+    ref64_rope_row(x, vx, R, m->cos, m->sin, pos, 0, u_out);
+}
+
+/* The value a cache of dtype dt (fp8: stored as v / k) holds for v, and
+ * the size of one unit in its last place there (for the flip term). */
+static double cache_store(mla_dtype dt, float k, double v, double *ulp)
+{
+    if (dt == MLA_DTYPE_BF16) {
         const double q = mla_bf16_to_f32(mla_f32_to_bf16((float)v));
         /* bf16: 8 significant bits; below the normal range, the subnormal step */
         *ulp = (q != 0 ? ldexp(1.0, ilogb(q) - 7) : 0.0) + ldexp(1.0, -133);
         return q;
     }
-    const float k = m->k_scale;
-    const float code =
-        mla_fp8_to_f32(mla_f32_to_fp8((float)v / k, m->cache_dtype, MLA_SATURATE), m->cache_dtype);
-    const int min_exp = m->cache_dtype == MLA_DTYPE_FP8_E4M3FN ? -6 : -7;
+    const float code = mla_fp8_to_f32(mla_f32_to_fp8((float)v / k, dt, MLA_SATURATE), dt);
+    const int min_exp = dt == MLA_DTYPE_FP8_E4M3FN ? -6 : -7;
     const int e = code != 0 && ilogb(code) > min_exp ? ilogb(code) : min_exp;
     *ulp = ldexp(1.0, e - 3) * k;
     return (double)code * k;
 }
 
+/* FP8_SCALED's scale of a group of 128 (MLA.md section 4):
+ * 2^ceil(log2(max(amax / fp8_max, 1e-4))). */
+static float group_scale(const ref64_model *m, const double *row)
+{
+    double amax = 0;
+    for (int i = 0; i < 128; ++i)
+        amax = fmax(amax, fabs(row[i]));
+    const double fmax8 = m->cache_dtype == MLA_DTYPE_FP8_E4M3FNUZ ? 224.0 : 448.0;
+    int e;
+    const double f = frexp(fmax(amax / fmax8, 1e-4), &e); /* f in [0.5, 1) */
+    return (float)ldexp(1.0, f == 0.5 ? e - 1 : e);
+}
+
 static void write_cache(const ref64_model *m, ref64_cache *c, int64_t slot, const double *row,
                         const double *var)
 {
-    const int64_t D = m->cfg.kv_lora + m->cfg.rope;
+    const int64_t L = m->cfg.kv_lora, D = L + m->cfg.rope;
+    float s = m->k_scale;
     for (int64_t d = 0; d < D; ++d) {
         double ulp = 0;
-        c->row[slot * D + d] = cache_store(m, row[d], &ulp);
+        mla_dtype dt = m->cache_dtype;
+        if (m->fp8_scaled && d % 128 == 0 && d < L)
+            s = group_scale(m, row + d);
+        if (m->fp8_scaled && d >= L) /* the rope part: bf16, unscaled */
+            dt = MLA_DTYPE_BF16;
+        c->row[slot * D + d] = cache_store(dt, s, row[d], &ulp);
         c->var[slot * D + d] = var[d] + 2.0 * ulp * sqrt(var[d]);
+        if (c->pre)
+            c->pre[slot * D + d] = row[d], c->vpre[slot * D + d] = var[d];
     }
 }
 
@@ -351,6 +378,41 @@ static void prepare(const ref64_model *m, ref64_cache *cache, int64_t T, const d
         if (slot[t] >= 0)
             write_cache(m, cache, slot[t], s->kv + t * D, s->vkv + t * D);
     }
+}
+
+int ref64_selection_valid(const int32_t *idx, int64_t K, int64_t p)
+{
+    int64_t n = 0;
+    for (int64_t i = 0; i < K; ++i) {
+        if (idx[i] < 0)
+            continue;
+        if (idx[i] > p)
+            return 0;
+        for (int64_t j = 0; j < i; ++j)
+            if (idx[j] == idx[i])
+                return 0;
+        ++n;
+    }
+    return n == (K < p + 1 ? K : p + 1);
+}
+
+void ref64_linear(int64_t T, int64_t N, int64_t K, const double *x, const double *vx,
+                  const double *w, double u_out, double *y, double *vy)
+{
+    linear(T, N, K, x, vx, K, w, u_out, y, vy, N, 0);
+}
+
+void ref64_prepare(const ref64_model *m, ref64_cache *cache, int64_t T, const double *x,
+                   const int64_t *pos, const int64_t *slot, double *q_cat, double *sd)
+{
+    const mla_model_config *c = &m->cfg;
+    const int64_t n = T * c->heads * (c->kv_lora + c->rope);
+    scratch s;
+    scratch_alloc(&s, c, T, 1);
+    prepare(m, cache, T, x, pos, slot, &s);
+    for (int64_t i = 0; i < n; ++i)
+        q_cat[i] = s.qc[i], sd[i] = sqrt(s.vqc[i]);
+    scratch_free(&s);
 }
 
 void ref64_step(const ref64_model *m, ref64_cache *cache, int64_t T, const double *x,

@@ -84,17 +84,23 @@ typedef struct ref64_model {
     double u_p;   /* of the attention's probabilities (2^-8: bf16 for the matrix units) */
     double u_out; /* of y */
     int expanded; /* 1: the expanded form's arithmetic (the layer's opt.form EXPANDED) */
+    /* 1: the FP8_SCALED layout's rows, L fp8 values in groups of 128 with a
+     * power-of-two scale each, the rope part bf16 (k_scale unused) */
+    int fp8_scaled;
 } ref64_model;
 
 /* The reference cache: rows [num_slots, L + R] as stored, and their
- * error variances against the library's rows. */
+ * error variances against the library's rows; optionally (pre, vpre not
+ * NULL, the caller's arrays of the same size) each written row's values
+ * before the cache's rounding and their variances. */
 typedef struct ref64_cache {
     int64_t num_slots;
     double *row, *var;
+    double *pre, *vpre;
 } ref64_cache;
 
 void ref64_cache_init(ref64_cache *c, const mla_model_config *cfg, int64_t num_slots);
-void ref64_cache_free(ref64_cache *c);
+void ref64_cache_free(ref64_cache *c); /* pre and vpre too */
 /* Sets every row from a NORMAL cache's bytes (bf16, or fp8 codes times
  * k_scale) with variance 0: a checked step then starts from the library's
  * own cache, and only that step's arithmetic is measured. */
@@ -109,5 +115,22 @@ void ref64_step(const ref64_model *m, ref64_cache *cache, int64_t T, const doubl
                 const int64_t *pos, const int64_t *slot, int64_t S, const int32_t *cu,
                 const int32_t *ctx, const int32_t *block_table, int64_t max_blocks, int64_t bs,
                 const int32_t *topk, int64_t K, double *y, double *sd);
+
+/* 1 when a row's top-k (K entries, at position p) is a valid causal
+ * selection: distinct positions <= p, min(K, p + 1) of them, -1 after. */
+int ref64_selection_valid(const int32_t *idx, int64_t K, int64_t p);
+
+/* Steps 1-6 alone (mla_prepare): q_cat [T, H, L + R] and its sd, every
+ * token's row written to the cache at slot[t] (< 0: none). */
+void ref64_prepare(const ref64_model *m, ref64_cache *cache, int64_t T, const double *x,
+                   const int64_t *pos, const int64_t *slot, double *q_cat, double *sd);
+
+/* The building blocks, for the indexer's reference (indexer_ref64.h): the
+ * linear stage (y [T, N] = x [T, K] W^T with variances, rounded with u_out)
+ * and RoPE of one row by pos (pairs (2i, 2i + 1), or (i, i + R/2) NeoX). */
+void ref64_linear(int64_t T, int64_t N, int64_t K, const double *x, const double *vx,
+                  const double *w, double u_out, double *y, double *vy);
+void ref64_rope_row(double *x, double *vx, int64_t R, const float *cos, const float *sin,
+                    int64_t pos, int neox, double u_out);
 
 #endif

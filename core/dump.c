@@ -29,6 +29,7 @@ struct mla_dump_state {
 typedef struct dump_out {
     char name[48];
     mla_tensor t;
+    int side; /* not an output of the line: a record of the call's own (name: the file) */
 } dump_out;
 
 struct mla_dump {
@@ -67,8 +68,11 @@ static mla_status set_dump(mla_context *ctx, const char *ops, const char *dir, i
     for (const char *p = ops; *p;) {
         const size_t n = strcspn(p, ", ");
         int hit = 0;
+        /* the expanded attention has no `mla op` to replay it, hence no capture */
         for (int op = 0; op < MLA_DUMP_OP_COUNT; ++op)
-            if ((n == 1 && *p == '*') || (strlen(op_name(op)) == n && !strncmp(op_name(op), p, n)))
+            if (op != MLA_OP_ATTENTION_EXPANDED &&
+                ((n == 1 && *p == '*') ||
+                 (strlen(op_name(op)) == n && !strncmp(op_name(op), p, n))))
                 s->mask |= 1ull << op, hit = 1;
         if (!hit && n && !*unknown)
             snprintf(unknown, sizeof unknown, "%.*s", (int)(n < 40 ? n : 40), p);
@@ -312,13 +316,22 @@ void mla_dump_in(mla_dump *d, const char *name, const mla_tensor *t)
     restore_error(d->ctx, &e);
 }
 
-void mla_dump_out(mla_dump *d, const char *name, const mla_tensor *t)
+/* An output (or a side record) to write after the call; 0 when none is taken. */
+static int add_out(mla_dump *d, const char *name, const mla_tensor *t, int side)
 {
     if (!d || !t || d->nout == DUMP_MAX_OUT || t->ndim < 0 || t->ndim > MLA_MAX_DIMS)
-        return;
+        return 0;
     dump_out *o = &d->out[d->nout++];
     snprintf(o->name, sizeof o->name, "%s", name);
     o->t = *t;
+    o->side = side;
+    return 1;
+}
+
+void mla_dump_out(mla_dump *d, const char *name, const mla_tensor *t)
+{
+    if (!add_out(d, name, t, 0))
+        return;
     add_text(d, " --out %s=got.%s.npy --dtype %s=%s --shape %s=", name, name, name,
              mla_dtype_name(t->dtype), name);
     for (int32_t k = 0; k < t->ndim; ++k)
@@ -329,6 +342,8 @@ void mla_dump_out(mla_dump *d, const char *name, const mla_tensor *t)
             add_text(d, "%lld%s", (long long)t->stride[k], k + 1 < t->ndim ? "," : "");
     }
 }
+
+void mla_dump_side(mla_dump *d, const char *file, const mla_tensor *t) { add_out(d, file, t, 1); }
 
 void mla_dump_param(mla_dump *d, const char *key, const char *fmt, ...)
 {
@@ -381,6 +396,34 @@ static mla_status add_weight(mla_dump *d, mla_safetensors_writer *w, const char 
     return MLA_OK;
 }
 
+/* cfg as config.json, and the replay line's --param model=. that reads it. */
+static void write_config(mla_dump *d, const mla_model_config *cfg)
+{
+    char path[1300];
+    char *json = mla_hf_config_json(cfg, 1, "");
+    snprintf(path, sizeof path, "%s/config.json", d->path);
+    FILE *fp = json ? fopen(path, "wb") : NULL;
+    int ok = fp && fputs(json, fp) >= 0;
+    if (fp && fclose(fp) != 0)
+        ok = 0;
+    free(json);
+    if (ok && d->nfiles < DUMP_MAX_FILES)
+        snprintf(d->files[d->nfiles++], sizeof d->files[0], "config.json");
+    else
+        d->failed = 1;
+    add_text(d, " --param model=.");
+}
+
+void mla_dump_config(mla_dump *d, const mla_model_config *cfg)
+{
+    if (!d || d->failed)
+        return;
+    saved_error e;
+    save_error(d->ctx, &e);
+    write_config(d, cfg);
+    restore_error(d->ctx, &e);
+}
+
 void mla_dump_weights(mla_dump *d, const mla_layer_weights *lw, const mla_indexer_weights *idx,
                       const mla_model_config *cfg, mla_mxfp4_rule kc_rule)
 {
@@ -421,22 +464,14 @@ void mla_dump_weights(mla_dump *d, const mla_layer_weights *lw, const mla_indexe
     if (st == MLA_OK)
         st = mla_safetensors_writer_save(NULL, w, path);
     mla_safetensors_writer_destroy(w);
-    char *json = st == MLA_OK ? mla_hf_config_json(cfg, 1, "") : NULL;
-    snprintf(path, sizeof path, "%s/config.json", d->path);
-    FILE *fp = json ? fopen(path, "wb") : NULL;
-    const int ok = fp && fputs(json, fp) >= 0;
-    if (fp && fclose(fp) != 0)
-        st = MLA_ERR_IO;
-    free(json);
-    if (st == MLA_OK && ok && d->nfiles + 2 <= DUMP_MAX_FILES) {
+    if (st == MLA_OK && d->nfiles < DUMP_MAX_FILES)
         snprintf(d->files[d->nfiles++], sizeof d->files[0], "weights.safetensors");
-        snprintf(d->files[d->nfiles++], sizeof d->files[0], "config.json");
-    } else {
+    else
         d->failed = 1;
-    }
+    write_config(d, cfg);
     add_text(d,
-             " --param weights=weights.safetensors --param model=. --param prefix= "
-             "--param kv_b_fp8=keep --param kc_rule=%s",
+             " --param weights=weights.safetensors --param prefix= --param kv_b_fp8=keep "
+             "--param kc_rule=%s",
              mla_mxfp4_rule_name(kc_rule));
     restore_error(d->ctx, &e);
 }
@@ -479,7 +514,7 @@ mla_status mla_dump_end(mla_dump *d, mla_status status)
     mla_context_synchronize(ctx);
     for (int i = 0; status == MLA_OK && i < d->nout; ++i) {
         char file[64];
-        snprintf(file, sizeof file, "out.%s.npy", d->out[i].name);
+        snprintf(file, sizeof file, d->out[i].side ? "%s" : "out.%s.npy", d->out[i].name);
         write_npy(d, file, &d->out[i].t);
     }
     char path[1300];

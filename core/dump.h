@@ -51,6 +51,12 @@ void mla_dump_param(mla_dump *d, const char *key, const char *fmt, ...)
  * prefix) and cfg as config.json, with the parameters that load them. */
 void mla_dump_weights(mla_dump *d, const mla_layer_weights *w, const mla_indexer_weights *idx,
                       const mla_model_config *cfg, mla_mxfp4_rule kc_rule);
+/* cfg as config.json, read back by the line's --param model=. (composite
+ * calls whose weights are inputs of their own). */
+void mla_dump_config(mla_dump *d, const mla_model_config *cfg);
+/* A record of the call besides its outputs, written after it as `file`
+ * (listed in the manifest, not on the line): the layer's top-k selection. */
+void mla_dump_side(mla_dump *d, const char *file, const mla_tensor *t);
 /* A cache descriptor's parameters (layout, dtype, block_size, k_scale). */
 void mla_dump_cache_desc(mla_dump *d, const mla_cache_desc *c);
 mla_status mla_dump_end(mla_dump *d, mla_status status);

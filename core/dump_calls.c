@@ -1,10 +1,14 @@
 /* The dumps of the calls that plan or compose (core/dump.h): the fused RoPE
  * + cache write, the attention run (its plan's descriptor as parameters),
  * the planned indexer search, mla_prepare and the layer forward (their
- * weights as weights.safetensors). */
+ * weights as weights.safetensors; the layer's top-k selection as
+ * sel.topk.npy), the indexer's prepare (its weights as inputs). */
+#include <stdio.h>
+
 #include "core/attention_plan.h"
 #include "core/dump_ops.h"
 #include "core/layer_internal.h"
+#include "core/validate.h"
 
 mla_status mla_dump_rope_cache(mla_context *ctx, const mla_rope_cache_args *a)
 {
@@ -158,6 +162,10 @@ mla_status mla_dump_layer(mla_context *ctx, const mla_layer_plan *lp, const mla_
         mla_dump_param(d, "num_splits", "%d", (int)o->num_splits);
         mla_dump_param(d, "next_n", "%d", (int)lp->next_n);
         mla_dump_param(d, "max_context", "%lld", (long long)lp->max_context);
+        /* the form this step uses, so that the rerun takes the same path */
+        mla_dump_param(d, "form", "%s",
+                       lp->form == MLA_LAYER_FORM_EXPANDED ? "expanded" : "absorbed");
+        mla_dump_param(d, "expanded_keys", "%lld", (long long)o->expanded_keys);
         if (sparse) {
             mla_dump_param(d, "idx_dtype", "%s", mla_dtype_name(o->index_cache.dtype));
             mla_dump_param(d, "idx_layout", "%s", mla_indexer_layout_name(o->index_cache.layout));
@@ -167,8 +175,56 @@ mla_status mla_dump_layer(mla_context *ctx, const mla_layer_plan *lp, const mla_
         }
         mla_dump_out(d, "y", y);
         mla_dump_out(d, "cache", &lp->cache);
-        if (sparse)
+        if (sparse) {
             mla_dump_out(d, "index_cache", &lp->index_cache);
+            const mla_model_config *c = mla_plan_config(lp->plan);
+            const mla_tensor sel = mla_view(
+                (uint8_t *)lp->workspace.data + lp->ws.topk, MLA_DTYPE_I32, lp->workspace.memory, 2,
+                (int64_t[]){lp->T, c->index_topk}, (int64_t[]){c->index_topk, 1});
+            mla_dump_side(d, "sel.topk.npy", &sel);
+        }
     }
     return mla_dump_end(d, mla_layer_forward(ctx, lp, w, x, y));
+}
+
+static void dump_proj(mla_dump *d, const char *name, const mla_weight *w)
+{
+    char nm[48];
+    mla_dump_in(d, name, &w->w);
+    snprintf(nm, sizeof nm, "%s_scale", name);
+    if (w->w.dtype != MLA_DTYPE_BF16)
+        mla_dump_in(d, nm, &w->scale);
+}
+
+mla_status mla_dump_indexer_prepare(mla_context *ctx, const mla_model_config *cfg,
+                                    const mla_indexer_weights *wt, const mla_indexer_options *opt,
+                                    const mla_tensor *q_lat, const mla_tensor *x,
+                                    const mla_tensor *positions, const mla_tensor *cos,
+                                    const mla_tensor *sin, mla_tensor *q_fp8, mla_tensor *w_out,
+                                    mla_tensor *k, mla_tensor *workspace)
+{
+    mla_dump *d = mla_dump_begin(ctx, MLA_DUMP_INDEXER_PREPARE);
+    if (cfg && wt && opt) {
+        mla_dump_config(d, cfg);
+        dump_proj(d, "wq_b", &wt->wq_b);
+        dump_proj(d, "wk", &wt->wk);
+        mla_dump_in(d, "k_norm_weight", &wt->k_norm_weight);
+        mla_dump_in(d, "k_norm_bias", &wt->k_norm_bias);
+        dump_proj(d, "weights_proj", &wt->weights_proj);
+        mla_dump_in(d, "q_lat_normed", q_lat);
+        mla_dump_in(d, "x", x);
+        mla_dump_in(d, "positions", positions);
+        mla_dump_in(d, "cos", cos);
+        mla_dump_in(d, "sin", sin);
+        mla_dump_param(d, "style", "%s", mla_rope_style_name(opt->style));
+        mla_dump_param(d, "hadamard", "%d", (int)(opt->hadamard != 0));
+        mla_dump_param(d, "fp8", "%s", mla_dtype_name(opt->fp8));
+        if (k)
+            mla_dump_param(d, "k_dtype", "%s", mla_dtype_name(k->dtype));
+        mla_dump_out(d, "q_fp8", q_fp8);
+        mla_dump_out(d, "w_out", w_out);
+        mla_dump_out(d, "k", k);
+    }
+    return mla_dump_end(d, mla_indexer_prepare(ctx, cfg, wt, opt, q_lat, x, positions, cos, sin,
+                                               q_fp8, w_out, k, workspace));
 }

@@ -84,5 +84,12 @@ void mla_indexer_plan_index_views(const mla_indexer_plan *plan, mla_indexer_cach
                                   int32_t *next_n, mla_tensor *table, mla_tensor *lens);
 mla_status mla_dump_layer(mla_context *ctx, const mla_layer_plan *lp,
                           const mla_layer_weights_ex *weights, const mla_tensor *x, mla_tensor *y);
+mla_status mla_dump_indexer_prepare(mla_context *ctx, const mla_model_config *cfg,
+                                    const mla_indexer_weights *weights,
+                                    const mla_indexer_options *options,
+                                    const mla_tensor *q_lat_normed, const mla_tensor *x,
+                                    const mla_tensor *positions, const mla_tensor *cos,
+                                    const mla_tensor *sin, mla_tensor *q_fp8, mla_tensor *w_out,
+                                    mla_tensor *k, mla_tensor *workspace);
 
 #endif

@@ -2,6 +2,7 @@
  * tokens, composed from the public ops on the caller's context. */
 #include <string.h>
 
+#include "core/dump_ops.h"
 #include "core/prepare_internal.h"
 #include "core/validate.h"
 
@@ -222,6 +223,9 @@ mla_status mla_indexer_prepare(mla_context *ctx, const mla_model_config *cfg,
                                const mla_tensor *sin, mla_tensor *q_fp8, mla_tensor *w_out,
                                mla_tensor *k, mla_tensor *workspace)
 {
+    MLA_DUMP_HOOK(ctx, MLA_DUMP_INDEXER_PREPARE,
+                  mla_dump_indexer_prepare(ctx, cfg, wt, opt, q_lat, x, positions, cos, sin, q_fp8,
+                                           w_out, k, workspace));
     MLA_TRY(mla_begin(ctx));
     if (!cfg || !wt || !opt)
         return mla_fail(ctx, MLA_ERR_NULL_POINTER,

@@ -63,24 +63,6 @@ static mla_status unrotated_kv(run_state *s, const mla_tensor *x, lr_result *r)
     return MLA_OK;
 }
 
-/* Every row's top-k is a valid causal selection: distinct positions <= p,
- * min(K, p + 1) of them, -1 after. */
-static int topk_valid(const int32_t *idx, int64_t K, int64_t p)
-{
-    int64_t n = 0;
-    for (int64_t i = 0; i < K; ++i) {
-        if (idx[i] < 0)
-            continue;
-        if (idx[i] > p)
-            return 0;
-        for (int64_t j = 0; j < i; ++j)
-            if (idx[j] == idx[i])
-                return 0;
-        ++n;
-    }
-    return n == (K < p + 1 ? K : p + 1);
-}
-
 /* Allocates the step's reference outputs and checks the sparse top-k. */
 static void check_step(run_state *s, const step_in *in, int step, lr_result *r, const int32_t *topk)
 {
@@ -93,8 +75,8 @@ static void check_step(run_state *s, const step_in *in, int step, lr_result *r, 
     for (int64_t q = 0; q < in->S; ++q) {
         const int64_t r0 = in->use_cu ? in->cu[q] : q, r1 = in->use_cu ? in->cu[q + 1] : q + 1;
         for (int64_t row = r0; row < r1; ++row)
-            r->topk_bad +=
-                !topk_valid(topk + row * c->index_topk, c->index_topk, in->ctx[q] - (r1 - row));
+            r->topk_bad += !ref64_selection_valid(topk + row * c->index_topk, c->index_topk,
+                                                  in->ctx[q] - (r1 - row));
     }
 }
 

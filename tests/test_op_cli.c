@@ -1,11 +1,14 @@
 /* Every op of `mla op`, round-tripped through .npy files: the test calls
- * the C API on the reference backend with the dump switch on
- * (mla_context_set_dump), checks that the dumped outputs are the bytes the
- * call returned, then runs the dumped `mla op` line (`mla op --replay`) on
- * the reference backend, which recomputes from the .npy inputs and must give
- * the same bits, and on the CPU backend (bit-defined ops the same bits, the
- * GEMMs and norms within their bound). Strided views go through --stride.
- * argv[1]: the mla executable. */
+ * the C API with the dump switch on (mla_context_set_dump), on the
+ * reference backend and then on the CPU backend, checks that the dumped
+ * outputs are the bytes the call returned, then runs `mla op --replay` on
+ * both backends: on the dumping one the same bits; on the other each output
+ * by the replay's rule (bit-defined ops the same bits, caches by their
+ * written slots, the rest against an oracle within the conformance bound),
+ * exit 0. Each dumped output altered beyond any bound (an exponent bit of
+ * its first value; a cache byte) must then make the other backend's replay
+ * exit 1, and one unit in the last place of a bounded float output must
+ * not. Strided views go through --stride. argv[1]: the mla executable. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,10 +16,13 @@
 
 #include "conformance/npy.h"
 #include "mla/mla.h"
+#include "tests/dump_tamper.h"
 #include "tests/test_util.h"
 
 static const char *mla_exe;
-static const char *dump_dir = "test_op_cli.tmp";
+static char dump_dir[64];
+static const char *backend, *other; /* the dumping backend, the other one */
+static int altering;                /* the altered dumps' checks: on the first pass */
 static mla_context *ctx;
 static int ops_seen;
 
@@ -108,19 +114,64 @@ static int dumped_as(const char *dir, const char *name, const mla_tensor *t)
     return ok;
 }
 
-static int run_replay(const char *dir, const char *backend)
+/* mla op --replay DIR --backend B's exit code; its output in DIR/replay.B.log,
+ * printed when the code is not the expected one. */
+static int replay_rc(const char *dir, const char *on, int expect)
 {
     char cmd[2000];
     snprintf(cmd, sizeof cmd, "'%s' op --replay '%s' --backend %s > '%s/replay.%s.log' 2>&1",
-             mla_exe, dir, backend, dir, backend);
-    const int rc = system(cmd);
-    if (rc != 0) {
-        fprintf(stderr, "replay failed: %s\n", cmd);
-        snprintf(cmd, sizeof cmd, "cat '%s/replay.%s.log' >&2", dir, backend);
+             mla_exe, dir, on, dir, on);
+    const int rc = sh(cmd);
+    if (rc != expect) {
+        fprintf(stderr, "replay exited %d, not %d: %s\n", rc, expect, cmd);
+        snprintf(cmd, sizeof cmd, "cat '%s/replay.%s.log' >&2", dir, on);
         if (system(cmd) != 0)
             fprintf(stderr, "(no log)\n");
     }
-    return rc == 0;
+    return rc;
+}
+
+static int run_replay(const char *dir, const char *on) { return replay_rc(dir, on, 0) == 0; }
+
+/* A copy of the dump with byte `at` of `file`'s data XORed with mask
+ * replays on the other backend with exit code expect. */
+static int altered_replays(const char *dir, const char *file, long at, int mask, int expect)
+{
+    char copy[1400], cmd[3000];
+    snprintf(copy, sizeof copy, "%s.altered", dir);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && cp -r '%s' '%s'", copy, dir, copy);
+    if (sh(cmd) != 0 || tamper_bits(copy, file, at, mask) != 0)
+        return 0;
+    const int rc = replay_rc(copy, other, expect);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", copy);
+    return rc == expect && sh(cmd) == 0;
+}
+
+static int altered_output(const char *dir, const char *name, long at, int mask, int expect)
+{
+    char file[80];
+    snprintf(file, sizeof file, "out.%s.npy", name);
+    return altered_replays(dir, file, at, mask, expect);
+}
+
+/* The ops whose outputs are judged by a bound, not by their bits: one ulp
+ * of a float output must pass (the search's indices follow its logits: not
+ * altered alone). */
+static int bounded(const char *op)
+{
+    static const char *const ops[] = {
+        "rmsnorm",   "qk_rmsnorm", "linear",         "batched_gemm", "gemm_a16wfp4",
+        "gemm_a4w4", "layernorm",  "hadamard",       "attention",    "indexer_logits",
+        "prepare",   "layer",      "indexer_prepare"};
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; ++i)
+        if (!strcmp(op, ops[i]))
+            return 1;
+    return 0;
+}
+
+static int is_float(mla_dtype d)
+{
+    return d == MLA_DTYPE_F32 || d == MLA_DTYPE_BF16 || d == MLA_DTYPE_F16;
 }
 
 /* After a call: it succeeded, was dumped with its outputs, and replays. */
@@ -138,8 +189,16 @@ static void check_call(const char *op, mla_status st, const char *const *names,
     ++ops_seen;
     for (int i = 0; i < nout; ++i)
         CHECK(dumped_as(dir, names[i], outs[i]));
-    CHECK(run_replay(dir, "reference"));
-    CHECK(run_replay(dir, "cpu"));
+    CHECK(run_replay(dir, backend));
+    CHECK(run_replay(dir, other));
+    int ulp_tried = 0;
+    for (int i = 0; altering && i < nout; ++i) {
+        /* the high byte of the first element: an exponent bit, or a code's */
+        const long hi = (long)mla_dtype_size(outs[i]->dtype) - 1;
+        CHECK(altered_output(dir, names[i], hi, 0x40, 1));
+        if (bounded(op) && is_float(outs[i]->dtype) && !ulp_tried++)
+            CHECK(altered_output(dir, names[i], 0, 0x01, 0));
+    }
 }
 
 #define UNPAREN(...) __VA_ARGS__
@@ -213,6 +272,14 @@ static void test_gemms_norms(void)
         CALL("qk_rmsnorm",
              mla_fused_qk_rmsnorm(ctx, &x, &w, 1e-6f, &kv, &kw, 1e-5f, &qo, NULL, &ko),
              ("q_out", "kv_out"), (&qo, &ko));
+        /* q_out quantized: fp8 codes in groups of 128 and their scales */
+        mla_tensor q8 = rnd(MLA_DTYPE_BF16, 2, (int64_t[]){3, 128});
+        mla_tensor w8 = rnd(MLA_DTYPE_BF16, 1, (int64_t[]){128});
+        mla_tensor qc = ten(MLA_DTYPE_FP8_E4M3FN, 2, (int64_t[]){3, 128}, NULL);
+        mla_tensor qs = ten(MLA_DTYPE_F32, 2, (int64_t[]){3, 1}, NULL);
+        CALL("qk_rmsnorm",
+             mla_fused_qk_rmsnorm(ctx, &q8, &w8, 1e-6f, &kv, &kw, 1e-5f, &qc, &qs, &ko),
+             ("q_out", "kv_out", "q_scales"), (&qc, &ko, &qs));
     }
     mla_tensor lw = rnd(MLA_DTYPE_BF16, 2, (int64_t[]){32, 64});
     mla_tensor ly = ten(MLA_DTYPE_F32, 2, (int64_t[]){3, 32}, NULL);
@@ -351,10 +418,11 @@ static void test_cache_attention(void)
     mla_tensor kp1 = rnd(MLA_DTYPE_BF16, 2, (int64_t[]){2, 16});
     mla_tensor kpos = idx64(2, (int64_t[]){20, 11}), kslots = idx64(2, (int64_t[]){4, 27});
     mla_attention_rope rope = {&cos, &sin, MLA_ROPE_INTERLEAVED, &kpos, &kn1, &kp1, &kpos, &kslots};
-    for (int k = 0; k < 5; ++k) {
+    mla_tensor sinks = ten(MLA_DTYPE_F32, 1, (int64_t[]){2}, (float[]){0.5f, -1.25f});
+    for (int k = 0; k < 6; ++k) {
         mla_attention_desc desc;
         CHECK_STATUS(mla_attention_desc_default(&c, &cd, &desc), MLA_OK);
-        const int mtp = k == 1, prefill = k == 2, sparse = k == 3, inside = k == 4;
+        const int mtp = k == 1, prefill = k == 2, sparse = k == 3, inside = k == 4, sink = k == 5;
         const int64_t T = mtp || prefill ? 4 : 2;
         desc.next_n = mtp ? 2 : 1;
         desc.topk = sparse ? 4 : 0;
@@ -368,7 +436,7 @@ static void test_cache_attention(void)
                                  &lens2,
                                  prefill ? &cu : NULL,
                                  sparse ? &topk : NULL,
-                                 NULL,
+                                 sink ? &sinks : NULL,
                                  inside ? &rope : NULL,
                                  &o,
                                  &lse,
@@ -451,12 +519,22 @@ static void test_indexer(void)
     mla_indexer_plan_destroy(plan);
 }
 
-/* mla_prepare and the layer forward of a generated checkpoint's layer 0. */
-static void test_layer(const char *preset, const mla_layer_weight_formats *fm)
+/* A layer test's cache and attention form. */
+typedef struct layer_variant {
+    mla_cache_layout layout;
+    mla_dtype dtype;
+    mla_layer_form form;
+} layer_variant;
+
+/* mla_prepare, the indexer's prepare and the layer forward of a generated
+ * checkpoint's layer 0: a prefill of T tokens into blocks 1, 2, ... (T
+ * past the indexer's top-k: a real selection). */
+static void test_layer(const char *preset, const mla_layer_weight_formats *fm, int64_t T,
+                       layer_variant v)
 {
     mla_model_config cfg;
     mla_model_config_preset(preset, &cfg);
-    cfg.max_pos = 64;
+    cfg.max_pos = 128;
     char ckdir[256];
     snprintf(ckdir, sizeof ckdir, "%s/ck-%s", dump_dir, preset);
     mla_context_set_dump(ctx, NULL, NULL, 0);
@@ -474,21 +552,28 @@ static void test_layer(const char *preset, const mla_layer_weight_formats *fm)
     mla_checkpoint_close(ck);
     mla_context_set_dump(ctx, "*", dump_dir, 1000);
     const mla_model_config *c = &w.config;
-    mla_tensor cos = ten(MLA_DTYPE_F32, 2, (int64_t[]){64, c->rope / 2}, NULL);
-    mla_tensor sin = ten(MLA_DTYPE_F32, 2, (int64_t[]){64, c->rope / 2}, NULL);
-    mla_rope_table_build(&c->rope_cfg, 64, cos.data, sin.data);
-    mla_cache_desc cd = {MLA_CACHE_NORMAL, MLA_DTYPE_BF16, 2, 16, c->kv_lora, c->rope, 1.0f};
-    int64_t bb = 0;
+    mla_tensor cos = ten(MLA_DTYPE_F32, 2, (int64_t[]){128, c->rope / 2}, NULL);
+    mla_tensor sin = ten(MLA_DTYPE_F32, 2, (int64_t[]){128, c->rope / 2}, NULL);
+    mla_rope_table_build(&c->rope_cfg, 128, cos.data, sin.data);
+    const int64_t nb = (T + 15) / 16 + 1; /* block 0 is nobody's */
+    mla_cache_desc cd = {v.layout, v.dtype, nb, 16, c->kv_lora, c->rope, 1.0f};
+    int64_t bb = 0, ibb = 0;
     mla_cache_block_bytes(&cd, &bb);
-    mla_tensor cache = ten(MLA_DTYPE_U8, 2, (int64_t[]){2, bb}, NULL);
+    mla_tensor cache = ten(MLA_DTYPE_U8, 2, (int64_t[]){nb, bb}, NULL);
     mla_plan *plan = NULL;
     mla_plan_options po;
     mla_plan_options_default(mla_context_target(ctx), &po);
     po.weight_dtype = w.base.o_proj.w.dtype;
+    po.cache_layout = v.layout;
+    po.cache_dtype = v.dtype;
     CHECK_STATUS(mla_plan_create(c, &po, &plan), MLA_OK);
-    const int64_t T = 3;
     mla_tensor x = rnd(MLA_DTYPE_BF16, 2, (int64_t[]){T, c->hidden});
-    mla_tensor pos = idx64(T, (int64_t[]){0, 1, 2}), slots = idx64(T, (int64_t[]){16, 17, 18});
+    mla_tensor pos = ten(MLA_DTYPE_I64, 1, &T, NULL), slots = ten(MLA_DTYPE_I64, 1, &T, NULL);
+    int32_t blocks[16];
+    for (int64_t t = 0; t < T; ++t)
+        ((int64_t *)pos.data)[t] = t, ((int64_t *)slots.data)[t] = 16 + t;
+    for (int64_t i = 0; i < nb - 1; ++i)
+        blocks[i] = (int32_t)(i + 1);
     if (!c->index_heads && w.formats.kv_b_proj == MLA_WEIGHT_BF16) { /* mla_prepare's absorb */
         int64_t wb = 0;
         mla_prepare_workspace_bytes(plan, T, MLA_DTYPE_BF16, &wb);
@@ -498,24 +583,43 @@ static void test_layer(const char *preset, const mla_layer_weight_formats *fm)
         CALL("prepare",
              mla_prepare(ctx, plan, &w.base, &x, &pos, &slots, &cos, &sin, &cd, &cache, &qcat, &ws),
              ("q_cat", "cache"), (&qcat, &cache));
+        /* a written element (slot 16's first) far off */
+        CHECK(!altering ||
+              altered_output(last_dump(), "cache", bb + (v.dtype == MLA_DTYPE_BF16), 0x40, 1));
+    }
+    if (c->index_heads) { /* the indexer's own prepare, its weights dumped as inputs */
+        const int64_t Hi = c->index_heads, Di = c->index_head_dim;
+        mla_tensor ql = rnd(MLA_DTYPE_BF16, 2, (int64_t[]){T, c->q_lora});
+        mla_tensor qf = ten(MLA_DTYPE_FP8_E4M3FN, 3, (int64_t[]){T, Hi, Di}, NULL);
+        mla_tensor wo = ten(MLA_DTYPE_F32, 2, (int64_t[]){T, Hi}, NULL);
+        mla_tensor k = ten(MLA_DTYPE_BF16, 2, (int64_t[]){T, Di}, NULL);
+        int64_t ib = 0;
+        mla_indexer_workspace_bytes(c, T, &ib);
+        mla_tensor iws = ten(MLA_DTYPE_U8, 1, &ib, NULL);
+        mla_indexer_options io = {MLA_ROPE_NEOX, 1, MLA_DTYPE_FP8_E4M3FN};
+        CALL("indexer_prepare",
+             mla_indexer_prepare(ctx, c, &w.indexer, &io, &ql, &x, &pos, &cos, &sin, &qf, &wo, &k,
+                                 &iws),
+             ("q_fp8", "w_out", "k"), (&qf, &wo, &k));
     }
     mla_layer_options opt;
     mla_layer_options_default(c, &cd, &opt);
+    opt.form = v.form;
     mla_tensor icache = {0};
     if (c->index_heads) {
-        mla_indexer_cache_block_bytes(&opt.index_cache, &bb);
-        icache = ten(MLA_DTYPE_U8, 2, (int64_t[]){2, bb}, NULL);
+        mla_indexer_cache_block_bytes(&opt.index_cache, &ibb);
+        icache = ten(MLA_DTYPE_U8, 2, (int64_t[]){nb, ibb}, NULL);
     }
     int64_t wb = 0;
     /* a bound on the contexts; the sparse logits rows hold index_topk */
-    const int64_t max_ctx = c->index_heads ? c->index_topk : T;
+    const int64_t max_ctx = c->index_heads && c->index_topk > T ? c->index_topk : T;
     CHECK_STATUS(mla_layer_workspace_bytes(ctx, plan, &opt, T, 1, max_ctx, &wb), MLA_OK);
     void *wsp = NULL;
     mla_malloc(ctx, (size_t)wb, &wsp);
     mla_tensor ws;
     mla_tensor_init(&ws, wsp, MLA_DTYPE_U8, MLA_MEMORY_HOST, 1, &wb);
-    mla_tensor bt = ten(MLA_DTYPE_I32, 2, (int64_t[]){1, 1}, (int32_t[]){1});
-    mla_tensor lens = idx32(1, (int32_t[]){3}), cu = idx32(2, (int32_t[]){0, 3});
+    mla_tensor bt = ten(MLA_DTYPE_I32, 2, (int64_t[]){1, nb - 1}, blocks);
+    mla_tensor lens = idx32(1, (int32_t[]){(int32_t)T}), cu = idx32(2, (int32_t[]){0, (int32_t)T});
     mla_layer_batch b = {&pos, &slots, &bt, &lens, &cu, 1};
     mla_layer_buffers bufs = {&cos, &sin, &cache, c->index_heads ? &icache : NULL, &ws};
     mla_layer_plan *lp = NULL;
@@ -527,6 +631,13 @@ static void test_layer(const char *preset, const mla_layer_weight_formats *fm)
                  (&y, &cache, &icache));
         else
             CALL("layer", mla_layer_forward(ctx, lp, &w, &x, &y), ("y", "cache"), (&y, &cache));
+        const char *dir = last_dump();
+        CHECK(!altering || altered_output(dir, "cache", bb + (v.dtype == MLA_DTYPE_BF16), 0x40, 1));
+        if (altering &&
+            c->index_heads) { /* a code of the index cache; a selection that is not one */
+            CHECK(altered_output(dir, "index_cache", ibb, 0x40, 1));
+            CHECK(altered_replays(dir, "sel.topk.npy", 3, 0x40, 1));
+        }
     }
     mla_layer_plan_destroy(lp);
     mla_plan_destroy(plan);
@@ -534,15 +645,19 @@ static void test_layer(const char *preset, const mla_layer_weight_formats *fm)
     mla_layer_weights_free(ctx, &w);
 }
 
-int main(int argc, char **argv)
+/* Every call dumped on one backend (the reference, then the CPU). */
+static void run_all(mla_backend b)
 {
-    if (argc < 2)
-        return 2;
-    mla_exe = argv[1];
     char cmd[600];
+    snprintf(dump_dir, sizeof dump_dir, "test_op_cli.tmp/%s", mla_backend_name(b));
+    backend = mla_backend_name(b);
+    other = b == MLA_BACKEND_REFERENCE ? "cpu" : "reference";
+    altering = b == MLA_BACKEND_REFERENCE;
     snprintf(cmd, sizeof cmd, "rm -rf %s && mkdir -p %s", dump_dir, dump_dir);
-    if (system(cmd) != 0 || mla_context_create(MLA_BACKEND_REFERENCE, NULL, &ctx) != MLA_OK)
-        return 1;
+    if (system(cmd) != 0 || mla_context_create(b, NULL, &ctx) != MLA_OK) {
+        CHECK(!"a context and a dump folder");
+        return;
+    }
     CHECK_STATUS(mla_context_set_dump(ctx, "*", dump_dir, 1000), MLA_OK);
     test_formats();
     test_gemms_norms();
@@ -557,12 +672,30 @@ int main(int argc, char **argv)
                                           0,
                                           0,
                                           0};
-    test_layer("test-tiny", &bf16);
-    test_layer("test-tiny", &fp8);
-    test_layer("test-tiny-indexer", &bf16);
-    printf("%d calls dumped and replayed\n", ops_seen);
-    CHECK(ops_seen >= 35);
+    const layer_variant plain = {MLA_CACHE_NORMAL, MLA_DTYPE_BF16, MLA_LAYER_FORM_AUTO};
+    test_layer("test-tiny", &bf16, 3, plain);
+    test_layer("test-tiny", &fp8, 3, plain);
+    test_layer("test-tiny-indexer", &bf16, 3, plain);
+    test_layer("test-tiny-indexer", &bf16, 70, plain);
+    /* the other caches, and the expanded form */
+    test_layer("test-tiny", &bf16, 3,
+               (layer_variant){MLA_CACHE_FP8_SCALED, MLA_DTYPE_FP8_E4M3FN, MLA_LAYER_FORM_AUTO});
+    test_layer("test-tiny", &bf16, 3,
+               (layer_variant){MLA_CACHE_SHUFFLED, MLA_DTYPE_BF16, MLA_LAYER_FORM_EXPANDED});
+    test_layer("test-tiny", &bf16, 3,
+               (layer_variant){MLA_CACHE_NORMAL, MLA_DTYPE_FP8_E4M3FN, MLA_LAYER_FORM_AUTO});
     mla_context_destroy(ctx);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2)
+        return 2;
+    mla_exe = argv[1];
+    run_all(MLA_BACKEND_REFERENCE);
+    run_all(MLA_BACKEND_CPU);
+    printf("%d calls dumped and replayed\n", ops_seen);
+    CHECK(ops_seen >= 2 * 46);
     for (int i = 0; i < nowned; ++i)
         free(owned[i]);
     return TEST_SUMMARY();
