@@ -24,7 +24,7 @@
  * bytes, fp8 8, FP8_SCALED scales 4). bf16 caches land in the key rows directly; fp8
  * caches land as their bytes in raw rows and are converted to bf16 rows
  * (exact: e4m3 codes and code x power-of-two group scale are bf16 values;
- * nv_fp8x4_bf16) before the scores. Key rows have DP = D rounded
+ * e4m3fn by the sm_89+ cvt) before the scores. Key rows have DP = D rounded
  * up to 32 plus 8 values: an odd number of 16-byte units, so the 8 rows an
  * ldmatrix reads fall in distinct banks; dims D .. DP - 8 stay zero. */
 
@@ -32,6 +32,7 @@
 #define MLA_HIP_ATTENTION_NV_H
 
 #include "hip/attention_common.h"
+#include "hip/fp8_f16.h"
 #include "hip/nv_copy.h"
 
 namespace
@@ -190,6 +191,15 @@ MLA_DEV void nv_bulk_key(const att_desc &d, int32_t pos, const key_ref &ref, voi
 }
 #endif
 
+MLA_DEV float nv_f16(uint32_t h)
+{
+#if defined(__CUDA_ARCH__) && !MLA_IDX_EMU
+    return __half2float(__ushort_as_half((unsigned short)h));
+#else
+    return mla_fb_f16_to_f32((uint16_t)h);
+#endif
+}
+
 /* 2^x for the softmax: the hardware's approximation on NVIDIA (relative
  * error below 2^-22, far inside the bf16 rounding of P; -inf gives 0). */
 MLA_DEV float nv_exp2(float x)
@@ -216,30 +226,31 @@ MLA_DEV uint32_t nv_bf16x2(float lo, float hi)
 }
 
 /* fp8 codes x (bytes 0..3) times sc (FP8_SCALED's power-of-two group scale
- * when SCALED) -> bf16 pairs lo (bytes 0, 1), hi: exact. A code's sign and
- * magnitude bits as the fp32 bits s | (c & 0x7F) << 20 are its value times
- * 2^-(127 - bias), subnormal codes as fp32 subnormals (kept: -ftz=false),
- * so one product by 2^(127 - bias) is exact, and so is the product by a
- * power-of-two scale; values of at most 4 significant bits, at least 2^-23
- * in magnitude (codes >= 2^-10, scales >= 2^-14), have an exact bf16, the
- * top half. NaN codes give a NaN. */
+ * when SCALED) -> bf16 pairs lo (bytes 0, 1), hi: exact. */
 template <int CT, bool SCALED>
 MLA_DEV void nv_fp8x4_bf16(uint32_t x, float sc, uint32_t &lo, uint32_t &hi)
 {
-    constexpr bool fnuz = CT == MLA_DTYPE_FP8_E4M3FNUZ;
-    const float k = fnuz ? 0x1p119f : 0x1p120f;
-    uint32_t b[4];
+    float v[4];
+#if MLA_IDX_CVT_E4M3
+    if constexpr (CT == MLA_DTYPE_FP8_E4M3FN) {
+        uint32_t h0, h1; /* exact f16, NaN codes NaN */
+        e4m3fn_x4_to_f16_cvt(x, h0, h1);
+        v[0] = nv_f16(h0 & 0xFFFFu), v[1] = nv_f16(h0 >> 16);
+        v[2] = nv_f16(h1 & 0xFFFFu), v[3] = nv_f16(h1 >> 16);
+    } else
+#endif
+    {
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-        const uint32_t c = (x >> (8 * j)) & 0xFFu;
-        float v = mla_fb_float((c & 0x80u) << 24 | (c & 0x7Fu) << 20) * k;
-        if constexpr (SCALED)
-            v *= sc;
-        const bool nan = fnuz ? c == 0x80u : (c & 0x7Fu) == 0x7Fu;
-        b[j] = nan ? 0x7FC00000u : mla_fb_bits(v);
+        for (int j = 0; j < 4; ++j)
+            v[j] = unpack_value<CT>(&x, j);
     }
-    lo = b[0] >> 16 | (b[1] & 0xFFFF0000u);
-    hi = b[2] >> 16 | (b[3] & 0xFFFF0000u);
+    if constexpr (SCALED) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+            v[j] = mla_fb_mul(v[j], sc);
+    }
+    lo = nv_bf16x2(v[0], v[1]);
+    hi = nv_bf16x2(v[2], v[3]);
 }
 
 /* Raw rows (fp8 caches) -> bf16 key rows. */
