@@ -6,7 +6,6 @@
  * the decompression), the workspace's size, supports() of the op and of
  * the gather and linear the fast backends compose it from: a refused call
  * writes nothing. */
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -54,14 +53,7 @@ static mla_status check_desc(mla_context *ctx, const mla_attention_expanded_desc
             "nope and v must be 1..4096, got %lld and %lld", (long long)d->nope, (long long)d->v);
     if (d->q_dtype != MLA_DTYPE_BF16 && d->q_dtype != MLA_DTYPE_F32)
         return mla_fail(ctx, MLA_ERR_DTYPE, "desc.q_dtype", "q is bf16 or f32");
-    if (d->out_dtype != MLA_DTYPE_F32 && d->out_dtype != MLA_DTYPE_BF16)
-        return mla_fail(ctx, MLA_ERR_DTYPE, "desc.out_dtype", "o is f32 or bf16");
-    if (!(d->softmax_scale > 0.0f) || !isfinite(d->softmax_scale))
-        return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "desc.softmax_scale",
-                        "the softmax scale must be finite and > 0");
-    if (d->paged != 0 && d->paged != 1)
-        return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "desc.paged", "paged is 0 or 1");
-    return MLA_OK;
+    return mla_attn_check_common_desc(ctx, d->out_dtype, d->softmax_scale, d->paged);
 }
 
 mla_status mla_attention_expanded_workspace_bytes(mla_context *ctx,

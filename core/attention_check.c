@@ -23,6 +23,19 @@
 
 static int is_fp8(mla_dtype d) { return d == MLA_DTYPE_FP8_E4M3FN || d == MLA_DTYPE_FP8_E4M3FNUZ; }
 
+mla_status mla_attn_check_common_desc(mla_context *ctx, mla_dtype out_dtype, float softmax_scale,
+                                      int32_t paged)
+{
+    if (out_dtype != MLA_DTYPE_F32 && out_dtype != MLA_DTYPE_BF16)
+        return mla_fail(ctx, MLA_ERR_DTYPE, "desc.out_dtype", "o is f32 or bf16");
+    if (!(softmax_scale > 0.0f) || !isfinite(softmax_scale))
+        return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "desc.softmax_scale",
+                        "the softmax scale must be finite and > 0");
+    if (paged != 0 && paged != 1)
+        return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "desc.paged", "paged is 0 or 1");
+    return MLA_OK;
+}
+
 static mla_status check_desc(mla_context *ctx, const mla_attention_desc *d)
 {
     if (d->heads < 1 || d->heads > MAX_HEADS)
@@ -34,13 +47,7 @@ static mla_status check_desc(mla_context *ctx, const mla_attention_desc *d)
     if (is_fp8(d->q_dtype) && (!(d->q_scale > 0.0f) || !isfinite(d->q_scale)))
         return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "desc.q_scale",
                         "an fp8 q needs a finite q_scale > 0");
-    if (d->out_dtype != MLA_DTYPE_F32 && d->out_dtype != MLA_DTYPE_BF16)
-        return mla_fail(ctx, MLA_ERR_DTYPE, "desc.out_dtype", "o is f32 or bf16");
-    if (!(d->softmax_scale > 0.0f) || !isfinite(d->softmax_scale))
-        return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "desc.softmax_scale",
-                        "the softmax scale must be finite and > 0");
-    if (d->paged != 0 && d->paged != 1)
-        return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "desc.paged", "paged is 0 or 1");
+    MLA_TRY(mla_attn_check_common_desc(ctx, d->out_dtype, d->softmax_scale, d->paged));
     if (d->topk < 0 || d->topk > INT32_MAX)
         return mla_fail(ctx, MLA_ERR_INVALID_ARGUMENT, "desc.topk", "topk is 0 (dense) or > 0");
     if (d->num_splits < 0 || d->num_splits > MLA_ATTN_MAX_SPLITS)

@@ -9,6 +9,10 @@ typedef struct mla_attn_shape {
     int64_t S, T, max_blocks, Tk, block_bytes;
 } mla_attn_shape;
 
+/* The descriptor fields both attention forms check last: o f32 or bf16, a
+ * finite softmax scale > 0, paged 0 or 1. */
+mla_status mla_attn_check_common_desc(mla_context *ctx, mla_dtype out_dtype, float softmax_scale,
+                                      int32_t paged);
 /* Descriptor, cache, every tensor's dtype / shape / strides, aliasing of the
  * outputs (o, lse; the cache with rope; the workspace when run) with each
  * other and every input. Fills *sh. */
