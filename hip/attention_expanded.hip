@@ -15,7 +15,7 @@
  *      FMA (hip/attention_expanded_common.h): fp32 FMA, 8 rows a block.
  *    Padding sequences: o = 0, lse = -inf.
  *
- * The rule (ex_matrix_takes): the matrix body takes bf16 q (kv then bf16 as
+ * The rule (ex_matrix_rows): the matrix body takes bf16 q (kv then bf16 as
  * well; k_pe bf16 from a bf16 cache, else fp32 from the gathered rows, split
  * exactly into three bf16 pieces) where its tiles hold the heads: nope and R
  * multiples of 16, nope + R <= 256, v 32 or 128, L a multiple of 8 (16-byte
@@ -55,14 +55,16 @@ __global__ __launch_bounds__(kExFmaThreads) void expanded_fma_kernel(exp_desc d)
 }
 
 /* A matrix body's rows (BQ from q0) in a pass without its instruction. */
-template <int NT> MLA_DEV void ex_fma_block(const exp_desc &d, int s, int h, int64_t q0, int BQ, unsigned char *smem)
+template <int NT>
+MLA_DEV void ex_fma_block(const exp_desc &d, int s, int h, int64_t q0, int BQ, unsigned char *smem)
 {
     for (int64_t q = q0; q < q0 + BQ; q += kExFmaRows)
         ex_fma_rows<NT>(d, s, h, q, smem);
 }
 
 #if defined(__CUDACC__)
-template <int RG, int V> __global__ __launch_bounds__(kExNvThreads) void expanded_nv_kernel(exp_desc d)
+template <int RG, int V>
+__global__ __launch_bounds__(kExNvThreads) void expanded_nv_kernel(exp_desc d)
 {
     MLA_IDX_SMEM(unsigned char, smem);
     int s, h, qb;
@@ -104,9 +106,9 @@ int ex_matrix_rows(const mla_context *ctx, const mla_attention_expanded_desc *de
     if (nope % 16 || R % 16 || nope + R > 256 || (V != 32 && V != 128))
         return 0;
     const int64_t mp = mla_hip_state_of(ctx)->multiprocessors;
-    const int forced = ctx->tuning.hip_att_row_groups; /* 4 counts as 2 here */
-    const int rg = forced ? (forced >= 2 ? 2 : 1)
-                          : qmax > 64 && (qmax + 127) / 128 * d.H * d.S >= 2 * mp ? 2 : 1;
+    int rg = qmax > 64 && (qmax + 127) / 128 * d.H * d.S >= 2 * mp ? 2 : 1;
+    if (ctx->tuning.hip_att_row_groups) /* 4 counts as 2 here */
+        rg = ctx->tuning.hip_att_row_groups >= 2 ? 2 : 1;
     for (int g = rg; g >= 1; --g)
         if (exn_layout(g, nope, R, V, d.P).total <= kSmemMax)
             return 64 * g;
@@ -126,7 +128,8 @@ mla_status ex_launch(mla_context *ctx, K kernel, const exp_desc &d, int smem, un
         const cudaError_t err =
             cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
         if (err != cudaSuccess)
-            return mla_hip_fail(ctx, err, "cudaFuncSetAttribute (expanded attention shared memory)");
+            return mla_hip_fail(ctx, err,
+                                "cudaFuncSetAttribute (expanded attention shared memory)");
     }
 #endif
     kernel<<<(unsigned)blocks, threads, (size_t)smem, mla_hip_state_of(ctx)->stream>>>(d);
@@ -150,8 +153,10 @@ mla_status ex_launch_matrix(mla_context *ctx, const exp_desc &d, int BQ)
 #else
     (void)BQ;
     if (d.nope == 128)
-        return d.P == 3 ? go(expanded_mfma_kernel<128, 64, 128, 3>, exa_geom<128, 64, 128, 3>::TOTAL, 256)
-                        : go(expanded_mfma_kernel<128, 64, 128, 1>, exa_geom<128, 64, 128, 1>::TOTAL, 256);
+        return d.P == 3 ? go(expanded_mfma_kernel<128, 64, 128, 3>,
+                             exa_geom<128, 64, 128, 3>::TOTAL, 256)
+                        : go(expanded_mfma_kernel<128, 64, 128, 1>,
+                             exa_geom<128, 64, 128, 1>::TOTAL, 256);
     return d.P == 3 ? go(expanded_mfma_kernel<32, 16, 32, 3>, exa_geom<32, 16, 32, 3>::TOTAL, 256)
                     : go(expanded_mfma_kernel<32, 16, 32, 1>, exa_geom<32, 16, 32, 1>::TOTAL, 256);
 #endif
@@ -167,8 +172,8 @@ mla_status mla_hip_attention_expanded(mla_context *ctx, const mla_attention_expa
                         "nope + R = %lld: the HIP tiles hold at most %d",
                         (long long)(de->nope + de->cache.rope), kExDqMax);
     if (de->v > kExVMax)
-        return mla_fail(ctx, MLA_ERR_UNSUPPORTED, "desc.v", "v = %lld: the HIP tiles hold at most %d",
-                        (long long)de->v, kExVMax);
+        return mla_fail(ctx, MLA_ERR_UNSUPPORTED, "desc.v",
+                        "v = %lld: the HIP tiles hold at most %d", (long long)de->v, kExVMax);
     const mla_hip_device_scope scope(mla_hip_state_of(ctx)->device);
     if (scope.error() != hipSuccess)
         return mla_hip_fail(ctx, scope.error(), "selecting the context's GPU");
@@ -183,8 +188,9 @@ mla_status mla_hip_attention_expanded(mla_context *ctx, const mla_attention_expa
         return MLA_OK;
     /* the largest grid (8-row blocks) bounds every body's */
     if ((qmax + kExFmaRows - 1) / kExFmaRows * de->heads * a->S > 0x7FFFFFFF)
-        return mla_fail(ctx, MLA_ERR_UNSUPPORTED, "q_nope", "%lld query rows x %lld heads: past the grid",
-                        (long long)qmax, (long long)de->heads);
+        return mla_fail(ctx, MLA_ERR_UNSUPPORTED, "q_nope",
+                        "%lld query rows x %lld heads: past the grid", (long long)qmax,
+                        (long long)de->heads);
     const int32_t *meta = reinterpret_cast<const int32_t *>(a->workspace + a->ws.meta);
     exp_desc d;
     d.qn = a->q_nope.data, d.qp = a->q_pe.data, d.kv = kv.kv.data, d.rows = kv.rows.data;
@@ -201,8 +207,9 @@ mla_status mla_hip_attention_expanded(mla_context *ctx, const mla_attention_expa
     d.N = (int32_t)(de->heads * (de->nope + de->v));
     d.P = kv.rows.dtype == MLA_DTYPE_BF16 ? 1 : 3;
     const auto vec = [](const mla_tensor &t) { /* 16-byte chunks along the last dim */
-        return t.stride[2] == 1 && t.stride[0] % 8 == 0 && t.stride[1] % 8 == 0 &&
-               reinterpret_cast<uintptr_t>(t.data) % 16 == 0;
+                                               return t.stride[2] == 1 && t.stride[0] % 8 == 0 &&
+                                                      t.stride[1] % 8 == 0 &&
+                                                      reinterpret_cast<uintptr_t>(t.data) % 16 == 0;
     };
     d.q_vec = vec(a->q_nope) && vec(a->q_pe);
     d.scale = de->softmax_scale;

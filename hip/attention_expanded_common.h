@@ -94,9 +94,9 @@ constexpr int kExDqMax = 256, kExVMax = 192; /* what the FMA tiles hold */
 
 /* Shared memory of the FMA body, floats: Q [8][256], K [16][256], V [16][192],
  * O [8][192], S [8][16], the rows' max, sum and rescale factor. */
-constexpr int kExFmaSmem = 4 * (kExFmaRows * kExDqMax + kExFmaKeys * kExDqMax +
-                                kExFmaKeys * kExVMax + kExFmaRows * kExVMax +
-                                kExFmaRows * kExFmaKeys + 3 * kExFmaRows);
+constexpr int kExFmaSmem =
+    4 * (kExFmaRows * kExDqMax + kExFmaKeys * kExDqMax + kExFmaKeys * kExVMax +
+         kExFmaRows * kExVMax + kExFmaRows * kExFmaKeys + 3 * kExFmaRows);
 
 /* Rows q0 .. q0 + 7 of (s, h) by a block of NT >= 128 threads, fp32 FMA.
  * Per tile of 16 keys (0 .. the rows' last position) the keys [K_nope |

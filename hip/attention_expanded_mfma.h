@@ -35,7 +35,7 @@ namespace
 
 template <int NOPE, int R, int V, int P> struct exa_geom {
     static constexpr int NK = 64, BQ = 128, THREADS = 256;
-    static constexpr int DK = P * R + NOPE;        /* key row dims */
+    static constexpr int DK = P * R + NOPE;         /* key row dims */
     static constexpr int KP = DK + 4, VTP = NK + 4; /* row strides, values */
     static constexpr int QS = (NOPE + R) / 8, KS = DK / 8, RS = R / 8, VC = V / 32;
     /* the tile's loads: 16-byte key chunks (K_nope, then k_pe: bf16 or f32),
@@ -101,7 +101,8 @@ template <class G, int NOPE, int R, int V, int P>
 MLA_DEV void exa_store(const exa_regs<G> &x, unsigned char *smem)
 {
     const int tid = (int)threadIdx.x;
-    uint16_t *Ks = reinterpret_cast<uint16_t *>(smem), *Vt = reinterpret_cast<uint16_t *>(smem + G::VT);
+    uint16_t *Ks = reinterpret_cast<uint16_t *>(smem),
+             *Vt = reinterpret_cast<uint16_t *>(smem + G::VT);
 #pragma unroll
     for (int it = 0; it < G::KIT; ++it) {
         const int u = it * G::THREADS + tid, k = u / G::KCH, c = u % G::KCH;
@@ -169,7 +170,8 @@ MLA_DEV void exa_rows(const exp_desc &d, int s, int h, int64_t q0, unsigned char
 #pragma unroll
             for (int k = 0; k < 2; ++k)
                 if (r < rows)
-                    e[k] = mla_fb_f32_to_bf16(ex_q(d, r0 + q0 + r, h, 8 * qs + 4 * hh + 2 * j + k, true));
+                    e[k] = mla_fb_f32_to_bf16(
+                        ex_q(d, r0 + q0 + r, h, 8 * qs + 4 * hh + 2 * j + k, true));
             qb[qs][j] = e[0] | e[1] << 16;
         }
     const bool wave_rows = 32 * w < rows;
@@ -201,7 +203,8 @@ MLA_DEV void exa_rows(const exp_desc &d, int s, int h, int64_t q0, unsigned char
 #pragma unroll
             for (int st = 0; st < G::KS; ++st) { /* q_pe against each rope piece, then q_nope */
                 const int qs = st < P * G::RS ? st % G::RS : st - (P - 1) * G::RS;
-                const uint32_t *a = reinterpret_cast<const uint32_t *>(Ks + 32 * sb * G::KP + 8 * st);
+                const uint32_t *a =
+                    reinterpret_cast<const uint32_t *>(Ks + 32 * sb * G::KP + 8 * st);
                 sa[sb] = mla_mfma_bf16_32x32x8(a[0], a[1], qb[qs][0], qb[qs][1], sa[sb]);
             }
         }
@@ -219,7 +222,8 @@ MLA_DEV void exa_rows(const exp_desc &d, int s, int h, int64_t q0, unsigned char
             }
         mx = fmaxf(mx, mla_shfl_xor(mx, 32));
         const float mn = fmaxf(m_run, mx);
-        const float alpha = mn == -INFINITY ? 1.0f : exp2f(m_run - mn), off = mn == -INFINITY ? 0.0f : mn;
+        const float alpha = mn == -INFINITY ? 1.0f : exp2f(m_run - mn),
+                    off = mn == -INFINITY ? 0.0f : mn;
         m_run = mn;
         uint32_t pb[NK / 8][2]; /* P^T as B: key step kk = 4 sb + e / 4 */
         float psum = 0.0f;
@@ -244,7 +248,8 @@ MLA_DEV void exa_rows(const exp_desc &d, int s, int h, int64_t q0, unsigned char
                 o[cc][e] *= alpha;
 #pragma unroll
             for (int kk = 0; kk < NK / 8; ++kk) {
-                const uint32_t *a = reinterpret_cast<const uint32_t *>(Vt + 32 * cc * G::VTP + 8 * kk);
+                const uint32_t *a =
+                    reinterpret_cast<const uint32_t *>(Vt + 32 * cc * G::VTP + 8 * kk);
                 o[cc] = mla_mfma_bf16_32x32x8(a[0], a[1], pb[kk][0], pb[kk][1], o[cc]);
             }
         }
@@ -258,7 +263,8 @@ MLA_DEV void exa_rows(const exp_desc &d, int s, int h, int64_t q0, unsigned char
     for (int cc = 0; cc < G::VC; ++cc)
 #pragma unroll
         for (int e = 0; e < 16; ++e)
-            ex_st(d.o, row * d.o_s0 + h * d.o_s1 + (32 * cc + 8 * (e / 4) + 4 * hh + e % 4) * d.o_s2,
+            ex_st(d.o,
+                  row * d.o_s0 + h * d.o_s1 + (32 * cc + 8 * (e / 4) + 4 * hh + e % 4) * d.o_s2,
                   o[cc][e] / l, d.o_dt);
     if (d.lse && hh == 0)
         d.lse[row * d.lse_s0 + h * d.lse_s1] = (m_run + log2f(l)) * kLn2;

@@ -57,7 +57,7 @@ static __host__ __device__ inline exn_smem exn_layout(int RG, int nope, int R, i
     s.qs = 0;
     s.ks = s.qs + 64 * RG * s.QP * 2;
     s.vs = s.ks + kExNvKeys * s.KP * 2;
-    s.raw = s.vs + kExNvKeys * s.VP * 2;                   /* f32 k_pe as copied (P = 3) */
+    s.raw = s.vs + kExNvKeys * s.VP * 2; /* f32 k_pe as copied (P = 3) */
     s.total = s.raw + (P == 3 ? kExNvKeys * R * 4 : 0);
     return s;
 }
@@ -102,7 +102,8 @@ MLA_DEV void exn_convert(const exp_desc &d, const exn_smem &L, unsigned char *sm
         const int k = it / per, c = it - k * per - nc;
         if (c < 0)
             continue;
-        const mla_u32x4 x = *reinterpret_cast<const mla_u32x4 *>(smem + L.raw + (k * d.R + 4 * c) * 4);
+        const mla_u32x4 x =
+            *reinterpret_cast<const mla_u32x4 *>(smem + L.raw + (k * d.R + 4 * c) * 4);
         uint32_t p[3][2];
 #pragma unroll
         for (int j = 0; j < 2; ++j) {
@@ -145,18 +146,30 @@ MLA_DEV void exn_stage_q(const exp_desc &d, const exn_smem &L, unsigned char *sm
         const int r = it / per, c = it - r * per;
         mla_u32x4 w = {{0, 0, 0, 0}};
         if (r < rows && d.q_vec) {
-            const uint16_t *src =
-                c < rc ? static_cast<const uint16_t *>(d.qp) + (r0 + r) * d.qp_s0 + h * d.qp_s1 +
-                             8 * c
-                       : static_cast<const uint16_t *>(d.qn) + (r0 + r) * d.qn_s0 + h * d.qn_s1 +
-                             8 * (c - rc);
+            const uint16_t *src = c < rc ? static_cast<const uint16_t *>(d.qp) +
+                                               (r0 + r) * d.qp_s0 + h * d.qp_s1 + 8 * c
+                                         : static_cast<const uint16_t *>(d.qn) +
+                                               (r0 + r) * d.qn_s0 + h * d.qn_s1 + 8 * (c - rc);
             w = *reinterpret_cast<const mla_u32x4 *>(src);
         } else if (r < rows) {
 #pragma unroll
             for (int j = 0; j < 8; ++j)
-                w.v[j / 2] |= mla_fb_f32_to_bf16(ex_q(d, r0 + r, h, 8 * c + j, true)) << (16 * (j % 2));
+                w.v[j / 2] |= mla_fb_f32_to_bf16(ex_q(d, r0 + r, h, 8 * c + j, true))
+                              << (16 * (j % 2));
         }
         *reinterpret_cast<mla_u32x4 *>(Qs + r * L.QP + 8 * c) = w;
+    }
+}
+
+/* acc[rr][n], acc[rr][n + 1] += A_rr B for every row group rr, B the two
+ * 8-column halves of one ldmatrix x4 (b), A_rr = a(rr). */
+template <int RG, int X, typename A>
+MLA_DEV void exn_mma_pair(float (&acc)[RG][X][4], int n, const uint32_t (&b)[4], A &&a)
+{
+#pragma unroll
+    for (int rr = 0; rr < RG; ++rr) {
+        mla_mma_bf16_16x8x16(acc[rr][n], a(rr), &b[0]);
+        mla_mma_bf16_16x8x16(acc[rr][n + 1], a(rr), &b[2]);
     }
 }
 
@@ -184,26 +197,21 @@ MLA_DEV void exn_rows(const exp_desc &d, int s, int h, int64_t q0, unsigned char
     const int rb = 16 * RG * w; /* the warp's first row */
     const bool warp_rows = rb < rows;
     const int w_lo = p0 + rb, w_hi = p0 + rb + 16 * RG - 1 < pmax ? p0 + rb + 16 * RG - 1 : pmax;
-    float o[RG][VN][4], m_run[RG][2], l_run[RG][2];
+    float o[RG][VN][4] = {}, m_run[RG][2], l_run[RG][2];
 #pragma unroll
-    for (int rr = 0; rr < RG; ++rr) {
+    for (int rr = 0; rr < RG; ++rr)
 #pragma unroll
         for (int hh = 0; hh < 2; ++hh)
             m_run[rr][hh] = -INFINITY, l_run[rr][hh] = 0.0f;
-#pragma unroll
-        for (int nn = 0; nn < VN; ++nn)
-#pragma unroll
-            for (int e = 0; e < 4; ++e)
-                o[rr][nn][e] = 0.0f;
-    }
     /* ldmatrix row addresses (bytes): q rows rb + 16 rr + lane % 16 at dims
      * 8 (lane / 16); keys (lane % 8) + 8 (lane / 16) at dims 8 ((lane / 8) % 2);
      * values keys (lane % 8) + 8 ((lane / 8) % 2) at columns 8 (lane / 16) */
-    const mla_saddr qa = mla_smem_addr(smem + L.qs) + 2 * ((rb + lane % 16) * L.QP + 8 * (lane / 16));
-    const mla_saddr ka =
-        mla_smem_addr(smem + L.ks) + 2 * ((lane % 8 + 8 * (lane / 16)) * L.KP + 8 * ((lane / 8) % 2));
-    const mla_saddr va =
-        mla_smem_addr(smem + L.vs) + 2 * ((lane % 8 + 8 * ((lane / 8) % 2)) * L.VP + 8 * (lane / 16));
+    const mla_saddr qa =
+        mla_smem_addr(smem + L.qs) + 2 * ((rb + lane % 16) * L.QP + 8 * (lane / 16));
+    const mla_saddr ka = mla_smem_addr(smem + L.ks) +
+                         2 * ((lane % 8 + 8 * (lane / 16)) * L.KP + 8 * ((lane / 8) % 2));
+    const mla_saddr va = mla_smem_addr(smem + L.vs) +
+                         2 * ((lane % 8 + 8 * ((lane / 8) % 2)) * L.VP + 8 * (lane / 16));
     const int RS = d.R / 16, PRS = d.P * RS, KSTEPS = PRS + d.nope / 16;
 
     for (int t0 = 0; t0 <= pmax; t0 += NK) {
@@ -216,14 +224,7 @@ MLA_DEV void exn_rows(const exp_desc &d, int s, int h, int64_t q0, unsigned char
         uint32_t pa[RG][NK / 16][4]; /* P as A fragments, key steps of 16 */
         float alpha[RG][2];
         if (live) {
-            float sc[RG][NT][4];
-#pragma unroll
-            for (int rr = 0; rr < RG; ++rr)
-#pragma unroll
-                for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e)
-                        sc[rr][nt][e] = 0.0f;
+            float sc[RG][NT][4] = {};
 #pragma unroll 2
             for (int st = 0; st < KSTEPS; ++st) {
                 /* q's dims: q_pe against each rope piece, then q_nope */
@@ -236,11 +237,7 @@ MLA_DEV void exn_rows(const exp_desc &d, int s, int h, int64_t q0, unsigned char
                 for (int kp = 0; kp < NK / 16; ++kp) {
                     uint32_t b[4];
                     mla_ldsm_x4_at(b, ka + 2 * (16 * kp * L.KP + 16 * st));
-#pragma unroll
-                    for (int rr = 0; rr < RG; ++rr) {
-                        mla_mma_bf16_16x8x16(sc[rr][2 * kp], a[rr], &b[0]);
-                        mla_mma_bf16_16x8x16(sc[rr][2 * kp + 1], a[rr], &b[2]);
-                    }
+                    exn_mma_pair(sc, 2 * kp, b, [&](int rr) { return a[rr]; });
                 }
             }
             const bool diag = t0 + NK - 1 > w_lo;
@@ -301,13 +298,9 @@ MLA_DEV void exn_rows(const exp_desc &d, int s, int h, int64_t q0, unsigned char
             for (int kk = 0; kk < NK / 16; ++kk)
 #pragma unroll
                 for (int np = 0; np < VN / 2; ++np) {
-                    uint32_t q4[4];
-                    mla_ldsm_x4_trans_at(q4, va + 2 * (16 * kk * L.VP + 16 * np));
-#pragma unroll
-                    for (int rr = 0; rr < RG; ++rr) {
-                        mla_mma_bf16_16x8x16(o[rr][2 * np], pa[rr][kk], &q4[0]);
-                        mla_mma_bf16_16x8x16(o[rr][2 * np + 1], pa[rr][kk], &q4[2]);
-                    }
+                    uint32_t b[4];
+                    mla_ldsm_x4_trans_at(b, va + 2 * (16 * kk * L.VP + 16 * np));
+                    exn_mma_pair(o, 2 * np, b, [&](int rr) { return pa[rr][kk]; });
                 }
         }
     }
