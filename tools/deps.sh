@@ -6,7 +6,9 @@
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build ccache pkg-config libopenblas-openmp-dev libsleef-dev)
 if [[ "${1:-}" == hip ]]; then
-  pkgs+=(clang-22 lld-22 llvm-22 libamdhip64-dev rocm-device-libs)
+  # clang-tools-22: clang-offload-bundler, which every HIP compile runs (a
+  # recommendation of clang-22, not a dependency)
+  pkgs+=(clang-22 clang-tools-22 lld-22 llvm-22 libamdhip64-dev rocm-device-libs)
 fi
 if [[ "${1:-}" == clang ]]; then
   pkgs+=(clang-14 libclang-rt-14-dev libomp-14-dev)
