@@ -572,6 +572,8 @@ def add_peer(d, path):
         p = peer.get(key(r))
         if p and p.get("status") == "ok" and p.get("median_s"):
             r["peer_median_s"] = p["median_s"]
+        elif p:  # why the peer has no time (unsupported: an old torch without SDPA, skipped)
+            r["peer_status"] = p.get("status")
 
 
 def runs_to_record(args):

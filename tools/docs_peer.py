@@ -9,6 +9,7 @@
 
 The floors and the plan's slack are the rules of issue 21, written once here.
 """
+import math
 import os
 import re
 import sys
@@ -26,6 +27,11 @@ CPU_DECODE_FLOOR = 3.0  # PyTorch-CPU time / ours, every decode row
 
 
 # ------------------------------------------------------------------ prefill
+
+
+def speedup(v):
+    """A ratio a floor judges, to 2 digits rounded down: never shown at the floor from below."""
+    return "-" if v is None else f"{math.floor(v * 100) / 100:.2f}"
 
 
 def prefill_key(r):
@@ -61,11 +67,13 @@ def floor_cell(run, shape):
     frac, peer = of_matmul(run, e), e.get("peer_median_s")
     short = []
     if frac is None or frac < f["of_matmul"]:
-        short.append(f"{pct(frac)} of matmul < {pct(f['of_matmul'])}")
+        shown = "-" if frac is None else f"{math.floor(frac * 1000) / 10:.1f}%"  # rounded down
+        short.append(f"{shown} of matmul < {pct(f['of_matmul'])}")
     if not peer:
-        short.append("no SDPA time")
+        short.append(f"no SDPA time ({e['peer_status']})" if e.get("peer_status") else
+                     "no SDPA time")
     elif peer / e["median_s"] < f["vs_sdpa"]:
-        short.append(f"{num(peer / e['median_s'])}x SDPA < {num(f['vs_sdpa'], 1)}x")
+        short.append(f"{speedup(peer / e['median_s'])}x SDPA < {num(f['vs_sdpa'], 1)}x")
     return "met" if not short else "unmet: " + ", ".join(short)
 
 
@@ -89,8 +97,9 @@ def prefill_rows(run):
         plan = next((r.get("plan_form") for r in shape.values() if r.get("plan_form")), "-")
         e = shape.get("expanded") or {}
         peer = e.get("peer_median_s")
-        cells += [plan, plan_cell(shape), us(peer),
-                  num(peer / e["median_s"]) if peer and ok(e) else "-", floor_cell(run, shape)]
+        cells += [plan, plan_cell(shape), us(peer) if peer else e.get("peer_status", "-"),
+                  speedup(peer / e["median_s"]) if peer and ok(e) else "-",
+                  floor_cell(run, shape)]
         rows.append(cells)
     head = ["T", "batch", "heads", "absorbed us", "absorbed of matmul", "expanded us",
             "expanded of matmul", "plan's choice", f"within {round(100 * (PLAN_SLACK - 1))}%",
@@ -200,7 +209,7 @@ def cpu_peer_lines(run):
             pr, cr = r.get("peer_ratio"), r.get("cpu_time_ratio")
             rows.append(key + [us(r["median_s"]), num(r.get("gflops"), 1), pct(r.get("ratio")),
                                us(r.get("peer_median_s")), r.get("peer_compute") or "-",
-                               num(pr) if pr else "-", num(cr) if cr else "-",
+                               speedup(pr), num(cr) if cr else "-",
                                cpu_floor_cell(r)])
         head = ["batch", "context", "heads", "cache"] + (["top-k"] if sparse else []) + [
             "ours us", "GFLOP/s", "of roofline", "PyTorch us", "PyTorch dtype", "PyTorch / ours",

@@ -113,6 +113,14 @@ class Prefill(unittest.TestCase):
         self.assertEqual(r["within 10%"], "no: 1.50x the expanded form's time")
         self.assertEqual(r["SDPA / expanded"], "2.00")
 
+    def test_rounding_at_the_floor(self):
+        self.assertEqual(docs_peer.speedup(2.996), "2.99")  # not "3.00" beside "unmet"
+        run = prefill_run()
+        run["rows"][3]["flops"] = 0.54996e12  # 54.996% of MM: below the 55% floor
+        head, rows, _, _ = docs_peer.prefill_rows(run)
+        floor = dict(zip(head, rows[1]))["floor"]
+        self.assertIn("54.9% of matmul < 55.0%", floor)
+
     def test_no_peer(self):
         run = prefill_run()
         head, rows, _, _ = docs_peer.prefill_rows(run)
