@@ -20,6 +20,12 @@
  * entry of `forms` below (its name, FLOPs per pair and per key, its bytes,
  * set-up / run / free).
  *
+ * plan_form: the form a layer plan chooses for the row's step (AUTO,
+ * mla_layer_form_for: expanded when the step's T B rows reach
+ * mla_layer_expanded_min_rows per sequence, i.e. T >= that count; the bench's
+ * step is dense, bf16, rotated before the attention, which the expanded form
+ * takes), so that a report can check the rule against both forms' times.
+ *
  * bytes = cache (B T 1152) + q (B T H 576 x 2) + o (B T H 512 x 2) absorbed,
  * cache + q (B T H 192 x 2) + o (B T H 128 x 2) + kv_b_proj (H 256 512 x 2)
  * expanded;
@@ -135,6 +141,7 @@ typedef struct pf_row {
     ba_shape w; /* n = C = T */
     const pf_form *form;
     double flops_expanded;
+    const char *plan_form; /* the layer plan's AUTO choice for the step */
     ba_result r;
 } pf_row;
 
@@ -147,8 +154,10 @@ static void pf_print(FILE *out, const void *rp, int n)
             BA_RESULT_HEADER);
     for (int i = 0; i < n; ++i) {
         const ba_result *r = &rows[i].r;
-        fprintf(out, "%5lld %6lld %4lld %-9s ", (long long)rows[i].w.B, (long long)rows[i].w.C,
-                (long long)rows[i].w.H, rows[i].form->form->name);
+        const char *name = rows[i].form->form->name;
+        fprintf(out, "%5lld %6lld %4lld %s%-*s ", (long long)rows[i].w.B, (long long)rows[i].w.C,
+                (long long)rows[i].w.H, name, 9 - (int)strlen(name),
+                strcmp(name, rows[i].plan_form) ? "" : "*");
         if (r->ok)
             fprintf(out, "%9.1f ", rows[i].flops_expanded / r->t.median_s / 1e9);
         else
@@ -173,6 +182,7 @@ static void pf_json(bench_json *j, const void *rp, int n)
         bench_json_str(j, "q_dtype", "bf16");
         bench_json_str(j, "out_dtype", "bf16");
         bench_json_num(j, "flops_expanded", rows[i].flops_expanded);
+        bench_json_str(j, "plan_form", rows[i].plan_form);
         ba_json_result(j, &rows[i].r);
         bench_json_close(j, '}');
     }
@@ -245,6 +255,12 @@ int bench_prefill_cmd(int argc, char **argv)
                     n = pf_add(rows, n, bs[bi], ts[ti], hs[hi]);
     }
     qsort(rows, (size_t)n, sizeof *rows, pf_by_flops);
+    mla_model_config cfg;
+    const int64_t min_rows = mla_model_config_preset("DeepSeek-V3", &cfg) == MLA_OK
+                                 ? mla_layer_expanded_min_rows(&cfg)
+                                 : -1;
+    for (int i = 0; i < n; ++i)
+        rows[i].plan_form = min_rows > 0 && rows[i].w.C >= min_rows ? "expanded" : "absorbed";
 
     bench_ceilings c;
     mla_context *ctx = bench_mx_open(&a, &c);
@@ -282,7 +298,8 @@ int bench_prefill_cmd(int argc, char **argv)
                         "2 B H P (192 + 128) + 2 B T H 256 512 expanded (with the decompression); "
                         "xGFLOP/s = the expanded form's 2 B H P (192 + 128) per second, the "
                         "count of the PyTorch SDPA peer; roof = max(bytes / copy BW, FLOPs / "
-                        "matmul rate); roof% = roof / median (docs/PERFORMANCE.md)",
+                        "matmul rate); roof% = roof / median; form*: the layer plan's choice "
+                        "for the step (docs/PERFORMANCE.md)",
                         errors) != BENCH_EXIT_OK)
         rc = BENCH_EXIT_FAIL;
     free(rows);

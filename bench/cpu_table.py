@@ -11,12 +11,17 @@ the medians of the copy and sgemm ceilings measured in the same runs, and the
 ratio of the two processes' CPU time per call (a measure that other load on
 a shared machine disturbs less than wall time). Then `mla demo`'s median
 decode step next to the peer's layer step.
+
+medians(OUT_DIR) returns the same figures as data (tools/docs_gen.py
+record --cpu-run stores them).
 """
 import glob
 import json
 import os
 import re
 import sys
+
+ISAS = ("native", "avx2")
 
 
 def median(v):
@@ -45,54 +50,85 @@ def step_ms(path):
     return float(m.group(1)) if m else None
 
 
-def main(out):
+def row_key(x):
+    return (x["batch"], x["context"], x["heads"], x["cache"], x.get("topk", 0))
+
+
+def isa_medians(rounds, isa):
+    """One instruction set's figures over the rounds, or None when no round has our JSON."""
+    ours = [load(os.path.join(r, "decode_%s.json" % isa)) for r in rounds]
+    peer = [load(os.path.join(r, "peer_decode_%s.json" % isa)) for r in rounds]
+    pairs = [(o, p) for o, p in zip(ours, peer) if o]
+    if not pairs:
+        return None
+    first = pairs[0][0]
+    rows = []
+    for row in first["rows"]:
+        k = row_key(row)
+        ts, ps, dts, rs, crs, roofs = [], [], [], [], [], []
+        for o, p in pairs:
+            oo = next((x for x in o["rows"] if row_key(x) == k), None)
+            po = next((x for x in (p or {}).get("rows", []) if row_key(x) == k), None)
+            o_ok = oo is not None and oo["status"] == "ok"
+            if o_ok:
+                ts.append(oo["median_s"])
+                roofs.append(oo.get("ratio"))
+            if po and po["status"] == "ok":
+                ps.append(po["median_s"])
+                dts.append(po.get("compute", ""))
+                if o_ok:
+                    rs.append(po["median_s"] / oo["median_s"])
+                    if po.get("cpu_s") and oo.get("cpu_s"):
+                        crs.append(po["cpu_s"] / oo["cpu_s"])
+        t = median(ts)
+        rows.append({
+            "batch": k[0], "context": k[1], "heads": k[2], "cache": k[3], "topk": k[4],
+            "status": "ok" if t is not None else row["status"], "flops": row["flops"],
+            "median_s": t, "gflops": row["flops"] / t / 1e9 if t else None,
+            "ratio": median(roofs), "peer_median_s": median(ps),
+            "peer_compute": "/".join(sorted(set(d for d in dts if d))) or None,
+            "peer_ratio": median(rs), "cpu_time_ratio": median(crs)})
+    c = first["ceilings"]
+    return {
+        "device": first.get("device", ""), "rounds": len(pairs),
+        "copy_gbs": median([o["ceilings"].get("copy_gbs") for o, _ in pairs]),
+        "matmul_gflops": median([o["ceilings"].get("matmul_gflops") for o, _ in pairs]),
+        "matmul_how": c.get("matmul_how", ""),
+        "rows": rows,
+        "demo_step_ms": median([step_ms(os.path.join(r, "demo_%s.txt" % isa)) for r in rounds]),
+        "layer_step_ms": median([step_ms(os.path.join(r, "layer_%s.txt" % isa))
+                                 for r in rounds]),
+    }
+
+
+def medians(out):
+    """{"rounds": n, "isas": {isa: isa_medians(...)}} of a run_cpu.sh output folder."""
     rounds = sorted(glob.glob(os.path.join(out, "r*")))
-    print("CPU decode vs PyTorch-CPU: medians over %d rounds (%s)" % (len(rounds), out))
-    for isa in ("native", "avx2"):
-        ours = [load(os.path.join(r, "decode_%s.json" % isa)) for r in rounds]
-        peer = [load(os.path.join(r, "peer_decode_%s.json" % isa)) for r in rounds]
-        ours = [o for o in ours if o]
-        if not ours:
-            continue
-        key = lambda x: (x["batch"], x["context"], x["heads"], x["cache"],  # noqa: E731
-                         x.get("topk", 0))
-        copy = median([o["ceilings"]["copy_gbs"] for o in ours])
-        mm = median([o["ceilings"]["matmul_gflops"] for o in ours])
+    got = {isa: isa_medians(rounds, isa) for isa in ISAS}
+    return {"rounds": len(rounds), "isas": {k: v for k, v in got.items() if v}}
+
+
+def main(out):
+    m = medians(out)
+    print("CPU decode vs PyTorch-CPU: medians over %d rounds (%s)" % (m["rounds"], out))
+    for isa, s in m["isas"].items():
         print("\n[%s] %s; ceilings: copy %.1f GB/s, sgemm %.1f GFLOP/s (%s)" % (
-            isa, ours[0].get("device", ""), copy or 0, mm or 0,
-            ours[0]["ceilings"].get("matmul_how", "")))
+            isa, s["device"], s["copy_gbs"] or 0, s["matmul_gflops"] or 0, s["matmul_how"]))
         print("%5s %6s %4s %-10s %11s %9s %8s %11s %6s %9s %9s" % (
             "batch", "ctx", "H", "cache", "ours_us", "GFLOP/s", "roof%", "torch_us", "dtype",
             "torch/us", "cpu t/us"))
-        for row in ours[0]["rows"]:
-            k = key(row)
-            ts = [next((x["median_s"] for x in o["rows"] if key(x) == k and x["status"] == "ok"),
-                       None) for o in ours]
-            ps, dts, rs, crs = [], [], [], []
-            for o, p in zip(ours, peer):
-                po = next((x for x in (p or {}).get("rows", []) if key(x) == k), None)
-                oo = next((x for x in o["rows"] if key(x) == k), None)
-                if po and po["status"] == "ok":
-                    ps.append(po["median_s"])
-                    dts.append(po.get("compute", ""))
-                    if oo and oo["status"] == "ok":
-                        rs.append(po["median_s"] / oo["median_s"])
-                        if po.get("cpu_s") and oo.get("cpu_s"):
-                            crs.append(po["cpu_s"] / oo["cpu_s"])
-            t, p, r, cr = median(ts), median(ps), median(rs), median(crs)
-            print("%5d %6d %4d %-10s " % k[:4], end="")
+        for r in s["rows"]:
+            print("%5d %6d %4d %-10s " % (r["batch"], r["context"], r["heads"], r["cache"]),
+                  end="")
+            t, p, pr, cr = r["median_s"], r["peer_median_s"], r["peer_ratio"], r["cpu_time_ratio"]
             if t is None:
-                print("%11s" % row["status"])
+                print("%11s" % r["status"])
                 continue
-            g = row["flops"] / t / 1e9
-            roof = median([next((x["ratio"] for x in o["rows"] if key(x) == k), None)
-                           for o in ours])
             print("%11.1f %9.1f %7.1f%% %11s %6s %9s %9s" % (
-                1e6 * t, g, 100 * (roof or 0), "%.1f" % (1e6 * p) if p else "-",
-                "/".join(sorted(set(dts))) or "-", "%.2fx" % r if r else "-",
+                1e6 * t, r["gflops"], 100 * (r["ratio"] or 0), "%.1f" % (1e6 * p) if p else "-",
+                r["peer_compute"] or "-", "%.2fx" % pr if pr else "-",
                 "%.2fx" % cr if cr else "-"))
-        demo = median([step_ms(os.path.join(r, "demo_%s.txt" % isa)) for r in rounds])
-        layer = median([step_ms(os.path.join(r, "layer_%s.txt" % isa)) for r in rounds])
+        demo, layer = s["demo_step_ms"], s["layer_step_ms"]
         if demo and layer:
             print("mla demo (DeepSeek-V2-Lite, batch 1, context 272): median step %.3f ms; "
                   "PyTorch layer step %.3f ms; torch/ours %.2fx" % (demo, layer, layer / demo))
