@@ -7,30 +7,48 @@
  * - desc.num_splits == 1: no split; > 1: exactly that many items per
  *   non-padding sequence, chunk = ceil(len / n) rounded up to 64, so the
  *   trailing items may be empty (forced splits test the zero-weight path);
- * - desc.num_splits == 0, the plan decides: when the B non-padding sequences
- *   already give every unit an item (B >= U) nothing is split; otherwise
- *   about 2U items in total (two per unit hides the tail of uneven items),
- *   shared in proportion to the lengths: n_s = floor(2U len_s / sum len)
- *   (rounded down: the items fit in one wave of two blocks per unit, where
- *   rounding up made e.g. 128 equal sequences on 132 units 384 items, one
- *   and a half waves), at least 1, at most ceil(len_s / 64) (no chunk
- *   under 64 keys) and the split capacity; then chunk_s = ceil(len_s / n_s) rounded up to 64 and
- *   n_s = ceil(len_s / chunk_s), so no automatic item is empty. */
+ * - desc.num_splits == 0, the plan decides. An item of sequence s is g_s
+ *   records on a GPU (its row tiles: (query row, head) pairs in tiles of
+ *   64, the rows a matrix-unit body takes; row_tiles below). When the
+ *   non-padding sequences already give every unit a record (sum g >= U)
+ *   nothing is split; otherwise about 2U records in total (two per unit
+ *   hides the tail of uneven items), shared in proportion to the lengths:
+ *   n_s = floor(2U len_s / sum (len g)) (rounded down: the records fit in
+ *   one wave of two per unit, where rounding up made e.g. 128 equal
+ *   sequences on 132 units 384 items, one and a half waves), at least 1, at
+ *   most ceil(len_s / 64) (no chunk under 64 keys) and the split capacity;
+ *   then chunk_s = ceil(len_s / n_s) rounded up to 64 and n_s = ceil(len_s /
+ *   chunk_s), so no automatic item is empty. Records, not sequences: 128
+ *   sequences of 128 heads on 132 units are 256 records, which a split
+ *   would only turn into partial rows to combine. */
 #include "core/attention_planner.h"
 
 #include <math.h>
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+/* The row tiles of sequence s: its query rows times the heads in tiles of
+ * 64 pairs (HT = min(H, 64) heads of JT = 64 / HT rows; a sparse row is a
+ * tile of its own, its keys being its own). */
+static int64_t row_tiles(const mla_attention_plan *plan, int64_t s)
+{
+    const int64_t H = plan->desc.heads, HT = H < 64 ? H : 64;
+    const int64_t JT = plan->desc.topk > 0 ? 1 : 64 / HT;
+    const int64_t rows = plan->cu_q_host[s + 1] - plan->cu_q_host[s];
+    return ceil_div(rows > 0 ? rows : 1, JT) * ceil_div(H, HT);
+}
+
 /* The split count of each sequence before the chunking, into n[s]. */
 static void choose_splits(const mla_attention_plan *plan, const int64_t *len, int32_t units,
                           int32_t cap, int32_t *n)
 {
     const int64_t S = plan->S, forced = plan->desc.num_splits;
-    int64_t busy = 0, total = 0;
+    int64_t busy = 0;
+    double total = 0.0;
     for (int64_t s = 0; s < S; ++s) {
-        busy += len[s] > 0;
-        total += len[s];
+        const int64_t g = len[s] > 0 ? row_tiles(plan, s) : 0;
+        busy += g;
+        total += (double)len[s] * (double)g;
     }
     const int64_t U = units > 0 ? units : 1;
     for (int64_t s = 0; s < S; ++s) {
@@ -40,7 +58,7 @@ static void choose_splits(const mla_attention_plan *plan, const int64_t *len, in
         } else if (forced >= 1) {
             k = forced;
         } else if (busy < U) {
-            k = (int64_t)floor(2.0 * (double)U * (double)len[s] / (double)total);
+            k = (int64_t)floor(2.0 * (double)U * (double)len[s] / total);
             const int64_t by_len = ceil_div(len[s], MLA_ATTN_CHUNK);
             k = k < 1 ? 1 : k > by_len ? by_len : k;
         }

@@ -115,6 +115,33 @@ static void test_planner(mla_context *ctx)
     CHECK(mla_attention_plan_workspace_bytes(p) == 0);
     mla_attention_plan_destroy(p);
 
+    /* 128 heads: two row tiles of 64 (query row, head) pairs per decode
+     * row, so the 2 busy sequences are 4 records, which fill 4 units
+     * without a split; on 8 units the 8 records' worth is shared by length
+     * (floor(16 len_s / 800): 6 and 2 items; 300 keys make at most 5) */
+    {
+        float *q128 = calloc((size_t)S * 128 * D, sizeof *q128),
+              *o128 = calloc((size_t)S * 128 * L, sizeof *o128);
+        mla_tensor tq = view(q128, MLA_DTYPE_F32, 3, (int64_t[]){S, 128, D}),
+                   to = view(o128, MLA_DTYPE_F32, 3, (int64_t[]){S, 128, L});
+        mla_attention_args a128 = f.args;
+        a128.q = &tq;
+        a128.o = &to;
+        f.desc.heads = 128;
+        ctx->compute_units = 4;
+        CHECK_STATUS(mla_attention_plan_create(ctx, &f.desc, &a128, &p), MLA_OK);
+        CHECK(check_work(p, len) == 1 && p->max_splits == 1 && p->part_o_offset == -1);
+        mla_attention_plan_destroy(p);
+        ctx->compute_units = 8;
+        CHECK_STATUS(mla_attention_plan_create(ctx, &f.desc, &a128, &p), MLA_OK);
+        CHECK(check_work(p, len) == 5 && p->splits_host[0] == 5 && p->splits_host[2] == 2);
+        mla_attention_plan_destroy(p);
+        f.desc.heads = 2;
+        ctx->compute_units = 2;
+        free(q128);
+        free(o128);
+    }
+
     /* forced 4: chunks of 128 and 64, empty items at the end */
     f.desc.num_splits = 4;
     CHECK_STATUS(mla_attention_plan_create(ctx, &f.desc, &f.args, &p), MLA_OK);
