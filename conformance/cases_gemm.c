@@ -223,6 +223,14 @@ static int build_batched(conf_case *cases, int cap)
     add(&b, bf16, bf16, f32, 4, 5, NOPE, 128, C, C, C, 1, 1.0, " absorb W_kc, y [T,H,L]");
     add(&b, f32, fp8, bf16, 4, 3, NOPE, 128, C, C, C, 1, 0.021, " absorb W_kc, y [T,H,L]");
     add(&b, bf16, bf16, bf16, 4, 3, 128, VDIM, C, C, C, 2, 1.0, " W_vc, y [T,H,v]");
+    /* W_vc's k-contiguous columns at decode (the CPU's dot-product path up to
+     * 16 rows, in token groups of 8; 17 rows take the tiled path): each
+     * dtype varied on its own, K past a multiple of 16 */
+    add(&b, f32, bf16, bf16, 3, 1, 128, VDIM, C, C, C, 2, 1.0, " W_vc, T=1");
+    add(&b, bf16, fp8, bf16, 3, 1, 130, VDIM, C, C, C, 2, 0.0173, " W_vc, T=1, K % 16 != 0");
+    add(&b, bf16, bf16, f32, 2, 9, 64, VDIM, C, C, C, 2, 1.0, " W_vc, T=9");
+    add(&b, bf16, fp8, f32, 2, 16, 96, VDIM, C, C, C, 2, 0.021, " W_vc, T=16");
+    add(&b, f32, fp8, bf16, 2, 17, 64, VDIM, C, C, C, 2, 0.021, " W_vc, T=17");
     add(&b, bf16, bf16, bf16, 2, 0, 64, 16, C, C, C, 0, 1.0, " M=0");
     conf_push_design(&b, &conf_axes_batched_gemm, batched_design);
     return b.n;

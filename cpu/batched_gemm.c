@@ -150,6 +150,8 @@ mla_status mla_cpu_batched_gemm(mla_context *ctx, const mla_batched_gemm_args *a
         store_empty_sums(a);
         return MLA_OK;
     }
+    if (mla_cpu_bgemm_dot_takes(a))
+        return mla_cpu_bgemm_dot(ctx, a);
     const mla_cpu_isa isa = mla_cpu_isa_of(ctx);
     const int bf16 = mla_cpu_has_bf16(ctx);
     bg_plan pl = {a, mla_cpu_bgemm_fns(isa, bf16), mla_cpu_linear_fns(isa, bf16), 0, 0, M,

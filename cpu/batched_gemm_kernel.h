@@ -54,4 +54,9 @@ typedef struct bg_fns {
 /* bf16: mla_cpu_has_bf16 of the context */
 const bg_fns *mla_cpu_bgemm_fns(mla_cpu_isa isa, int bf16);
 
+/* The product over a W contiguous along k with few rows
+ * (cpu/batched_gemm_dot.c): whether it takes the call, and the call. */
+int mla_cpu_bgemm_dot_takes(const mla_batched_gemm_args *a);
+mla_status mla_cpu_bgemm_dot(mla_context *ctx, const mla_batched_gemm_args *a);
+
 #endif
