@@ -192,6 +192,55 @@ MLA_DEV void out_store(const att_desc &d, const att_blk &b, uint8_t *const *Or, 
         *reinterpret_cast<float *>(orow + (int64_t)col * (b.direct ? d.os2 : 1) * 4) = val;
 }
 
+/* Row rr's output as the column-pair stores take it: its address (null: an
+ * invalid row), factor, column stride (elements) and whether two columns
+ * go in one store (a contiguous row at an aligned address). Read once per
+ * row: the compiler cannot keep Or and Fs across the global stores. */
+struct out_row {
+    uint8_t *p;
+    float f;
+    int64_t cs;
+    bool pairs;
+};
+
+MLA_DEV out_row out_row_of(const att_desc &d, const att_blk &b, uint8_t *const *Or,
+                           const float *Fs, int rr)
+{
+    out_row r;
+    r.p = Or[rr];
+    r.f = Fs[rr];
+    r.cs = b.direct ? d.os2 : 1;
+    r.pairs = r.cs == 1 && ((uintptr_t)r.p & (b.direct && d.o_bf16 ? 3u : 7u)) == 0;
+    return r;
+}
+
+/* out_store of columns col (even) and col + 1 of a valid row. */
+MLA_DEV void out_store2(const att_desc &d, const att_blk &b, const out_row &r, int col, float v0,
+                        float v1)
+{
+    v0 = r.f == 0.0f ? 0.0f : v0 * r.f;
+    v1 = r.f == 0.0f ? 0.0f : v1 * r.f;
+    if (b.direct && d.o_bf16) {
+        const uint16_t b0 = (uint16_t)mla_fb_f32_to_bf16(v0);
+        const uint16_t b1 = (uint16_t)mla_fb_f32_to_bf16(v1);
+        uint16_t *q = reinterpret_cast<uint16_t *>(r.p) + (int64_t)col * r.cs;
+        if (r.pairs) {
+            *reinterpret_cast<uint32_t *>(q) = (uint32_t)b0 | (uint32_t)b1 << 16;
+        } else {
+            q[0] = b0;
+            q[r.cs] = b1;
+        }
+    } else {
+        float *q = reinterpret_cast<float *>(r.p) + (int64_t)col * r.cs;
+        if (r.pairs) {
+            *reinterpret_cast<mla_f32x2 *>(q) = mla_f32x2{{v0, v1}};
+        } else {
+            q[0] = v0;
+            q[r.cs] = v1;
+        }
+    }
+}
+
 /* ------------------------------------------------------- the records */
 
 /* The block record of virtual block v (item, row-tile slot, head tile,

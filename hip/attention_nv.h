@@ -653,16 +653,23 @@ MLA_DEV void attend_nv(const att_desc &d, const att_blk &b, unsigned char *smem,
     idx_sync();
     if (!pv_live)
         return;
+    /* two columns a store (the chunks are even; an odd L's last column alone) */
 #pragma unroll
     for (int rr = 0; rr < RG; ++rr)
 #pragma unroll
-        for (int n = 0; n < 8; ++n)
+        for (int h = 0; h < 2; ++h) {
+            const out_row r = out_row_of(d, b, Or, Fs, 16 * rr + g + 8 * h);
+            if (!r.p)
+                continue;
 #pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const int col = colbase + 8 * n + 2 * t + (e & 1);
-                if (col < (int)d.c.L && col < b.c0 + kColChunk)
-                    out_store(d, b, Or, Fs, 16 * rr + g + 8 * (e >> 1), col, o[rr][n][e]);
+            for (int n = 0; n < 8; ++n) {
+                const int col = colbase + 8 * n + 2 * t;
+                if (col + 1 < (int)d.c.L && col < b.c0 + kColChunk)
+                    out_store2(d, b, r, col, o[rr][n][2 * h], o[rr][n][2 * h + 1]);
+                else if (col < (int)d.c.L && col < b.c0 + kColChunk)
+                    out_store(d, b, Or, Fs, 16 * rr + g + 8 * h, col, o[rr][n][2 * h]);
             }
+        }
 }
 
 #else

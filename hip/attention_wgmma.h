@@ -301,8 +301,9 @@ MLA_DEV void wg_copy_fp8_rows(const att_desc &d, const int32_t *KP, const key_re
 
 /* The same for fp8 SHUFFLED caches through registers: kWgBatch units'
  * loads in flight before their conversion (a thread has 18 units of a
- * DeepSeek tile: two rounds). */
-constexpr int kWgBatch = 10;
+ * DeepSeek tile: three rounds; a batch of 10, seven registers a unit, made
+ * ptxas spill within the producer's 120). */
+constexpr int kWgBatch = 6;
 
 template <int CT>
 MLA_DEV void wg_copy_fp8(const att_desc &d, const int32_t *KP, const key_ref *KR,
@@ -406,6 +407,26 @@ MLA_DEV void wg_produce(const att_desc &d, const att_blk &b, unsigned char *smem
  * (MN-major: 64-column blocks 8 KB apart, 8-key groups 1024 bytes apart). */
 MLA_DEV uint64_t wg_kdesc(uint32_t addr) { return wg_desc_sw128(addr, 16, 1024); }
 MLA_DEV uint64_t wg_vdesc(uint32_t addr) { return wg_desc_sw128(addr, kWgBlockBytes, 1024); }
+
+/* This thread's accumulators (rows 16 w + g and + 8, columns c + 8 j + 2 t
+ * and + 1, c the warpgroup's first column) to the output, two columns a
+ * store. */
+MLA_DEV void wg_store_rows(const att_desc &d, const att_blk &b, uint8_t *const *Or,
+                           const float *Fs, int w, int g, int t, int c, const float (&o)[128])
+{
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const out_row r = out_row_of(d, b, Or, Fs, 16 * w + g + 8 * h);
+        if (!r.p)
+            continue;
+#pragma unroll
+        for (int j = 0; j < 32; ++j) {
+            const int col = c + 8 * j + 2 * t; /* L is a multiple of 8 */
+            if (col < (int)d.c.L)
+                out_store2(d, b, r, col, o[4 * j + 2 * h], o[4 * j + 2 * h + 1]);
+        }
+    }
+}
 
 /* The score warpgroup's record (wt: its thread 0..127). */
 MLA_DEV void wg_score(const att_desc &d, const att_blk &b, unsigned char *smem,
@@ -551,12 +572,7 @@ MLA_DEV void wg_score(const att_desc &d, const att_blk &b, unsigned char *smem,
             row_finish(d, b, 16 * w + g + 8 * h, m_run[h], l_run[h], Fs, Or);
     }
     named_bar_sync(WG_BAR_OUT, 256);
-#pragma unroll
-    for (int e = 0; e < 128; ++e) {
-        const int col = b.c0 + 8 * (e / 4) + 2 * t + e % 2;
-        if (col < (int)d.c.L)
-            out_store(d, b, Or, Fs, 16 * w + g + 8 * ((e % 4) / 2), col, o[e]);
-    }
+    wg_store_rows(d, b, Or, Fs, w, g, t, b.c0, o);
 }
 
 /* The value warpgroup's record (its thread wt 0..127): columns 256 ..
@@ -604,12 +620,7 @@ MLA_DEV void wg_value(const att_desc &d, const att_blk &b, unsigned char *smem,
     named_bar_sync(WG_BAR_OUT, 256);
     uint8_t *const *Or = reinterpret_cast<uint8_t *const *>(tl.p);
     const float *Fs = reinterpret_cast<const float *>(tl.p + 64 * 8);
-#pragma unroll
-    for (int e = 0; e < 128; ++e) {
-        const int col = b.c0 + 256 + 8 * (e / 4) + 2 * t + e % 2;
-        if (col < (int)d.c.L)
-            out_store(d, b, Or, Fs, 16 * w + g + 8 * ((e % 4) / 2), col, o[e]);
-    }
+    wg_store_rows(d, b, Or, Fs, w, g, t, b.c0 + 256, o);
 }
 
 /* Between two records of a role (the producer, or the two consumer

@@ -120,6 +120,9 @@ struct alignas(16) mla_u32x4 {
 struct alignas(8) mla_u16x4 {
     uint16_t v[4];
 };
+struct alignas(8) mla_f32x2 {
+    float v[2];
+};
 
 template <int DT> MLA_DEV void load4_contig(const void *base, int64_t off, float out[4])
 {
