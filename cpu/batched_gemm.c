@@ -17,10 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(MLA_HAVE_OPENMP)
-#include <omp.h>
-#endif
-
 #include "core/checked.h"
 #include "cpu/batched_gemm_kernel.h"
 #include "cpu/cpu_rows.h"
@@ -125,6 +121,15 @@ static void task(const bg_plan *pl, int64_t b, int64_t n0, int64_t nc, float *bu
     }
 }
 
+/* Task k: batch k / chunks, its (k % chunks)-th NC columns. */
+static void task_k(const void *arg, int64_t k, float *buf)
+{
+    const bg_plan *pl = arg;
+    const int64_t N = pl->a->w.shape[2], chunks = (N + pl->nc - 1) / pl->nc;
+    const int64_t b = k / chunks, n0 = (k % chunks) * pl->nc;
+    task(pl, b, n0, N - n0 < pl->nc ? N - n0 : pl->nc, buf);
+}
+
 /* K = 0: every y = fl(+0 * w_scale), and x and W (empty: their data may be
  * NULL) are not touched. */
 static void store_empty_sums(const mla_batched_gemm_args *a)
@@ -165,19 +170,5 @@ mla_status mla_cpu_batched_gemm(mla_context *ctx, const mla_batched_gemm_args *a
                         mla_sz_add(MR * NTILE, w_dp));
     const int64_t chunks = (N + pl.nc - 1) / pl.nc, tasks = B * chunks;
     const int nt = mla_cpu_threads(ctx, tasks, mla_sz_sat(mla_sz_mul4(B, M, N, K)) / 64);
-    float *bufs;
-    MLA_TRY(mla_alloc_array(ctx, (void **)&bufs, nt, pl.per, sizeof(float), "x"));
-#if defined(MLA_HAVE_OPENMP)
-#pragma omp parallel for num_threads(nt) schedule(dynamic) if (nt > 1)
-#endif
-    for (int64_t k = 0; k < tasks; ++k) {
-        int id = 0;
-#if defined(MLA_HAVE_OPENMP)
-        id = omp_get_thread_num();
-#endif
-        const int64_t b = k / chunks, n0 = (k % chunks) * pl.nc;
-        task(&pl, b, n0, N - n0 < pl.nc ? N - n0 : pl.nc, bufs + id * pl.per);
-    }
-    free(bufs);
-    return MLA_OK;
+    return mla_cpu_run_tasks(ctx, nt, tasks, pl.per, "x", task_k, &pl);
 }

@@ -9,12 +9,6 @@
  * projection's micro-kernel (cpu/linear_kernel.h: 16 lanes per output in k
  * order, then a fixed tree), so no bit depends on the threads or the
  * column blocks either. */
-#include <stdlib.h>
-
-#if defined(MLA_HAVE_OPENMP)
-#include <omp.h>
-#endif
-
 #include "core/checked.h"
 #include "cpu/batched_gemm_kernel.h"
 #include "cpu/cpu_rows.h"
@@ -68,37 +62,26 @@ static void dot_task(const dot_plan *pl, int64_t b, int64_t n0, int64_t n1, floa
     }
 }
 
+/* Task k: batch k / chunks, its (k % chunks)-th DOT_NC columns. */
+static void dot_task_k(const void *arg, int64_t k, float *buf)
+{
+    const dot_plan *pl = arg;
+    const int64_t chunks = (pl->N + DOT_NC - 1) / DOT_NC, b = k / chunks,
+                  n0 = (k % chunks) * DOT_NC;
+    dot_task(pl, b, n0, pl->N - n0 < DOT_NC ? pl->N : n0 + DOT_NC, buf);
+}
+
 mla_status mla_cpu_bgemm_dot(mla_context *ctx, const mla_batched_gemm_args *a)
 {
     const mla_cpu_isa isa = mla_cpu_isa_of(ctx);
     const int bf16 = mla_cpu_has_bf16(ctx);
-    dot_plan pl = {a,
-                   mla_cpu_bgemm_fns(isa, bf16),
-                   mla_cpu_linear_fns(isa, bf16),
-                   a->w,
-                   a->x.shape[1],
-                   a->x.shape[2],
-                   a->w.shape[2],
-                   0};
+    dot_plan pl = {a, mla_cpu_bgemm_fns(isa, bf16), mla_cpu_linear_fns(isa, bf16), a->w,
+                   a->x.shape[1], a->x.shape[2], a->w.shape[2], 0};
     pl.wt.shape[1] = pl.N, pl.wt.shape[2] = pl.K;
     pl.wt.stride[1] = a->w.stride[2], pl.wt.stride[2] = 1;
     /* M <= DOT_MAX_M: M K + NR K + the lanes fit whenever x's elements do */
     pl.per = mla_sz_add(mla_sz_mul(pl.M + NR, pl.K), MT * NR * LANES);
-    const int64_t B = a->x.shape[0], chunks = (pl.N + DOT_NC - 1) / DOT_NC, tasks = B * chunks;
+    const int64_t B = a->x.shape[0], tasks = B * ((pl.N + DOT_NC - 1) / DOT_NC);
     const int nt = mla_cpu_threads(ctx, tasks, mla_sz_sat(mla_sz_mul4(B, pl.M, pl.N, pl.K)) / 64);
-    float *bufs;
-    MLA_TRY(mla_alloc_array(ctx, (void **)&bufs, nt, pl.per, sizeof(float), "x"));
-#if defined(MLA_HAVE_OPENMP)
-#pragma omp parallel for num_threads(nt) schedule(dynamic) if (nt > 1)
-#endif
-    for (int64_t k = 0; k < tasks; ++k) {
-        int id = 0;
-#if defined(MLA_HAVE_OPENMP)
-        id = omp_get_thread_num();
-#endif
-        const int64_t b = k / chunks, n0 = (k % chunks) * DOT_NC;
-        dot_task(&pl, b, n0, pl.N - n0 < DOT_NC ? pl.N : n0 + DOT_NC, bufs + id * pl.per);
-    }
-    free(bufs);
-    return MLA_OK;
+    return mla_cpu_run_tasks(ctx, nt, tasks, pl.per, "x", dot_task_k, &pl);
 }

@@ -97,6 +97,13 @@ const char *mla_cpu_isa_name(mla_cpu_isa isa);
  * that small calls do not pay for a thread team. Results never depend on it. */
 int mla_cpu_threads(const mla_context *ctx, int64_t tasks, int64_t values);
 
+/* task(arg, k, buf) for every k < tasks on nt threads (dynamic schedule),
+ * buf the calling thread's `per` floats of scratch (allocated here: what
+ * names it in the error). */
+mla_status mla_cpu_run_tasks(mla_context *ctx, int nt, int64_t tasks, int64_t per,
+                             const char *what, void (*task)(const void *arg, int64_t k, float *buf),
+                             const void *arg);
+
 /* Memory-bound ops moving fewer bytes than this (read + written) run on one
  * thread: a thread team costs more than it saves there, and on a busy host a
  * descheduled second thread holds the barrier for a scheduler tick (ms). */

@@ -230,6 +230,8 @@ static float *fp8_fold(const mla_linear_args *a)
     return sp;
 }
 
+static void own_task_k(const void *arg, int64_t k, float *buf) { own_task(arg, k, buf); }
+
 static mla_status own_path(mla_context *ctx, lin_run *r)
 {
     const mla_linear_args *a = r->a;
@@ -252,25 +254,9 @@ static mla_status own_path(mla_context *ctx, lin_run *r)
     const int64_t per = mla_sz_add(
         mla_sz_add(r->direct ? 0 : mla_sz_mul(NS, r->ldw), (NS / NR) * (TB / MT) * MT * NR * LANES),
         mla_sz_add(mla_sz_mul(NR, mla_sz_add(r->kcs, 2 * LANES)) / 2, 1)); /* the dp8 tile */
-    float *bufs;
-    const mla_status st = mla_alloc_array(ctx, (void **)&bufs, nt, per, sizeof(float), "w");
-    if (st != MLA_OK) {
-        free(sp);
-        return st;
-    }
-#if defined(MLA_HAVE_OPENMP)
-#pragma omp parallel for num_threads(nt) schedule(dynamic) if (nt > 1)
-#endif
-    for (int64_t k = 0; k < tasks; ++k) {
-        int id = 0;
-#if defined(MLA_HAVE_OPENMP)
-        id = omp_get_thread_num();
-#endif
-        own_task(r, k, bufs + id * per);
-    }
-    free(bufs);
+    const mla_status st = mla_cpu_run_tasks(ctx, nt, tasks, per, "w", own_task_k, r);
     free(sp);
-    return MLA_OK;
+    return st;
 }
 
 mla_status mla_cpu_linear(mla_context *ctx, const mla_linear_args *a)
