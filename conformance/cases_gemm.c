@@ -206,6 +206,14 @@ static int build_linear(conf_case *cases, int cap)
     /* T > 16: the HIP matrix tiles (MLA_HIP_GEMM_SPLITS=n splits their K). */
     add(&b, bf16, fp8, bf16, 1, 40, 1000, 200, C, C, C, 0, 1.0, " T=40, N, K % 128 != 0");
     add(&b, bf16, bf16, f32, 1, 130, 600, 136, C, C, P, 0, 1.0, " T=130");
+    /* bf16 W read in place by the CPU's AVX2 kernel up to 4 tokens (token pairs,
+     * a last odd token; K past a multiple of 16, N past a multiple of 3,
+     * padded rows), and 5 tokens over its decoded rows */
+    add(&b, bf16, bf16, f32, 1, 1, 300, 131, C, P, C, 0, 1.0, " T=1, K % 16 != 0");
+    add(&b, f32, bf16, bf16, 1, 2, 17, 50, P, P, P, 0, 1.0, " T=2, K=17");
+    add(&b, bf16, bf16, bf16, 1, 3, 48, 7, C, C, C, 0, 1.0, " T=3, K % 16 == 0");
+    add(&b, f32, bf16, f32, 1, 4, 2048, 97, C, C, C, 0, 1.0, " T=4, deep K");
+    add(&b, bf16, bf16, f32, 1, 5, 300, 130, C, P, C, 0, 1.0, " T=5");
     conf_push_design(&b, &conf_axes_linear, linear_design);
     return b.n;
 }
