@@ -206,6 +206,14 @@ static int build_linear(conf_case *cases, int cap)
     /* T > 16: the HIP matrix tiles (MLA_HIP_GEMM_SPLITS=n splits their K). */
     add(&b, bf16, fp8, bf16, 1, 40, 1000, 200, C, C, C, 0, 1.0, " T=40, N, K % 128 != 0");
     add(&b, bf16, bf16, f32, 1, 130, 600, 136, C, C, P, 0, 1.0, " T=130");
+    /* bf16 W read in place by the CPU's AVX2 kernel up to 4 tokens (token pairs,
+     * a last odd token; K past a multiple of 16, N past a multiple of 3,
+     * padded rows), and 5 tokens over its decoded rows */
+    add(&b, bf16, bf16, f32, 1, 1, 300, 131, C, P, C, 0, 1.0, " T=1, K % 16 != 0");
+    add(&b, f32, bf16, bf16, 1, 2, 17, 50, P, P, P, 0, 1.0, " T=2, K=17");
+    add(&b, bf16, bf16, bf16, 1, 3, 48, 7, C, C, C, 0, 1.0, " T=3, K % 16 == 0");
+    add(&b, f32, bf16, f32, 1, 4, 2048, 97, C, C, C, 0, 1.0, " T=4, deep K");
+    add(&b, bf16, bf16, f32, 1, 5, 300, 130, C, P, C, 0, 1.0, " T=5");
     conf_push_design(&b, &conf_axes_linear, linear_design);
     return b.n;
 }
@@ -231,6 +239,12 @@ static int build_batched(conf_case *cases, int cap)
     add(&b, bf16, bf16, f32, 2, 9, 64, VDIM, C, C, C, 2, 1.0, " W_vc, T=9");
     add(&b, bf16, fp8, f32, 2, 16, 96, VDIM, C, C, C, 2, 0.021, " W_vc, T=16");
     add(&b, f32, fp8, bf16, 2, 17, 64, VDIM, C, C, C, 2, 0.021, " W_vc, T=17");
+    /* bf16 W read in place by the CPU's AVX2 kernel (16 columns x up to 6 rows,
+     * scalar columns past a multiple of 16, padded W rows) */
+    add(&b, bf16, bf16, f32, 2, 1, 33, 100, C, P, C, 0, 1.0, " M=1, N % 16 != 0");
+    add(&b, f32, bf16, bf16, 2, 6, 64, 40, C, C, P, 0, 0.37, " M=6");
+    add(&b, bf16, bf16, bf16, 2, 7, 16, 5, C, P, C, 0, 1.0, " M=7, N=5");
+    add(&b, bf16, bf16, f32, 4, 1, NOPE, 128, C, C, C, 1, 1.0, " absorb W_kc, T=1");
     add(&b, bf16, bf16, bf16, 2, 0, 64, 16, C, C, C, 0, 1.0, " M=0");
     conf_push_design(&b, &conf_axes_batched_gemm, batched_design);
     return b.n;

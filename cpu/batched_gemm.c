@@ -95,7 +95,7 @@ static void task(const bg_plan *pl, int64_t b, int64_t n0, int64_t nc, float *bu
     }
     const int64_t esz = pl->direct ? MLA_V16_SIZE(wt.kind) : (int64_t)sizeof(float);
     const int64_t *ys = a->y.stride, ysz = (int64_t)mla_dtype_size(a->y.dtype);
-    const int ydirect = pl->direct && ys[2] == 1; /* y is F32 or BF16 */
+    const int ydirect = f->direct && pl->direct && ys[2] == 1; /* y is F32 or BF16 */
 #if defined(__GNUC__)
     if (pl->direct && M <= PREFETCH_MAX_M) /* few rows: W[b] is the stream; ask for all of it */
         for (int64_t k = 0; k < K; ++k)
@@ -161,7 +161,8 @@ mla_status mla_cpu_batched_gemm(mla_context *ctx, const mla_batched_gemm_args *a
     const int bf16 = mla_cpu_has_bf16(ctx);
     bg_plan pl = {a, mla_cpu_bgemm_fns(isa, bf16), mla_cpu_linear_fns(isa, bf16), 0, 0, M,
                   K, K / 2 + K % 2,          N < NC ? N : NC,         0};
-    pl.direct = pl.f->direct && a->w.stride[2] == 1;
+    pl.direct = (pl.f->direct || (pl.f->direct_bf16 && a->w.dtype == MLA_DTYPE_BF16)) &&
+                a->w.stride[2] == 1;
     pl.dp = pl.f->ukr_dp && pl.direct && M >= DP_MIN_M && a->x.dtype == MLA_DTYPE_BF16 &&
             a->w.dtype == MLA_DTYPE_BF16;
     /* M K fits (x's elements); K nc and the sum need not (a broadcast x) */

@@ -1,5 +1,7 @@
 /* Per-ISA pieces of the CPU batched GEMM (cpu/batched_gemm_kernel.h).
- * Portable and AVX2: plain C over an fp32 copy of W, multiply then add.
+ * Portable: plain C over an fp32 copy of W, multiply then add; AVX2: the
+ * same arithmetic in ymm registers (cpu/batched_gemm_avx2.c), bf16 W read
+ * in place.
  * AVX-512: W read where it lies (bf16 by a shift, fp8 codes through
  * cpu/avx512_vec.h, exact values), FMA, y written by the kernel; with
  * AVX512-BF16, a vdpbf16ps kernel over bf16 pairs. Each output is summed
@@ -77,7 +79,7 @@ static void store_generic(const mla_batched_gemm_args *a, int64_t b, int64_t m0,
 {
     store_body(a, b, m0, rows, n0, cols, tile);
 }
-static const bg_fns fns_generic = {rows_generic, ukr_generic, store_generic, 0, NULL, NULL};
+static const bg_fns fns_generic = {rows_generic, ukr_generic, store_generic, 0, NULL, NULL, 0};
 
 #if MLA_CPU_X86
 MLA_TARGET_AVX2 static void rows_avx2(const mla_tensor *t, int64_t b, int64_t r0, int64_t rows,
@@ -85,17 +87,13 @@ MLA_TARGET_AVX2 static void rows_avx2(const mla_tensor *t, int64_t b, int64_t r0
 {
     rows_body(t, b, r0, rows, c0, cols, out, ldo);
 }
-MLA_TARGET_AVX2 static void ukr_avx2(const float *x, int64_t ldx, int mr, const bg_w *w,
-                                     int64_t K, int64_t nc, float *out, const bg_y *y)
-{
-    ukr_body(x, ldx, mr, w, K, nc, out, y);
-}
 MLA_TARGET_AVX2 static void store_avx2(const mla_batched_gemm_args *a, int64_t b, int64_t m0,
                                        int64_t rows, int64_t n0, int64_t cols, float *tile)
 {
     store_body(a, b, m0, rows, n0, cols, tile);
 }
-static const bg_fns fns_avx2 = {rows_avx2, ukr_avx2, store_avx2, 0, NULL, NULL};
+/* bf16 W in place: no fp32 copy of the W columns per task (W_kc at decode) */
+static const bg_fns fns_avx2 = {rows_avx2, mla_cpu_bgemm_ukr_avx2, store_avx2, 0, NULL, NULL, 1};
 
 MLA_TARGET_AVX512 static void rows_avx512(const mla_tensor *t, int64_t b, int64_t r0,
                                           int64_t rows, int64_t c0, int64_t cols, float *out,
@@ -177,7 +175,7 @@ MLA_TARGET_AVX512 static void ukr_avx512(const float *x, int64_t ldx, int mr, co
     default: ukr512_mr(x, ldx, mr, w, MLA_V16_F32, K, nc, out, y); break;
     }
 }
-static const bg_fns fns_avx512 = {rows_avx512, ukr_avx512, store_avx512, 1, NULL, NULL};
+static const bg_fns fns_avx512 = {rows_avx512, ukr_avx512, store_avx512, 1, NULL, NULL, 0};
 
 #if defined(__clang__)
 #define TARGET_BF16 __attribute__((target(MLA_AVX512_ISAS ",avx512bf16")))
@@ -244,7 +242,7 @@ TARGET_BF16 static void pair_rows(const uint16_t *lo, const uint16_t *hi, int64_
     }
 }
 static const bg_fns fns_avx512_bf16 = {rows_avx512, ukr_avx512, store_avx512, 1, ukr_dp,
-                                       pair_rows};
+                                       pair_rows, 0};
 
 #endif
 

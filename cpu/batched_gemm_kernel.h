@@ -49,10 +49,17 @@ typedef struct bg_fns {
                    int64_t P, int64_t nc, float *out, const bg_y *y);
     /* out[c] = lo[c] | hi[c] << 16 for c < n (hi NULL: 0), with ukr_dp */
     void (*pair_rows)(const uint16_t *lo, const uint16_t *hi, int64_t n, uint32_t *out);
+    int direct_bf16; /* ukr also reads bf16 W where it lies (not fp8; y through store) */
 } bg_fns;
 
 /* bf16: mla_cpu_has_bf16 of the context */
 const bg_fns *mla_cpu_bgemm_fns(mla_cpu_isa isa, int bf16);
+
+#if MLA_CPU_X86
+/* The AVX2 copy's ukr (cpu/batched_gemm_avx2.c): fp32 or bf16 W, never y. */
+void mla_cpu_bgemm_ukr_avx2(const float *x, int64_t ldx, int mr, const bg_w *w, int64_t K,
+                            int64_t nc, float *out, const bg_y *y);
+#endif
 
 /* The product over a W contiguous along k with few rows
  * (cpu/batched_gemm_dot.c): whether it takes the call, and the call. */

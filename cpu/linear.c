@@ -9,7 +9,8 @@
  * thread in that order whatever the blocking, so the bits do not depend on
  * the thread count. The AVX-512 kernel reads W where it lies (bf16, fp8
  * through the folded scale) and uses FMA; the portable ones multiply a
- * decoded fp32 copy of the W rows, then add.
+ * decoded fp32 copy of the W rows, then add (the AVX2 one also reads bf16 W
+ * in place when few tokens make the W stream the cost).
  *
  * With AVX512-BF16 and bf16 x (T >= DP_MIN_T), micro-tiles run vdpbf16ps
  * instead (cpu/linear_kernel_bf16.c): two exact products per lane per step,
@@ -237,7 +238,8 @@ static mla_status own_path(mla_context *ctx, lin_run *r)
     const mla_linear_args *a = r->a;
     const int64_t T = a->x.shape[0], K = a->x.shape[1], N = a->w.shape[0];
     float *sp = NULL;
-    r->direct = r->f->direct && a->w.stride[1] == 1;
+    r->direct = (r->f->direct || (a->w.dtype == MLA_DTYPE_BF16 && T <= r->f->bf16_direct_t)) &&
+                a->w.stride[1] == 1;
     if (r->direct && a->w.dtype != MLA_DTYPE_BF16) {
         sp = fp8_fold(a);
         r->direct = sp != NULL;

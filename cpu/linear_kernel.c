@@ -1,6 +1,8 @@
 /* Per-ISA pieces of the CPU projection (cpu/linear_kernel.h).
  *
- * Portable and AVX2 copies: plain C, fp32 tiles only, multiply then add.
+ * Portable copy: plain C, fp32 tiles only, multiply then add; the AVX2
+ * copy's micro-kernel (cpu/linear_kernel_avx2.c) does the same arithmetic
+ * in ymm registers and also reads bf16 W in place.
  * AVX-512: the micro-kernel keeps MT x NR zmm accumulators and uses FMA; it
  * reads W either from a decoded fp32 tile or straight from the weights
  * (cpu/avx512_vec.h: bf16 by a shift, fp8 through fp16 and the folded scale,
@@ -91,7 +93,7 @@ static void ukr_generic(const float *x, int64_t ldx, int mt, const lin_wtile *w,
 {
     ukr_body(x, ldx, mt, w, kc, lanes, first, sums);
 }
-static const lin_fns fns_generic = {pack_generic, decode_generic, ukr_generic, 0, NULL, NULL, NULL, NULL};
+static const lin_fns fns_generic = {pack_generic, decode_generic, ukr_generic, 0, NULL, NULL, NULL, NULL, 0};
 
 #if MLA_CPU_X86
 MLA_TARGET_AVX2 static void pack_avx2(const mla_tensor *x, int64_t t0, int64_t t1, float *out,
@@ -104,12 +106,10 @@ MLA_TARGET_AVX2 static void decode_avx2(const mla_linear_args *a, int64_t n0, in
 {
     decode_body(a, n0, nr, k0, kc, out, ldo);
 }
-MLA_TARGET_AVX2 static void ukr_avx2(const float *x, int64_t ldx, int mt, const lin_wtile *w,
-                                     int64_t kc, float *lanes, int first, float *sums)
-{
-    ukr_body(x, ldx, mt, w, kc, lanes, first, sums);
-}
-static const lin_fns fns_avx2 = {pack_avx2, decode_avx2, ukr_avx2, 0, NULL, NULL, NULL, NULL};
+/* bf16 W in place up to 4 tokens: W's bytes once, instead of a decode pass
+ * writing and re-reading twice as many */
+static const lin_fns fns_avx2 = {
+    pack_avx2, decode_avx2, mla_cpu_linear_ukr_avx2, 0, NULL, NULL, NULL, NULL, 4};
 
 #define AVX512_INLINE MLA_AVX512_INLINE
 #if defined(__clang__)
@@ -268,10 +268,10 @@ MLA_TARGET_AVX512 static void ukr_avx512(const float *x, int64_t ldx, int mt, co
     default: ukr512_mt(x, ldx, mt, w, MLA_V16_F32, kc, lanes, first, sums); break;
     }
 }
-static const lin_fns fns_avx512 = {pack_avx512, decode_avx512, ukr_avx512, 1, NULL, NULL, NULL, NULL};
+static const lin_fns fns_avx512 = {pack_avx512, decode_avx512, ukr_avx512, 1, NULL, NULL, NULL, NULL, 0};
 static const lin_fns fns_avx512_bf16 = {pack_avx512, decode_avx512, ukr_avx512, 1,
                                         mla_cpu_linear_ukr_dp, mla_cpu_linear_min_exp,
-                                        mla_cpu_linear_fp8_to_bf16, mla_cpu_linear_ukr_dp8};
+                                        mla_cpu_linear_fp8_to_bf16, mla_cpu_linear_ukr_dp8, 0};
 
 #endif
 

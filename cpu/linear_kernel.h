@@ -56,6 +56,9 @@ typedef struct lin_fns {
     void (*ukr_dp8)(const uint16_t *x, int64_t ldx, int mt, const uint16_t *w, int64_t ldw,
                     const float *const *s, int64_t ss, int64_t kc, float *lanes, int first,
                     float *sums);
+    /* ukr also takes bf16 tiles read in place (not fp8) for calls of up to
+     * this many tokens, where the W stream bounds the time (0: per direct) */
+    int64_t bf16_direct_t;
 } lin_fns;
 
 /* vdpbf16ps flushes subnormal inputs and results to zero; it computes the
@@ -97,6 +100,9 @@ void mla_cpu_linear_fp8_to_bf16(const uint8_t *codes, int64_t n, int fnuz, uint1
 void mla_cpu_linear_ukr_dp8(const uint16_t *x, int64_t ldx, int mt, const uint16_t *w,
                             int64_t ldw, const float *const *s, int64_t ss, int64_t kc,
                             float *lanes, int first, float *sums);
+/* The AVX2 copy's ukr (cpu/linear_kernel_avx2.c): fp32 or bf16 tiles. */
+void mla_cpu_linear_ukr_avx2(const float *x, int64_t ldx, int mt, const lin_wtile *w,
+                             int64_t kc, float *lanes, int first, float *sums);
 #else
 /* Portable builds never take a vdpbf16ps path (dp is 0); the generic bodies
  * still name this. */
