@@ -7,26 +7,12 @@
  * scalar code. */
 #include <string.h>
 
+#include "cpu/avx2_vec.h"
 #include "cpu/batched_gemm_kernel.h"
 
 #if MLA_CPU_X86
-#include <immintrin.h>
-
-#define INL MLA_TARGET_AVX2 static inline __attribute__((always_inline))
-#if defined(__clang__)
-#define UNROLL _Pragma("unroll")
-#else
-#define UNROLL _Pragma("GCC unroll 8")
-#endif
-
-/* 8 values of a W row from p: bf16 (BF) or fp32. */
-INL __m256 wload(const char *p, const int BF)
-{
-    if (BF)
-        return _mm256_castsi256_ps(
-            _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
-    return _mm256_loadu_ps((const float *)p);
-}
+#define INL MLA_AVX2_INLINE
+#define UNROLL MLA_AVX2_UNROLL
 
 INL float wvalue(const char *p, const int BF)
 {
@@ -51,7 +37,7 @@ INL void cols16(const float *x, int64_t ldx, const int MRC, const char *wc, int6
     UNROLL for (int r = 0; r < MRC; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
     for (int64_t k = 0; k < K; ++k) {
         const char *wk = wc + k * ld;
-        const __m256 w0 = wload(wk, BF), w1 = wload(wk + 8 * wsz, BF);
+        const __m256 w0 = mla_avx2_w8(wk, BF), w1 = mla_avx2_w8(wk + 8 * wsz, BF);
         UNROLL for (int r = 0; r < MRC; ++r)
         {
             const __m256 xb = _mm256_broadcast_ss(x + r * ldx + k);

@@ -7,26 +7,12 @@
  * decoded fp32 tile or bf16 read where it lies (a shift per value). */
 #include <string.h>
 
+#include "cpu/avx2_vec.h"
 #include "cpu/linear_kernel.h"
 
 #if MLA_CPU_X86
-#include <immintrin.h>
-
-#define INL MLA_TARGET_AVX2 static inline __attribute__((always_inline))
-#if defined(__clang__)
-#define UNROLL _Pragma("unroll")
-#else
-#define UNROLL _Pragma("GCC unroll 8")
-#endif
-
-/* 8 values of a W row from p: bf16 (BF) or fp32. */
-INL __m256 wload(const char *p, const int BF)
-{
-    if (BF)
-        return _mm256_castsi256_ps(
-            _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
-    return _mm256_loadu_ps((const float *)p);
-}
+#define INL MLA_AVX2_INLINE
+#define UNROLL MLA_AVX2_UNROLL
 
 /* The 16 lanes a0 (0..7), a1 (8..15) added in mla_cpu_linear_reduce's tree:
  * l + (l + 8), then + 4, + 2, + 1, the lower lane first. */
@@ -60,7 +46,7 @@ INL void tokens(const float *x, int64_t ldx, const int TC, const lin_wtile *w, c
                 _mm_prefetch(pf + NR * k * wsz + o, _MM_HINT_T0);
         UNROLL for (int j = 0; j < NR; ++j)
         {
-            const __m256 w0 = wload(wr[j] + k * wsz, BF), w1 = wload(wr[j] + (k + 8) * wsz, BF);
+            const __m256 w0 = mla_avx2_w8(wr[j] + k * wsz, BF), w1 = mla_avx2_w8(wr[j] + (k + 8) * wsz, BF);
             UNROLL for (int t = 0; t < TC; ++t)
             {
                 const float *xt = x + t * ldx + k;
