@@ -52,6 +52,7 @@ static const knob_value switch_names[] = {
 static const knob_value gemm_names[] = {{"auto", MLA_TUNE_HIP_GEMM_AUTO},
                                         {"fma", MLA_TUNE_HIP_GEMM_FMA},
                                         {"tile", MLA_TUNE_HIP_GEMM_TILE},
+                                        {"mma", MLA_TUNE_HIP_GEMM_MMA},
                                         {NULL, 0}};
 static const knob_value mxfp4_names[] = {{"auto", MLA_TUNE_HIP_MXFP4_AUTO},
                                          {"fma", MLA_TUNE_HIP_MXFP4_FMA},
@@ -71,7 +72,7 @@ static const knob knobs[] = {
      stage_names, 0, 0},
     {"hip_topk_blocks", "MLA_HIP_TOPK_G", "auto|1..64", FIELD(hip_topk_blocks), NULL, 1, 64},
     {"hip_topk_pdl", "MLA_HIP_TOPK_PDL", "on|off", FIELD(hip_topk_pdl), switch_names, 0, 0},
-    {"hip_gemm", "MLA_HIP_GEMM", "auto|fma|tile", FIELD(hip_gemm), gemm_names, 0, 0},
+    {"hip_gemm", "MLA_HIP_GEMM", "auto|fma|tile|mma", FIELD(hip_gemm), gemm_names, 0, 0},
     {"hip_gemm_splits", "MLA_HIP_GEMM_SPLITS", "auto|1..64", FIELD(hip_gemm_splits), NULL, 1, 64},
     {"hip_mxfp4", "MLA_HIP_MXFP4", "auto|fma|f4", FIELD(hip_mxfp4), mxfp4_names, 0, 0},
 };

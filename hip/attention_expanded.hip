@@ -4,9 +4,15 @@
  * 1. Decompression (core/attention_expanded.c through this backend's slots):
  *    the latent rows gathered into the workspace (hip/cache_gather.hip), then
  *    [K_nope | V] = c @ kv_b_proj^T by the HIP linear (hip/linear.hip, the
- *    matrix-unit GEMM), rounded once to the kv dtype (q's).
+ *    matrix-unit GEMM; on sm_90a its wgmma body, hip/gemm_wgmma.h), rounded
+ *    once to the kv dtype (q's).
  * 2. Causal flash attention, one block per (sequence, head, block of query
- *    rows), by one of three bodies:
+ *    rows), by one of four bodies:
+ *      wgmma, sm_90a (hip/attention_expanded_wgmma.h): DeepSeek's heads
+ *        (nope 128, R 64, v 128) with bf16 q, 128 rows a block, 64-key
+ *        tiles by cp.async, S and P V on the warpgroup matrix units; taken
+ *        before the others where it applies (exw_takes; tuning.hip_attention
+ *        mma and cpasync keep the mma.sync body);
  *      matrix, NVIDIA (hip/attention_expanded_nv.h): mma.sync m16n8k16,
  *        64 or 128 rows a block (RG = 1, 2 row groups of 16 per warp), 64-key
  *        tiles by cp.async;
@@ -42,6 +48,7 @@
 #include "core/checked.h"
 #include "hip/attention_expanded_mfma.h"
 #include "hip/attention_expanded_nv.h"
+#include "hip/attention_expanded_wgmma.h"
 
 namespace
 {
@@ -73,6 +80,22 @@ __global__ __launch_bounds__(kExNvThreads) void expanded_nv_kernel(exp_desc d)
     exn_rows<RG, V>(d, s, h, (int64_t)qb * 64 * RG, smem);
 #else
     ex_fma_block<kExNvThreads>(d, s, h, (int64_t)qb * 64 * RG, 64 * RG, smem);
+#endif
+}
+
+/* A device pass without wgmma compiles a marker instead (static shared
+ * memory, which the host reads through cudaFuncGetAttributes before it
+ * takes this body). */
+template <int P> __global__ __launch_bounds__(kExwThreads, 1) void expanded_wg_kernel(exp_desc d)
+{
+#if MLA_EXW
+    MLA_IDX_SMEM(unsigned char, smem);
+    int s, h, qb;
+    ex_block_of(d, s, h, qb);
+    exw_rows<P>(d, s, h, (int64_t)qb * kExwRows, smem);
+#else
+    __shared__ int mla_exw_absent[1];
+    *static_cast<volatile int *>(mla_exw_absent) = d.H;
 #endif
 }
 #else
@@ -118,6 +141,43 @@ int ex_matrix_rows(const mla_context *ctx, const mla_attention_expanded_desc *de
     return (nope == 128 && R == 64 && V == 128) || (nope == 32 && R == 16 && V == 32) ? 128 : 0;
 #endif
 }
+
+#if defined(__CUDACC__)
+/* Whether the sm_90a body (hip/attention_expanded_wgmma.h) takes the call:
+ * bf16 q, DeepSeek's heads (nope 128, R 64, v 128; the body's fixed
+ * blocks of 64 dims), L a multiple of 8, tuning.hip_attention auto or
+ * wgmma (mma and cpasync keep the mma.sync body), a device of compute
+ * capability 9.0 whose code has the body. */
+bool exw_takes(mla_context *ctx, const mla_attention_expanded_desc *de, const exp_desc &d)
+{
+    const int32_t tune = ctx->tuning.hip_attention;
+    if (tune != MLA_TUNE_HIP_ATTENTION_AUTO && tune != MLA_TUNE_HIP_ATTENTION_WGMMA)
+        return false;
+    if (de->q_dtype != MLA_DTYPE_BF16 || d.L % 8 || d.nope != kExwNope || d.R != kExwR ||
+        d.V != kExwV)
+        return false;
+#if MLA_IDX_EMU
+    (void)ctx;
+    return MLA_EXW;
+#else
+    const int dev = mla_hip_state_of(ctx)->device;
+    int major = 0, optin = 0;
+    cudaFuncAttributes fa = {};
+    cudaError_t err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    if (err == cudaSuccess)
+        err = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    if (err == cudaSuccess)
+        err = d.P == 3 ? cudaFuncGetAttributes(&fa, expanded_wg_kernel<3>)
+                       : cudaFuncGetAttributes(&fa, expanded_wg_kernel<1>);
+    if (err != cudaSuccess) {
+        (void)cudaGetLastError(); /* a query, not a failure of the call */
+        return false;
+    }
+    const int need = d.P == 3 ? exw_geom<3>::TOTAL : exw_geom<1>::TOTAL;
+    return major == 9 && optin >= need && fa.sharedSizeBytes == 0;
+#endif
+}
+#endif
 
 template <typename K>
 mla_status ex_launch(mla_context *ctx, K kernel, const exp_desc &d, int smem, unsigned threads)
@@ -214,6 +274,14 @@ mla_status mla_hip_attention_expanded(mla_context *ctx, const mla_attention_expa
     d.q_vec = vec(a->q_nope) && vec(a->q_pe);
     d.scale = de->softmax_scale;
     d.ss2 = de->softmax_scale * kLog2e;
+#if defined(__CUDACC__)
+    if (exw_takes(ctx, de, d)) {
+        d.qblocks = (int32_t)((qmax + kExwRows - 1) / kExwRows);
+        return d.P == 3
+                   ? ex_launch(ctx, expanded_wg_kernel<3>, d, exw_geom<3>::TOTAL, kExwThreads)
+                   : ex_launch(ctx, expanded_wg_kernel<1>, d, exw_geom<1>::TOTAL, kExwThreads);
+    }
+#endif
     const int BQ = ex_matrix_rows(ctx, de, d, qmax);
     d.qblocks = (int32_t)((qmax + (BQ ? BQ : kExFmaRows) - 1) / (BQ ? BQ : kExFmaRows));
     if (BQ)

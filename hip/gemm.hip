@@ -7,6 +7,7 @@
 #include "core/checked.h"
 #include "hip/chunk8.h"
 #include "hip/gemm_tile.h"
+#include "hip/gemm_wgmma.h"
 #include "hip/mfma.h" /* mla_block_sync, the matrix units */
 
 namespace
@@ -625,6 +626,27 @@ MLA_LAUNCH_BOUNDS_BLOCKS(MLA_HIP_BLOCK,
 #endif
 }
 
+#if defined(__CUDACC__)
+/* The sm_90a body (hip/gemm_wgmma.h): one block per 128 x 128 tile of C, m
+ * tiles fastest as above, all of K. A device pass without wgmma compiles a
+ * marker instead (static shared memory, which the host reads through
+ * cudaFuncGetAttributes before it takes this body). */
+__global__ __launch_bounds__(kGwThreads, 2) void gemm_wg_kernel(gemm_desc g)
+{
+#if MLA_GEMM_WG
+    MLA_IDX_SMEM(unsigned char, smem);
+    int64_t rest, tm, tn, b;
+    divmod64((int64_t)blockIdx.x, (g.M + kGwM - 1) / kGwM, rest, tm);
+    divmod64(rest, (g.N + kGwN - 1) / kGwN, b, tn);
+    gw_tile(g, b, tm * kGwM, tn * kGwN, smem,
+            [&](int64_t m, int64_t n, float v) { put_out(g, b, m, n, v); });
+#else
+    __shared__ int mla_gw_absent[1];
+    *static_cast<volatile int *>(mla_gw_absent) = (int)g.M;
+#endif
+}
+#endif
+
 /* ========================================================== small M */
 
 /* A block owns kSRows rows of W and a K range; K goes in chunks of 16 bytes
@@ -938,13 +960,14 @@ __global__ __launch_bounds__(MLA_HIP_BLOCK) void gemm_split_reduce(gemm_desc g)
 
 /* ============================================================== host */
 
-enum { PATH_AUTO = 0, PATH_FMA = 1, PATH_TILE = 2 };
+enum { PATH_AUTO = 0, PATH_FMA = 1, PATH_TILE = 2, PATH_MMA = 3 };
 constexpr int64_t kMaxSplits = 64;     /* K splits of one launch, either path */
 constexpr int64_t kMinSplitSteps = 16; /* tile path: K steps per split, at least */
 
 /* tuning.hip_gemm (MLA_HIP_GEMM) fma: every GEMM by the FMA kernel; tile:
- * the matrix tiles for every M (the small-M path off). For checking one
- * path against another on a GPU. */
+ * the matrix tiles for every M (the small-M path off); mma: the mma.sync
+ * tiles where the wgmma body would run. For checking one path against
+ * another on a GPU. */
 int path_of(const mla_context *ctx)
 {
     switch (ctx->tuning.hip_gemm) {
@@ -952,6 +975,8 @@ int path_of(const mla_context *ctx)
         return PATH_FMA;
     case MLA_TUNE_HIP_GEMM_TILE:
         return PATH_TILE;
+    case MLA_TUNE_HIP_GEMM_MMA:
+        return PATH_MMA;
     default:
         return PATH_AUTO;
     }
@@ -1010,7 +1035,49 @@ mla_status launch_reduce(mla_context *ctx, const gemm_desc &g, const char *what)
     return mla_hip_check_launch(ctx, what);
 }
 
-template <int BT> mla_status launch_matrix(mla_context *ctx, gemm_desc &g, const char *what)
+#if defined(__CUDACC__)
+/* Whether the wgmma body takes a launch of the tile path: bf16 operands
+ * with k unit-stride (16-byte chunks: K a multiple of 8), one K split, and
+ * a device of compute capability 9.0 whose code has the body. */
+bool gw_takes(mla_context *ctx, const gemm_desc &g, int mode)
+{
+    if (g.bdt != MLA_DTYPE_BF16 || mode != kModeKK || g.splits != 1 || g.K % 8)
+        return false;
+#if MLA_IDX_EMU
+    (void)ctx;
+    return MLA_GEMM_WG;
+#else
+    const int dev = mla_hip_state_of(ctx)->device;
+    int major = 0, optin = 0;
+    cudaFuncAttributes fa = {};
+    cudaError_t err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    if (err == cudaSuccess)
+        err = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    if (err == cudaSuccess)
+        err = cudaFuncGetAttributes(&fa, gemm_wg_kernel);
+    if (err != cudaSuccess) {
+        (void)cudaGetLastError(); /* a query, not a failure of the call */
+        return false;
+    }
+    return major == 9 && optin >= kGwSmem && fa.sharedSizeBytes == 0;
+#endif
+}
+
+mla_status launch_wg(mla_context *ctx, const gemm_desc &g, int64_t tiles, const char *what)
+{
+#if !MLA_IDX_EMU
+    const cudaError_t err = cudaFuncSetAttribute(
+        gemm_wg_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kGwSmem);
+    if (err != cudaSuccess)
+        return mla_hip_fail(ctx, err, "cudaFuncSetAttribute (GEMM shared memory)");
+#endif
+    gemm_wg_kernel<<<(unsigned)tiles, kGwThreads, kGwSmem, mla_hip_state_of(ctx)->stream>>>(g);
+    return mla_hip_check_launch(ctx, what);
+}
+#endif
+
+template <int BT>
+mla_status launch_matrix(mla_context *ctx, gemm_desc &g, const char *what, int path)
 {
     mla_hip_state *st = mla_hip_state_of(ctx);
     hipStream_t stream = st->stream;
@@ -1041,6 +1108,13 @@ template <int BT> mla_status launch_matrix(mla_context *ctx, gemm_desc &g, const
     if (g.K > 0x7FFFFFFF - kMK) /* the kernel's k is 32-bit */
         return mla_fail(ctx, MLA_ERR_UNSUPPORTED, "x", "K = %lld: beyond the tile kernel's 2^31",
                         (long long)g.K);
+#if defined(__CUDACC__)
+    static_assert(kGwM == kMM && kGwN == kMN, "the wgmma body's tiles are the tile path's");
+    if (path != PATH_MMA && gw_takes(ctx, g, mode))
+        return launch_wg(ctx, g, tiles, what);
+#else
+    (void)path;
+#endif
     if (g.splits > 1) {
         const mla_status s = split_scratch(ctx, g);
         if (s != MLA_OK)
@@ -1114,6 +1188,6 @@ mla_status mla_hip_gemm(mla_context *ctx, gemm_desc &g, const char *what)
     const bool small = g.batch == 1 && g.M <= kSMaxM && path != PATH_TILE;
     return with_cache_dtype(g.bdt, [&](auto bt) {
         constexpr int BT = decltype(bt)::value;
-        return small ? launch_small<BT>(ctx, g, what) : launch_matrix<BT>(ctx, g, what);
+        return small ? launch_small<BT>(ctx, g, what) : launch_matrix<BT>(ctx, g, what, path);
     });
 }

@@ -75,6 +75,7 @@ typedef enum mla_tune_hip_gemm {
     MLA_TUNE_HIP_GEMM_AUTO = 0,
     MLA_TUNE_HIP_GEMM_FMA = 1,  /* "fma": the FMA kernel for every GEMM */
     MLA_TUNE_HIP_GEMM_TILE = 2, /* "tile": the matrix tiles for every M (no small-M path) */
+    MLA_TUNE_HIP_GEMM_MMA = 3,  /* "mma": the mma.sync tiles where the sm_90a wgmma body would run */
     MLA_TUNE_HIP_GEMM_COUNT
 } mla_tune_hip_gemm;
 
