@@ -5,7 +5,7 @@
  *
  * every operand through its own strides (transposed views and kv_b_proj's
  * W_kc / W_vc views included), fp32 accumulation, one rounding to C's dtype.
- * hip/gemm.hip has three kernels:
+ * hip/gemm.hip has three kernels, and the tiles a second body on sm_90a:
  *
  * FMA (f32 A, MLA_HIP_GEMM=fma, targets without matrix units): inputs
  * widened to fp32 exactly (fp8 weights of linear dequantized as fl(code *
@@ -24,7 +24,11 @@
  * is compiled per layout (k unit-stride for both: linear; n unit-stride for
  * B: the absorb views; anything else through per-value loads). Where the
  * tiles would leave multiprocessors idle (q_a_proj / kv_a_proj at T <= 1024:
- * 5-96 tiles, K = 7168), K is split too, in whole K steps (see below).
+ * 5-96 tiles, K = 7168), K is split too, in whole K steps (see below). On
+ * sm_90a the launches of bf16 A and B with k unit-stride, K a multiple of
+ * 8 and one split take the wgmma body instead (hip/gemm_wgmma.h: the same
+ * 128 x 128 tiles, K steps of 64 by cp.async, the products on the
+ * warpgroup units; MLA_HIP_GEMM=mma keeps these tiles there).
  *
  * Small M (linear with bf16 x and T <= 16: a stream of the weights): W plays
  * the matrix unit's row operand (16 rows per NVIDIA mma, 32 per MFMA), x^T
