@@ -11,6 +11,7 @@
 #   build       cmake -G Ninja into build/gpu (kept between calls on a warm machine)
 #   conformance mla conformance --backend hip, then its attention cases with
 #               MLA_HIP_ATTENTION=cpasync and =fma (the other key path, the plain body),
+#               the GEMMs and expanded attention with MLA_HIP_GEMM=mma MLA_HIP_ATTENTION=mma,
 #               indexer logits with MLA_HIP_LOGITS=mma, top-k with MLA_HIP_TOPK_G=1, 2
 #   peer        python3 bench/peer_torch.py --json $OUT/peer.json (its own copy and
 #               bf16 matmul ceilings, then the same table)
@@ -105,6 +106,11 @@ stage_conformance() {
   MLA_HIP_LOGITS=mma timeout 120 "$MLA" conformance --backend hip --require-device --op indexer_logits \
     > "$OUT/conformance_hip_logits_mma.log" 2>&1 || rc=1
   echo "indexer_logits, MLA_HIP_LOGITS=mma: $(grep -E '^conformance:' "$OUT/conformance_hip_logits_mma.log")"
+  # the GEMMs and the expanded attention on the mma.sync tiles and body where
+  # the sm_90a wgmma ones run
+  MLA_HIP_GEMM=mma MLA_HIP_ATTENTION=mma timeout 120 "$MLA" conformance --backend hip --require-device \
+    --op 'linear*,batched_gemm*,attention_expanded*' > "$OUT/conformance_hip_gemm_mma.log" 2>&1 || rc=1
+  echo "GEMMs + expanded, MLA_HIP_GEMM=mma MLA_HIP_ATTENTION=mma: $(grep -E '^conformance:' "$OUT/conformance_hip_gemm_mma.log")"
   for v in 1 2; do
     MLA_HIP_TOPK_G=$v timeout 120 "$MLA" conformance --backend hip --require-device --op topk \
       > "$OUT/conformance_hip_topk_g$v.log" 2>&1 || rc=1
