@@ -59,6 +59,25 @@ MLA_DEV float ex_q(const exp_desc &d, int64_t r, int h, int i, bool rope_first)
                : ex_ld(d.qn, r * d.qn_s0 + h * d.qn_s1 + (i - nope_at) * d.qn_s2, d.q_dt);
 }
 
+/* Chunk c (8 values, bf16) of the [q_pe | q_nope] row of (row r, head h):
+ * one 16-byte load where both q views allow it (d.q_vec), else per value
+ * (rounded once to bf16, the matrix bodies' q). */
+MLA_DEV mla_u32x4 ex_q_chunk(const exp_desc &d, int64_t r, int h, int c)
+{
+    const int rc = d.R / 8;
+    if (d.q_vec) {
+        const uint16_t *src =
+            c < rc ? static_cast<const uint16_t *>(d.qp) + r * d.qp_s0 + h * d.qp_s1 + 8 * c
+                   : static_cast<const uint16_t *>(d.qn) + r * d.qn_s0 + h * d.qn_s1 + 8 * (c - rc);
+        return *reinterpret_cast<const mla_u32x4 *>(src);
+    }
+    mla_u32x4 w = {{0, 0, 0, 0}};
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+        w.v[j / 2] |= mla_fb_f32_to_bf16(ex_q(d, r, h, 8 * c + j, true)) << (16 * (j % 2));
+    return w;
+}
+
 /* A padding sequence's rows of the block (c = 0): o = 0, lse = -inf. */
 MLA_DEV void ex_padding(const exp_desc &d, int64_t r0, int h, int rows, int nthreads)
 {

@@ -140,23 +140,12 @@ MLA_DEV void exn_issue_v(const exp_desc &d, const exn_smem &L, unsigned char *sm
 MLA_DEV void exn_stage_q(const exp_desc &d, const exn_smem &L, unsigned char *smem, int64_t r0,
                          int h, int BQ, int rows)
 {
-    const int per = (d.nope + d.R) / 8, rc = d.R / 8;
+    const int per = (d.nope + d.R) / 8;
     uint16_t *Qs = reinterpret_cast<uint16_t *>(smem + L.qs);
     for (int it = (int)threadIdx.x; it < BQ * per; it += kExNvThreads) {
         const int r = it / per, c = it - r * per;
-        mla_u32x4 w = {{0, 0, 0, 0}};
-        if (r < rows && d.q_vec) {
-            const uint16_t *src = c < rc ? static_cast<const uint16_t *>(d.qp) +
-                                               (r0 + r) * d.qp_s0 + h * d.qp_s1 + 8 * c
-                                         : static_cast<const uint16_t *>(d.qn) +
-                                               (r0 + r) * d.qn_s0 + h * d.qn_s1 + 8 * (c - rc);
-            w = *reinterpret_cast<const mla_u32x4 *>(src);
-        } else if (r < rows) {
-#pragma unroll
-            for (int j = 0; j < 8; ++j)
-                w.v[j / 2] |= mla_fb_f32_to_bf16(ex_q(d, r0 + r, h, 8 * c + j, true))
-                              << (16 * (j % 2));
-        }
+        const mla_u32x4 zero = {{0, 0, 0, 0}};
+        const mla_u32x4 w = r < rows ? ex_q_chunk(d, r0 + r, h, c) : zero;
         *reinterpret_cast<mla_u32x4 *>(Qs + r * L.QP + 8 * c) = w;
     }
 }

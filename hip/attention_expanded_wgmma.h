@@ -154,22 +154,11 @@ template <int P> MLA_DEV void exw_convert(const exw_lane &l, unsigned char *st)
 /* The block's q rows [q_pe | q_nope] as bf16 into Q, zero past its rows. */
 MLA_DEV void exw_stage_q(const exp_desc &d, unsigned char *Q, int64_t r0, int h, int rows)
 {
-    constexpr int PER = (kExwNope + kExwR) / 8, RC = kExwR / 8;
+    constexpr int PER = (kExwNope + kExwR) / 8;
     for (int it = (int)threadIdx.x; it < kExwRows * PER; it += kExwThreads) {
         const int r = it / PER, c = it - r * PER;
-        mla_u32x4 w = {{0, 0, 0, 0}};
-        if (r < rows && d.q_vec) {
-            const uint16_t *src = c < RC ? static_cast<const uint16_t *>(d.qp) +
-                                               (r0 + r) * d.qp_s0 + h * d.qp_s1 + 8 * c
-                                         : static_cast<const uint16_t *>(d.qn) +
-                                               (r0 + r) * d.qn_s0 + h * d.qn_s1 + 8 * (c - RC);
-            w = *reinterpret_cast<const mla_u32x4 *>(src);
-        } else if (r < rows) {
-#pragma unroll
-            for (int j = 0; j < 8; ++j)
-                w.v[j / 2] |= mla_fb_f32_to_bf16(ex_q(d, r0 + r, h, 8 * c + j, true))
-                              << (16 * (j % 2));
-        }
+        const mla_u32x4 zero = {{0, 0, 0, 0}};
+        const mla_u32x4 w = r < rows ? ex_q_chunk(d, r0 + r, h, c) : zero;
         *reinterpret_cast<mla_u32x4 *>(Q + (c / 8) * 2 * kExwBlock + exw_swz(r, c % 8)) = w;
     }
 }
@@ -277,13 +266,7 @@ template <int P> MLA_DEV void exw_rows(const exp_desc &d, int s, int h, int64_t 
             l_run[hh] = l_run[hh] * alpha[hh] + psum[hh];
         /* A fragments of the four 16-key steps (hip/wgmma.h) */
         uint32_t pa[4][4];
-#pragma unroll
-        for (int kk = 0; kk < 4; ++kk) {
-            pa[kk][0] = pw[2 * kk][0];
-            pa[kk][1] = pw[2 * kk][1];
-            pa[kk][2] = pw[2 * kk + 1][0];
-            pa[kk][3] = pw[2 * kk + 1][1];
-        }
+        wg_p_frags(pw, pa);
         /* a factor of 1 (the rows' maxima held) changes no bit */
         if (mla_wave_any(alpha[0] != 1.0f || alpha[1] != 1.0f)) {
 #pragma unroll

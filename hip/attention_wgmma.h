@@ -514,13 +514,7 @@ MLA_DEV void wg_score(const att_desc &d, const att_blk &b, unsigned char *smem,
             l_run[h] = l_run[h] * alpha[h] + psum[h];
         /* A fragments of the four 16-key steps (hip/wgmma.h) */
         uint32_t pa[4][4];
-#pragma unroll
-        for (int kk = 0; kk < 4; ++kk) {
-            pa[kk][0] = pw[2 * kk][0];
-            pa[kk][1] = pw[2 * kk][1];
-            pa[kk][2] = pw[2 * kk + 1][0];
-            pa[kk][3] = pw[2 * kk + 1][1];
-        }
+        wg_p_frags(pw, pa);
 
         if (i > 0) /* the value warpgroup is done with the last P */
             named_bar_sync(WG_BAR_PEMPTY, 256);

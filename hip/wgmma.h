@@ -174,6 +174,20 @@ static inline void wg_emu_mma(float *d, const uint32_t *a, uint64_t adesc, uint6
 }
 #endif
 
+/* The A fragments (a[4] of wg_rs_*) of the four 16-key steps of P from its
+ * bf16 pairs pw[j][h] = keys 8 j + 2 t, + 1 of row half h: a 64-key S's
+ * accumulator layout is the A layout, so this only renames registers. */
+MLA_DEV void wg_p_frags(const uint32_t (&pw)[8][2], uint32_t (&pa)[4][4])
+{
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+        pa[kk][0] = pw[2 * kk][0];
+        pa[kk][1] = pw[2 * kk][1];
+        pa[kk][2] = pw[2 * kk + 1][0];
+        pa[kk][3] = pw[2 * kk + 1][1];
+    }
+}
+
 /* Accumulator layout of every form (PTX's wgmma D fragment): warp w of the
  * warpgroup holds rows 16 w .. 16 w + 15; with g = lane / 4, t = lane % 4,
  * d[4 j + 2 h + e] = D[16 w + g + 8 h][8 j + 2 t + e]. Asynchronous: D is
