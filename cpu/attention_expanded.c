@@ -1,10 +1,10 @@
 /* CPU expanded attention (include/mla/mla_attention.h, mla_attention_expanded;
  * MLA.md section 2, "The expanded form").
  *
- * 1. Decompression (core/attention_expanded.c through this backend's slots):
- *    the sequences' latent rows gathered into the workspace, then
- *    [K_nope | V] = c @ kv_b_proj^T by mla_cpu_linear (fp32 accumulation,
- *    rounded once to the kv dtype = q's dtype), [Nk, H (nope + v)].
+ * 1. Decompression: the sequences' latent rows gathered into the workspace
+ *    (mla_expanded_gather, the cache_gather slot), then [K_nope | V] =
+ *    c @ kv_b_proj^T (fp32 sums, rounded once to the kv dtype = q's dtype),
+ *    [Nk, H (nope + v)], on the same tile kernels (cpu/attention_expanded_kv.c).
  * 2. Blocked causal flash attention on the absorbed attention's tile kernels
  *    (cpu/attention_internal.h: attn_kernels, attn_dp), a task per (sequence,
  *    head, block of BQ query rows), handed out dynamically over the OpenMP
@@ -42,7 +42,7 @@
 
 #include "core/attention_expanded.h"
 #include "core/checked.h"
-#include "cpu/attention_internal.h"
+#include "cpu/attention_expanded_internal.h"
 #include "cpu/cpu_rows.h"
 #include "cpu/linear_kernel.h" /* mla_cpu_dp_safe */
 
@@ -59,17 +59,19 @@ static int64_t tile_floats(int64_t DS, int64_t VS)
            + NKT * DS + NKT * VS   /* kt, vt */
            + NKT * DS / 2          /* kb [NKT][DS] bf16 */
            + NKT * VS / 2          /* vb [NKT][VS] bf16 */
-           + NKT * BQ + BQ * VS    /* st, ot */
+           + NKT * BQ + BQ + BQ * VS /* st (and the lanes a group's P packing reads past it), ot */
            + 4 * BQ + NKT          /* mx, l, alpha, plim; kpos */
            + NKT / 2 * BQ          /* pp [NKT / 2][BQ] */
            + NKT / 2 * VS          /* vp [NKT / 2][VS] */
            + DS;                   /* row */
 }
 
-int64_t mla_cpu_expanded_tile_bytes(int64_t nope, int64_t R, int64_t v)
+/* The larger of the attention's and the decompression's tiles. */
+int64_t mla_cpu_expanded_tile_bytes(int64_t nope, int64_t R, int64_t v, int64_t L)
 {
     const int64_t f = tile_floats(round16(nope + R), round16(v));
-    return mla_sz_mul((f + 63) / 64, 256);
+    const int64_t att = mla_sz_mul((f + 63) / 64, 256), kv = mla_cpu_expanded_kv_tile_bytes(L);
+    return mla_sz_round_up(att > kv ? att : kv, 256);
 }
 
 typedef struct exp_job {
@@ -104,7 +106,7 @@ static exp_tiles exp_carve(const exp_job *j, int tid)
     t.vt = f, f += NKT * VS;
     t.kb = (uint32_t *)f, f += NKT * DS / 2;
     t.vb = (uint16_t *)f, f += NKT * VS / 2;
-    t.st = f, f += NKT * BQ;
+    t.st = f, f += NKT * BQ + BQ;
     t.ot = f, f += BQ * VS;
     t.mx = f, t.l = f + BQ, t.alpha = f + 2 * BQ, t.plim = (int32_t *)(f + 3 * BQ), f += 4 * BQ;
     t.kpos = (int32_t *)f, f += NKT;
@@ -183,16 +185,44 @@ static void decode_kv(const exp_job *j, int64_t key, int64_t h, float *kr, float
         vr[d] = 0.0f;
 }
 
-/* The same key as bf16 rows (bf16 kv and rows: copies), zeros past DQ and v. */
-static void copy_kv_bf16(const exp_job *j, int64_t key, int64_t h, uint16_t *kr, uint16_t *vr)
+/* The same key as bf16 rows (bf16 kv and rows: copies), zeros past DQ and
+ * v; loops rather than memcpy calls of a few hundred bytes. */
+static void copy_kv_bf16(const exp_job *j, int64_t key, int64_t h, uint16_t *restrict kr,
+                         uint16_t *restrict vr)
 {
     const uint16_t *kvr = (const uint16_t *)j->kv + key * j->N + h * (j->nope + j->v);
-    memcpy(kr, kvr, (size_t)(2 * j->nope));
-    memcpy(kr + j->nope, (const uint16_t *)j->rows + key * (j->L + j->R) + j->L,
-           (size_t)(2 * j->R));
-    memset(kr + j->DQ, 0, (size_t)(2 * (j->DS - j->DQ)));
-    memcpy(vr, kvr + j->nope, (size_t)(2 * j->v));
-    memset(vr + j->v, 0, (size_t)(2 * (j->VS - j->v)));
+    const uint16_t *pe = (const uint16_t *)j->rows + key * (j->L + j->R) + j->L;
+    const int64_t nope = j->nope, R = j->R, v = j->v;
+    MLA_SIMD for (int64_t d = 0; d < nope; ++d) kr[d] = kvr[d];
+    MLA_SIMD for (int64_t d = 0; d < R; ++d) kr[nope + d] = pe[d];
+    for (int64_t d = j->DQ; d < j->DS; ++d)
+        kr[d] = 0;
+    MLA_SIMD for (int64_t d = 0; d < v; ++d) vr[d] = kvr[nope + d];
+    for (int64_t d = v; d < j->VS; ++d)
+        vr[d] = 0;
+}
+
+/* The step of one tile of nk keys from key t0 for ng groups of rows from
+ * group g0 (their lanes VL g0 .. of every tile). */
+static void tile_step(const exp_job *j, const exp_tiles *t, int64_t mp, int g0, int ng, int nk,
+                      int64_t t0, int64_t p0, int qk_ok, int pv_ok)
+{
+    const int64_t DS = j->DS, VS = j->VS, m0 = (int64_t)VL * g0;
+    attn_pf pf; /* no prefetch lists: a head's keys are read in address order */
+    memset(&pf, 0, sizeof pf);
+    float *st = t->st + m0;
+    if (qk_ok)
+        j->dk->qk(t->qp + m0, mp, ng, t->kb, DS / 2, nk, DS / 2, st, &pf);
+    else
+        j->k->qk(t->qt + m0, mp, ng, t->kt, DS, nk, j->DQ, st, &pf);
+    j->k->softmax(st, mp, ng, nk, j->a->desc.softmax_scale, t->kpos, t->plim + m0,
+                  t0 + nk - 1 > p0 + m0, t->mx + m0, t->l + m0, t->alpha + m0);
+    /* the first step's alpha is e^(-inf - mx') = 0: start from zero */
+    const float *alpha = t0 == 0 ? NULL : t->alpha + m0;
+    if (pv_ok)
+        j->dk->pv(st, mp, ng, nk, 1.0f, t->vb, VS, t->pp, t->vp, VS, t->ot + m0 * VS, alpha, &pf);
+    else
+        j->k->pv(st, mp, ng, t->vt, VS, nk, VS, t->ot + m0 * VS, alpha, &pf);
 }
 
 /* Task `task` of sequence s: head task / nb, block nb - 1 - task % nb. */
@@ -216,8 +246,6 @@ static void task_run(const exp_job *j, int64_t s, int64_t task, const exp_tiles 
     if (!dp)
         pack_q(j, r0 + q0, rows, h, mp, t);
     const int eq = dp ? pack_q_pairs(j, r0 + q0, rows, h, mp, t) : 0;
-    attn_pf pf; /* no prefetch lists: a head's keys are read in address order */
-    memset(&pf, 0, sizeof pf);
     for (int64_t t0 = 0; t0 <= pmax; t0 += NKT) {
         const int nk = (int)(pmax + 1 - t0 < NKT ? pmax + 1 - t0 : NKT);
         for (int k = 0; k < nk; ++k)
@@ -235,22 +263,20 @@ static void task_run(const exp_job *j, int64_t s, int64_t task, const exp_tiles 
         if (!qk_ok || !pv_ok)
             for (int k = 0; k < nk; ++k)
                 decode_kv(j, key0 + t0 + k, h, t->kt + k * DS, t->vt + k * VS);
-        if (qk_ok) {
-            j->dk->qk(t->qp, mp, nv, t->kb, DS / 2, nk, DS / 2, t->st, &pf);
-        } else {
-            if (!have_qt)
-                pack_q(j, r0 + q0, rows, h, mp, t);
-            have_qt = 1;
-            j->k->qk(t->qt, mp, nv, t->kt, DS, nk, j->DQ, t->st, &pf);
+        if (!qk_ok && !have_qt)
+            pack_q(j, r0 + q0, rows, h, mp, t);
+        have_qt |= !qk_ok;
+        if (t0 + NKT <= pmax || nv == 1) {
+            tile_step(j, t, mp, 0, nv, nk, t0, p0, qk_ok, pv_ok);
+            continue;
         }
-        j->k->softmax(t->st, mp, nv, nk, a->desc.softmax_scale, t->kpos, t->plim,
-                      t0 + nk - 1 > p0, t->mx, t->l, t->alpha);
-        /* the first step's alpha is e^(-inf - mx') = 0: start from zero */
-        const float *alpha = t0 == 0 ? NULL : t->alpha;
-        if (pv_ok)
-            j->dk->pv(t->st, mp, nv, nk, 1.0f, t->vb, VS, t->pp, t->vp, VS, t->ot, alpha, &pf);
-        else
-            j->k->pv(t->st, mp, nv, t->vt, VS, nk, VS, t->ot, alpha, &pf);
+        /* the last tile per group of VL rows, each up to its last row's key:
+         * the keys past it are masked (exact zeros in every sum) */
+        for (int g = 0; g < nv; ++g) {
+            const int64_t pg = p0 + (VL * g + VL - 1 < rows ? VL * g + VL - 1 : rows - 1);
+            if (pg >= t0)
+                tile_step(j, t, mp, g, 1, (int)(pg + 1 - t0), t0, p0, qk_ok, pv_ok);
+        }
     }
     const size_t oes = mla_dtype_size(a->o.dtype);
     for (int64_t i = 0; i < rows; ++i) {
@@ -292,16 +318,9 @@ static void padding_rows(const mla_attention_expanded_op_args *a)
 
 mla_status mla_cpu_attention_expanded(mla_context *ctx, const mla_attention_expanded_op_args *a)
 {
-    mla_expanded_kv kv;
-    MLA_TRY(mla_expanded_decompress(ctx, a, &kv));
     const mla_attention_expanded_desc *d = &a->desc;
-    int64_t *task0;
-    MLA_TRY(mla_alloc_array(ctx, (void **)&task0, a->S + 1, 1, sizeof *task0, "context_lens"));
-    task0[0] = 0;
-    for (int64_t s = 0; s < a->S; ++s) {
-        const int64_t n = a->cu_host[s + 1] - a->cu_host[s];
-        task0[s + 1] = task0[s] + (a->ctx_host[s] ? (n + BQ - 1) / BQ * d->heads : 0);
-    }
+    mla_expanded_kv kv;
+    MLA_TRY(mla_expanded_gather(ctx, a, &kv));
     exp_job j;
     memset(&j, 0, sizeof j);
     j.a = a;
@@ -310,10 +329,10 @@ mla_status mla_cpu_attention_expanded(mla_context *ctx, const mla_attention_expa
     j.nope = d->nope, j.v = d->v, j.R = d->cache.rope, j.L = d->cache.kv_lora, j.H = d->heads;
     j.N = d->heads * (d->nope + d->v);
     j.DQ = d->nope + d->cache.rope, j.DS = round16(j.DQ), j.VS = round16(d->v);
-    j.task0 = task0;
     j.tiles = a->workspace + a->ws.tiles;
-    j.tile_bytes = mla_cpu_expanded_tile_bytes(d->nope, d->cache.rope, d->v);
+    j.tile_bytes = mla_cpu_expanded_tile_bytes(d->nope, d->cache.rope, d->v, d->cache.kv_lora);
     j.k = &mla_cpu_attn_generic;
+    const attn_dp *dk = NULL; /* vdpbf16ps */
 #if MLA_CPU_X86
     const mla_cpu_isa isa = mla_cpu_isa_of(ctx);
     if (isa == MLA_CPU_ISA_AVX512) {
@@ -321,14 +340,23 @@ mla_status mla_cpu_attention_expanded(mla_context *ctx, const mla_attention_expa
          * mla_cpu_has_bf16 (or tuning avx512-noamx asks for it) */
         const int noamx = ctx->tuning.cpu_isa == MLA_TUNE_CPU_ISA_AVX512_NOAMX;
         j.k = &mla_cpu_attn_avx512;
-        if (d->q_dtype == MLA_DTYPE_BF16 && kv.rows.dtype == MLA_DTYPE_BF16 &&
-            (mla_cpu_has_bf16(ctx) || (noamx && (mla_cpu_features() & MLA_CPU_HAS_AVX512_BF16))))
-            j.dk = &mla_cpu_attn_dp_avx512;
+        if (mla_cpu_has_bf16(ctx) || (noamx && (mla_cpu_features() & MLA_CPU_HAS_AVX512_BF16)))
+            dk = &mla_cpu_attn_dp_avx512;
     } else if (isa == MLA_CPU_ISA_AVX2 && (mla_cpu_features() & MLA_CPU_HAS_FMA)) {
         j.k = &mla_cpu_attn_avx2;
     }
 #endif
+    MLA_TRY(mla_cpu_expanded_decompress(ctx, a, &kv, j.k, dk, j.tiles, j.tile_bytes));
+    j.dk = d->q_dtype == MLA_DTYPE_BF16 && kv.rows.dtype == MLA_DTYPE_BF16 ? dk : NULL;
     j.dpv = j.dk && d->out_dtype == MLA_DTYPE_BF16;
+    int64_t *task0;
+    MLA_TRY(mla_alloc_array(ctx, (void **)&task0, a->S + 1, 1, sizeof *task0, "context_lens"));
+    task0[0] = 0;
+    for (int64_t s = 0; s < a->S; ++s) {
+        const int64_t n = a->cu_host[s + 1] - a->cu_host[s];
+        task0[s + 1] = task0[s] + (a->ctx_host[s] ? (n + BQ - 1) / BQ * d->heads : 0);
+    }
+    j.task0 = task0;
     const int64_t tasks = task0[a->S];
     const int nt = mla_cpu_threads(ctx, tasks, tasks * 32768);
     (void)nt;
