@@ -169,12 +169,14 @@ static void label(conf_case *c)
                  (long long)dim_nope(c), (long long)dim_v(c), (long long)dim_r(c));
     if (q->w_shift)
         snprintf(dims + strlen(dims), sizeof dims - strlen(dims), " w2^-%d", (int)q->w_shift);
-    snprintf(c->label, sizeof c->label, "%s %s bs%lld %s H%lld w%s q%s o%s%s%s%s%s%s",
+    snprintf(c->label, sizeof c->label, "%s %s bs%lld %s H%lld w%s q%s o%s%s%s%s%s",
              mla_cache_layout_name((mla_cache_layout)q->layout),
              strncmp(cn, "fp8_", 4) ? cn : cn + 4, (long long)q->block_size, geo, (long long)q->H,
              strncmp(wn, "fp8_", 4) ? wn : wn + 4, mla_dtype_name(q->q),
              q->o == MLA_DTYPE_BF16 ? "bf" : "f", q->contiguous ? " contig" : "",
-             views ? " views" : "", q->no_lse ? " no-lse" : "", q->L == 512 ? " L512" : "", dims);
+             views ? " views" : "", q->no_lse ? " no-lse" : "", q->L == 512 ? " L512" : "");
+    const size_t n = strlen(c->label);
+    snprintf(c->label + n, sizeof c->label - n, "%s", dims);
 }
 
 /* Contiguous mode: the capacity, the longest context rounded up to 16 and

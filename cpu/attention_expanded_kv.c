@@ -64,6 +64,19 @@ static void w_row(const kv_job *j, int64_t n, float *row)
         row[k] *= sr[(k / 128) * s->stride[1]];
 }
 
+/* Wt [L][mp]: W rows n0 .. n0 + nr - 1 transposed in fp32, lanes past nr zero. */
+static void pack_wt(const kv_job *j, int64_t n0, int64_t nr, int64_t mp, float *wt, float *row)
+{
+    for (int64_t m = 0; m < mp; ++m) {
+        if (m < nr)
+            w_row(j, n0 + m, row);
+        else
+            memset(row, 0, (size_t)j->L * sizeof(float));
+        for (int64_t k = 0; k < j->L; ++k)
+            wt[k * mp + m] = row[k];
+    }
+}
+
 /* Task `task`: W rows n0 .. n0 + NB - 1 against every latent row. */
 static void kv_task(const kv_job *j, int64_t task, int tid)
 {
@@ -76,19 +89,20 @@ static void kv_task(const kv_job *j, int64_t task, int tid)
     float *st = xt + NKT * LS, *row = st + NKT * NB;
     const int dp = j->dk != NULL && j->kv->rows.dtype == MLA_DTYPE_BF16 &&
                    j->a->kv_b.dtype == MLA_DTYPE_BF16 && j->in_place_dp;
-    /* both packings, lanes past nr zero: fp32 Wt, and with dp bf16 pairs */
-    int ew = 0xFF;
-    for (int64_t m = 0; m < mp; ++m) {
-        if (m < nr)
-            w_row(j, n0 + m, row);
-        else
-            memset(row, 0, (size_t)L * sizeof(float));
-        for (int64_t k = 0; k < L; ++k)
-            wt[k * mp + m] = row[k];
-        if (dp) {
-            uint16_t *b = (uint16_t *)row; /* in place, ascending: a bf16 is its fp32's top half */
-            for (int64_t k = 0; k < L; ++k)
-                b[k] = (uint16_t)(mla_fb_bits(row[k]) >> 16);
+    /* dp: W's bf16 pairs (lanes past nr zero); the fp32 Wt only for a tile
+     * that falls back */
+    int ew = 0xFF, have_wt = 0;
+    if (dp) {
+        const mla_tensor *w = &j->a->kv_b;
+        for (int64_t m = 0; m < mp; ++m) {
+            uint16_t *b = (uint16_t *)row;
+            if (m < nr) {
+                const uint16_t *src = (const uint16_t *)w->data + (n0 + m) * w->stride[0];
+                const int64_t ws = w->stride[1];
+                MLA_SIMD for (int64_t k = 0; k < L; ++k) b[k] = src[k * ws];
+            } else {
+                memset(b, 0, (size_t)L * sizeof(uint16_t));
+            }
             const int e = j->dk->min_exp(b, L);
             ew = e < ew ? e : ew;
             const uint32_t *pw = (const uint32_t *)row;
@@ -124,6 +138,9 @@ static void kv_task(const kv_job *j, int64_t task, int tid)
                     mla_cpu_load_float(c0 + (size_t)(a * D) * res, rows->dtype, 1, L, xt + a * LS);
                 kt = xt, ks = LS;
             }
+            if (!have_wt)
+                pack_wt(j, n0, nr, mp, wt, row);
+            have_wt = 1;
             j->k->qk(wt, mp, nv, kt, ks, nk, L, st, &pf);
         }
         for (int a = 0; a < nk; ++a)
