@@ -214,7 +214,7 @@ typedef struct conf_p_attention {
 } conf_p_attention;
 
 /* The expanded attention (cases_attention_expanded.c); R = L / 8, nope = v
- * = 128 for L 512, else 32. */
+ * = 128 for L 512, else 32, unless set. */
 typedef struct conf_p_attention_expanded {
     int32_t layout;     /* mla_cache_layout */
     mla_dtype dtype;    /* the cache's elements */
@@ -227,6 +227,8 @@ typedef struct conf_p_attention_expanded {
     mla_dtype q, o;
     double k_scale;
     unsigned q_nope_lay, q_pe_lay, o_lay, lse_lay, w_lay, cache_lay;
+    int64_t nope, v, R; /* head dims other than the defaults (0: the default) */
+    int32_t w_shift;    /* bf16 kv_b_proj values 2^-w_shift smaller (tiny keys and values) */
 } conf_p_attention_expanded;
 
 typedef union conf_params {

@@ -46,9 +46,15 @@ enum { G_CHUNKS = 0, G_NEXT_N = 1, G_LONG = 2, G_SHORT = 3, G_TILES = 4, G_COUNT
 #define U64 0x1p-53
 
 static int64_t dim_l(const conf_case *c) { return c->p.attx.L; }
-static int64_t dim_r(const conf_case *c) { return c->p.attx.L / 8; }
-static int64_t dim_nope(const conf_case *c) { return c->p.attx.L == 512 ? 128 : 32; }
-static int64_t dim_v(const conf_case *c) { return dim_nope(c); }
+static int64_t dim_r(const conf_case *c) { return c->p.attx.R ? c->p.attx.R : c->p.attx.L / 8; }
+static int64_t dim_nope(const conf_case *c)
+{
+    return c->p.attx.nope ? c->p.attx.nope : c->p.attx.L == 512 ? 128 : 32;
+}
+static int64_t dim_v(const conf_case *c)
+{
+    return c->p.attx.v ? c->p.attx.v : c->p.attx.L == 512 ? 128 : 32;
+}
 static int with_cu(const conf_case *c) { return c->p.attx.geo != G_NEXT_N; }
 static int forms(const conf_case *c) { return c->p.attx.w == MLA_DTYPE_BF16; }
 static float softmax_scale(const conf_case *c) { return c->p.attx.L == 512 ? 0.125f : 0.3f; }
@@ -143,6 +149,10 @@ static const conf_field fields[] = {
     CONF_FIELD(attx, lse_lay, CONF_F_LAY),
     CONF_FIELD(attx, w_lay, CONF_F_LAY),
     CONF_FIELD(attx, cache_lay, CONF_F_LAY),
+    CONF_FIELD(attx, nope, CONF_F_I64),
+    CONF_FIELD(attx, v, CONF_F_I64),
+    CONF_FIELD(attx, R, CONF_F_I64),
+    CONF_FIELD(attx, w_shift, CONF_F_I32),
 };
 
 static void label(conf_case *c)
@@ -153,12 +163,20 @@ static void label(conf_case *c)
     char geo[16];
     snprintf(geo, sizeof geo, "%s%s", geo_name(q->geo),
              q->geo == G_NEXT_N ? (q->next_n > 1 ? "2" : "1") : "");
+    char dims[48] = "";
+    if (q->nope || q->v || q->R || q->L % 2)
+        snprintf(dims, sizeof dims, " L%lld nope%lld v%lld R%lld", (long long)q->L,
+                 (long long)dim_nope(c), (long long)dim_v(c), (long long)dim_r(c));
+    if (q->w_shift)
+        snprintf(dims + strlen(dims), sizeof dims - strlen(dims), " w2^-%d", (int)q->w_shift);
     snprintf(c->label, sizeof c->label, "%s %s bs%lld %s H%lld w%s q%s o%s%s%s%s%s",
              mla_cache_layout_name((mla_cache_layout)q->layout),
              strncmp(cn, "fp8_", 4) ? cn : cn + 4, (long long)q->block_size, geo, (long long)q->H,
              strncmp(wn, "fp8_", 4) ? wn : wn + 4, mla_dtype_name(q->q),
              q->o == MLA_DTYPE_BF16 ? "bf" : "f", q->contiguous ? " contig" : "",
              views ? " views" : "", q->no_lse ? " no-lse" : "", q->L == 512 ? " L512" : "");
+    const size_t n = strlen(c->label);
+    snprintf(c->label + n, sizeof c->label - n, "%s", dims);
 }
 
 /* Contiguous mode: the capacity, the longest context rounded up to 16 and
@@ -183,8 +201,9 @@ static double k_scale_of(int n, int geo)
     return geo == G_TILES ? (double)0.3f : n % 2 ? 0.375 : 1.25;
 }
 
-static void make(conf_builder *b, mla_cache_layout layout, mla_dtype cdt, int64_t bs, int64_t L,
-                 int64_t H, int geo, mla_dtype wdt, int flags, mla_dtype qdt, mla_dtype odt)
+static void make_case(conf_builder *b, mla_cache_layout layout, mla_dtype cdt, int64_t bs,
+                      int64_t L, int64_t H, int geo, mla_dtype wdt, int flags, mla_dtype qdt,
+                      mla_dtype odt, conf_case *out)
 {
     conf_case c;
     memset(&c, 0, sizeof c);
@@ -212,6 +231,26 @@ static void make(conf_builder *b, mla_cache_layout layout, mla_dtype cdt, int64_
                                      .cache_lay = CONF_L_CONTIG};
     if (q->contiguous)
         contiguous_capacity(&c);
+    *out = c;
+}
+
+static void make(conf_builder *b, mla_cache_layout layout, mla_dtype cdt, int64_t bs, int64_t L,
+                 int64_t H, int geo, mla_dtype wdt, int flags, mla_dtype qdt, mla_dtype odt)
+{
+    conf_case c;
+    make_case(b, layout, cdt, bs, L, H, geo, wdt, flags, qdt, odt, &c);
+    conf_push(b, &c);
+}
+
+/* A tiles case (several query blocks, key tiles and their tails; 3 heads,
+ * bf16 kv_b_proj) with head dims nope, v, R (0: the default) and kv_b_proj
+ * 2^-w_shift smaller. */
+static void dims(conf_builder *b, mla_cache_layout layout, mla_dtype cdt, int64_t L, int64_t nope,
+                 int64_t v, int64_t R, int w_shift, mla_dtype qdt, mla_dtype odt)
+{
+    conf_case c;
+    make_case(b, layout, cdt, 16, L, 3, G_TILES, MLA_DTYPE_BF16, 0, qdt, odt, &c);
+    c.p.attx.nope = nope, c.p.attx.v = v, c.p.attx.R = R, c.p.attx.w_shift = w_shift;
     conf_push(b, &c);
 }
 
@@ -368,6 +407,19 @@ static int build(conf_case *cases, int cap)
     make(&b, SH, fn, 64, 128, 3, G_TILES, bf, 0, bf, f32);
     make(&b, N, bf, 0, 128, 1, G_TILES, bf, F_CONTIG, bf, f32);
     make(&b, N, bf, 64, 128, 3, G_TILES, bf, 0, f32, f32);
+    /* the CPU kernels' edges: head dims whose score row (nope + R) is odd or
+     * no multiple of 16 and v no multiple of 16 (vdpbf16ps pairs across the
+     * nope / rope seam, padded key and value rows), on the bf16 pairs (bf16
+     * q and o) and the FMA tiles (f32), an fp8 cache (fp32 rope rows); an
+     * odd L (latent rows the decompression cannot read as bf16 pairs); tiny
+     * kv_b_proj values (keys and values below the vdpbf16ps tests' limits:
+     * P @ V, then the scores too, on the FMA tiles) */
+    dims(&b, N, bf, 128, 21, 24, 16, 0, bf, bf);
+    dims(&b, N, bf, 128, 40, 20, 10, 0, f32, f32);
+    dims(&b, N, fn, 128, 21, 24, 16, 0, bf, bf);
+    dims(&b, N, bf, 129, 32, 32, 16, 0, bf, bf);
+    dims(&b, N, bf, 128, 0, 0, 0, 66, bf, bf);
+    dims(&b, N, bf, 128, 0, 0, 0, 112, bf, bf);
     conf_push_design(&b, &conf_axes_attention_expanded, design);
     return b.n;
 }
@@ -394,7 +446,8 @@ static void fill_inputs(conf_problem *p, const conf_case *c)
         const uint64_t r = conf_rng(c->seed, 46, (uint64_t)k, 0);
         const uint64_t code = conf_moderate_code(wdt, r);
         if (wdt == MLA_DTYPE_BF16)
-            conf_set_value(p, AW, k, ldexp(conf_decode_value(MLA_DTYPE_BF16, code), -4));
+            conf_set_value(p, AW, k,
+                           ldexp(conf_decode_value(MLA_DTYPE_BF16, code), -4 - c->p.attx.w_shift));
         else
             conf_put_bits(conf_elem_at(w, conf_arg_elem0(w), k), code, 1);
     }

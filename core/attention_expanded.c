@@ -31,7 +31,7 @@ mla_status mla_expanded_layout_of(const mla_context *ctx, const mla_attention_ex
     const int64_t meta = mla_sz_mul(mla_sz_add(mla_sz_mul(S, 4), 2), 4);
     const int64_t tiles =
         ctx->backend == MLA_BACKEND_CPU
-            ? mla_sz_mul(ctx->num_threads, mla_cpu_expanded_tile_bytes(d->nope, R, d->v))
+            ? mla_sz_mul(ctx->num_threads, mla_cpu_expanded_tile_bytes(d->nope, R, d->v, L))
             : 0;
     if (rows < 0 || kv < 0 || meta < 0 || tiles < 0)
         return MLA_ERR_OVERFLOW;
@@ -44,8 +44,8 @@ mla_status mla_expanded_layout_of(const mla_context *ctx, const mla_attention_ex
     return cur < 0 ? MLA_ERR_OVERFLOW : MLA_OK;
 }
 
-mla_status mla_expanded_decompress(mla_context *ctx, const mla_attention_expanded_op_args *a,
-                                   mla_expanded_kv *out)
+mla_status mla_expanded_gather(mla_context *ctx, const mla_attention_expanded_op_args *a,
+                               mla_expanded_kv *out)
 {
     const mla_attention_expanded_desc *d = &a->desc;
     const int64_t L = d->cache.kv_lora, R = d->cache.rope, N = d->heads * (d->nope + d->v);
@@ -58,7 +58,17 @@ mla_status mla_expanded_decompress(mla_context *ctx, const mla_attention_expande
         return MLA_OK;
     mla_cache_gather_args g = {d->cache,      a->block_bytes, a->cache, a->block_table,
                                a->context_lens, out->rows};
-    MLA_TRY(ctx->ops->cache_gather(ctx, &g));
+    return ctx->ops->cache_gather(ctx, &g);
+}
+
+mla_status mla_expanded_decompress(mla_context *ctx, const mla_attention_expanded_op_args *a,
+                                   mla_expanded_kv *out)
+{
+    MLA_TRY(mla_expanded_gather(ctx, a, out));
+    if (a->Nk == 0)
+        return MLA_OK;
+    const int64_t L = a->desc.cache.kv_lora, R = a->desc.cache.rope;
+    const mla_memory mem = ctx->ops->memory;
     mla_linear_args lin = {mla_view(out->rows.data, out->rows.dtype, mem, 2,
                                     (int64_t[]){a->Nk, L}, (int64_t[]){L + R, 1}),
                            a->kv_b, out->kv, a->kv_b_scale};

@@ -54,6 +54,10 @@ typedef struct mla_expanded_kv {
     mla_tensor rows; /* [Nk, L + R] */
     mla_tensor kv;   /* [Nk, H (nope + v)] */
 } mla_expanded_kv;
+/* Its first half alone (the CPU backend decompresses itself): the rows
+ * gathered, both views set, kv not written. */
+mla_status mla_expanded_gather(mla_context *ctx, const mla_attention_expanded_op_args *a,
+                               mla_expanded_kv *out);
 mla_status mla_expanded_decompress(mla_context *ctx, const mla_attention_expanded_op_args *a,
                                    mla_expanded_kv *out);
 

@@ -170,6 +170,6 @@ int64_t mla_cpu_attention_scratch(const mla_context *ctx, const mla_attention_de
 struct mla_attention_expanded_op_args;
 mla_status mla_cpu_attention_expanded(mla_context *ctx,
                                       const struct mla_attention_expanded_op_args *a);
-int64_t mla_cpu_expanded_tile_bytes(int64_t nope, int64_t R, int64_t v);
+int64_t mla_cpu_expanded_tile_bytes(int64_t nope, int64_t R, int64_t v, int64_t L);
 
 #endif
