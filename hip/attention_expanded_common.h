@@ -106,6 +106,20 @@ MLA_DEV void ex_padding(const exp_desc &d, int64_t r0, int h, int rows, int nthr
     lo = mla_fb_f32_to_bf16(r - mla_fb_bf16_to_f32((uint16_t)mid));
 }
 
+/* Four f32 values (x, one 16-byte chunk) split as ex_split3, packed in
+ * bf16 pairs: p[0] the lo pieces, p[1] mid, p[2] hi, values 0-1 in word 0
+ * and 2-3 in word 1 of each. */
+[[maybe_unused]] MLA_DEV void ex_split3x4(const mla_u32x4 &x, uint32_t (&p)[3][2])
+{
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+        uint32_t h0, m0, l0, h1, m1, l1;
+        ex_split3(mla_fb_float(x.v[2 * j]), h0, m0, l0);
+        ex_split3(mla_fb_float(x.v[2 * j + 1]), h1, m1, l1);
+        p[0][j] = l0 | (l1 << 16), p[1][j] = m0 | (m1 << 16), p[2][j] = h0 | (h1 << 16);
+    }
+}
+
 /* ------------------------------------------------------------ FMA body */
 
 constexpr int kExFmaRows = 8, kExFmaKeys = 16, kExFmaThreads = kExFmaRows * kExFmaKeys;

@@ -105,13 +105,7 @@ MLA_DEV void exn_convert(const exp_desc &d, const exn_smem &L, unsigned char *sm
         const mla_u32x4 x =
             *reinterpret_cast<const mla_u32x4 *>(smem + L.raw + (k * d.R + 4 * c) * 4);
         uint32_t p[3][2];
-#pragma unroll
-        for (int j = 0; j < 2; ++j) {
-            uint32_t h0, m0, l0, h1, m1, l1;
-            ex_split3(mla_fb_float(x.v[2 * j]), h0, m0, l0);
-            ex_split3(mla_fb_float(x.v[2 * j + 1]), h1, m1, l1);
-            p[0][j] = l0 | (l1 << 16), p[1][j] = m0 | (m1 << 16), p[2][j] = h0 | (h1 << 16);
-        }
+        ex_split3x4(x, p);
 #pragma unroll
         for (int q = 0; q < 3; ++q) {
             uint32_t *dst = reinterpret_cast<uint32_t *>(Ks + k * L.KP + q * d.R + 4 * c);

@@ -135,13 +135,7 @@ template <int P> MLA_DEV void exw_convert(const exw_lane &l, unsigned char *st)
         const mla_u32x4 x =
             *reinterpret_cast<const mla_u32x4 *>(st + G::RAW + l.k * kExwR * 4 + 16 * r);
         uint32_t p[3][2];
-#pragma unroll
-        for (int j = 0; j < 2; ++j) {
-            uint32_t h0, m0, l0, h1, m1, l1;
-            ex_split3(mla_fb_float(x.v[2 * j]), h0, m0, l0);
-            ex_split3(mla_fb_float(x.v[2 * j + 1]), h1, m1, l1);
-            p[0][j] = l0 | (l1 << 16), p[1][j] = m0 | (m1 << 16), p[2][j] = h0 | (h1 << 16);
-        }
+        ex_split3x4(x, p);
 #pragma unroll
         for (int q = 0; q < 3; ++q) {
             uint32_t *dst = reinterpret_cast<uint32_t *>(st + q * kExwBlock +
