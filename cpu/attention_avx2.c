@@ -56,9 +56,7 @@ ATT_V1 V v_ninf_to_zero(V x)
     return _mm256_andnot_ps(_mm256_cmp_ps(x, _mm256_set1_ps(-INFINITY), _CMP_EQ_OQ), x);
 }
 
-#if defined(MLA_HAVE_SLEEF)
-ATT_V1 V v_exp(V x) { return Sleef_expf8_u10avx2(x); }
-#else
+/* the template's exp polynomial (always: softmax_poly) */
 ATT_V1 V v_min(V a, V b) { return _mm256_min_ps(a, b); }
 ATT_V1 V v_round(V x) { return _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
 ATT_V1 V v_fnma(V a, V b, V c) { return _mm256_fnmadd_ps(a, b, c); }
@@ -80,6 +78,8 @@ ATT_V1 V v_zero_where_le(V y, V x, float c)
 {
     return _mm256_andnot_ps(_mm256_cmp_ps(x, _mm256_set1_ps(c), _CMP_LE_OQ), y);
 }
+#if defined(MLA_HAVE_SLEEF)
+ATT_V1 V v_exp(V x) { return Sleef_expf8_u10avx2(x); }
 #endif
 
 #include "cpu/attention_tiles.h"

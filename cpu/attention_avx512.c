@@ -54,9 +54,7 @@ ATT_V1 V v_ninf_to_zero(V x)
                               _mm512_setzero_ps());
 }
 
-#if defined(MLA_HAVE_SLEEF)
-ATT_V1 V v_exp(V x) { return Sleef_expf16_u10avx512f(x); }
-#else
+/* the template's exp polynomial (always: softmax_poly) */
 ATT_V1 V v_min(V a, V b) { return _mm512_min_ps(a, b); }
 ATT_V1 V v_round(V x)
 {
@@ -69,6 +67,8 @@ ATT_V1 V v_zero_where_le(V y, V x, float c)
     return _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x, _mm512_set1_ps(c), _CMP_LE_OQ),
                               _mm512_setzero_ps());
 }
+#if defined(MLA_HAVE_SLEEF)
+ATT_V1 V v_exp(V x) { return Sleef_expf16_u10avx512f(x); }
 #endif
 
 #include "cpu/attention_tiles.h"

@@ -215,8 +215,9 @@ static void tile_step(const exp_job *j, const exp_tiles *t, int64_t mp, int g0, 
         j->dk->qk(t->qp + m0, mp, ng, t->kb, DS / 2, nk, DS / 2, st, &pf);
     else
         j->k->qk(t->qt + m0, mp, ng, t->kt, DS, nk, j->DQ, st, &pf);
-    j->k->softmax(st, mp, ng, nk, j->a->desc.softmax_scale, t->kpos, t->plim + m0,
-                  t0 + nk - 1 > p0 + m0, t->mx + m0, t->l + m0, t->alpha + m0);
+    (j->k->softmax_poly ? j->k->softmax_poly : j->k->softmax)(
+        st, mp, ng, nk, j->a->desc.softmax_scale, t->kpos, t->plim + m0, t0 + nk - 1 > p0 + m0,
+        t->mx + m0, t->l + m0, t->alpha + m0);
     /* the first step's alpha is e^(-inf - mx') = 0: start from zero */
     const float *alpha = t0 == 0 ? NULL : t->alpha + m0;
     if (pv_ok)

@@ -79,4 +79,4 @@ static void pv_generic(const float *pt, int64_t mp, int nv, const float *kt, int
 }
 
 const attn_kernels mla_cpu_attn_generic = {decode_generic, qk_generic, softmax_generic, pv_generic,
-                                           NULL};
+                                           NULL, NULL};

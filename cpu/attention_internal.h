@@ -117,6 +117,12 @@ typedef struct attn_kernels {
     /* register-tile calls of qk + pv for one tile (each issues one prefetch
      * step), or NULL: the copy does not prefetch */
     int64_t (*calls)(int nv, int nk, int64_t ls);
+    /* softmax with the template's inline exp polynomial (cpu/attention_tiles.h,
+     * about 2 ulps) instead of a SLEEF call, or NULL: softmax only. The
+     * expanded form's short rows (nope + R dims per score) make the exp a
+     * larger share of its time than the absorbed form's. */
+    void (*softmax_poly)(float *st, int64_t mp, int nv, int nk, float scale, const int32_t *kpos,
+                         const int32_t *plim, int mask, float *mx, float *l, float *alpha);
 } attn_kernels;
 
 /* The AVX512-BF16 dot-product part (cpu/attention_bf16.c). */

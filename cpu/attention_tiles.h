@@ -8,8 +8,9 @@
  *   v_load v_store v_set1 v_zero v_fma (a b + c) v_mul v_add v_sub v_max
  *   v_mask_above(x, kp, plim)   x, or -inf in lanes where kp > plim[lane]
  *   v_ninf_to_zero(x)           x with -inf lanes replaced by 0
- *   v_exp (with SLEEF), else v_min v_round (to nearest) v_fnma (c - a b)
- *   v_scale2(p, n) (p 2^n, integral n) and v_zero_where_le(y, x, c)
+ *   v_exp (with SLEEF); v_min v_round (to nearest) v_fnma (c - a b)
+ *   v_scale2(p, n) (p 2^n, integral n) and v_zero_where_le(y, x, c) (the
+ *   polynomial exp: v_exp without SLEEF, softmax_poly always)
  *   ATT_GROUPS         groups of VL pairs a score tile may span (1, 2)
  *   ATT_QK_NA1 / ATT_QK_NA2     keys of a one- / two-group score tile
  *   ATT_PV_MP / ATT_PV_NV       pairs x vector registers of value dims of a
@@ -42,11 +43,10 @@
 #define ATT_NA_MAX ATT_QK_NA1
 #endif
 
-#if !defined(MLA_HAVE_SLEEF)
 /* e^x: n = round(x log2 e), r = x - n ln2 (Cody-Waite, ln2 = C1 + C2), e^r
  * by cephes expf's polynomial on |r| <= ln2 / 2 (about 2 ulp), times 2^n;
  * results below 2^-150 (x < -104, -inf included) are +0. */
-ATT_INLINE V v_exp(V x)
+ATT_INLINE V ATT_FN(exp_poly)(V x)
 {
     const V xc = v_min(v_max(x, v_set1(-104.0f)), v_set1(88.72f));
     const V n = v_round(v_mul(xc, v_set1(1.44269504088896341f)));
@@ -61,6 +61,8 @@ ATT_INLINE V v_exp(V x)
     p = v_fma(p, v_mul(r, r), v_add(r, v_set1(1.0f)));
     return v_zero_where_le(v_scale2(p, n), x, -104.0f);
 }
+#if !defined(MLA_HAVE_SLEEF)
+ATT_INLINE V v_exp(V x) { return ATT_FN(exp_poly)(x); }
 #endif
 
 ATT_TARGET static void ATT_FN(decode)(const attn_keyfmt *f, const uint8_t *blk, int64_t t,
@@ -218,9 +220,9 @@ static int64_t ATT_FN(calls)(int nv, int nk, int64_t ls)
     return n > 0 ? n : 1;
 }
 
-ATT_TARGET static void ATT_FN(softmax)(float *st, int64_t mp, int nv, int nk, float scale,
-                                       const int32_t *kpos, const int32_t *plim, int mask,
-                                       float *mx, float *l, float *alpha)
+ATT_INLINE void ATT_FN(softmax_body)(const int poly, float *st, int64_t mp, int nv, int nk,
+                                     float scale, const int32_t *kpos, const int32_t *plim,
+                                     int mask, float *mx, float *l, float *alpha)
 {
     const V ninf = v_set1(-INFINITY), sc = v_set1(scale);
     for (int j = 0; j < nv * ATT_R; ++j) {
@@ -236,11 +238,11 @@ ATT_TARGET static void ATT_FN(softmax)(float *st, int64_t mp, int nv, int nk, fl
             t = v_max(t, x);
         }
         const V nm = v_max(t, old), safe = v_ninf_to_zero(nm);
-        const V al = v_exp(v_sub(old, safe));
+        const V al = poly ? ATT_FN(exp_poly)(v_sub(old, safe)) : v_exp(v_sub(old, safe));
         V sum = v_zero();
         for (int a = 0; a < nk; ++a) {
             float *p = st + a * mp + off;
-            const V e = v_exp(v_sub(v_load(p), safe));
+            const V x = v_sub(v_load(p), safe), e = poly ? ATT_FN(exp_poly)(x) : v_exp(x);
             v_store(p, e);
             sum = v_add(sum, e);
         }
@@ -250,5 +252,19 @@ ATT_TARGET static void ATT_FN(softmax)(float *st, int64_t mp, int nv, int nk, fl
     }
 }
 
+ATT_TARGET static void ATT_FN(softmax)(float *st, int64_t mp, int nv, int nk, float scale,
+                                       const int32_t *kpos, const int32_t *plim, int mask,
+                                       float *mx, float *l, float *alpha)
+{
+    ATT_FN(softmax_body)(0, st, mp, nv, nk, scale, kpos, plim, mask, mx, l, alpha);
+}
+ATT_TARGET static void ATT_FN(softmax_poly)(float *st, int64_t mp, int nv, int nk, float scale,
+                                            const int32_t *kpos, const int32_t *plim, int mask,
+                                            float *mx, float *l, float *alpha)
+{
+    ATT_FN(softmax_body)(1, st, mp, nv, nk, scale, kpos, plim, mask, mx, l, alpha);
+}
+
 const attn_kernels ATT_CAT(mla_cpu_attn, ATT_SUFFIX) = {ATT_FN(decode), ATT_FN(qk), ATT_FN(softmax),
-                                                        ATT_FN(pv), ATT_FN(calls)};
+                                                        ATT_FN(pv), ATT_FN(calls),
+                                                        ATT_FN(softmax_poly)};
