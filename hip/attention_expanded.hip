@@ -265,6 +265,10 @@ mla_status mla_hip_attention_expanded(mla_context *ctx, const mla_attention_expa
     d.nope = (int32_t)de->nope, d.R = (int32_t)de->cache.rope, d.V = (int32_t)de->v;
     d.L = (int32_t)de->cache.kv_lora, d.H = (int32_t)de->heads, d.S = (int32_t)a->S;
     d.N = (int32_t)(de->heads * (de->nope + de->v));
+    /* heads whose decompressed keys and values fill at most kExL2Group bytes */
+    const int64_t head_bytes = a->Nk * (de->nope + de->v) * (int64_t)mla_dtype_size(kv.kv.dtype);
+    const int64_t hg = head_bytes > 0 ? kExL2Group / head_bytes : de->heads;
+    d.hg = (int32_t)(hg < 1 ? 1 : hg > de->heads ? de->heads : hg);
     d.P = kv.rows.dtype == MLA_DTYPE_BF16 ? 1 : 3;
     const auto vec = [](const mla_tensor &t) { /* 16-byte chunks along the last dim */
                                                return t.stride[2] == 1 && t.stride[0] % 8 == 0 &&

@@ -28,6 +28,7 @@ struct exp_desc {
     int64_t qn_s0, qn_s1, qn_s2, qp_s0, qp_s1, qp_s2, o_s0, o_s1, o_s2, lse_s0, lse_s1;
     int32_t q_dt, kv_dt, rows_dt, o_dt;
     int32_t nope, R, V, L, H, N, S, qblocks;
+    int32_t hg; /* heads a group of the grid's order (ex_block_of) */
     /* matrix bodies: pieces of k_pe (1: bf16 rows; 3: f32 rows, split
      * exactly into lo + mid + hi bf16), q rows in 16-byte chunks (both q
      * views with unit last stride and 16-byte aligned rows) */
@@ -124,6 +125,9 @@ MLA_DEV void ex_padding(const exp_desc &d, int64_t r0, int h, int rows, int nthr
 
 constexpr int kExFmaRows = 8, kExFmaKeys = 16, kExFmaThreads = kExFmaRows * kExFmaKeys;
 constexpr int kExDqMax = 256, kExVMax = 192; /* what the FMA tiles hold */
+/* The grid order's group of heads (ex_block_of): half of Hopper's 50 MB
+ * L2; MI300X's 4 MB L2 of an XCD sits in front of a 256 MB Infinity Cache. */
+constexpr int64_t kExL2Group = (int64_t)24 << 20;
 
 /* Shared memory of the FMA body, floats: Q [8][256], K [16][256], V [16][192],
  * O [8][192], S [8][16], the rows' max, sum and rescale factor. */
@@ -226,14 +230,20 @@ MLA_DEV void ex_fma_rows(const exp_desc &d, int s, int h, int64_t q0, unsigned c
 }
 
 /* The block's sequence, head and query block in a grid of qblocks x H x S
- * blocks, the query blocks of the highest positions first (they have the
- * most keys): the grid's last wave holds the shortest blocks. */
+ * blocks: groups of hg heads one after another, and in a group the query
+ * blocks of the highest positions first (they have the most keys), each
+ * over the group's heads and sequences. The blocks that run together then
+ * read the keys and values of a few heads, which stay in L2 (a head's are
+ * read by every query block of it), and a group's last wave of short blocks
+ * runs beside the next group's long ones. */
 MLA_DEV void ex_block_of(const exp_desc &d, int &s, int &h, int &qb)
 {
-    const int64_t b = blockIdx.x, hs = (int64_t)d.H * d.S;
+    const int64_t per = (int64_t)d.qblocks * d.hg * d.S; /* blocks of a whole group */
+    const int64_t gi = blockIdx.x / per, b = blockIdx.x % per;
+    const int64_t hn = d.H - gi * d.hg < d.hg ? d.H - gi * d.hg : d.hg, hs = hn * d.S;
     qb = d.qblocks - 1 - (int)(b / hs);
-    h = (int)(b % hs % d.H);
-    s = (int)(b % hs / d.H);
+    h = (int)(gi * d.hg + b % hs % hn);
+    s = (int)(b % hs / hn);
 }
 
 } // namespace

@@ -638,8 +638,7 @@ __global__ __launch_bounds__(kGwThreads, 2) void gemm_wg_kernel(gemm_desc g)
     int64_t rest, tm, tn, b;
     divmod64((int64_t)blockIdx.x, (g.M + kGwM - 1) / kGwM, rest, tm);
     divmod64(rest, (g.N + kGwN - 1) / kGwN, b, tn);
-    gw_tile(g, b, tm * kGwM, tn * kGwN, smem,
-            [&](int64_t m, int64_t n, float v) { put_out(g, b, m, n, v); });
+    gw_tile(g, b, tm * kGwM, tn * kGwN, smem);
 #else
     __shared__ int mla_gw_absent[1];
     *static_cast<volatile int *>(mla_gw_absent) = (int)g.M;

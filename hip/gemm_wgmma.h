@@ -41,11 +41,59 @@ constexpr int kGwSmem = 1024 + kGwStages * kGwStage; /* from a 1024-byte boundar
 
 #if MLA_GEMM_WG
 
-/* Tile (b, m0, n0) of C over all of K; put(m, n, sum) stores each output
- * (gemm.hip's put_out: alpha and the rounding). */
-template <typename Put>
-MLA_DEV void gw_tile(const gemm_desc &g, int64_t b, int64_t m0, int64_t n0, unsigned char *smem,
-                     Put put)
+/* The epilogue of a warpgroup's 64 x 128 tile of C (rows from m0, columns
+ * from n0) through its buf of shared memory: alpha v rounded to C's dtype
+ * (ES bytes) into rows of 128 ES bytes, 16-byte chunks XOR-swizzled by row
+ * % 8 (a warp's pair writes spread over the banks); then whole chunks to C,
+ * 16-byte stores where C's rows are unit-stride and aligned, value by value
+ * elsewhere. */
+template <int ES>
+MLA_DEV void gw_store(const gemm_desc &g, int64_t b, int64_t m0, int64_t n0, const float (&acc)[64],
+                      unsigned char *buf)
+{
+    constexpr int ROW = 128 * ES, CPR = ROW / 16, PER = 16 / ES; /* chunks a row, values a chunk */
+    const int wt = (int)threadIdx.x % 128, w = wt / 32, lane = wt % 32;
+    /* accumulator e: row 16 w + lane / 4 + 8 ((e % 4) / 2), column 8 (e / 4)
+     * + 2 (lane % 4) + e % 2 (hip/wgmma.h) */
+#pragma unroll
+    for (int e = 0; e < 64; e += 2) {
+        const int r = 16 * w + lane / 4 + 8 * ((e % 4) / 2);
+        const int byte = (8 * (e / 4) + 2 * (lane % 4)) * ES;
+        unsigned char *at = buf + r * ROW + (((byte / 16) ^ (r & 7)) << 4) + byte % 16;
+        const float v0 = g.alpha * acc[e], v1 = g.alpha * acc[e + 1];
+        if constexpr (ES == 4) {
+            reinterpret_cast<float *>(at)[0] = v0;
+            reinterpret_cast<float *>(at)[1] = v1;
+        } else {
+            *reinterpret_cast<uint32_t *>(at) =
+                (uint32_t)mla_fb_f32_to_bf16(v0) | (uint32_t)mla_fb_f32_to_bf16(v1) << 16;
+        }
+    }
+    idx_sync();
+    const bool vec = g.cs_n == 1 && (g.cs_m * ES) % 16 == 0 && (g.cs_b * ES) % 16 == 0 &&
+                     reinterpret_cast<uintptr_t>(g.c) % 16 == 0;
+    for (int it = wt; it < 64 * CPR; it += 128) {
+        const int r = it / CPR, cc = it % CPR;
+        const int64_t m = m0 + r, n = n0 + (int64_t)cc * PER;
+        if (m >= g.M || n >= g.N)
+            continue;
+        const unsigned char *src = buf + r * ROW + ((cc ^ (r & 7)) << 4);
+        const int64_t off = b * g.cs_b + m * g.cs_m + n * g.cs_n;
+        unsigned char *dst = static_cast<unsigned char *>(g.c);
+        if (vec && n + PER <= g.N) {
+            *reinterpret_cast<mla_u32x4 *>(dst + off * ES) =
+                *reinterpret_cast<const mla_u32x4 *>(src);
+            continue;
+        }
+        for (int q = 0; q < PER && n + q < g.N; ++q)
+            for (int k = 0; k < ES; ++k)
+                dst[(off + q * g.cs_n) * ES + k] = src[q * ES + k];
+    }
+}
+
+/* Tile (b, m0, n0) of C over all of K, stored with alpha and one rounding
+ * (gemm.hip's put_out for one split). */
+MLA_DEV void gw_tile(const gemm_desc &g, int64_t b, int64_t m0, int64_t n0, unsigned char *smem)
 {
     unsigned char *st0 = smem + ((1024u - (wg_addr(smem) & 1023u)) & 1023u);
     const int tid = (int)threadIdx.x, c = tid % 8, r0 = tid / 8;
@@ -94,16 +142,13 @@ MLA_DEV void gw_tile(const gemm_desc &g, int64_t b, int64_t m0, int64_t n0, unsi
         wg_pin(acc);
     }
 
-    /* accumulator e: row 16 w + lane / 4 + 8 ((e % 4) / 2), column 8 (e / 4)
-     * + 2 (lane % 4) + e % 2 (hip/wgmma.h) */
-    const int w = (tid % 128) / 32, lane = tid % 32;
-#pragma unroll
-    for (int e = 0; e < 64; ++e) {
-        const int64_t m = m0 + 64 * wgi + 16 * w + lane / 4 + 8 * ((e % 4) / 2);
-        const int64_t n = n0 + 8 * (e / 4) + 2 * (lane % 4) + e % 2;
-        if (m < g.M && n < g.N)
-            put(m, n, acc[e]);
-    }
+    /* every warpgroup's products done: the stages hold the epilogue */
+    idx_sync();
+    unsigned char *buf = st0 + wgi * 64 * 128 * (g.cdt == MLA_DTYPE_F32 ? 4 : 2);
+    if (g.cdt == MLA_DTYPE_F32)
+        gw_store<4>(g, b, m0 + 64 * wgi, n0, acc, buf);
+    else
+        gw_store<2>(g, b, m0 + 64 * wgi, n0, acc, buf);
 }
 
 #endif /* MLA_GEMM_WG */

@@ -71,6 +71,22 @@ template <int N> MLA_DEV void wg_pin(uint32_t (&r)[N])
 #endif
 }
 
+/* dst = src by real moves, ordered after the asm before them (a wg_wait):
+ * a loop-carried wgmma operand refilled while its wgmma may be in flight
+ * would otherwise be computed straight into the operand's registers, and
+ * ptxas then serializes every wgmma of the loop. */
+template <int N> MLA_DEV void wg_move(uint32_t (&dst)[N], const uint32_t (&src)[N])
+{
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+#if !MLA_IDX_EMU
+        asm volatile("mov.b32 %0, %1;" : "=r"(dst[i]) : "r"(src[i]));
+#else
+        dst[i] = src[i];
+#endif
+    }
+}
+
 /* This warpgroup's register budget from here on (setmaxnreg, sm_90a): the
  * roles of a warp-specialized kernel trade registers within the block's
  * allocation. N: a multiple of 8 in 24 .. 256. */
