@@ -28,7 +28,9 @@ dtype, bmm scores, softmax, bmm output, logsumexp), same byte and FLOP
 counts; on a CPU each row is timed in bf16 and in f32 (the way a fallback
 without bf16 matmul units runs it) and the faster is reported (--peer-dtype).
 --prefill times torch's scaled_dot_product_attention (causal) on the expanded
-problem of `mla bench prefill` (q, k 192-dim, v 128-dim, same T and heads).
+problem of `mla bench prefill` (q, k 192-dim, v 128-dim, same T and heads); a
+torch without it (before 2.0, e.g. Debian 12's 1.13) runs the plain form:
+bf16 q k^T, fp32 masked softmax, bf16 P v.
 --layer times one decode step of an MLA layer in plain torch, next to `mla demo`.
 
 --compare prints the two JSON files side by side (ours / peer time).
@@ -769,6 +771,23 @@ def prefill_cases(args):
     return rows
 
 
+def plain_causal(torch, sets, T, scale):
+    """Causal attention without SDPA: scores in fp32 with the upper triangle masked, a chunk
+    of heads at a time so that the scores stay under 256 MiB."""
+    mask = torch.ones(T, T, dtype=torch.bool, device=sets[0][0].device).triu(1)
+    hc = max(1, (1 << 28) // (4 * T * T))
+
+    def fn(i):
+        q, k, v = sets[i]
+        outs = []
+        for h0 in range(0, q.shape[1], hc):
+            s = torch.matmul(q[:, h0:h0 + hc], k[:, h0:h0 + hc].transpose(-1, -2)).float()
+            s = (s * scale).masked_fill_(mask, float("-inf"))
+            outs.append(torch.matmul(torch.softmax(s, -1).to(v.dtype), v[:, h0:h0 + hc]))
+        return torch.cat(outs, 1)
+    return fn
+
+
 def prefill_main(args):
     """torch's scaled_dot_product_attention on the expanded problem of `mla bench
     prefill`: q, k [B, H, T, 192], v [B, H, T, 128] bf16, causal, the preset's
@@ -793,9 +812,6 @@ def prefill_main(args):
                  bound="copy" if t_bw >= t_mm else "matmul", ratio=None, gflops=None, how="")
         rows.append(r)
         try:
-            if not hasattr(F, "scaled_dot_product_attention"):
-                r["status"], r["note"] = "unsupported", "unsupported: this torch has no SDPA"
-                continue
             nsets = max(1, min(8, cdiv(e.rotate, nbytes)))
             sets = []
             for _ in range(nsets):
@@ -804,10 +820,15 @@ def prefill_main(args):
                 v = torch.randn(B, H, T, PREFILL_DV, device=dev, generator=gen).to(torch.bfloat16)
                 sets.append((q, k, v))
 
-            def fn(i):
-                q, k, v = sets[i]
-                return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)
-            r["how"] = "F.scaled_dot_product_attention(is_causal=True), bf16, d_qk 192, d_v 128"
+            if hasattr(F, "scaled_dot_product_attention"):
+                def fn(i):
+                    q, k, v = sets[i]
+                    return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)
+                r["how"] = "F.scaled_dot_product_attention(is_causal=True), bf16, d_qk 192, d_v 128"
+            else:  # torch < 2.0 (Debian 12's 1.13): what a user of it writes
+                fn = plain_causal(torch, sets, T, scale)
+                r["how"] = ("plain PyTorch (this torch has no SDPA): bf16 q k^T, fp32 masked "
+                            "softmax, bf16 P v, heads in chunks of <= 256 MiB of scores")
             got = sample(timer, fn, nsets, e.warm, e.reps, args.max_call_s, cuda)
             if "skipped" in got:
                 r["status"], r["note"] = "skipped", "skipped: %.2f s per call" % got["skipped"]
@@ -839,7 +860,8 @@ def prefill_main(args):
         print("%12.1f %12.1f %9.1f %5d %s" % (
             1e6 * r["median_s"], 1e6 * r["min_s"], r["gflops"], r["reps"],
             ("%7.1f%%" % (100 * r["ratio"])) if r["ratio"] is not None else "     n/a"))
-    print("\nsweep: %.1f s; torch SDPA on the expanded problem, FLOPs = 2 B H P (192 + 128), "
+    print("\nsweep: %.1f s; torch attention (SDPA, or the plain form without it) on the expanded "
+          "problem, FLOPs = 2 B H P (192 + 128), "
           "P = T (T + 1) / 2; median of the reps after warm-up" % (time.time() - start))
     return finish(args.json, rows, bench="peer_torch_prefill", torch=torch.__version__,
                   device=e.devname, ceilings=ceil)
