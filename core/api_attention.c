@@ -83,7 +83,8 @@ static mla_status plan_fill(mla_context *ctx, mla_attention_plan *p, const mla_a
     mla_status st = mla_attn_check_values(ctx, &p->desc, a, sh, len, &max_q, p->cu_q_host);
     if (st == MLA_OK) {
         p->max_q_len = max_q;
-        mla_attention_schedule(p, len, ctx->compute_units);
+        mla_attention_schedule(p, len, ctx->compute_units,
+                               ctx->min_split_keys > 0 ? ctx->min_split_keys : MLA_ATTN_CHUNK);
     }
     free(len);
     if (st != MLA_OK || ctx->ops->memory == MLA_MEMORY_HOST)

@@ -16,7 +16,8 @@
  *   n_s = floor(2U len_s / sum (len g)) (rounded down: the records fit in
  *   one wave of two per unit, where rounding up made e.g. 128 equal
  *   sequences on 132 units 384 items, one and a half waves), at least 1, at
- *   most ceil(len_s / 64) (no chunk under 64 keys) and the split capacity;
+ *   most ceil(len_s / min_chunk) (ctx->min_split_keys: 64 on a GPU,
+ *   MLA_HOST_MIN_CHUNK on the host; no shorter chunk) and the split capacity;
  *   then chunk_s = ceil(len_s / n_s) rounded up to 64 and n_s = ceil(len_s /
  *   chunk_s), so no automatic item is empty. Records, not sequences: 128
  *   sequences of 128 heads on 132 units are 256 records, which a split
@@ -40,7 +41,7 @@ static int64_t row_tiles(const mla_attention_plan *plan, int64_t s)
 
 /* The split count of each sequence before the chunking, into n[s]. */
 static void choose_splits(const mla_attention_plan *plan, const int64_t *len, int32_t units,
-                          int32_t cap, int32_t *n)
+                          int64_t min_chunk, int32_t cap, int32_t *n)
 {
     const int64_t S = plan->S, forced = plan->desc.num_splits;
     int64_t busy = 0;
@@ -59,14 +60,15 @@ static void choose_splits(const mla_attention_plan *plan, const int64_t *len, in
             k = forced;
         } else if (busy < U) {
             k = (int64_t)floor(2.0 * (double)U * (double)len[s] / total);
-            const int64_t by_len = ceil_div(len[s], MLA_ATTN_CHUNK);
+            const int64_t by_len = ceil_div(len[s], min_chunk);
             k = k < 1 ? 1 : k > by_len ? by_len : k;
         }
         n[s] = (int32_t)(k > cap ? cap : k);
     }
 }
 
-void mla_attention_schedule(mla_attention_plan *plan, const int64_t *len, int32_t compute_units)
+void mla_attention_schedule(mla_attention_plan *plan, const int64_t *len, int32_t compute_units,
+                            int64_t min_chunk)
 {
     const int64_t S = plan->S;
     const int forced = plan->desc.num_splits > 1;
@@ -77,7 +79,7 @@ void mla_attention_schedule(mla_attention_plan *plan, const int64_t *len, int32_
     const int32_t cap = !creating                    ? plan->max_splits
                         : plan->desc.num_splits >= 1 ? plan->desc.num_splits
                                                      : MLA_ATTN_AUTO_SPLITS;
-    choose_splits(plan, len, compute_units, cap, plan->splits_host);
+    choose_splits(plan, len, compute_units, min_chunk, cap, plan->splits_host);
     int64_t w = 0;
     for (int64_t s = 0; s < S; ++s) {
         const int64_t n = plan->splits_host[s];

@@ -274,6 +274,7 @@ struct mla_context {
     mla_target target;   /* set by init; the HIP backend reads it off the device */
     int32_t num_threads; /* host backends: OpenMP threads to use (>= 1) */
     int32_t compute_units; /* parallel units the split-KV planner fills (threads, GPU CUs/SMs) */
+    int32_t min_split_keys; /* the planner's shortest automatic chunk; 0: MLA_ATTN_CHUNK */
     void *impl;          /* backend-private state (HIP: device, stream) */
     char fallback_reason[256];
     char device_name[128];

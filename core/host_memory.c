@@ -22,6 +22,7 @@ mla_status mla_host_init(mla_context *ctx, const mla_context_options *opt, char 
 #endif
     ctx->num_threads = threads > 0 ? threads : 1;
     ctx->compute_units = MLA_HOST_COMPUTE_UNITS; /* not the threads: same splits, same bits */
+    ctx->min_split_keys = MLA_HOST_MIN_CHUNK;
     snprintf(ctx->device_name, sizeof ctx->device_name, "host CPU, %d thread%s", ctx->num_threads,
              ctx->num_threads == 1 ? "" : "s");
     return MLA_OK;

@@ -8,6 +8,7 @@
  * stages the index tensors and copies the work list, the run copies and
  * allocates nothing, an update rewrites the same buffers. */
 #include "core/attention_plan.h"
+#include "core/attention_planner.h"
 #include "tests/attention_fixture.h"
 
 enum { PBS = 64, PNB = 16, PMB = 8 }; /* capacity 512 keys per sequence */
@@ -96,6 +97,16 @@ static void test_planner(mla_context *ctx)
     pfix f;
     pfix_init(&f, lens);
     mla_attention_plan *p = NULL;
+
+    /* the host's shortest chunk (MLA_HOST_MIN_CHUNK keys) splits neither */
+    CHECK(ctx->min_split_keys == MLA_HOST_MIN_CHUNK && MLA_HOST_MIN_CHUNK >= 300);
+    ctx->compute_units = 8;
+    CHECK_STATUS(mla_attention_plan_create(ctx, &f.desc, &f.args, &p), MLA_OK);
+    CHECK(check_work(p, len) == 1 && p->max_splits == 1 && p->part_o_offset == -1);
+    mla_attention_plan_destroy(p);
+
+    /* the rest at a GPU's 64 keys, where these lengths split */
+    ctx->min_split_keys = MLA_ATTN_CHUNK;
 
     /* 8 units, 2 busy sequences: split 300 keys into 5 chunks of 64, 100 into 2 */
     ctx->compute_units = 8;
@@ -193,6 +204,7 @@ static void test_planner(mla_context *ctx)
     check_unused(p);
     mla_attention_plan_destroy(p);
     f.desc.num_splits = 0;
+    ctx->min_split_keys = MLA_HOST_MIN_CHUNK;
     free(f.cache);
 }
 
