@@ -253,6 +253,87 @@ MLA_DEV void nv_fp8x4_bf16(uint32_t x, float sc, uint32_t &lo, uint32_t &hi)
     hi = nv_bf16x2(v[2], v[3]);
 }
 
+/* The bf16 factor of nv_fp8x16_bf16 for codes of dtype CT times sc: an fp8
+ * code's 7 magnitude bits at bf16 bits 4..10 (sign at 15) are a bf16 of
+ * value code * 2^-(127 - bias), subnormal codes included, so one bf16
+ * product by f = 2^(127 - bias) * sc gives code * sc rounded once, the bits
+ * of the fp32 product rounded to bf16 (exact but where it underflows).
+ * Both halves hold f; 0 where f is no normal bf16 power of two (sc not a
+ * power of two, zero, subnormal, inf, NaN, or above 2^7). */
+template <int CT> MLA_DEV uint32_t nv_fp8_bf16_factor(float sc)
+{
+    const uint32_t b = mla_fb_bits(sc), e = (b >> 23) & 0xFFu;
+    const uint32_t fe = e + (CT == MLA_DTYPE_FP8_E4M3FNUZ ? 119u : 120u);
+    if ((b & 0x7FFFFFu) != 0 || e == 0 || fe >= 255u)
+        return 0;
+    const uint32_t f = (b >> 16 & 0x8000u) | fe << 7;
+    return f | f << 16;
+}
+
+/* Codes bytes 0, 1 (SEL 0x9180) or 2, 3 (0xB3A2) of x as the bf16 pair of
+ * patterns nv_fp8_bf16_factor describes (the lower byte in the low half). */
+template <uint32_t SEL> MLA_DEV uint32_t nv_fp8x2_bf16_pattern(uint32_t x)
+{
+#if defined(__CUDA_ARCH__) && !MLA_IDX_EMU
+    uint32_t u; /* each half: the byte, its sign replicated above it */
+    asm("prmt.b32 %0, %1, 0, %2;" : "=r"(u) : "r"(x), "n"(SEL));
+    return (u << 4) & 0x87F087F0u;
+#else
+    const uint32_t t = SEL == 0x9180u ? x : x >> 16;
+    const uint32_t lo = ((t & 0x80u) << 8) | (t & 0x7Fu) << 4;
+    const uint32_t hi = ((t & 0x8000u)) | (t >> 8 & 0x7Fu) << 4;
+    return lo | hi << 16;
+#endif
+}
+
+/* A bf16 pair times the factor pair f, rounded to nearest even. */
+MLA_DEV uint32_t nv_bf16x2_mul(uint32_t a, uint32_t f)
+{
+#if defined(__CUDA_ARCH__) && !MLA_IDX_EMU
+    uint32_t r; /* + -0: a zero product keeps its sign */
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(f), "r"(0x80008000u));
+    return r;
+#else
+    const float lo = mla_fb_float(a << 16) * mla_fb_float(f << 16);
+    const float hi = mla_fb_float(a & 0xFFFF0000u) * mla_fb_float(f & 0xFFFF0000u);
+    return nv_bf16x2(lo, hi); /* products exact in fp32 (4 + 1 significant bits) */
+#endif
+}
+
+/* 8 fp8 codes x (FP8_SCALED: times the group scale sc) -> 4 bf16 pairs w,
+ * the bits of nv_fp8x4_bf16, by integer placement and one bf16 product per
+ * pair (nv_fp8_bf16_factor): 12 operations for 4 codes where the fp32 route
+ * takes 16 conversions. Codes and scales it does not take (NaN codes, a
+ * scale that is no small power of two) go the fp32 route. */
+template <int CT>
+MLA_DEV void nv_fp8x8_bf16(const uint32_t x[2], float sc, bool scaled, uint32_t w[4])
+{
+    constexpr int fnuz = CT == MLA_DTYPE_FP8_E4M3FNUZ;
+    const uint32_t f = nv_fp8_bf16_factor<CT>(scaled ? sc : 1.0f);
+    if (f != 0 && (fp8_nan_bytes<fnuz>(x[0]) | fp8_nan_bytes<fnuz>(x[1])) == 0) {
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+            w[2 * j] = nv_bf16x2_mul(nv_fp8x2_bf16_pattern<0x9180u>(x[j]), f);
+            w[2 * j + 1] = nv_bf16x2_mul(nv_fp8x2_bf16_pattern<0xB3A2u>(x[j]), f);
+        }
+    } else if (scaled) {
+        nv_fp8x4_bf16<CT, true>(x[0], sc, w[0], w[1]);
+        nv_fp8x4_bf16<CT, true>(x[1], sc, w[2], w[3]);
+    } else {
+        nv_fp8x4_bf16<CT, false>(x[0], 1.0f, w[0], w[1]);
+        nv_fp8x4_bf16<CT, false>(x[1], 1.0f, w[2], w[3]);
+    }
+}
+
+/* 16 codes: lo codes 0-7, hi 8-15. */
+template <int CT>
+MLA_DEV void nv_fp8x16_bf16(const uint32_t x[4], float sc, bool scaled, mla_u32x4 &lo,
+                            mla_u32x4 &hi)
+{
+    nv_fp8x8_bf16<CT>(x, sc, scaled, lo.v);
+    nv_fp8x8_bf16<CT>(x + 2, sc, scaled, hi.v);
+}
+
 /* Raw rows (fp8 caches) -> bf16 key rows. */
 template <int CT, int NK>
 MLA_DEV void nv_convert(const att_desc &d, const nv_map &m, const uint8_t *raw, uint16_t *Ks)
@@ -267,14 +348,9 @@ MLA_DEV void nv_convert(const att_desc &d, const nv_map &m, const uint8_t *raw, 
             for (int j = 0; j < 4; ++j)
                 w[j] = src[j];
         } else {
-            if (cache_fp8s(d.c)) {
-                const float sc = *reinterpret_cast<const float *>(row + so);
-                nv_fp8x4_bf16<CT, true>(src[0], sc, w[0], w[1]);
-                nv_fp8x4_bf16<CT, true>(src[1], sc, w[2], w[3]);
-            } else {
-                nv_fp8x4_bf16<CT, false>(src[0], 1.0f, w[0], w[1]);
-                nv_fp8x4_bf16<CT, false>(src[1], 1.0f, w[2], w[3]);
-            }
+            const bool scaled = cache_fp8s(d.c);
+            nv_fp8x8_bf16<CT>(src, scaled ? *reinterpret_cast<const float *>(row + so) : 1.0f,
+                              scaled, w);
         }
         uint16_t *kd = Ks + k * d.DP + m.d0;
         if (m.n == kChunk) {

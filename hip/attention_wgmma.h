@@ -232,17 +232,7 @@ MLA_DEV void wg_put_unit(unsigned char *st, uint32_t dst, const uint32_t raw[4],
         return;
     }
     mla_u32x4 lo, hi;
-    if (scaled) {
-        nv_fp8x4_bf16<CT, true>(raw[0], sc, lo.v[0], lo.v[1]);
-        nv_fp8x4_bf16<CT, true>(raw[1], sc, lo.v[2], lo.v[3]);
-        nv_fp8x4_bf16<CT, true>(raw[2], sc, hi.v[0], hi.v[1]);
-        nv_fp8x4_bf16<CT, true>(raw[3], sc, hi.v[2], hi.v[3]);
-    } else {
-        nv_fp8x4_bf16<CT, false>(raw[0], 1.0f, lo.v[0], lo.v[1]);
-        nv_fp8x4_bf16<CT, false>(raw[1], 1.0f, lo.v[2], lo.v[3]);
-        nv_fp8x4_bf16<CT, false>(raw[2], 1.0f, hi.v[0], hi.v[1]);
-        nv_fp8x4_bf16<CT, false>(raw[3], 1.0f, hi.v[2], hi.v[3]);
-    }
+    nv_fp8x16_bf16<CT>(raw, sc, scaled, lo, hi);
     *reinterpret_cast<mla_u32x4 *>(st + dst) = lo;
     *reinterpret_cast<mla_u32x4 *>(st + (dst ^ 16u)) = hi;
 }

@@ -10,10 +10,11 @@
  *        -gencode=arch=compute_90a,code=sm_90a hip/attention_wgmma_probe.cu
  *
  * Prints one line per product (S = Q K^T from shared memory; O = P V with P
- * from registers; O = P V with P from shared memory) and exits 1 on any
- * mismatch. It runs in the wave-32 emulation too (hip/emu: the launch
- * rewritten as run.sh does, -D__CUDACC__), where it checks itself against
- * the emulated layouts. */
+ * from registers; O = P V with P from shared memory) and one for the fp8
+ * key conversion (every code, scales in and out of its fast route against
+ * the fp32 route), and exits 1 on any mismatch. It runs in the wave-32 emulation too (hip/emu: the
+ * launch rewritten as run.sh does, -D__CUDACC__), where it checks itself against the emulated
+ * layouts. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -119,6 +120,66 @@ __global__ __launch_bounds__(128, 1) void probe_kernel(const uint16_t *q, const 
 #endif
 }
 
+/* The key conversion of the fp8 caches (nv_fp8x16_bf16): every code of
+ * both e4m3 flavours times each scale of probe_scale (FP8_SCALED; index 0 is
+ * NORMAL, no scale), 16 codes a thread; out[f][s][c] the bf16 bits. */
+constexpr int kNScales = 14;
+
+MLA_HD float probe_scale(int i)
+{
+    const float s[kNScales] = {1.0f,   1.0f,   0.25f,   0x1p-20f, 0x1p-126f, 0x1p-127f, 0x1p-140f,
+                               0x1p7f, 0x1p8f, 0x1p30f, 0.3f,     -2.0f,     0.0f,      INFINITY};
+    return s[i];
+}
+
+__global__ void convert_kernel(uint16_t *out)
+{
+#if MLA_ATT_WGMMA
+    const int f = (int)blockIdx.x / kNScales, s = (int)blockIdx.x % kNScales;
+    const int c0 = 16 * (int)threadIdx.x; /* 16 threads: codes 0..255 */
+    uint32_t x[4];
+    for (int j = 0; j < 4; ++j)
+        x[j] = (uint32_t)(c0 + 4 * j) * 0x01010101u + 0x03020100u;
+    mla_u32x4 lo, hi;
+    if (f == 0)
+        nv_fp8x16_bf16<MLA_DTYPE_FP8_E4M3FN>(x, probe_scale(s), s != 0, lo, hi);
+    else
+        nv_fp8x16_bf16<MLA_DTYPE_FP8_E4M3FNUZ>(x, probe_scale(s), s != 0, lo, hi);
+    uint16_t *o = out + ((size_t)blockIdx.x * 256 + (size_t)c0);
+    for (int j = 0; j < 8; ++j) {
+        const uint32_t w = j < 4 ? lo.v[j] : hi.v[j - 4];
+        o[2 * j] = (uint16_t)(w & 0xFFFFu);
+        o[2 * j + 1] = (uint16_t)(w >> 16);
+    }
+#else
+    (void)out;
+#endif
+}
+
+/* The conversion against the fp32 route on the host: code value times
+ * the scale in fp32, rounded to bf16; NaN where the host has NaN. */
+int report_convert(const uint16_t *got)
+{
+    int bad = 0;
+    for (int f = 0; f < 2; ++f)
+        for (int s = 0; s < kNScales; ++s)
+            for (int c = 0; c < 256; ++c) {
+                const float v =
+                    f ? mla_fb_e4m3fnuz_to_f32((uint8_t)c) : mla_fb_e4m3fn_to_f32((uint8_t)c);
+                const float w = s ? v * probe_scale(s) : v;
+                const uint16_t g = got[(f * kNScales + s) * 256 + c], want = mla_fb_f32_to_bf16(w);
+                const bool ok = w != w ? (g & 0x7FFFu) > 0x7F80u : g == want;
+                if (!ok && bad++ == 0)
+                    printf("fp8 -> bf16 %s code 0x%02x scale %g: 0x%04x, want 0x%04x\n",
+                           f ? "e4m3fnuz" : "e4m3fn", c, (double)probe_scale(s), g, want);
+            }
+    if (bad)
+        printf("%-32s FAIL %d of %d\n", "fp8 codes -> bf16 keys", bad, 2 * kNScales * 256);
+    else
+        printf("%-32s pass (%d values exact)\n", "fp8 codes -> bf16 keys", 2 * kNScales * 256);
+    return bad != 0;
+}
+
 int report(const char *what, const float *got, const float *want, int n, int cols)
 {
     int bad = 0, first = -1;
@@ -186,8 +247,18 @@ int main()
         printf("probe kernel: %s\n", hipGetErrorString(err));
         return 1;
     }
+    void *dc;
+    static uint16_t gc[2 * kNScales * 256];
+    hipMalloc(&dc, sizeof gc);
+    convert_kernel<<<2 * kNScales, 16, 0, 0>>>(static_cast<uint16_t *>(dc));
+    hipMemcpyAsync(gc, dc, sizeof gc, hipMemcpyDeviceToHost, 0);
+    if (hipStreamSynchronize(0) != hipSuccess || hipGetLastError() != hipSuccess) {
+        printf("convert kernel failed\n");
+        return 1;
+    }
     int bad = report("S = Q K^T (SS, K-major)", gs, ws, 64 * 64, 64);
     bad |= report("O = P V (RS, V MN-major)", grs, wo, 64 * 256, 256);
     bad |= report("O = P V (SS, V MN-major)", gss, wo, 64 * 256, 256);
+    bad |= report_convert(gc);
     return bad;
 }
