@@ -253,7 +253,7 @@ MLA_DEV void nv_fp8x4_bf16(uint32_t x, float sc, uint32_t &lo, uint32_t &hi)
     hi = nv_bf16x2(v[2], v[3]);
 }
 
-/* The bf16 factor of nv_fp8x16_bf16 for codes of dtype CT times sc: an fp8
+/* The bf16 factor of nv_fp8x8_bf16_placed for codes of dtype CT times sc: an fp8
  * code's 7 magnitude bits at bf16 bits 4..10 (sign at 15) are a bf16 of
  * value code * 2^-(127 - bias), subnormal codes included, so one bf16
  * product by f = 2^(127 - bias) * sc gives code * sc rounded once, the bits
@@ -300,22 +300,35 @@ MLA_DEV uint32_t nv_bf16x2_mul(uint32_t a, uint32_t f)
 #endif
 }
 
+/* 8 fp8 codes x -> 4 bf16 pairs w by integer placement and one bf16
+ * product per pair with the factor pair f of nv_fp8_bf16_factor (nonzero):
+ * the bits of nv_fp8x4_bf16 where no code is a NaN code (nv_fp8_nan8). */
+MLA_DEV void nv_fp8x8_bf16_placed(const uint32_t x[2], uint32_t f, uint32_t w[4])
+{
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+        w[2 * j] = nv_bf16x2_mul(nv_fp8x2_bf16_pattern<0x9180u>(x[j]), f);
+        w[2 * j + 1] = nv_bf16x2_mul(nv_fp8x2_bf16_pattern<0xB3A2u>(x[j]), f);
+    }
+}
+
+/* Nonzero where one of the 8 codes x of dtype CT is a NaN code. */
+template <int CT> MLA_DEV uint32_t nv_fp8_nan8(const uint32_t x[2])
+{
+    constexpr int fnuz = CT == MLA_DTYPE_FP8_E4M3FNUZ;
+    return fp8_nan_bytes<fnuz>(x[0]) | fp8_nan_bytes<fnuz>(x[1]);
+}
+
 /* 8 fp8 codes x (FP8_SCALED: times the group scale sc) -> 4 bf16 pairs w,
- * the bits of nv_fp8x4_bf16, by integer placement and one bf16 product per
- * pair (nv_fp8_bf16_factor): 12 operations for 4 codes where the fp32 route
- * takes 16 conversions. Codes and scales it does not take (NaN codes, a
- * scale that is no small power of two) go the fp32 route. */
+ * the bits of nv_fp8x4_bf16: placed (12 operations for 4 codes where the
+ * fp32 route takes 16 conversions) unless a code is a NaN code or the scale
+ * no small power of two, which go the fp32 route. */
 template <int CT>
 MLA_DEV void nv_fp8x8_bf16(const uint32_t x[2], float sc, bool scaled, uint32_t w[4])
 {
-    constexpr int fnuz = CT == MLA_DTYPE_FP8_E4M3FNUZ;
     const uint32_t f = nv_fp8_bf16_factor<CT>(scaled ? sc : 1.0f);
-    if (f != 0 && (fp8_nan_bytes<fnuz>(x[0]) | fp8_nan_bytes<fnuz>(x[1])) == 0) {
-#pragma unroll
-        for (int j = 0; j < 2; ++j) {
-            w[2 * j] = nv_bf16x2_mul(nv_fp8x2_bf16_pattern<0x9180u>(x[j]), f);
-            w[2 * j + 1] = nv_bf16x2_mul(nv_fp8x2_bf16_pattern<0xB3A2u>(x[j]), f);
-        }
+    if (f != 0 && nv_fp8_nan8<CT>(x) == 0) {
+        nv_fp8x8_bf16_placed(x, f, w);
     } else if (scaled) {
         nv_fp8x4_bf16<CT, true>(x[0], sc, w[0], w[1]);
         nv_fp8x4_bf16<CT, true>(x[1], sc, w[2], w[3]);

@@ -241,51 +241,93 @@ MLA_DEV void wg_put_unit(unsigned char *st, uint32_t dst, const uint32_t raw[4],
  * 8 threads, rounded up. */
 constexpr int kWgRowUnits = 5;
 
+/* Unit i of thread j of a key's eight (u = j + 8 i) in wg_copy_fp8_rows:
+ * fp8 codes (kind 1, group scale i), bf16 rope (kind 2) or none (0); its
+ * byte offset in the row's codes or rope, and in the stage for key kq. The
+ * thread's keys kq + 16 q share the swizzle slot: rows 128 bytes apart. */
+struct wg_row_unit {
+    uint32_t dst;
+    int32_t src;
+    int32_t kind;
+};
+
+MLA_DEV wg_row_unit wg_row_unit_of(const att_desc &d, int j, int i, int kq, int nn, int nr)
+{
+    const int u = j + 8 * i;
+    if (u < nn)
+        return {wg_chunk_at(kq, 16 * u), 16 * u, 1};
+    if (u - nn < nr)
+        return {wg_chunk_at(kq, (int)d.c.L + 8 * (u - nn)), 16 * (u - nn), 2};
+    return {0u, 0, 0};
+}
+
 /* fp8 NORMAL and FP8_SCALED keys (a row's units at constant steps: fp8
- * codes from the row's start, then FP8_SCALED's bf16 rope), eight threads
- * a key, two keys' loads in flight before their conversion: thread j takes
- * units j, j + 8, .. , so that FP8_SCALED's unit j + 8i has group scale i. */
+ * codes from the row's start, then FP8_SCALED's bf16 rope; wg_takes keeps
+ * rows 16-byte aligned), eight threads a key, two keys' loads in flight
+ * before their conversion. The producer is one warp per scheduler, so its
+ * instructions are the tile's pace: a round's conversion runs without a
+ * branch (nv_fp8x8_bf16_placed) unless one of the warp's codes is a NaN
+ * code or one of its scales no small power of two, when the warp takes
+ * wg_put_unit's checked route for the round. */
 template <int CT>
 MLA_DEV void wg_copy_fp8_rows(const att_desc &d, const int32_t *KP, const key_ref *KR,
                               unsigned char *st, int pt)
 {
     const bool scaled = cache_fp8s(d.c);
-    const int j = pt % 8, L = (int)d.c.L;
+    const int j = pt % 8, kq = pt / 8, L = (int)d.c.L;
     const int nn = scaled ? L / 16 : (L + (int)d.c.R) / 16; /* units of fp8 codes */
     const int nr = scaled ? (int)d.c.R / 8 : 0;             /* units of bf16 rope */
-    for (int k0 = pt / 8; k0 < kWgKeys; k0 += 32) {
-        uint32_t raw[2][kWgRowUnits][4];
-        float sc[2][kWgRowUnits];
+    wg_row_unit un[kWgRowUnits];
+#pragma unroll
+    for (int i = 0; i < kWgRowUnits; ++i)
+        un[i] = wg_row_unit_of(d, j, i, kq, nn, nr);
+    const uint32_t f1 = nv_fp8_bf16_factor<CT>(1.0f);
+    for (int k0 = kq; k0 < kWgKeys; k0 += 32) {
+        uint32_t raw[2][kWgRowUnits][4], f[2][kWgRowUnits], bad = 0;
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
             const bool valid = KP[k0 + 16 * h] >= 0;
             const key_ref kr = KR[k0 + 16 * h];
 #pragma unroll
             for (int i = 0; i < kWgRowUnits; ++i) {
-                const int u = j + 8 * i;
-                raw[h][i][0] = raw[h][i][1] = raw[h][i][2] = raw[h][i][3] = 0;
-                sc[h][i] = 1.0f;
-                if (valid && u < nn) {
-                    load_bytes(kr.nope + 16 * u, raw[h][i], 16);
-                    if (scaled)
-                        sc[h][i] = *reinterpret_cast<const float *>(kr.nope + L + 4 * i);
-                } else if (valid && u - nn < nr) {
-                    load_bytes(kr.rope + 16 * (u - nn), raw[h][i], 16);
+                mla_u32x4 v = {{0, 0, 0, 0}};
+                if (valid && un[i].kind != 0)
+                    v = *reinterpret_cast<const mla_u32x4 *>((un[i].kind == 2 ? kr.rope : kr.nope) +
+                                                             un[i].src);
+                float sc = 1.0f;
+                if (valid && scaled && un[i].kind == 1)
+                    sc = *reinterpret_cast<const float *>(kr.nope + L + 4 * i);
+#pragma unroll
+                for (int e = 0; e < 4; ++e)
+                    raw[h][i][e] = v.v[e];
+                f[h][i] = scaled ? nv_fp8_bf16_factor<CT>(sc) : f1;
+                if (un[i].kind == 1)
+                    bad |= (f[h][i] == 0u) | nv_fp8_nan8<CT>(raw[h][i]) |
+                           nv_fp8_nan8<CT>(raw[h][i] + 2);
+            }
+        }
+        const bool checked = mla_wave_any(bad != 0);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int k = k0 + 16 * h;
+            const key_ref kr = KR[k];
+#pragma unroll
+            for (int i = 0; i < kWgRowUnits; ++i) {
+                const uint32_t dst = un[i].dst + (uint32_t)(k - kq) * 128u;
+                if (un[i].kind == 2 || (un[i].kind == 1 && checked)) {
+                    const float sc = un[i].kind == 1 && scaled && KP[k] >= 0
+                                         ? *reinterpret_cast<const float *>(kr.nope + L + 4 * i)
+                                         : 1.0f;
+                    wg_put_unit<CT>(st, dst, raw[h][i], sc, un[i].kind == 2, scaled);
+                } else if (un[i].kind == 1) {
+                    mla_u32x4 lo, hi;
+                    nv_fp8x8_bf16_placed(raw[h][i], f[h][i], lo.v);
+                    nv_fp8x8_bf16_placed(raw[h][i] + 2, f[h][i], hi.v);
+                    *reinterpret_cast<mla_u32x4 *>(st + dst) = lo;
+                    *reinterpret_cast<mla_u32x4 *>(st + (dst ^ 16u)) = hi;
                 }
             }
         }
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-#pragma unroll
-            for (int i = 0; i < kWgRowUnits; ++i) {
-                const int u = j + 8 * i, k = k0 + 16 * h;
-                if (u < nn)
-                    wg_put_unit<CT>(st, wg_chunk_at(k, 16 * u), raw[h][i], sc[h][i], false,
-                                    scaled);
-                else if (u - nn < nr)
-                    wg_put_unit<CT>(st, wg_chunk_at(k, L + 8 * (u - nn)), raw[h][i], 1.0f, true,
-                                    scaled);
-            }
     }
 }
 
