@@ -10,7 +10,8 @@
 #   info        nvidia-smi, lscpu, torch version, git commit -> $OUT/machine.txt
 #   build       cmake -G Ninja into build/gpu (kept between calls on a warm machine)
 #   conformance mla conformance --backend hip, then its attention cases with
-#               MLA_HIP_ATTENTION=cpasync and =fma (the other key path, the plain body),
+#               MLA_HIP_ATTENTION=cpasync, =fma and =wgmma (the other key path, the plain
+#               body, the sm_90a body on every call it can take),
 #               the GEMMs and expanded attention with MLA_HIP_GEMM=mma MLA_HIP_ATTENTION=mma,
 #               indexer logits with MLA_HIP_LOGITS=mma, top-k with MLA_HIP_TOPK_G=1, 2
 #   peer        python3 bench/peer_torch.py --json $OUT/peer.json (its own copy and
@@ -94,9 +95,10 @@ stage_conformance() {
   timeout "$(limit conformance 300)" "$MLA" conformance --backend hip --require-device > "$OUT/conformance_hip.log" 2>&1
   local rc=$?
   tail -25 "$OUT/conformance_hip.log"
-  # the attention cases again on the body's other key path and on the plain body
+  # the attention cases again on the body's other key path, on the plain body
+  # and on the sm_90a body wherever it can run
   local v
-  for v in cpasync fma; do
+  for v in cpasync fma wgmma; do
     MLA_HIP_ATTENTION=$v timeout 120 "$MLA" conformance --backend hip --require-device --op attention \
       > "$OUT/conformance_hip_attention_$v.log" 2>&1 || rc=1
     echo "attention, MLA_HIP_ATTENTION=$v: $(grep -E '^conformance:' "$OUT/conformance_hip_attention_$v.log")"

@@ -427,6 +427,10 @@ static int build(conf_case *cases, int cap)
          n++);
     make(&b, MLA_CACHE_SHUFFLED, MLA_DTYPE_FP8_E4M3FNUZ, 16, 512, 3, K_PREFILL, 1, 1, F_VIEWS, bf,
          f32, n++);
+    /* ... in fp8 with the rows the sm_90a body takes (its DeepSeek row copies) */
+    make(&b, MLA_CACHE_NORMAL, MLA_DTYPE_FP8_E4M3FN, 64, 512, 128, K_DECODE, 1, 0, 0, bf, bf, n++);
+    make(&b, MLA_CACHE_FP8_SCALED, MLA_DTYPE_FP8_E4M3FNUZ, 16, 512, 64, K_DECODE, 2, 4, F_SINKS, bf,
+         f32, n++);
     /* fp8 q */
     make(&b, MLA_CACHE_NORMAL, MLA_DTYPE_FP8_E4M3FN, 16, 128, 16, K_DECODE, 2, 4, 0,
          MLA_DTYPE_FP8_E4M3FN, bf, n++);

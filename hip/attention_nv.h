@@ -262,11 +262,13 @@ MLA_DEV void nv_fp8x4_bf16(uint32_t x, float sc, uint32_t &lo, uint32_t &hi)
  * power of two, zero, subnormal, inf, NaN, or above 2^7). */
 template <int CT> MLA_DEV uint32_t nv_fp8_bf16_factor(float sc)
 {
-    const uint32_t b = mla_fb_bits(sc), e = (b >> 23) & 0xFFu;
-    const uint32_t fe = e + (CT == MLA_DTYPE_FP8_E4M3FNUZ ? 119u : 120u);
-    if ((b & 0x7FFFFFu) != 0 || e == 0 || fe >= 255u)
+    constexpr uint32_t bias = CT == MLA_DTYPE_FP8_E4M3FNUZ ? 119u : 120u;
+    const uint32_t b = mla_fb_bits(sc), t = b & 0x7FFFFFFFu;
+    /* |sc| = 2^(e - 127) with 1 <= e <= 254 - bias: no mantissa bits, and
+     * (e - 1) << 23 below that bound (e = 0 wraps above it) */
+    if ((t & 0x7FFFFFu) != 0 || t - 0x00800000u >= (254u - bias) << 23)
         return 0;
-    const uint32_t f = (b >> 16 & 0x8000u) | fe << 7;
+    const uint32_t f = (b >> 16) + (bias << 7); /* sign, e + bias; no carry */
     return f | f << 16;
 }
 

@@ -261,6 +261,18 @@ MLA_DEV wg_row_unit wg_row_unit_of(const att_desc &d, int j, int i, int kq, int 
     return {0u, 0, 0};
 }
 
+/* Row geometries wg_copy_fp8_rows knows at compile time: any (0), or
+ * DeepSeek's L 512, R 64 in FP8_SCALED (1: units 0-3 codes of scale group
+ * i, unit 4 the rope) or NORMAL (2: units 0-3 codes, unit 4 codes where
+ * j < 4), whose kinds then cost no instruction. */
+template <int G> MLA_DEV int wg_row_kind(const wg_row_unit &un, int i, int j)
+{
+    if constexpr (G == 0)
+        return un.kind;
+    else
+        return i < 4 ? 1 : G == 1 ? 2 : j < 4 ? 1 : 0;
+}
+
 /* fp8 NORMAL and FP8_SCALED keys (a row's units at constant steps: fp8
  * codes from the row's start, then FP8_SCALED's bf16 rope; wg_takes keeps
  * rows 16-byte aligned), eight threads a key, two keys' loads in flight
@@ -269,14 +281,14 @@ MLA_DEV wg_row_unit wg_row_unit_of(const att_desc &d, int j, int i, int kq, int 
  * branch (nv_fp8x8_bf16_placed) unless one of the warp's codes is a NaN
  * code or one of its scales no small power of two, when the warp takes
  * wg_put_unit's checked route for the round. */
-template <int CT>
+template <int CT, int G>
 MLA_DEV void wg_copy_fp8_rows(const att_desc &d, const int32_t *KP, const key_ref *KR,
                               unsigned char *st, int pt)
 {
-    const bool scaled = cache_fp8s(d.c);
-    const int j = pt % 8, kq = pt / 8, L = (int)d.c.L;
-    const int nn = scaled ? L / 16 : (L + (int)d.c.R) / 16; /* units of fp8 codes */
-    const int nr = scaled ? (int)d.c.R / 8 : 0;             /* units of bf16 rope */
+    const bool scaled = G ? G == 1 : cache_fp8s(d.c);
+    const int j = pt & 7, kq = pt >> 3, L = G ? 512 : (int)d.c.L, R = G ? 64 : (int)d.c.R;
+    const int nn = scaled ? L / 16 : (L + R) / 16; /* units of fp8 codes */
+    const int nr = scaled ? R / 8 : 0;             /* units of bf16 rope */
     wg_row_unit un[kWgRowUnits];
 #pragma unroll
     for (int i = 0; i < kWgRowUnits; ++i)
@@ -290,18 +302,19 @@ MLA_DEV void wg_copy_fp8_rows(const att_desc &d, const int32_t *KP, const key_re
             const key_ref kr = KR[k0 + 16 * h];
 #pragma unroll
             for (int i = 0; i < kWgRowUnits; ++i) {
+                const int kind = wg_row_kind<G>(un[i], i, j);
                 mla_u32x4 v = {{0, 0, 0, 0}};
-                if (valid && un[i].kind != 0)
-                    v = *reinterpret_cast<const mla_u32x4 *>((un[i].kind == 2 ? kr.rope : kr.nope) +
+                if (valid && kind != 0)
+                    v = *reinterpret_cast<const mla_u32x4 *>((kind == 2 ? kr.rope : kr.nope) +
                                                              un[i].src);
                 float sc = 1.0f;
-                if (valid && scaled && un[i].kind == 1)
+                if (valid && scaled && kind == 1)
                     sc = *reinterpret_cast<const float *>(kr.nope + L + 4 * i);
 #pragma unroll
                 for (int e = 0; e < 4; ++e)
                     raw[h][i][e] = v.v[e];
                 f[h][i] = scaled ? nv_fp8_bf16_factor<CT>(sc) : f1;
-                if (un[i].kind == 1)
+                if (kind == 1)
                     bad |= (f[h][i] == 0u) | nv_fp8_nan8<CT>(raw[h][i]) |
                            nv_fp8_nan8<CT>(raw[h][i] + 2);
             }
@@ -313,13 +326,14 @@ MLA_DEV void wg_copy_fp8_rows(const att_desc &d, const int32_t *KP, const key_re
             const key_ref kr = KR[k];
 #pragma unroll
             for (int i = 0; i < kWgRowUnits; ++i) {
+                const int kind = wg_row_kind<G>(un[i], i, j);
                 const uint32_t dst = un[i].dst + (uint32_t)(k - kq) * 128u;
-                if (un[i].kind == 2 || (un[i].kind == 1 && checked)) {
-                    const float sc = un[i].kind == 1 && scaled && KP[k] >= 0
+                if (kind == 2 || (kind == 1 && checked)) {
+                    const float sc = kind == 1 && scaled && KP[k] >= 0
                                          ? *reinterpret_cast<const float *>(kr.nope + L + 4 * i)
                                          : 1.0f;
-                    wg_put_unit<CT>(st, dst, raw[h][i], sc, un[i].kind == 2, scaled);
-                } else if (un[i].kind == 1) {
+                    wg_put_unit<CT>(st, dst, raw[h][i], sc, kind == 2, scaled);
+                } else if (kind == 1) {
                     mla_u32x4 lo, hi;
                     nv_fp8x8_bf16_placed(raw[h][i], f[h][i], lo.v);
                     nv_fp8x8_bf16_placed(raw[h][i] + 2, f[h][i], hi.v);
@@ -341,8 +355,12 @@ template <int CT>
 MLA_DEV void wg_copy_fp8(const att_desc &d, const int32_t *KP, const key_ref *KR,
                          unsigned char *st, int pt)
 {
-    if (d.c.layout != MLA_CL_SHUFFLED)
-        return wg_copy_fp8_rows<CT>(d, KP, KR, st, pt);
+    if (d.c.layout != MLA_CL_SHUFFLED) {
+        if (d.c.L == 512 && d.c.R == 64)
+            return cache_fp8s(d.c) ? wg_copy_fp8_rows<CT, 1>(d, KP, KR, st, pt)
+                                   : wg_copy_fp8_rows<CT, 2>(d, KP, KR, st, pt);
+        return wg_copy_fp8_rows<CT, 0>(d, KP, KR, st, pt);
+    }
     const int nu = wg_units<CT>(d), dk = 128 / nu, du = 128 % nu;
     const bool scaled = cache_fp8s(d.c);
     int k = pt / nu, u = pt % nu;

@@ -210,14 +210,19 @@ MLA_DEV void bulk_copy(void *dst, const void *src, uint32_t bytes, uint64_t *bar
 #endif
 }
 
-/* BYTES (a multiple of 16, 16-byte aligned) from global memory into the L2
- * ahead of their loads; no effect on results. */
+/* BYTES at src (global memory) into the L2 ahead of their loads, by this
+ * thread alone: one prefetch per 128-byte line (the bulk prefetch takes a
+ * warp-uniform address, so lanes with their own keys would run one at a
+ * time); no effect on results. */
 MLA_DEV void prefetch_l2(const void *src, uint32_t bytes)
 {
 #if MLA_IDX_EMU
     (void)src, (void)bytes;
 #else
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(src), "r"(bytes) : "memory");
+    const char *p = static_cast<const char *>(src);
+    for (uint32_t o = 0; o < bytes; o += 128)
+        asm volatile("prefetch.L2 [%0];" ::"l"(p + o));
+    asm volatile("prefetch.L2 [%0];" ::"l"(p + bytes - 1)); /* the last line */
 #endif
 }
 #else
