@@ -198,7 +198,7 @@ mla_status launch_fma(mla_context *ctx, const att_desc &d, int64_t blocks, int s
  * bf16 rope of 8) with the cache's chunks aligned, a device of compute
  * capability 9.0 whose code has the body, tuning.hip_attention auto with at
  * least 64 rows per sequence (heads x query rows) or dense fp8 keys from
- * 2^15 key slots on, or wgmma; mma, cpasync or
+ * 2^16 key slots on (2^15 a sequence), or wgmma; mma, cpasync or
  * fma keep the mma.sync body, its per-chunk copies, the plain body. Every layout, block size, head count, decode, MTP, prefill
  * and sparse run takes it. */
 bool wg_takes(mla_context *ctx, const mla_attention_desc &ds, const mla_attention_op_args *a)
@@ -207,13 +207,14 @@ bool wg_takes(mla_context *ctx, const mla_attention_desc &ds, const mla_attentio
     if (tune != MLA_TUNE_HIP_ATTENTION_AUTO && tune != MLA_TUNE_HIP_ATTENTION_WGMMA)
         return false;
     /* auto: the body's 64-row records need the rows, but for dense decode on
-     * fp8 caches from 2^15 key slots on (S x block-table columns x block
-     * size: shapes, one choice under a captured graph), where the mma.sync
-     * body's conversion pass between two barriers costs more than the
-     * empty rows (docs/TUNING.md) */
+     * fp8 caches from 2^16 key slots on, or 2^15 a sequence (block-table
+     * columns x block size, times S: shapes, one choice under a captured
+     * graph), where the mma.sync body's conversion pass between two
+     * barriers costs more than the empty rows (docs/TUNING.md) */
     const int64_t S = a->context_lens.shape[0];
+    const int64_t seq_slots = a->plan->max_blocks * ds.cache.block_size;
     const bool fp8_wide = ds.cache.dtype != MLA_DTYPE_BF16 && ds.topk == 0 &&
-                          a->plan->S * a->plan->max_blocks * ds.cache.block_size >= (1 << 15);
+                          (a->plan->S * seq_slots >= (1 << 16) || seq_slots >= (1 << 15));
     if (tune == MLA_TUNE_HIP_ATTENTION_AUTO && S > 0 && ds.heads * a->q.shape[0] < 64 * S &&
         !fp8_wide)
         return false;
