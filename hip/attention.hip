@@ -214,7 +214,7 @@ bool wg_takes(mla_context *ctx, const mla_attention_desc &ds, const mla_attentio
     const int64_t S = a->context_lens.shape[0];
     const int64_t seq_slots = a->plan->max_blocks * ds.cache.block_size;
     const bool fp8_wide = ds.cache.dtype != MLA_DTYPE_BF16 && ds.topk == 0 &&
-                          (a->plan->S * seq_slots >= (1 << 16) || seq_slots >= (1 << 15));
+                          (S * seq_slots >= (1 << 16) || seq_slots >= (1 << 15));
     if (tune == MLA_TUNE_HIP_ATTENTION_AUTO && S > 0 && ds.heads * a->q.shape[0] < 64 * S &&
         !fp8_wide)
         return false;
